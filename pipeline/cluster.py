@@ -1,0 +1,44 @@
+"""Choosing the Dask cluster a job runs on.
+
+Precedence: an explicit scheduler address or scheduler file, then the
+``DASK_SCHEDULER_ADDRESS`` environment variable, else an embedded
+``LocalCluster`` sized to the machine.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from distributed import Client, LocalCluster
+
+
+@contextmanager
+def connect(
+    *,
+    scheduler_address: str | None = None,
+    scheduler_file: str | None = None,
+    workers: int | None = None,
+    threads_per_worker: int = 1,
+    memory_limit: str | None = None,
+) -> Iterator[Client]:
+    """A client on the selected cluster, closed (and an embedded cluster stopped) on exit."""
+    address = scheduler_address or os.environ.get("DASK_SCHEDULER_ADDRESS")
+    if scheduler_file:
+        with Client(scheduler_file=scheduler_file) as client:
+            yield client
+        return
+    if address:
+        with Client(address) as client:
+            yield client
+        return
+    n = workers or max(1, (os.cpu_count() or 1) // threads_per_worker)
+    with LocalCluster(
+        n_workers=n,
+        threads_per_worker=threads_per_worker,
+        processes=True,
+        memory_limit=memory_limit or "auto",
+        dashboard_address=":0",
+    ) as cluster, Client(cluster) as client:
+        yield client

@@ -1,0 +1,56 @@
+"""Shared fixtures: hypothesis profiles, a real S3 endpoint on loopback, a real LocalCluster."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+# CI runs a fixed, derandomised profile with enough examples to matter; locally the
+# default profile explores new examples each run.
+settings.register_profile(
+    "ci", max_examples=200, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile("dev", max_examples=100, deadline=None)
+settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    """A moto S3 server on 127.0.0.1 (a real HTTP endpoint, not a mock of s3fs)."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_endpoint):
+    """A fresh bucket; yields (bucket name, storage_options)."""
+    import uuid
+
+    import boto3
+
+    name = f"zv-{uuid.uuid4().hex[:12]}"
+    client = boto3.client(
+        "s3", endpoint_url=s3_endpoint, aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
+    )
+    client.create_bucket(Bucket=name)
+    options = {"endpoint_url": s3_endpoint, "key": "test", "secret": "test", "client_kwargs": {"region_name": "us-east-1"}}
+    yield name, options
+
+
+@pytest.fixture(scope="session")
+def local_cluster():
+    """One real LocalCluster with two worker processes for integration tests."""
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0")
+    client = Client(cluster, set_as_default=False)
+    yield client
+    client.close()
+    cluster.close()

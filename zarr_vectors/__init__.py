@@ -1,0 +1,21 @@
+"""Zarr Vectors: chunked vector geometry on Zarr v3, written and checked as Dask graphs.
+
+The public API: writers (``write_points``), the reader (``read``) and the store
+layer (``create_store``, ``open_store``, ``get_resolution_level``).
+"""
+
+from __future__ import annotations
+
+from zarr_vectors.core.store import create_store, get_resolution_level, open_store
+from zarr_vectors.graphs.points import WriteResult, write_points
+from zarr_vectors.read import VectorData, read
+
+__all__ = [
+    "VectorData",
+    "WriteResult",
+    "create_store",
+    "get_resolution_level",
+    "open_store",
+    "read",
+    "write_points",
+]

@@ -1,0 +1,91 @@
+"""Zarr v3 node documents (``zarr.json``): building, writing and strict reading.
+
+Every metadata read in the project goes through :func:`read_node`, i.e. through
+the strict reader of :mod:`zarr_vectors.core.strict_json` (DECISIONS.md D10).
+"""
+
+from __future__ import annotations
+
+import math
+import posixpath
+from typing import Any
+
+import numpy as np
+
+from zarr_vectors.core.storage import Storage
+from zarr_vectors.core.strict_json import dump_document, load_document
+from zarr_vectors.errors import MetadataError
+
+
+def meta_key(path: str) -> str:
+    return posixpath.join(path, "zarr.json") if path else "zarr.json"
+
+
+def read_node(storage: Storage, path: str) -> dict[str, Any] | None:
+    """The parsed ``zarr.json`` of the node at ``path``, or None when there is none."""
+    key = meta_key(path)
+    raw = storage.get(key)
+    if raw is None:
+        return None
+    return load_document(raw, file=key)
+
+
+def require_node(storage: Storage, path: str, node_type: str | None = None) -> dict[str, Any]:
+    doc = read_node(storage, path)
+    key = meta_key(path)
+    if doc is None:
+        raise MetadataError(f"no zarr.json in store {storage.url!r}", file=key)
+    if node_type is not None and doc.get("node_type") != node_type:
+        raise MetadataError(f"expected a {node_type}, found a {doc.get('node_type')}", file=key, pointer="/node_type")
+    return doc
+
+
+def write_node(storage: Storage, path: str, doc: dict[str, Any]) -> None:
+    storage.put(meta_key(path), dump_document(doc))
+
+
+def group_document(attributes: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"attributes": attributes or {}, "zarr_format": 3, "node_type": "group"}
+
+
+def array_document(
+    *,
+    shape: tuple[int, ...],
+    data_type: str,
+    chunk_shape: tuple[int, ...],
+    fill_value: Any,
+    codecs: list[dict[str, Any]],
+    attributes: dict[str, Any],
+) -> dict[str, Any]:
+    return {
+        "shape": list(shape),
+        "data_type": data_type,
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(chunk_shape)}},
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        "fill_value": fill_value,
+        "codecs": codecs,
+        "attributes": attributes,
+        "zarr_format": 3,
+        "node_type": "array",
+        "storage_transformers": [],
+    }
+
+
+def fill_value_json(value: Any, dtype: np.dtype) -> Any:
+    """A fill value as zarr v3 spells it (non-finite floats as strings)."""
+    if dtype.kind == "f":
+        v = float(value)
+        if math.isnan(v):
+            return "NaN"
+        if math.isinf(v):
+            return "Infinity" if v > 0 else "-Infinity"
+        return v
+    if dtype.kind == "b":
+        return bool(value)
+    return int(value)
+
+
+def fill_value_from_json(value: Any, dtype: np.dtype) -> Any:
+    if dtype.kind == "f" and isinstance(value, str):
+        return {"NaN": np.nan, "Infinity": np.inf, "-Infinity": -np.inf}[value]
+    return dtype.type(value)

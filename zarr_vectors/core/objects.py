@@ -1,0 +1,78 @@
+"""Reading a level's object index (FORMAT.md §6.7) under the layout policy of D1.
+
+Only ``vlen_manifests_v1`` (row = id) is read by default.  ``vlen_manifests_v2``
+(rows + an ``object_ids`` table, what the reference writes) is read only when the
+caller opts in through ``allow_layouts``; anything else is refused by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+
+import numpy as np
+
+from zarr_vectors.core.metadata import OBJECT_INDEX_LAYOUT, OBJECT_INDEX_LAYOUT_V2
+from zarr_vectors.core.nodes import require_node
+from zarr_vectors.core.store import Level
+from zarr_vectors.core.tables import read_table, read_vlen_rows
+from zarr_vectors.encoding import ManifestBlock, decode_manifest
+from zarr_vectors.errors import EncodingError, MetadataError, UnsupportedLayoutError
+
+
+@dataclass(frozen=True)
+class ObjectIndex:
+    """Object ids per manifest row and the decoded manifests."""
+
+    ids: np.ndarray  # int64, one per row
+    manifests: list[list[ManifestBlock]]
+    layout: str
+
+    def blocks_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(object id, chunk coords, fragment) per referenced fragment, in manifest order."""
+        ids, chunks, frags = [], [], []
+        for oid, blocks in zip(self.ids.tolist(), self.manifests):
+            for b in blocks:
+                ids.append(np.full(len(b.fragments), oid, dtype=np.int64))
+                chunks.append(np.repeat(np.asarray([b.chunk], dtype=np.int64), len(b.fragments), axis=0))
+                frags.append(np.asarray(b.fragments, dtype=np.int64))
+        if not ids:
+            d = 0
+            return np.zeros(0, np.int64), np.zeros((0, d), np.int64), np.zeros(0, np.int64)
+        return np.concatenate(ids), np.concatenate(chunks), np.concatenate(frags)
+
+
+def read_object_index(level: Level, *, allow_layouts: Collection[str] = ()) -> ObjectIndex | None:
+    """The level's object index, or None when the level has none."""
+    path = level.node_path("object_index")
+    if not level.has("object_index"):
+        return None
+    doc = require_node(level.storage, path, "group")
+    file = f"{path}/zarr.json"
+    attrs = doc.get("attributes", {})
+    layout = attrs.get("layout", OBJECT_INDEX_LAYOUT)
+    if layout != OBJECT_INDEX_LAYOUT and not (layout == OBJECT_INDEX_LAYOUT_V2 and layout in allow_layouts):
+        hint = " (pass allow_layouts=('vlen_manifests_v2',) to read it)" if layout == OBJECT_INDEX_LAYOUT_V2 else ""
+        raise UnsupportedLayoutError(
+            f"object_index layout {layout!r} is not {OBJECT_INDEX_LAYOUT!r}{hint}",
+            file=file,
+            pointer="/attributes/layout",
+        )
+    sid_ndim = attrs.get("sid_ndim", level.store.root.sid_ndim)
+    rows = read_vlen_rows(level.storage, f"{path}/manifests")
+    manifests = []
+    for r, row in enumerate(rows):
+        try:
+            manifests.append(decode_manifest(row, sid_ndim))
+        except EncodingError as exc:
+            raise EncodingError(f"{path}/manifests row {r}: {exc}") from exc
+    if layout == OBJECT_INDEX_LAYOUT_V2:
+        ids, _ = read_table(level.storage, f"{path}/object_ids")
+        if ids.shape != (len(rows),):
+            raise MetadataError(
+                f"object_ids has shape {ids.shape}, manifests has {len(rows)} rows", file=f"{path}/object_ids/zarr.json"
+            )
+        ids = ids.astype(np.int64)
+    else:
+        ids = np.arange(len(rows), dtype=np.int64)
+    return ObjectIndex(ids, manifests, layout)

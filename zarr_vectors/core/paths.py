@@ -1,0 +1,183 @@
+"""Path segments of the links families and dotted chunk keys.
+
+Every ``<delta>`` and ``<offsets>`` directory name is composed and parsed here and
+nowhere else, so writers, readers and the validator agree on one spelling. Only the
+canonical spelling parses (DECISIONS.md D16): ``+0``, ``-0`` or ``+01`` would name the
+same geometry as another directory and silently split a family in two.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Sequence
+
+__all__ = [
+    "SELF_SEGMENT",
+    "format_chunk_key",
+    "format_delta",
+    "format_offsets",
+    "intra_offsets",
+    "is_intra",
+    "link_attributes_group_path",
+    "link_attributes_path",
+    "links_group_path",
+    "links_path",
+    "parse_chunk_key",
+    "parse_delta",
+    "parse_offsets",
+]
+
+SELF_SEGMENT = "self"
+"""The offsets segment of a ``link_width == 1`` family: no other endpoint to locate."""
+
+# ``[0-9]`` rather than ``\d``: ``\d`` also matches non-ASCII digits such as "١".
+_DELTA_RE = re.compile(r"0|[+-][1-9][0-9]*")
+_CHUNK_COMPONENT_RE = re.compile(r"0|-?[1-9][0-9]*")
+
+Offsets = Sequence[Sequence[int]]
+
+
+def _as_int(value: object, what: str) -> int:
+    """Accept Python and NumPy integers; refuse bools and floats, which would format wrongly."""
+    if isinstance(value, bool):
+        raise TypeError(f"{what} must be an integer, got bool {value!r}")
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"{what} must be an integer, got {type(value).__name__} {value!r}") from None
+
+
+def format_delta(delta: int) -> str:
+    """Spell a level delta or offset component: ``0``, ``+N`` or ``-N``."""
+    value = _as_int(delta, "delta")
+    return f"{value:+d}" if value else "0"
+
+
+def parse_delta(text: str) -> int:
+    """Parse a canonically spelled delta; any other spelling is a malformed segment."""
+    if not isinstance(text, str) or _DELTA_RE.fullmatch(text) is None:
+        raise ValueError(
+            f"delta segment {text!r} is not canonical: expected '0', '+N' or '-N' (N without leading zeros)"
+        )
+    return int(text)
+
+
+def _check_arity(link_width: int, sid_ndim: int) -> None:
+    if _as_int(link_width, "link_width") < 1:
+        raise ValueError(f"link_width must be >= 1, got {link_width}")
+    if _as_int(sid_ndim, "sid_ndim") < 1:
+        raise ValueError(f"sid_ndim must be >= 1, got {sid_ndim}")
+
+
+def format_offsets(offsets: Offsets) -> str:
+    """Spell the ``L - 1`` relative offsets of a family's array; ``()`` (``L == 1``) is ``self``."""
+    if len(offsets) == 0:
+        return SELF_SEGMENT
+    widths = {len(offset) for offset in offsets}
+    if len(widths) != 1 or 0 in widths:
+        raise ValueError(f"offsets {offsets!r} must all have the same, non-zero number of components")
+    return "_".join(".".join(format_delta(c) for c in offset) for offset in offsets)
+
+
+def parse_offsets(segment: str, *, link_width: int, sid_ndim: int) -> tuple[tuple[int, ...], ...]:
+    """Parse an offsets segment, refusing one whose arity disagrees with its family.
+
+    A wrong arity would otherwise decode every row of the array against the wrong
+    geometry, so it fails here, naming the segment.
+    """
+    _check_arity(link_width, sid_ndim)
+    if link_width == 1:
+        if segment == SELF_SEGMENT:
+            return ()
+        raise ValueError(f"offsets segment {segment!r} must be {SELF_SEGMENT!r} for link_width 1")
+    if segment == SELF_SEGMENT:
+        raise ValueError(
+            f"offsets segment {SELF_SEGMENT!r} is only valid for link_width 1, expected "
+            f"{link_width - 1} offsets for link_width {link_width}"
+        )
+    parts = segment.split("_")
+    if len(parts) != link_width - 1:
+        raise ValueError(
+            f"offsets segment {segment!r} has {len(parts)} offsets, expected {link_width - 1} "
+            f"(link_width {link_width})"
+        )
+    parsed = []
+    for part in parts:
+        components = part.split(".")
+        if len(components) != sid_ndim:
+            raise ValueError(
+                f"offsets segment {segment!r} has {len(components)} components per offset, expected {sid_ndim}"
+            )
+        bad = [c for c in components if _DELTA_RE.fullmatch(c) is None]
+        if bad:
+            raise ValueError(
+                f"offsets segment {segment!r} has non-canonical component {bad[0]!r}: "
+                "expected '0', '+N' or '-N' (N without leading zeros)"
+            )
+        parsed.append(tuple(int(c) for c in components))
+    return tuple(parsed)
+
+
+def intra_offsets(sid_ndim: int, link_width: int) -> tuple[tuple[int, ...], ...]:
+    """The all-zero offsets naming a family's intra-chunk array."""
+    _check_arity(link_width, sid_ndim)
+    return ((0,) * sid_ndim,) * (link_width - 1)
+
+
+def is_intra(offsets: Offsets) -> bool:
+    """Whether every endpoint sits in the source chunk (vacuously true for ``L == 1``)."""
+    return all(c == 0 for offset in offsets for c in offset)
+
+
+def _check_attribute_name(name: str) -> str:
+    if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+        raise ValueError(f"link attribute name {name!r} must be a non-empty path segment (no '/', not '.' or '..')")
+    return name
+
+
+def links_group_path(delta: int) -> str:
+    """``links/<delta>``, relative to a level group."""
+    return f"links/{format_delta(delta)}"
+
+
+def links_path(delta: int, offsets: Offsets) -> str:
+    """``links/<delta>/<offsets>``, relative to a level group."""
+    return f"{links_group_path(delta)}/{format_offsets(offsets)}"
+
+
+def link_attributes_group_path(name: str, delta: int) -> str:
+    """``link_attributes/<name>/<delta>``, relative to a level group."""
+    return f"link_attributes/{_check_attribute_name(name)}/{format_delta(delta)}"
+
+
+def link_attributes_path(name: str, delta: int, offsets: Offsets) -> str:
+    """``link_attributes/<name>/<delta>/<offsets>``, relative to a level group."""
+    return f"{link_attributes_group_path(name, delta)}/{format_offsets(offsets)}"
+
+
+def format_chunk_key(coords: Sequence[int]) -> str:
+    """Dotted absolute chunk key as stored in ``nonempty_chunks`` (``-1.0.2``)."""
+    if len(coords) == 0:
+        raise ValueError("a chunk key needs at least one coordinate")
+    return ".".join(str(_as_int(c, "chunk coordinate")) for c in coords)
+
+
+def parse_chunk_key(key: str, ndim: int | None = None) -> tuple[int, ...]:
+    """Parse a dotted absolute chunk key; only the spelling :func:`format_chunk_key` writes.
+
+    A key spelled two ways (``01`` and ``1``) would list one cell twice in
+    ``nonempty_chunks``, so non-canonical spellings are refused.
+    """
+    if not isinstance(key, str):
+        raise TypeError(f"chunk key must be a string, got {type(key).__name__}")
+    components = key.split(".")
+    bad = [c for c in components if _CHUNK_COMPONENT_RE.fullmatch(c) is None]
+    if bad:
+        raise ValueError(
+            f"chunk key {key!r} has malformed component {bad[0]!r}: expected a signed decimal "
+            "integer without '+', whitespace or leading zeros"
+        )
+    if ndim is not None and len(components) != ndim:
+        raise ValueError(f"chunk key {key!r} has {len(components)} components, expected {ndim}")
+    return tuple(int(c) for c in components)

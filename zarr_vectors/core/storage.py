@@ -1,0 +1,199 @@
+"""Whole-object key/value access to a store root over fsspec.
+
+Every write is a whole object: a local file is written to a temporary name and
+renamed into place, an S3 PUT is atomic.  That is what makes a retried Dask task
+(or a task re-run after a killed worker) leave exactly the same store, and why the
+project does its own cell I/O instead of going through zarr-python's array API,
+which read-modify-writes metadata on every write.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import uuid
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import fsspec
+
+from zarr_vectors.errors import InputError, StoreNotFoundError
+
+_IO_THREADS = 16
+
+
+def _split_url(url: str | os.PathLike[str]) -> tuple[str, str]:
+    """Return ``(protocol, root path)`` for a local path or an fsspec URL."""
+    text = os.fspath(url)
+    if not text:
+        raise InputError("store URL is empty")
+    if "://" not in text:
+        return "file", os.path.abspath(text)
+    protocol, rest = text.split("://", 1)
+    protocol = protocol.lower()
+    if protocol == "file":
+        return "file", os.path.abspath(rest)
+    if protocol in ("s3", "s3a"):
+        rest = rest.strip("/")
+        if not rest:
+            raise InputError(f"store URL {text!r} names no bucket")
+        return "s3", rest
+    if protocol == "memory":
+        return "memory", "/" + rest.strip("/")
+    return protocol, rest.rstrip("/")
+
+
+class Storage:
+    """A store root: an fsspec filesystem plus the root path under it.
+
+    Picklable by URL and storage options, so the same object can be shipped to
+    Dask workers, which rebuild their own filesystem instance.
+    """
+
+    def __init__(
+        self, url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None
+    ) -> None:
+        self.url = os.fspath(url)
+        self.storage_options = dict(storage_options or {})
+        self.protocol, self.root = _split_url(self.url)
+        self.fs = fsspec.filesystem(self.protocol, **self.storage_options)
+        self._local = self.protocol == "file"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Storage, (self.url, self.storage_options))
+
+    def __repr__(self) -> str:
+        return f"Storage({self.url!r})"
+
+    # -- paths -------------------------------------------------------------
+    def full_path(self, key: str) -> str:
+        return posixpath.join(self.root, key) if key else self.root
+
+    @property
+    def bucket(self) -> str | None:
+        return self.root.split("/", 1)[0] if self.protocol == "s3" else None
+
+    # -- reads -------------------------------------------------------------
+    def get(self, key: str) -> bytes | None:
+        """The object's bytes, or None when it does not exist."""
+        path = self.full_path(key)
+        if self._local:
+            try:
+                with open(path, "rb") as f:
+                    return f.read()
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+        try:
+            return self.fs.cat_file(path)
+        except FileNotFoundError:
+            return None
+
+    def get_many(self, keys: Iterable[str]) -> list[bytes | None]:
+        """Concurrent :meth:`get` of many keys, in order."""
+        keys = list(keys)
+        if len(keys) <= 1:
+            return [self.get(k) for k in keys]
+        if getattr(self.fs, "async_impl", False):
+            paths = [self.full_path(k) for k in keys]
+            found = self.fs.cat(paths, on_error="return")
+            out: list[bytes | None] = []
+            for p in paths:
+                value = found.get(p)
+                if isinstance(value, FileNotFoundError):
+                    out.append(None)
+                elif isinstance(value, BaseException):
+                    raise value
+                else:
+                    out.append(value)
+            return out
+        with ThreadPoolExecutor(min(_IO_THREADS, len(keys))) as pool:
+            return list(pool.map(self.get, keys))
+
+    def exists(self, key: str) -> bool:
+        return self.fs.exists(self.full_path(key))
+
+    def list_dir(self, prefix: str) -> list[str]:
+        """Names of the direct children of ``prefix`` (files and directories)."""
+        path = self.full_path(prefix)
+        try:
+            entries = self.fs.ls(path, detail=False, refresh=True) if not self._local else os.listdir(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        names = [posixpath.basename(str(e).rstrip("/")) for e in entries]
+        return sorted(n for n in names if n and not n.startswith(".tmp-"))
+
+    def list_files(self, prefix: str) -> list[str]:
+        """Keys of every object below ``prefix``, relative to the store root."""
+        path = self.full_path(prefix)
+        if self._local:
+            out = []
+            for dirpath, _, files in os.walk(path):
+                rel = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
+                out.extend(
+                    f if rel == "." else f"{rel}/{f}" for f in files if not f.startswith(".tmp-")
+                )
+            return sorted(out)
+        try:
+            found = self.fs.find(path)
+        except FileNotFoundError:
+            return []
+        root = self.root.rstrip("/") + "/"
+        strip = root if not self.protocol == "memory" else root
+        return sorted(p[len(strip):] if p.startswith(strip) else p for p in (str(x) for x in found))
+
+    # -- writes ------------------------------------------------------------
+    def put(self, key: str, data: bytes) -> None:
+        """Write a whole object atomically (temp + rename locally)."""
+        path = self.full_path(key)
+        if self._local:
+            directory = os.path.dirname(path)
+            os.makedirs(directory, exist_ok=True)
+            tmp = os.path.join(directory, f".tmp-{uuid.uuid4().hex}")
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+            return
+        self.fs.pipe_file(path, data)
+
+    def put_many(self, items: Mapping[str, bytes]) -> None:
+        if len(items) <= 1 or not self._local:
+            if getattr(self.fs, "async_impl", False) and len(items) > 1:
+                self.fs.pipe({self.full_path(k): v for k, v in items.items()})
+                return
+            for k, v in items.items():
+                self.put(k, v)
+            return
+        with ThreadPoolExecutor(min(_IO_THREADS, len(items))) as pool:
+            list(pool.map(lambda kv: self.put(*kv), items.items()))
+
+    def delete(self, key: str) -> None:
+        path = self.full_path(key)
+        try:
+            self.fs.rm_file(path)
+        except FileNotFoundError:
+            pass
+
+    def delete_prefix(self, prefix: str) -> None:
+        """Remove everything below ``prefix`` (the prefix itself included)."""
+        path = self.full_path(prefix)
+        if self.fs.exists(path):
+            self.fs.rm(path, recursive=True)
+
+    # -- reachability ------------------------------------------------------
+    def check_reachable(self) -> None:
+        """Fail early, naming the bucket, when the store's location cannot be used."""
+        if self.protocol != "s3":
+            return
+        bucket = self.bucket
+        try:
+            ok = self.fs.exists(bucket)
+        except Exception as exc:  # network / credentials: say where we tried
+            endpoint = self.storage_options.get("endpoint_url") or os.environ.get(
+                "AWS_ENDPOINT_URL", "the default AWS endpoint"
+            )
+            raise StoreNotFoundError(
+                f"cannot reach bucket {bucket!r} for store {self.url!r} at {endpoint}: {exc}"
+            ) from exc
+        if not ok:
+            raise StoreNotFoundError(f"bucket {bucket!r} of store {self.url!r} does not exist")

@@ -1,0 +1,174 @@
+"""Opening and creating stores; the root group and its level groups (FORMAT.md §1, §3, §4)."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from zarr_vectors.core.grid import GridArray
+from zarr_vectors.core.metadata import GEOMETRY_TYPES, LevelMetadata, RootMetadata
+from zarr_vectors.core.nodes import group_document, read_node, require_node, write_node
+from zarr_vectors.core.storage import Storage
+from zarr_vectors.errors import InputError, MetadataError, StoreExistsError, StoreNotFoundError
+
+_LEVEL_NAME = re.compile(r"^(0|[1-9][0-9]*)$")
+_NAME_SUFFIXES = (".zarrvectors", ".zv", ".zarr")
+
+
+def store_name(url: str) -> str:
+    """The RFC-8 ``ome.name``: the store directory name without a known suffix."""
+    base = posixpath.basename(os.fspath(url).rstrip("/"))
+    for suffix in _NAME_SUFFIXES:
+        if base.endswith(suffix) and len(base) > len(suffix):
+            return base[: -len(suffix)]
+    return base or "zarr_vectors"
+
+
+@dataclass
+class Level:
+    """One resolution level group."""
+
+    store: ZVStore
+    number: int
+    meta: LevelMetadata
+
+    @property
+    def path(self) -> str:
+        return str(self.number)
+
+    @property
+    def storage(self) -> Storage:
+        return self.store.storage
+
+    @property
+    def chunk_shape(self) -> tuple[float, ...]:
+        return self.meta.chunk_shape or self.store.root.chunk_shape
+
+    @property
+    def bin_shape(self) -> tuple[float, ...]:
+        return self.store.root.bin_shape(self.number)
+
+    def node_path(self, relpath: str) -> str:
+        return posixpath.join(self.path, relpath)
+
+    def has(self, relpath: str) -> bool:
+        return self.storage.exists(posixpath.join(self.node_path(relpath), "zarr.json"))
+
+    def array(self, relpath: str) -> GridArray:
+        return GridArray.open(self.storage, self.node_path(relpath))
+
+    def children(self, relpath: str) -> list[str]:
+        return [n for n in self.storage.list_dir(self.node_path(relpath)) if n != "zarr.json"]
+
+    def write_metadata(self) -> None:
+        write_node(self.storage, self.path, group_document(self.meta.to_attributes()))
+
+
+@dataclass
+class ZVStore:
+    """An open store: its storage and root metadata."""
+
+    storage: Storage
+    root: RootMetadata
+
+    @property
+    def url(self) -> str:
+        return self.storage.url
+
+    def level_numbers(self) -> list[int]:
+        """Level groups present, ascending (bare non-negative integer names)."""
+        return sorted(int(n) for n in self.storage.list_dir("") if _LEVEL_NAME.match(n))
+
+    def level(self, number: int) -> Level:
+        path = str(number)
+        doc = read_node(self.storage, path)
+        if doc is None:
+            raise InputError(f"store {self.url!r} has no level {number} (levels: {self.level_numbers()})")
+        if doc.get("node_type") != "group":
+            raise MetadataError("a level must be a group", file=f"{path}/zarr.json", pointer="/node_type")
+        return Level(self, number, LevelMetadata.from_attributes(doc.get("attributes", {}), file=f"{path}/zarr.json"))
+
+    def write_root(self) -> None:
+        write_node(self.storage, "", group_document(self.root.to_attributes()))
+
+
+def open_store(url: str | os.PathLike[str], *, storage_options: Mapping[str, Any] | None = None) -> ZVStore:
+    """Open an existing store, reading its root metadata strictly."""
+    storage = url if isinstance(url, Storage) else Storage(url, storage_options)
+    storage.check_reachable()
+    doc = read_node(storage, "")
+    if doc is None:
+        raise StoreNotFoundError(f"no Zarr Vectors store at {storage.url!r} (no root zarr.json)")
+    if doc.get("node_type") != "group":
+        raise MetadataError("the root must be a group", file="zarr.json", pointer="/node_type")
+    attrs = doc.get("attributes", {})
+    if "zarr_vectors" not in attrs:
+        raise MetadataError("root group has no zarr_vectors block: not a Zarr Vectors store",
+                            file="zarr.json", pointer="/attributes")
+    return ZVStore(storage, RootMetadata.from_attributes(attrs, file="zarr.json"))
+
+
+def get_resolution_level(store: ZVStore, level: int) -> Level:
+    return store.level(level)
+
+
+def prepare_location(storage: Storage, *, overwrite: bool) -> None:
+    """Refuse an existing store unless ``overwrite``; only then remove it.
+
+    Everything the caller can check about its inputs must be checked before this
+    is called: nothing is deleted before the decision to write is final.
+    """
+    storage.check_reachable()
+    if storage.protocol == "s3" and "/" not in storage.root:
+        raise InputError(f"refusing to write a store at the root of bucket {storage.bucket!r}: use a prefix")
+    existing = storage.list_dir("")
+    if not existing:
+        return
+    if not overwrite:
+        raise StoreExistsError(
+            f"{storage.url!r} already exists ({len(existing)} entries); pass overwrite=True to replace it"
+        )
+    storage.delete_prefix("")
+
+
+def create_store(
+    url: str | os.PathLike[str] | Storage,
+    *,
+    chunk_shape: Sequence[float],
+    bounds: tuple[Sequence[float], Sequence[float]],
+    geometry_type: str,
+    base_bin_shape: Sequence[float] | None = None,
+    axes: list[dict[str, Any]] | None = None,
+    links_convention: str = "implicit_sequential",
+    overwrite: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+) -> ZVStore:
+    """Create the root group and an empty level 0 (no arrays)."""
+    storage = url if isinstance(url, Storage) else Storage(url, storage_options)
+    if geometry_type not in GEOMETRY_TYPES:
+        raise InputError(f"unknown geometry type {geometry_type!r}; expected one of {list(GEOMETRY_TYPES)}")
+    cs = tuple(float(c) for c in chunk_shape)
+    base = tuple(float(b) for b in base_bin_shape) if base_bin_shape is not None else None
+    root = RootMetadata(
+        chunk_shape=cs,
+        bounds=(tuple(float(v) for v in bounds[0]), tuple(float(v) for v in bounds[1])),
+        geometry_types=[geometry_type],
+        axes=axes or RootMetadata.default_axes(len(cs)),
+        datasets=[RootMetadata.level_transform(0, base or cs, base or cs)],
+        base_bin_shape=base,
+        links_convention=links_convention,
+        name=store_name(storage.root),
+    )
+    prepare_location(storage, overwrite=overwrite)
+    store = ZVStore(storage, root)
+    store.write_root()
+    Level(store, 0, LevelMetadata(level=0)).write_metadata()
+    return store
+
+
+def require_group(storage: Storage, path: str) -> dict[str, Any]:
+    return require_node(storage, path, "group")

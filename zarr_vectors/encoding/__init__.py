@@ -1,0 +1,57 @@
+"""Byte-level encodings of cell payloads and object manifests (FORMAT.md §2.2, §6, §7.3).
+
+Pure functions over bytes and numpy arrays: nothing here knows about stores, zarr or
+paths, so every other layer can rely on one exact encoding of each format structure.
+"""
+
+from __future__ import annotations
+
+from zarr_vectors.encoding.fragment_index import FragmentIndex
+from zarr_vectors.encoding.lehmer import (
+    MAX_ROWS_WIDTH,
+    lehmer_decode,
+    lehmer_decode_rows,
+    lehmer_encode,
+    lehmer_encode_rows,
+)
+from zarr_vectors.encoding.manifest import (
+    ManifestBlock,
+    decode_manifest,
+    encode_manifest,
+    encode_mode0_manifests,
+)
+from zarr_vectors.encoding.ragged import (
+    decode_ragged_blob,
+    decode_ragged_ints,
+    encode_ragged_blob,
+    encode_ragged_ints,
+)
+from zarr_vectors.encoding.vlen import (
+    MAX_ITEM_BYTES,
+    frame_items,
+    frame_single,
+    unframe_items,
+    unframe_single,
+)
+
+__all__ = [
+    "MAX_ITEM_BYTES",
+    "MAX_ROWS_WIDTH",
+    "FragmentIndex",
+    "ManifestBlock",
+    "decode_manifest",
+    "decode_ragged_blob",
+    "decode_ragged_ints",
+    "encode_manifest",
+    "encode_mode0_manifests",
+    "encode_ragged_blob",
+    "encode_ragged_ints",
+    "frame_items",
+    "frame_single",
+    "lehmer_decode",
+    "lehmer_decode_rows",
+    "lehmer_encode",
+    "lehmer_encode_rows",
+    "unframe_items",
+    "unframe_single",
+]

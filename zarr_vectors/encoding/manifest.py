@@ -1,0 +1,220 @@
+"""Per-object manifests of ``object_index/manifests`` (FORMAT.md §6.7).
+
+A manifest row is ``u32 B`` then B blocks ``i64 chunk[D], u8 mode, payload``; mode 0 names
+one fragment, mode 1 a run ``start, count``, mode 2 an explicit ``u32 n, i64[n]`` list.
+Writers emit modes 0 and 1 only; readers accept all three.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from zarr_vectors.errors import EncodingError, InputError
+
+MODE_SINGLE = 0
+MODE_RANGE = 1
+MODE_EXPLICIT = 2
+_FRAGMENT_LIMIT = 2**32
+"""Fragment indices address a cell's FragmentIndex, whose F is a u32."""
+
+_U32 = struct.Struct("<I")
+_I64 = struct.Struct("<q")
+_RANGE = struct.Struct("<qq")
+
+
+@dataclass(frozen=True, eq=False)
+class ManifestBlock:
+    """One block: absolute chunk coords, the fragments it names (expanded) and its mode."""
+
+    chunk: tuple[int, ...]
+    fragments: np.ndarray
+    mode: int
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ManifestBlock):
+            return NotImplemented
+        return (
+            self.chunk == other.chunk
+            and self.mode == other.mode
+            and np.array_equal(self.fragments, other.fragments)
+        )
+
+
+@functools.lru_cache(maxsize=None)
+def _mode0_dtype(sid_ndim: int) -> np.dtype:
+    """Packed record of one mode-0 block (33 bytes for D = 3)."""
+    return np.dtype([("chunk", "<i8", (sid_ndim,)), ("mode", "u1"), ("fragment", "<i8")])
+
+
+def _check_fragments(frags: np.ndarray, block: int | None) -> None:
+    """Raise naming the first fragment outside [0, 2**32); ``block=None`` means frags[i] is block i."""
+    if frags.size and (frags.min() < 0 or frags.max() >= _FRAGMENT_LIMIT):
+        i = int(np.argmax((frags < 0) | (frags >= _FRAGMENT_LIMIT)))
+        where = i if block is None else block
+        raise EncodingError(f"manifest: block {where} names fragment {int(frags[i])}, outside [0, 2**32)")
+
+
+def decode_manifest(buf: bytes | memoryview, sid_ndim: int) -> list[ManifestBlock]:
+    """Blocks of one manifest row, in order; anything but an exact, valid row raises.
+
+    Rows made only of mode-0 blocks (all the reference writes) are decoded in one
+    vectorised pass; other rows are walked block by block.
+    """
+    if sid_ndim < 1:
+        raise InputError(f"manifest: sid_ndim must be >= 1, got {sid_ndim}")
+    mv = memoryview(buf).cast("B")
+    size = len(mv)
+    if size < 4:
+        raise EncodingError(f"manifest: {size} bytes, shorter than the 4-byte block count")
+    (num_blocks,) = _U32.unpack_from(mv, 0)
+    coords_bytes = 8 * sid_ndim
+    if 4 + num_blocks * (coords_bytes + 5) > size:
+        raise EncodingError(
+            f"manifest: truncated: {num_blocks} blocks need at least "
+            f"{4 + num_blocks * (coords_bytes + 5)} bytes, row has {size}"
+        )
+    mode0 = _mode0_dtype(sid_ndim)
+    if size == 4 + num_blocks * mode0.itemsize:
+        rec = np.frombuffer(mv[4:], dtype=mode0)
+        if not rec["mode"].any():
+            frags = rec["fragment"].astype(np.int64)
+            _check_fragments(frags, None)
+            return [
+                ManifestBlock(tuple(c), frags[b : b + 1], MODE_SINGLE)
+                for b, c in enumerate(rec["chunk"].tolist())
+            ]
+    coords = struct.Struct(f"<{sid_ndim}q")
+    blocks: list[ManifestBlock] = []
+    pos = 4
+    for b in range(num_blocks):
+        if pos + coords_bytes + 1 > size:
+            raise EncodingError(f"manifest: truncated in the chunk coords or mode of block {b}")
+        chunk = coords.unpack_from(mv, pos)
+        mode = mv[pos + coords_bytes]
+        pos += coords_bytes + 1
+        if mode == MODE_SINGLE:
+            if pos + 8 > size:
+                raise EncodingError(f"manifest: truncated in the fragment of block {b} (mode 0)")
+            frags = np.array(_I64.unpack_from(mv, pos), dtype=np.int64)
+            pos += 8
+        elif mode == MODE_RANGE:
+            if pos + 16 > size:
+                raise EncodingError(f"manifest: truncated in the start/count of block {b} (mode 1)")
+            start, count = _RANGE.unpack_from(mv, pos)
+            pos += 16
+            if count < 0:
+                raise EncodingError(f"manifest: block {b} (mode 1) has negative count {count}")
+            if start < 0 or start + count > _FRAGMENT_LIMIT:
+                raise EncodingError(
+                    f"manifest: block {b} (mode 1) run {start}..{start + count - 1} is outside [0, 2**32)"
+                )
+            frags = np.arange(start, start + count, dtype=np.int64)
+        elif mode == MODE_EXPLICIT:
+            if pos + 4 > size:
+                raise EncodingError(f"manifest: truncated in the count of block {b} (mode 2)")
+            (n,) = _U32.unpack_from(mv, pos)
+            pos += 4
+            if pos + 8 * n > size:
+                raise EncodingError(
+                    f"manifest: block {b} (mode 2) lists {n} fragments, only {size - pos} bytes remain"
+                )
+            frags = np.frombuffer(mv[pos : pos + 8 * n], "<i8").astype(np.int64)
+            pos += 8 * n
+        else:
+            raise EncodingError(f"manifest: block {b} has unknown mode {mode}")
+        _check_fragments(frags, b)
+        blocks.append(ManifestBlock(chunk, frags, mode))
+    if pos != size:
+        last = f"block {num_blocks - 1}" if num_blocks else "the block count"
+        raise EncodingError(f"manifest: {size - pos} trailing bytes after {last}")
+    return blocks
+
+
+def encode_manifest(
+    blocks: Sequence[tuple[Sequence[int], Sequence[int] | np.ndarray]], sid_ndim: int
+) -> bytes:
+    """One manifest row as the reference writes it (modes 0 and 1 only).
+
+    Each ``(chunk, fragments)`` pair becomes one block per maximal run of consecutive
+    fragments: mode 0 for a single fragment, mode 1 for a run of two or more. Order is kept.
+    """
+    if sid_ndim < 1:
+        raise InputError(f"manifest: sid_ndim must be >= 1, got {sid_ndim}")
+    coords = struct.Struct(f"<{sid_ndim}q")
+    parts: list[bytes] = []
+    for b, (chunk, fragments) in enumerate(blocks):
+        if len(chunk) != sid_ndim:
+            raise InputError(f"manifest: block {b} chunk {tuple(chunk)} does not have {sid_ndim} coords")
+        frags = np.asarray(fragments)
+        if frags.ndim != 1 or frags.size == 0 or frags.dtype.kind not in "iu":
+            raise InputError(f"manifest: block {b} fragments must be a non-empty 1-D integer list")
+        if frags.min() < 0 or frags.max() >= _FRAGMENT_LIMIT:
+            raise InputError(f"manifest: block {b} fragments must lie in [0, 2**32)")
+        try:
+            head = coords.pack(*(operator.index(c) for c in chunk))
+        except (TypeError, struct.error) as err:
+            raise InputError(f"manifest: block {b} chunk {tuple(chunk)} is not int64 coords: {err}") from None
+        frags = frags.astype(np.int64)
+        cuts = np.flatnonzero(np.diff(frags) != 1) + 1
+        starts = np.concatenate(([0], cuts)).tolist()
+        ends = np.concatenate((cuts, [frags.size])).tolist()
+        for s, e in zip(starts, ends):
+            if e - s == 1:
+                parts.append(head + bytes((MODE_SINGLE,)) + _I64.pack(int(frags[s])))
+            else:
+                parts.append(head + bytes((MODE_RANGE,)) + _RANGE.pack(int(frags[s]), e - s))
+    return _U32.pack(len(parts)) + b"".join(parts)
+
+
+def encode_mode0_manifests(
+    object_rows: np.ndarray, chunks: np.ndarray, fragments: np.ndarray, num_objects: int
+) -> list[bytes]:
+    """All manifest rows of a level at once, every block mode 0 (the writer hot path).
+
+    Block i is ``(chunks[i], fragments[i])`` of row ``object_rows[i]``; blocks must be
+    sorted by row (stable, so each object's blocks keep their order). Rows with no block
+    get the empty manifest ``00000000``. All bytes are built in one buffer and sliced.
+    """
+    rows = np.asarray(object_rows)
+    chunk_arr = np.asarray(chunks)
+    frags = np.asarray(fragments)
+    if chunk_arr.ndim != 2 or chunk_arr.shape[1] < 1:
+        raise InputError(f"manifest: chunks must have shape (blocks, sid_ndim), got {chunk_arr.shape}")
+    num_blocks = chunk_arr.shape[0]
+    if rows.shape != (num_blocks,) or frags.shape != (num_blocks,):
+        raise InputError(
+            f"manifest: {num_blocks} chunks but object_rows {rows.shape} and fragments {frags.shape}"
+        )
+    if num_objects < 0:
+        raise InputError(f"manifest: num_objects must be >= 0, got {num_objects}")
+    if num_blocks:
+        for name, arr in (("object_rows", rows), ("chunks", chunk_arr), ("fragments", frags)):
+            if arr.dtype.kind not in "iu":
+                raise InputError(f"manifest: {name} must be integers, got dtype {arr.dtype}")
+        if rows.min() < 0 or rows.max() >= num_objects:
+            raise InputError(f"manifest: object_rows must lie in [0, {num_objects})")
+        if np.any(np.diff(rows) < 0):
+            raise InputError("manifest: blocks must be sorted by object row")
+        if frags.min() < 0 or frags.max() >= _FRAGMENT_LIMIT:
+            raise InputError("manifest: fragments must lie in [0, 2**32)")
+    record = np.zeros(num_blocks, dtype=_mode0_dtype(chunk_arr.shape[1]))
+    record["chunk"] = chunk_arr
+    record["fragment"] = frags
+    counts = np.bincount(rows.astype(np.int64), minlength=num_objects)
+    sizes = 4 + counts * record.dtype.itemsize
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
+    out = np.empty(int(ends[-1]) if num_objects else 0, dtype=np.uint8)
+    header_pos = (starts[:, None] + np.arange(4)).ravel()
+    is_header = np.zeros(out.size, dtype=bool)
+    is_header[header_pos] = True
+    out[header_pos] = counts.astype("<u4").view(np.uint8)
+    out[~is_header] = record.view(np.uint8)
+    data = out.tobytes()
+    return [data[s:e] for s, e in zip(starts.tolist(), ends.tolist())]

@@ -1,0 +1,50 @@
+"""Exception types.
+
+Every error names what is wrong and where (a store path, a file, a JSON pointer,
+a chunk key) so that a failure in a cluster job can be acted on without a debugger.
+"""
+
+from __future__ import annotations
+
+
+class ZarrVectorsError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class InputError(ZarrVectorsError, ValueError):
+    """The caller's arguments or data are unusable (raised before anything is written)."""
+
+
+class EncodingError(ZarrVectorsError, ValueError):
+    """A cell payload or manifest does not decode (truncated, trailing bytes, bad magic...)."""
+
+
+class MetadataError(ZarrVectorsError, ValueError):
+    """A ``zarr.json`` document is malformed or violates the format.
+
+    ``file`` is the document's key in the store and ``pointer`` a JSON pointer
+    (RFC 6901) to the offending member; both may be empty when unknown.
+    """
+
+    def __init__(self, message: str, *, file: str = "", pointer: str = "") -> None:
+        self.file = file
+        self.pointer = pointer
+        where = file + (f"#{pointer}" if pointer else "") if file else (f"#{pointer}" if pointer else "")
+        super().__init__(f"{where}: {message}" if where else message)
+        self.reason = message
+
+
+class UnsupportedLayoutError(MetadataError):
+    """An ``object_index`` layout this reader refuses (DECISIONS.md D1)."""
+
+
+class StoreExistsError(ZarrVectorsError, FileExistsError):
+    """Creating a store where one exists without ``overwrite=True``."""
+
+
+class StoreNotFoundError(ZarrVectorsError, FileNotFoundError):
+    """Opening a store (or a bucket) that does not exist or cannot be reached."""
+
+
+class ArrayError(ZarrVectorsError):
+    """A request that would corrupt an array family (conflicting policy, wrong arity...)."""
