@@ -1,0 +1,652 @@
+"""The vertex stage every writer shares, as Dask graph pieces.
+
+scan -> histogram -> plan (client side, before anything is written), then
+route (per input block) -> owner writes (per group of whole cells) -> the vertex
+half of reconcile.  How a cell's rows are grouped into fragments is the only thing
+that differs between geometry kinds:
+
+* ``bins``    -- point clouds without ids: one fragment per bin slot (FORMAT.md §8);
+* ``objects`` -- one fragment per object present, ascending id, input order within;
+* ``runs``    -- polylines: input order; a fragment is a maximal run of consecutive
+  input rows of one object inside one chunk; manifests list runs in traversal order.
+
+Owners can also report where every input vertex landed (``placement``: chunk rank and
+chunk-local row per global input index), which link writers need to turn vertex
+indices into ``(chunk, vi)`` endpoints.
+"""
+
+from __future__ import annotations
+
+import math
+import posixpath
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import dask
+import dask.array as da
+import numpy as np
+
+from zarr_vectors.core.codecs import compressor_config
+from zarr_vectors.core.grid import MAX_CELL_BYTES, GridArray, write_cells_many
+from zarr_vectors.core.metadata import OBJECT_INDEX_LAYOUT
+from zarr_vectors.core.nodes import group_document, write_node
+from zarr_vectors.core.paths import format_chunk_key
+from zarr_vectors.core.store import Level
+from zarr_vectors.core.tables import write_table, write_vlen_rows
+from zarr_vectors.encoding import FragmentIndex, encode_mode0_manifests
+from zarr_vectors.errors import InputError
+from zarr_vectors.geometry.points import cells_and_bins, chunk_coords, column_extent, stable_order, take_rows
+from zarr_vectors.graphs.runner import current_client, parallelism, split_by_weight
+
+FragmentMode = Literal["bins", "objects", "runs"]
+
+BLOCK_ROWS = 1_000_000
+MIN_ROWS_PER_TASK = 250_000
+MAX_BINS_PER_CHUNK = 1 << 20
+MAX_OBJECT_ID = (1 << 26) - 1
+ATTRIBUTE_KINDS = "biuf"
+DENSE_GRID_LIMIT = 1 << 22  # grids up to this many cells are counted with bincount / a lookup table
+
+
+# ---------------------------------------------------------------------------
+# inputs
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class VertexSpec:
+    """Everything about a vertex write that is known before reading the data."""
+
+    n: int
+    ndim: int
+    dtype: np.dtype
+    chunk_shape: tuple[float, ...]
+    bin_shape: tuple[float, ...] | None
+    bins_per_chunk: tuple[int, ...]
+    declared_bounds: tuple[tuple[float, ...], tuple[float, ...]] | None
+    attributes: dict[str, tuple[np.dtype, tuple[int, ...]]]
+    mode: FragmentMode
+    compressor: dict[str, Any] | None
+
+    @property
+    def has_objects(self) -> bool:
+        return self.mode != "bins"
+
+    @property
+    def n_bins(self) -> int:
+        return math.prod(self.bins_per_chunk)
+
+    def row_bytes(self) -> int:
+        return max(
+            [self.ndim * self.dtype.itemsize] + [dt.itemsize * math.prod(rs) for dt, rs in self.attributes.values()]
+        )
+
+
+@dataclass(frozen=True)
+class InputBlocks:
+    """The input split into row blocks, each a Dask-graph reference (delayed or future).
+
+    Numpy inputs are published once -- scattered to the workers under a
+    distributed client, named delayed objects otherwise -- so the several passes
+    over the data never re-embed it in a graph.
+    """
+
+    offsets: list[int]
+    pos: list[Any]
+    ids: list[Any]
+    attrs: list[dict[str, Any]]
+
+    def __len__(self) -> int:
+        return len(self.pos)
+
+
+def publish_blocks(x: Any, bounds: Sequence[int]) -> list[Any]:
+    """Row blocks of one input column as graph references."""
+    if isinstance(x, da.Array):
+        chunks = (tuple(np.diff(bounds).tolist()),) + tuple((s,) for s in x.shape[1:])
+        return list(x.rechunk(chunks).to_delayed().ravel())
+    parts = [x[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]
+    client = current_client()
+    if client is not None:
+        return client.scatter(parts, hash=False)
+    token = uuid.uuid4().hex
+    return [dask.delayed(part, name=f"zv-input-{token}-{i}") for i, part in enumerate(parts)]
+
+
+def shape_tuple(value: Sequence[float] | float, ndim: int, what: str) -> tuple[float, ...]:
+    values = (value,) * ndim if np.isscalar(value) else tuple(value)  # type: ignore[arg-type]
+    if len(values) != ndim:
+        raise InputError(f"{what} has {len(values)} entries but positions have {ndim} columns")
+    out = tuple(float(v) for v in values)
+    if not all(math.isfinite(v) and v > 0 for v in out):
+        raise InputError(f"{what} entries must be finite and > 0, found {list(values)}")
+    return out
+
+
+def check_name(name: Any, what: str) -> str:
+    if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+        raise InputError(f"invalid {what} name {name!r}")
+    return name
+
+
+def normalise_vertex_inputs(
+    positions: Any,
+    *,
+    chunk_shape: Sequence[float] | float,
+    bin_shape: Sequence[float] | float | None,
+    bounds: Any,
+    object_ids: Any,
+    attributes: Mapping[str, Any] | None,
+    compressor: Any,
+    mode: FragmentMode | None = None,
+) -> tuple[VertexSpec, InputBlocks]:
+    """Check every argument that can be checked without reading the data.
+
+    ``mode`` defaults to ``objects`` when ids are given, else ``bins``; writers of
+    kinds whose vertices always belong to objects pass ``objects`` or ``runs`` and,
+    without ids, every vertex belongs to object 0.
+    """
+    pos = positions if isinstance(positions, da.Array) else np.asarray(positions)
+    if pos.ndim != 2 or pos.shape[1] < 1:
+        raise InputError(f"positions must have shape (n, ndim), found {tuple(pos.shape)}")
+    if pos.dtype not in (np.float32, np.float64):
+        raise InputError(f"positions dtype {pos.dtype} is unsupported: pass float32 or float64")
+    n, ndim = int(pos.shape[0]), int(pos.shape[1])
+    cs = shape_tuple(chunk_shape, ndim, "chunk_shape")
+    bs = shape_tuple(bin_shape, ndim, "bin_shape") if bin_shape is not None else None
+    if bs is not None:
+        ratios = [c / b for c, b in zip(cs, bs)]
+        if not all(abs(r - round(r)) <= 1e-9 * max(1.0, r) and round(r) >= 1 for r in ratios):
+            raise InputError(f"bin_shape {list(bs)} does not divide chunk_shape {list(cs)} (ratios {ratios})")
+        bpc = tuple(int(round(r)) for r in ratios)
+    else:
+        bpc = (1,) * ndim
+    if math.prod(bpc) > MAX_BINS_PER_CHUNK:
+        raise InputError(f"{math.prod(bpc)} bins per chunk exceeds {MAX_BINS_PER_CHUNK}: use a larger bin_shape")
+    declared = None
+    if bounds is not None:
+        b = np.asarray(bounds, dtype=np.float64)
+        if b.shape != (2, ndim) or not np.isfinite(b).all() or (b[0] > b[1]).any():
+            raise InputError(f"bounds must be [min[{ndim}], max[{ndim}]] with min <= max, found {bounds!r}")
+        declared = (tuple(b[0].tolist()), tuple(b[1].tolist()))
+    if isinstance(pos, da.Array):
+        pos = pos.rechunk({1: -1})
+        rows = np.r_[0, np.cumsum(pos.chunks[0])].astype(int).tolist()
+    else:
+        rows = list(range(0, n, BLOCK_ROWS)) + [n] if n else [0, 0]
+
+    mode = mode or ("objects" if object_ids is not None else "bins")
+    ids_in: Any = None
+    if object_ids is not None:
+        ids_in = object_ids if isinstance(object_ids, da.Array) else np.asarray(object_ids)
+        if ids_in.ndim != 1 or ids_in.shape[0] != n:
+            raise InputError(f"object_ids must have shape ({n},), found {tuple(ids_in.shape)}")
+        if ids_in.dtype.kind not in "iu":
+            raise InputError(f"object_ids dtype {ids_in.dtype} is unsupported: pass integers")
+        ids_in = ids_in.astype(np.int64)
+    elif mode != "bins":
+        ids_in = np.zeros(n, dtype=np.int64)
+
+    attrs_spec: dict[str, tuple[np.dtype, tuple[int, ...]]] = {}
+    attrs_in: dict[str, Any] = {}
+    for name, value in (attributes or {}).items():
+        check_name(name, "attribute")
+        arr = value if isinstance(value, da.Array) else np.asarray(value)
+        if arr.ndim not in (1, 2) or arr.shape[0] != n:
+            raise InputError(f"attribute {name!r} has shape {tuple(arr.shape)}; expected ({n},) or ({n}, channels)")
+        if arr.dtype.kind not in ATTRIBUTE_KINDS:
+            raise InputError(f"attribute {name!r} has unsupported dtype {arr.dtype} (numeric or bool only)")
+        dtype = arr.dtype.newbyteorder("<") if arr.dtype.byteorder == ">" else arr.dtype
+        attrs_spec[name] = (np.dtype(dtype), tuple(arr.shape[1:]))
+        attrs_in[name] = arr.astype(dtype)
+
+    spec = VertexSpec(
+        n=n,
+        ndim=ndim,
+        dtype=np.dtype(pos.dtype),
+        chunk_shape=cs,
+        bin_shape=bs,
+        bins_per_chunk=bpc,
+        declared_bounds=declared,
+        attributes=attrs_spec,
+        mode=mode,
+        compressor=compressor_config(compressor),
+    )
+    attr_blocks = {name: publish_blocks(arr, rows) for name, arr in attrs_in.items()}
+    pos_blocks = publish_blocks(pos, rows)
+    blocks = InputBlocks(
+        offsets=rows[:-1],
+        pos=pos_blocks,
+        ids=publish_blocks(ids_in, rows) if ids_in is not None else [None] * len(pos_blocks),
+        attrs=[{name: b[i] for name, b in attr_blocks.items()} for i in range(len(pos_blocks))],
+    )
+    return spec, blocks
+
+
+# ---------------------------------------------------------------------------
+# scan and plan
+# ---------------------------------------------------------------------------
+def _scan_block(pos: np.ndarray, ids: np.ndarray | None, offset: int, lo_b: Any, hi_b: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"n": len(pos)}
+    if len(pos):
+        lo, hi = column_extent(pos)
+        if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+            out["nonfinite"] = offset + int(np.argmax(~np.isfinite(pos).all(axis=1)))
+            return out
+        out["lo"], out["hi"] = lo, hi
+        if lo_b is not None and ((lo < lo_b).any() or (hi > hi_b).any()):
+            out["outside"] = offset + int(np.argmax(((pos < lo_b) | (pos > hi_b)).any(axis=1)))
+    if ids is not None and len(ids):
+        out["id_min"], out["id_max"] = int(ids.min()), int(ids.max())
+    return out
+
+
+def _histogram_block(pos: np.ndarray, cs: np.ndarray, origin: np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    lin, _ = cells_and_bins(pos, cs, origin, shape)
+    if math.prod(shape) <= DENSE_GRID_LIMIT:
+        counts = np.bincount(lin, minlength=math.prod(shape))
+        cells = np.flatnonzero(counts)
+        return cells, counts[cells]
+    return np.unique(lin, return_counts=True)
+
+
+@dataclass(frozen=True)
+class VertexPlan:
+    """Which owner task writes which cells, and how many rows each cell gets."""
+
+    origin: np.ndarray  # chunk coords of grid cell 0
+    grid_shape: tuple[int, ...]  # the array shape (cells per axis)
+    cells: np.ndarray  # occupied cells, linear C-order ids, ascending (= numeric chunk order)
+    counts: np.ndarray  # rows per occupied cell
+    owners: list[slice]  # runs of ``cells`` per owner task
+    bounds: tuple[tuple[float, ...], tuple[float, ...]]
+    num_objects: int
+
+    def chunk_of(self, linear: np.ndarray) -> np.ndarray:
+        return np.stack(np.unravel_index(linear, self.grid_shape), axis=1) + self.origin
+
+    def chunks(self) -> np.ndarray:
+        """Chunk coordinates of every occupied cell, in rank order."""
+        return self.chunk_of(self.cells)
+
+    def owner_cells(self, i: int) -> np.ndarray:
+        return self.cells[self.owners[i]]
+
+    def owner_starts(self) -> np.ndarray:
+        """Rank of each owner's first cell, plus the total (cut points in rank order)."""
+        return np.asarray([s.start for s in self.owners] + [len(self.cells)], dtype=np.int64)
+
+    def rank_of(self, linear: np.ndarray) -> np.ndarray:
+        """Position of each linear cell id in ``cells`` (every id must be occupied)."""
+        if math.prod(self.grid_shape) <= DENSE_GRID_LIMIT:
+            lut = np.zeros(math.prod(self.grid_shape), dtype=np.int64)
+            lut[self.cells] = np.arange(len(self.cells))
+            return lut[linear]
+        return np.searchsorted(self.cells, linear)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "cells": len(self.cells),
+            "owners": [{"cells": int(s.stop - s.start), "rows": int(self.counts[s].sum())} for s in self.owners],
+        }
+
+
+def _grid_for(bounds: tuple[tuple[float, ...], tuple[float, ...]], cs: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
+    lo = chunk_coords(np.asarray([bounds[0]]), cs)[0]
+    hi = chunk_coords(np.asarray([bounds[1]]), cs)[0]
+    return lo, tuple(int(v) for v in hi - lo + 1)
+
+
+def plan_vertices(spec: VertexSpec, blocks: InputBlocks) -> VertexPlan:
+    """Scan the input and decide ownership; raises InputError before any write."""
+    lo_b = np.asarray(spec.declared_bounds[0]) if spec.declared_bounds else None
+    hi_b = np.asarray(spec.declared_bounds[1]) if spec.declared_bounds else None
+    scans = dask.compute(
+        *[dask.delayed(_scan_block)(p, i, o, lo_b, hi_b) for p, i, o in zip(blocks.pos, blocks.ids, blocks.offsets)]
+    )
+    for s in scans:
+        if "nonfinite" in s:
+            raise InputError(f"positions row {s['nonfinite']} is not finite (NaN or infinity); nothing was written")
+    for s in scans:
+        if "outside" in s:
+            raise InputError(
+                f"positions row {s['outside']} lies outside the declared bounds {spec.declared_bounds}; nothing was written"
+            )
+    if spec.n == 0:
+        raise InputError("positions is empty: a store needs at least one vertex")
+    lo = np.min([s["lo"] for s in scans], axis=0)
+    hi = np.max([s["hi"] for s in scans], axis=0)
+    bounds = spec.declared_bounds or (tuple(lo.tolist()), tuple(hi.tolist()))
+    num_objects = 0
+    if spec.has_objects:
+        id_min = min(s["id_min"] for s in scans if "id_min" in s)
+        id_max = max(s["id_max"] for s in scans if "id_max" in s)
+        if id_min < 0:
+            raise InputError(f"object_ids must be >= 0, found {id_min}")
+        if id_max > MAX_OBJECT_ID:
+            raise InputError(f"object id {id_max} exceeds the format's limit of {MAX_OBJECT_ID} (2**26 rows)")
+        num_objects = id_max + 1
+    cs = np.asarray(spec.chunk_shape)
+    origin, shape = _grid_for(bounds, cs)
+    try:
+        np.ravel_multi_index(tuple(np.zeros((len(shape), 1), dtype=np.int64)), shape)
+    except ValueError as exc:
+        raise InputError(f"a chunk grid of {list(shape)} cells is too large to address: use a larger chunk_shape") from exc
+    hists = dask.compute(*[dask.delayed(_histogram_block)(p, cs, origin, shape) for p in blocks.pos])
+    all_cells = np.concatenate([h[0] for h in hists])
+    all_counts = np.concatenate([h[1] for h in hists])
+    cells, inverse = np.unique(all_cells, return_inverse=True)
+    counts = np.bincount(inverse, weights=all_counts, minlength=len(cells)).astype(np.int64)
+    worst = int(np.argmax(counts))
+    if counts[worst] * spec.row_bytes() > MAX_CELL_BYTES:
+        chunk = np.stack(np.unravel_index(cells[worst : worst + 1], shape), axis=1)[0] + origin
+        raise InputError(
+            f"chunk {format_chunk_key(chunk.tolist())} would hold {counts[worst]} vertices "
+            f"({counts[worst] * spec.row_bytes()} bytes in one cell); a cell must stay below 4 GiB: "
+            "use a smaller chunk_shape. Nothing was written."
+        )
+    target = max(MIN_ROWS_PER_TASK, -(-spec.n // (4 * parallelism())))
+    return VertexPlan(origin, shape, cells, counts, split_by_weight(counts, target), bounds, num_objects)
+
+
+# ---------------------------------------------------------------------------
+# init
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class VertexArrays:
+    """The vertex grid arrays of a level, as created by init."""
+
+    vertices: GridArray
+    fragments: GridArray
+    attributes: dict[str, GridArray]
+
+    def all(self) -> list[GridArray]:
+        return [self.vertices, self.fragments, *self.attributes.values()]
+
+
+def create_vertex_arrays(level: Level, spec: VertexSpec, plan: VertexPlan) -> VertexArrays:
+    """Create ``vertices``, ``vertex_fragments`` and every vertex attribute (no cells)."""
+    storage = level.storage
+    shape, origin = plan.grid_shape, tuple(int(v) for v in plan.origin)
+
+    def grid(relpath: str, attrs: dict[str, Any]) -> GridArray:
+        return GridArray.create(
+            storage, level.node_path(relpath), shape=shape, origin=origin, attributes=attrs, compressor=spec.compressor
+        )
+
+    vertices = grid("vertices", {"zv_array": "vertices", "dtype": spec.dtype.name, "encoding": "raw"})
+    fragments = grid("vertex_fragments", {"zv_array": "vertex_fragments", "encoding": "fragment_index_v1"})
+    attributes: dict[str, GridArray] = {}
+    if spec.attributes:
+        write_node(storage, level.node_path("vertex_attributes"), group_document())
+    for name, (dtype, row_shape) in spec.attributes.items():
+        attrs: dict[str, Any] = {"zv_array": "attribute", "name": name, "dtype": dtype.name, "row_shape": list(row_shape)}
+        if row_shape:  # the reference reader takes the channel count from channel_names
+            attrs["channel_names"] = [f"ch{i}" for i in range(math.prod(row_shape))]
+        attributes[name] = grid(posixpath.join("vertex_attributes", name), attrs)
+    return VertexArrays(vertices, fragments, attributes)
+
+
+# ---------------------------------------------------------------------------
+# route and write
+# ---------------------------------------------------------------------------
+def route_block(
+    pos: np.ndarray,
+    ids: np.ndarray | None,
+    attrs: dict[str, np.ndarray],
+    offset: int,
+    plan: VertexPlan,
+    spec: VertexSpec,
+    with_gid: bool,
+) -> list[dict[str, np.ndarray] | None]:
+    """Order a block's rows as they will sit in their cells, and split them by owner task."""
+    binned = spec.mode == "bins"
+    lin, bins = cells_and_bins(
+        pos,
+        np.asarray(spec.chunk_shape),
+        plan.origin,
+        plan.grid_shape,
+        np.asarray(spec.bin_shape or spec.chunk_shape) if binned else None,
+        spec.bins_per_chunk if binned else None,
+    )
+    rank = plan.rank_of(lin)
+    if spec.mode == "bins":
+        assert bins is not None
+        order = stable_order(rank * spec.n_bins + bins, len(plan.cells) * spec.n_bins)
+        sub = bins[order]
+    elif spec.mode == "objects":
+        assert ids is not None
+        order = np.lexsort((ids, rank))
+        sub = ids[order]
+    else:  # runs: input order inside a cell
+        assert ids is not None
+        order = stable_order(rank, len(plan.cells))
+        sub = ids[order]
+    rank = rank[order]
+    gid = order + offset if (with_gid or spec.mode == "runs") else None
+    cuts = np.searchsorted(rank, plan.owner_starts())
+    pieces: list[dict[str, np.ndarray] | None] = []
+    for k in range(len(plan.owners)):
+        lo, hi = int(cuts[k]), int(cuts[k + 1])
+        if lo == hi:
+            pieces.append(None)
+            continue
+        sel = order[lo:hi]
+        piece = {"pos": take_rows(pos, sel), "rank": rank[lo:hi], "sub": sub[lo:hi]}
+        if gid is not None:
+            piece["gid"] = gid[lo:hi]
+        for name, values in attrs.items():
+            piece["attr/" + name] = take_rows(values, sel)
+        pieces.append(piece)
+    return pieces
+
+
+def pick(routed: list[Any], k: int) -> Any:
+    return routed[k]
+
+
+def _merge_pieces(spec: VertexSpec, parts: list[dict[str, np.ndarray]], first_rank: int, n_cells: int) -> dict[str, np.ndarray]:
+    data = {c: np.concatenate([p[c] for p in parts]) if len(parts) > 1 else parts[0][c] for c in parts[0]}
+    if len(parts) > 1:  # merge blocks: stable, so input order holds within a bin / object / cell
+        local = data["rank"] - first_rank
+        if spec.mode == "bins":
+            order = stable_order(local * spec.n_bins + data["sub"], n_cells * spec.n_bins)
+        elif spec.mode == "objects":
+            order = np.lexsort((data["sub"], local))
+        else:
+            order = np.lexsort((data["gid"], local))
+        data = {c: take_rows(v, order) for c, v in data.items()}
+    return data
+
+
+def _cell_fragments(spec: VertexSpec, sub: np.ndarray, gid: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """(rows per fragment, first row of each fragment) for one cell's ordered rows."""
+    if spec.mode == "bins":
+        counts = np.bincount(sub, minlength=spec.n_bins)
+        return counts, np.r_[0, np.cumsum(counts)[:-1]]
+    breaks = sub[1:] != sub[:-1]
+    if spec.mode == "runs":
+        assert gid is not None
+        breaks |= gid[1:] != gid[:-1] + 1
+    starts = np.flatnonzero(np.r_[True, breaks])
+    return np.diff(np.r_[starts, len(sub)]), starts
+
+
+def write_owner(
+    arrays: VertexArrays, spec: VertexSpec, plan: VertexPlan, k: int, *pieces: dict[str, np.ndarray] | None
+) -> dict[str, Any]:
+    """Write every cell owner ``k`` owns and summarise what went where."""
+    parts = [p for p in pieces if p is not None]
+    first_rank = plan.owners[k].start
+    n_cells = plan.owners[k].stop - first_rank
+    chunks = plan.chunk_of(plan.owner_cells(k))
+    data = _merge_pieces(spec, parts, first_rank, n_cells)
+    pos, sub, gid = data["pos"], data["sub"], data.get("gid")
+    ends = np.searchsorted(data["rank"], np.arange(first_rank, first_rank + n_cells), side="right")
+    starts = np.r_[0, ends[:-1]]
+    grids = arrays.all()
+    cells: list[dict[tuple[int, ...], bytes]] = [{} for _ in grids]  # parallel to ``grids``
+    attr_names = list(arrays.attributes)
+    frag_tables = []
+    for c, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
+        chunk = tuple(chunks[c].tolist())
+        counts, first = _cell_fragments(spec, sub[s:e], gid[s:e] if gid is not None else None)
+        cells[0][chunk] = pos[s:e].tobytes()
+        cells[1][chunk] = FragmentIndex.from_counts(counts).encode()
+        for i, name in enumerate(attr_names):
+            cells[2 + i][chunk] = data["attr/" + name][s:e].tobytes()
+        if spec.has_objects:
+            f = np.arange(len(counts), dtype=np.int64)
+            order_key = gid[s + first] if spec.mode == "runs" else np.full(len(counts), first_rank + c, np.int64)
+            frag_tables.append((sub[s + first], np.repeat(chunks[c : c + 1], len(counts), axis=0), f, order_key))
+    write_cells_many(list(zip(grids, cells)))
+    summary: dict[str, Any] = {"keys": [format_chunk_key(c) for c in cells[0]], "rows": int(len(pos))}
+    if frag_tables:
+        summary["fragments"] = tuple(np.concatenate([t[i] for t in frag_tables]) for i in range(4))
+    if gid is not None:
+        rows = np.arange(len(pos)) - np.repeat(starts, ends - starts)
+        summary["placement"] = (gid, data["rank"], rows)
+    return summary
+
+
+def write_graph(
+    arrays: VertexArrays, spec: VertexSpec, plan: VertexPlan, blocks: InputBlocks, *, with_gid: bool = False
+) -> list[Any]:
+    """The route and owner-write tasks; returns the owners' delayed summaries."""
+    routed = [
+        dask.delayed(route_block)(p, i, a, o, plan, spec, with_gid)
+        for p, i, a, o in zip(blocks.pos, blocks.ids, blocks.attrs, blocks.offsets)
+    ]
+    return [
+        dask.delayed(write_owner)(arrays, spec, plan, k, *[dask.delayed(pick)(r, k) for r in routed])
+        for k in range(len(plan.owners))
+    ]
+
+
+# ---------------------------------------------------------------------------
+# reconcile (the vertex half) and placement
+# ---------------------------------------------------------------------------
+def absence_fill(dtype: np.dtype) -> Any:
+    """The object-attribute absence sentinel of FORMAT.md §6.8."""
+    if dtype.kind == "f":
+        return np.nan
+    if dtype.kind == "i":
+        return np.iinfo(dtype).min
+    if dtype.kind == "u":
+        return np.iinfo(dtype).max
+    raise InputError(f"object attribute dtype {dtype} has no absence sentinel (use a numeric dtype)")
+
+
+def check_object_attributes(values: Mapping[str, Any] | None, *, has_ids: bool) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    for name, value in (values or {}).items():
+        check_name(name, "object attribute")
+        if not has_ids:
+            raise InputError("object_attributes need object_ids")
+        arr = np.asarray(value)
+        if arr.ndim not in (1, 2):
+            raise InputError(f"object attribute {name!r} must be 1-D or 2-D, found shape {arr.shape}")
+        absence_fill(arr.dtype)
+        out[name] = arr
+    return out
+
+
+def check_object_attribute_rows(values: Mapping[str, np.ndarray], num_objects: int) -> None:
+    for name, arr in values.items():
+        if arr.shape[0] != num_objects:
+            raise InputError(
+                f"object attribute {name!r} has {arr.shape[0]} rows; expected {num_objects} "
+                "(one per object id 0..max id)"
+            )
+
+
+def reconcile_vertices(
+    level: Level,
+    arrays: VertexArrays,
+    spec: VertexSpec,
+    plan: VertexPlan,
+    object_attributes: Mapping[str, np.ndarray],
+    summaries: Sequence[dict[str, Any]],
+) -> list[str]:
+    """Presence lists, object index and object attributes; returns the families present.
+
+    ``nonempty_chunks`` comes from the owners' summaries and must agree with a
+    listing of the cells on disk. Safe to run twice.
+    """
+    keys = sorted({k for s in summaries for k in s["keys"]})
+    for grid in arrays.all():
+        listed = grid.derive_nonempty_chunks()
+        if listed != keys:
+            missing = sorted(set(keys) - set(listed))
+            extra = sorted(set(listed) - set(keys))
+            raise RuntimeError(
+                f"{grid.path}: cells on disk disagree with the write tasks' summaries "
+                f"(missing {missing[:5]}, unexpected {extra[:5]}); the store is not complete"
+            )
+        grid.set_nonempty_chunks(keys)
+    present = ["vertices"] + (["vertex_attributes"] if spec.attributes else [])
+    if spec.has_objects:
+        write_object_index(level, spec, plan, [s["fragments"] for s in summaries if "fragments" in s])
+        write_object_attributes(level, spec, object_attributes)
+        present.append("object_index")
+    level.meta.vertex_count = int(sum(s["rows"] for s in summaries))
+    return present
+
+
+def write_object_index(level: Level, spec: VertexSpec, plan: VertexPlan, tables: list[tuple[np.ndarray, ...]]) -> None:
+    """Manifests (layout v1: row = id) from the owners' fragment tables."""
+    ids, chunks, frags, order_key = (np.concatenate([t[i] for t in tables]) for i in range(4))
+    order = np.lexsort((frags, order_key, ids))
+    rows = encode_mode0_manifests(ids[order], chunks[order], frags[order], plan.num_objects)
+    write_node(
+        level.storage,
+        level.node_path("object_index"),
+        group_document(
+            {
+                "zv_array": "object_index",
+                "num_objects": plan.num_objects,
+                "num_present": int(len(np.unique(ids))),
+                "sid_ndim": spec.ndim,
+                "layout": OBJECT_INDEX_LAYOUT,
+            }
+        ),
+    )
+    write_vlen_rows(level.storage, level.node_path("object_index/manifests"), rows)
+
+
+def write_object_attributes(level: Level, spec: VertexSpec, values: Mapping[str, np.ndarray]) -> None:
+    if values:
+        write_node(level.storage, level.node_path("object_attributes"), group_document())
+    for name, arr in values.items():
+        write_table(
+            level.storage,
+            level.node_path(posixpath.join("object_attributes", name)),
+            arr,
+            fill_value=absence_fill(arr.dtype),
+            attributes={
+                "zv_array": "object_attribute",
+                "name": name,
+                "dtype": arr.dtype.name,
+                "shape": list(arr.shape),
+                "fill_sentinel_meaning": "absent",
+            },
+            compressor=spec.compressor,
+        )
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where every input vertex landed: chunk coords and chunk-local row, by input index."""
+
+    chunks: np.ndarray  # (n, D) int64
+    rows: np.ndarray  # (n,) int64
+
+
+def assemble_placement(plan: VertexPlan, n: int, *summaries: dict[str, Any]) -> Placement:
+    rank = np.empty(n, dtype=np.int64)
+    rows = np.empty(n, dtype=np.int64)
+    for s in summaries:
+        gid, r, row = s["placement"]
+        rank[gid] = r
+        rows[gid] = row
+    return Placement(plan.chunks()[rank], rows)
