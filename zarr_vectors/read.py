@@ -44,8 +44,11 @@ class VectorData:
 def _bbox(bbox: Any, ndim: int) -> tuple[np.ndarray, np.ndarray] | None:
     if bbox is None:
         return None
-    b = np.asarray(bbox, dtype=np.float64)
-    if b.shape != (2, ndim) or (b[0] > b[1]).any():
+    try:
+        b = np.asarray(bbox, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(f"bbox must be [min[{ndim}], max[{ndim}]] numbers, found {bbox!r}") from None
+    if b.shape != (2, ndim) or np.isnan(b).any() or (b[0] > b[1]).any():
         raise InputError(f"bbox must be [min[{ndim}], max[{ndim}]] with min <= max, found {bbox!r}")
     return b[0], b[1]
 

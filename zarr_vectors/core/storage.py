@@ -187,10 +187,19 @@ class Storage:
             return
         bucket = self.bucket
         try:
+            # not fs.exists(): s3fs swallows every error there, so an unreachable
+            # endpoint would read as a missing bucket.  HEAD the bucket and tell them apart.
+            self.fs.call_s3("head_bucket", Bucket=bucket)
+            ok = True
+        except FileNotFoundError:
+            ok = False
+        except PermissionError:  # may not HEAD it but may still use it: s3fs's own probes decide
             ok = self.fs.exists(bucket)
         except Exception as exc:  # network / credentials: say where we tried
-            endpoint = self.storage_options.get("endpoint_url") or os.environ.get(
-                "AWS_ENDPOINT_URL", "the default AWS endpoint"
+            endpoint = (
+                self.storage_options.get("endpoint_url")
+                or getattr(self.fs, "endpoint_url", None)
+                or os.environ.get("AWS_ENDPOINT_URL", "the default AWS endpoint")
             )
             raise StoreNotFoundError(
                 f"cannot reach bucket {bucket!r} for store {self.url!r} at {endpoint}: {exc}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import posixpath
 import re
@@ -153,6 +154,8 @@ def create_store(
         raise InputError(f"unknown geometry type {geometry_type!r}; expected one of {list(GEOMETRY_TYPES)}")
     cs = tuple(float(c) for c in chunk_shape)
     base = tuple(float(b) for b in base_bin_shape) if base_bin_shape is not None else None
+    if not cs or not all(math.isfinite(v) and v > 0 for v in cs + (base or ())):
+        raise InputError(f"chunk_shape {list(cs)} and base_bin_shape {base} entries must be finite and > 0")
     root = RootMetadata(
         chunk_shape=cs,
         bounds=(tuple(float(v) for v in bounds[0]), tuple(float(v) for v in bounds[1])),
@@ -163,6 +166,10 @@ def create_store(
         links_convention=links_convention,
         name=store_name(storage.root),
     )
+    try:  # the strict reader's checks (enumerations, dimensions), before anything is written
+        RootMetadata.from_attributes(root.to_attributes())
+    except MetadataError as exc:
+        raise InputError(f"create_store: {exc}") from None
     prepare_location(storage, overwrite=overwrite)
     store = ZVStore(storage, root)
     store.write_root()

@@ -183,6 +183,9 @@ def normalise_vertex_inputs(
             raise InputError(f"object_ids must have shape ({n},), found {tuple(ids_in.shape)}")
         if ids_in.dtype.kind not in "iu":
             raise InputError(f"object_ids dtype {ids_in.dtype} is unsupported: pass integers")
+        if isinstance(ids_in, np.ndarray) and ids_in.dtype == np.uint64 and n and ids_in.max() > MAX_OBJECT_ID:
+            row = int(np.argmax(ids_in > MAX_OBJECT_ID))
+            raise InputError(f"object id {ids_in[row]} at row {row} exceeds the format's limit of {MAX_OBJECT_ID}")
         ids_in = ids_in.astype(np.int64)
     elif mode != "bins":
         ids_in = np.zeros(n, dtype=np.int64)
@@ -238,6 +241,8 @@ def _scan_block(pos: np.ndarray, ids: np.ndarray | None, offset: int, lo_b: Any,
             out["outside"] = offset + int(np.argmax(((pos < lo_b) | (pos > hi_b)).any(axis=1)))
     if ids is not None and len(ids):
         out["id_min"], out["id_max"] = int(ids.min()), int(ids.max())
+        if out["id_min"] < 0:
+            out["negative_id"] = offset + int(np.argmax(ids < 0))
     return out
 
 
@@ -299,8 +304,9 @@ def _grid_for(bounds: tuple[tuple[float, ...], tuple[float, ...]], cs: np.ndarra
 
 def plan_vertices(spec: VertexSpec, blocks: InputBlocks) -> VertexPlan:
     """Scan the input and decide ownership; raises InputError before any write."""
-    lo_b = np.asarray(spec.declared_bounds[0]) if spec.declared_bounds else None
-    hi_b = np.asarray(spec.declared_bounds[1]) if spec.declared_bounds else None
+    # compare in the positions' own dtype: float32(0.1) is inside bounds declared as 0.1
+    lo_b = np.asarray(spec.declared_bounds[0], dtype=spec.dtype) if spec.declared_bounds else None
+    hi_b = np.asarray(spec.declared_bounds[1], dtype=spec.dtype) if spec.declared_bounds else None
     scans = dask.compute(
         *[dask.delayed(_scan_block)(p, i, o, lo_b, hi_b) for p, i, o in zip(blocks.pos, blocks.ids, blocks.offsets)]
     )
@@ -322,7 +328,8 @@ def plan_vertices(spec: VertexSpec, blocks: InputBlocks) -> VertexPlan:
         id_min = min(s["id_min"] for s in scans if "id_min" in s)
         id_max = max(s["id_max"] for s in scans if "id_max" in s)
         if id_min < 0:
-            raise InputError(f"object_ids must be >= 0, found {id_min}")
+            row = min(s["negative_id"] for s in scans if "negative_id" in s)
+            raise InputError(f"object_ids must be >= 0, found {id_min} (first negative id at row {row})")
         if id_max > MAX_OBJECT_ID:
             raise InputError(f"object id {id_max} exceeds the format's limit of {MAX_OBJECT_ID} (2**26 rows)")
         num_objects = id_max + 1
@@ -526,7 +533,7 @@ def write_graph(
 # ---------------------------------------------------------------------------
 # reconcile (the vertex half) and placement
 # ---------------------------------------------------------------------------
-def absence_fill(dtype: np.dtype) -> Any:
+def absence_fill(dtype: np.dtype, name: str = "") -> Any:
     """The object-attribute absence sentinel of FORMAT.md §6.8."""
     if dtype.kind == "f":
         return np.nan
@@ -534,7 +541,7 @@ def absence_fill(dtype: np.dtype) -> Any:
         return np.iinfo(dtype).min
     if dtype.kind == "u":
         return np.iinfo(dtype).max
-    raise InputError(f"object attribute dtype {dtype} has no absence sentinel (use a numeric dtype)")
+    raise InputError(f"object attribute {name!r} of dtype {dtype} has no absence sentinel (use a numeric dtype)")
 
 
 def check_object_attributes(values: Mapping[str, Any] | None, *, has_ids: bool) -> dict[str, np.ndarray]:
@@ -546,7 +553,7 @@ def check_object_attributes(values: Mapping[str, Any] | None, *, has_ids: bool) 
         arr = np.asarray(value)
         if arr.ndim not in (1, 2):
             raise InputError(f"object attribute {name!r} must be 1-D or 2-D, found shape {arr.shape}")
-        absence_fill(arr.dtype)
+        absence_fill(arr.dtype, name)
         out[name] = arr
     return out
 
@@ -622,7 +629,7 @@ def write_object_attributes(level: Level, spec: VertexSpec, values: Mapping[str,
             level.storage,
             level.node_path(posixpath.join("object_attributes", name)),
             arr,
-            fill_value=absence_fill(arr.dtype),
+            fill_value=absence_fill(arr.dtype, name),
             attributes={
                 "zv_array": "object_attribute",
                 "name": name,

@@ -1,0 +1,360 @@
+"""Bad input to ``write_points`` / ``read``: the right error type, a message naming the
+problem and where, and nothing written (or, over an existing store, nothing changed)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import dask.array as da
+import numpy as np
+import pytest
+import zarr
+
+import zarr_vectors as zv
+from zarr_vectors.errors import InputError, StoreExistsError, StoreNotFoundError, UnsupportedLayoutError
+from zarr_vectors.graphs import vertices as vertex_stage
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
+
+POS = np.array([[1, 1, 1], [2, 2, 2], [60, 1, 1], [61, 70, 1], [5, 90, 99]], "f8")
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    out = {}
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            full = Path(dirpath) / f
+            out[full.relative_to(root).as_posix()] = full.read_bytes()
+    return out
+
+
+def refuses(tmp_path: Path, error: type[Exception], *patterns: str, positions=POS, **kw) -> Exception:
+    """write_points must raise ``error`` with every pattern in its message and write nothing."""
+    target = tmp_path / "out.zv"
+    kw.setdefault("chunk_shape", 50)
+    with pytest.raises(error) as info:
+        zv.write_points(str(target), positions, **kw)
+    message = str(info.value)
+    for p in patterns:
+        assert p in message, f"{p!r} not in {message!r}"
+    assert not target.exists(), "something was written"
+    assert os.listdir(tmp_path) == []
+    return info.value
+
+
+# ---------------------------------------------------------------------------
+# positions
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_position(tmp_path, bad):
+    pos = POS.copy()
+    pos[3, 1] = bad
+    refuses(tmp_path, InputError, "positions row 3", "not finite", positions=pos)
+
+
+def test_non_finite_position_in_a_later_dask_block(tmp_path):
+    pos = np.random.default_rng(0).uniform(0, 100, (1000, 3)).astype("f4")
+    pos[777, 2] = np.nan
+    refuses(tmp_path, InputError, "positions row 777", "not finite", positions=da.from_array(pos, chunks=(100, 3)))
+
+
+def test_non_finite_position_in_a_later_numpy_block(tmp_path, monkeypatch):
+    monkeypatch.setattr(vertex_stage, "BLOCK_ROWS", 64)
+    pos = np.random.default_rng(0).uniform(0, 100, (500, 2))
+    pos[321, 0] = np.inf
+    refuses(tmp_path, InputError, "positions row 321", positions=pos, chunk_shape=10)
+
+
+def test_position_outside_declared_bounds(tmp_path):
+    refuses(
+        tmp_path,
+        InputError,
+        "positions row 3",
+        "outside the declared bounds",
+        bounds=[[0, 0, 0], [100, 60, 100]],  # row 3 has y = 70
+    )
+
+
+def test_position_below_declared_bounds(tmp_path):
+    pos = POS.copy()
+    pos[4, 0] = -0.5
+    refuses(tmp_path, InputError, "positions row 4", "outside the declared bounds", positions=pos, bounds=[[0, 0, 0], [100, 100, 100]])
+
+
+def test_points_on_the_bounds_are_inside(tmp_path):
+    zv.write_points(str(tmp_path / "ok.zv"), POS, chunk_shape=50, bounds=[[1, 1, 1], [61, 90, 99]])
+    assert len(zv.read(str(tmp_path / "ok.zv"))) == 5
+
+
+@pytest.mark.parametrize(
+    ("bounds", "text"),
+    [([[0, 0], [1, 1]], "bounds must be [min[3], max[3]]"), ([[5, 0, 0], [1, 1, 1]], "min <= max"), ([[0, 0, np.nan], [1, 1, 1]], "bounds")],
+)
+def test_bad_bounds_argument(tmp_path, bounds, text):
+    refuses(tmp_path, InputError, text, bounds=bounds)
+
+
+@pytest.mark.parametrize(
+    ("positions", "text"),
+    [
+        (POS.astype("i8"), "positions dtype int64 is unsupported"),
+        (POS.astype("f2"), "positions dtype float16 is unsupported"),
+        (POS[:, 0], "positions must have shape (n, ndim)"),
+        (np.zeros((3, 0)), "positions must have shape (n, ndim)"),
+    ],
+)
+def test_bad_positions_array(tmp_path, positions, text):
+    refuses(tmp_path, InputError, text, positions=positions)
+
+
+def test_empty_positions(tmp_path):
+    refuses(tmp_path, InputError, "positions is empty", positions=np.zeros((0, 3), "f4"))
+
+
+# ---------------------------------------------------------------------------
+# chunk and bin shapes
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("kw", "text"),
+    [
+        ({"chunk_shape": [50, 50]}, "chunk_shape has 2 entries but positions have 3 columns"),
+        ({"chunk_shape": [50, 50, 50, 50]}, "chunk_shape has 4 entries"),
+        ({"chunk_shape": [50, 0, 50]}, "chunk_shape entries must be finite and > 0"),
+        ({"chunk_shape": -5}, "chunk_shape entries must be finite and > 0"),
+        ({"chunk_shape": [50, np.inf, 50]}, "chunk_shape entries must be finite and > 0"),
+        ({"bin_shape": [25, 25]}, "bin_shape has 2 entries but positions have 3 columns"),
+        ({"bin_shape": [25, 30, 25]}, "bin_shape [25.0, 30.0, 25.0] does not divide chunk_shape [50.0, 50.0, 50.0]"),
+        ({"bin_shape": 100}, "does not divide chunk_shape"),
+        ({"bin_shape": [25, 25, -25]}, "bin_shape entries must be finite and > 0"),
+        ({"bin_shape": 0.01}, "bins per chunk exceeds"),
+    ],
+)
+def test_bad_chunk_or_bin_shape(tmp_path, kw, text):
+    refuses(tmp_path, InputError, text, **kw)
+
+
+# ---------------------------------------------------------------------------
+# attributes and ids
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("attributes", "texts"),
+    [
+        ({"rgb": np.zeros((4, 3), "u1")}, ["attribute 'rgb'", "(4, 3)", "expected (5,) or (5, channels)"]),
+        ({"w": np.zeros(6)}, ["attribute 'w'", "(6,)"]),
+        ({"cube": np.zeros((5, 2, 2))}, ["attribute 'cube'", "(5, 2, 2)"]),
+        ({"label": np.array(["a"] * 5)}, ["attribute 'label'", "unsupported dtype <U1"]),
+        ({"z": np.zeros(5, "c8")}, ["attribute 'z'", "unsupported dtype complex64"]),
+        ({"o": np.array([None] * 5)}, ["attribute 'o'", "unsupported dtype object"]),
+        ({"a/b": np.zeros(5)}, ["invalid attribute name 'a/b'"]),
+        ({"": np.zeros(5)}, ["invalid attribute name ''"]),
+    ],
+)
+def test_bad_vertex_attribute(tmp_path, attributes, texts):
+    refuses(tmp_path, InputError, *texts, attributes=attributes)
+
+
+@pytest.mark.parametrize(
+    ("ids", "text"),
+    [
+        (np.array([0, 1, 2, 3]), "object_ids must have shape (5,), found (4,)"),
+        (np.zeros((5, 1), "i8"), "object_ids must have shape (5,), found (5, 1)"),
+        (np.array([0.0, 1, 2, 3, 4]), "object_ids dtype float64 is unsupported"),
+        (np.array(["a", "b", "c", "d", "e"]), "object_ids dtype <U1 is unsupported"),
+    ],
+)
+def test_bad_object_ids(tmp_path, ids, text):
+    refuses(tmp_path, InputError, text, object_ids=ids)
+
+
+def test_negative_object_ids(tmp_path):
+    refuses(tmp_path, InputError, "object_ids must be >= 0", "-3", object_ids=np.array([0, 1, -3, 2, -1]))
+
+
+def test_negative_object_ids_names_the_row(tmp_path):
+    refuses(tmp_path, InputError, "row 2", object_ids=np.array([0, 1, -3, 2, -1]))
+
+
+def test_object_id_above_the_format_limit(tmp_path):
+    refuses(tmp_path, InputError, "object id 67108864 exceeds", object_ids=np.array([0, 1, 2, 3, 2**26]))
+
+
+def test_object_attributes_without_object_ids(tmp_path):
+    refuses(tmp_path, InputError, "object_attributes need object_ids", object_attributes={"w": np.ones(3)})
+
+
+def test_object_attribute_wrong_length(tmp_path):
+    refuses(
+        tmp_path,
+        InputError,
+        "object attribute 'w' has 4 rows; expected 6",
+        object_ids=np.array([0, 5, 2, 2, 1]),
+        object_attributes={"w": np.ones(4)},
+    )
+
+
+def test_object_attribute_wrong_rank(tmp_path):
+    refuses(
+        tmp_path,
+        InputError,
+        "object attribute 'w' must be 1-D or 2-D",
+        object_ids=np.arange(5),
+        object_attributes={"w": np.ones((5, 2, 2))},
+    )
+
+
+@pytest.mark.parametrize("values", [np.ones(5, bool), np.array(["a"] * 5)])
+def test_object_attribute_without_absence_sentinel(tmp_path, values):
+    refuses(tmp_path, InputError, "has no absence sentinel", object_ids=np.arange(5), object_attributes={"w": values})
+
+
+def test_object_attribute_without_absence_sentinel_names_it(tmp_path):
+    refuses(tmp_path, InputError, "'flag'", object_ids=np.arange(5), object_attributes={"flag": np.ones(5, bool)})
+
+
+def test_unsupported_compressor(tmp_path):
+    refuses(tmp_path, InputError, "unsupported compressor 'lz4'", compressor="lz4")
+
+
+# ---------------------------------------------------------------------------
+# 4 GiB cells (D13)
+# ---------------------------------------------------------------------------
+def test_cell_that_would_reach_4_gib(tmp_path, monkeypatch):
+    # 24 bytes per float64 row; chunk 1.0.0 holds 3 rows = 72 bytes, every other chunk fewer
+    pos = np.array([[1, 1, 1], [60, 1, 1], [70, 2, 2], [80, 3, 3], [-10, 1, 1], [1, 60, 1]], "f8")
+    monkeypatch.setattr(vertex_stage, "MAX_CELL_BYTES", 71)
+    refuses(tmp_path, InputError, "chunk 1.0.0", "3 vertices", "72 bytes", "4 GiB", "smaller chunk_shape", positions=pos)
+    monkeypatch.setattr(vertex_stage, "MAX_CELL_BYTES", 72)
+    zv.write_points(str(tmp_path / "fits.zv"), pos, chunk_shape=50)
+    assert len(zv.read(str(tmp_path / "fits.zv"))) == 6
+
+
+def test_cell_size_counts_the_widest_attribute(tmp_path, monkeypatch):
+    pos = np.array([[1, 1, 1], [2, 2, 2], [-60, 1, 1]], "f4")  # 12-byte rows
+    monkeypatch.setattr(vertex_stage, "MAX_CELL_BYTES", 100)
+    # an 8-channel float64 attribute makes rows 64 bytes: chunk 0.0.0 would hold 128
+    refuses(tmp_path, InputError, "chunk 0.0.0", "128 bytes", positions=pos, attributes={"m": np.zeros((3, 8))})
+
+
+# ---------------------------------------------------------------------------
+# existing stores
+# ---------------------------------------------------------------------------
+@pytest.fixture
+def existing(tmp_path):
+    path = tmp_path / "old.zv"
+    zv.write_points(str(path), POS, chunk_shape=50, object_ids=np.arange(5), object_attributes={"w": np.arange(5.0)})
+    return path, tree(path)
+
+
+def test_existing_store_without_overwrite(existing):
+    path, before = existing
+    with pytest.raises(StoreExistsError) as info:
+        zv.write_points(str(path), POS[:2], chunk_shape=10)
+    assert str(path) in str(info.value) and "overwrite=True" in str(info.value)
+    assert tree(path) == before
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"positions": np.where(np.arange(15).reshape(5, 3) == 7, np.nan, POS)},
+        {"bounds": [[0, 0, 0], [10, 10, 10]]},
+        {"object_ids": np.arange(5), "object_attributes": {"w": np.ones(2)}},
+        {"chunk_shape": [1, 2]},
+        {"attributes": {"a": np.ones(3)}},
+    ],
+)
+def test_overwrite_with_bad_input_keeps_the_old_store(existing, kw):
+    path, before = existing
+    args = {"positions": POS, "chunk_shape": 50} | kw
+    with pytest.raises(InputError):
+        zv.write_points(str(path), args.pop("positions"), overwrite=True, **args)
+    assert tree(path) == before
+    np.testing.assert_array_equal(zv.read(str(path)).object_attributes["w"], np.arange(5.0))
+
+
+def test_overwrite_with_oversized_cell_keeps_the_old_store(existing, monkeypatch):
+    path, before = existing
+    monkeypatch.setattr(vertex_stage, "MAX_CELL_BYTES", 10)
+    with pytest.raises(InputError, match="smaller chunk_shape"):
+        zv.write_points(str(path), POS, chunk_shape=50, overwrite=True)
+    assert tree(path) == before
+
+
+def test_overwrite_with_good_input_replaces(existing):
+    path, _ = existing
+    zv.write_points(str(path), POS[:2], chunk_shape=10, overwrite=True)
+    assert not (path / "0" / "object_index").exists()
+    assert not (path / "0" / "object_attributes").exists()
+    np.testing.assert_array_equal(zv.read(str(path)).positions, POS[:2])
+
+
+# ---------------------------------------------------------------------------
+# reading
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "bbox",
+    [
+        [[0, 0], [1, 1]],
+        [[0, 0, 0, 0], [1, 1, 1, 1]],
+        [[5, 0, 0], [1, 1, 1]],
+        [[np.nan, 0, 0], [1, 1, 1]],
+        [0, 0, 0, 1, 1, 1],
+        "everything",
+    ],
+)
+def test_bad_bbox_on_read(existing, bbox):
+    path, _ = existing
+    with pytest.raises(InputError, match=r"bbox must be \[min\[3\], max\[3\]\]"):
+        zv.read(str(path), bbox=bbox)
+
+
+def test_read_missing_store(tmp_path):
+    with pytest.raises(StoreNotFoundError, match="no Zarr Vectors store"):
+        zv.read(str(tmp_path / "missing.zv"))
+    assert os.listdir(tmp_path) == []
+
+
+def test_read_missing_level(existing):
+    path, _ = existing
+    with pytest.raises(InputError, match="no level 1"):
+        zv.read(str(path), level=1)
+
+
+# ---------------------------------------------------------------------------
+# object_index layouts (D1)
+# ---------------------------------------------------------------------------
+def _set_layout(path: Path, layout: str) -> None:
+    meta = path / "0/object_index/zarr.json"
+    d = json.loads(meta.read_bytes())
+    d["attributes"]["layout"] = layout
+    meta.write_text(json.dumps(d))
+
+
+@pytest.mark.parametrize("layout", ["vlen_manifests_v2", "foo", "vlen_manifests_v3"])
+def test_unsupported_object_index_layout(existing, layout):
+    path, _ = existing
+    _set_layout(path, layout)
+    with pytest.raises(UnsupportedLayoutError) as info:
+        zv.read(str(path))
+    assert repr(layout) in str(info.value)
+    assert (info.value.file, info.value.pointer) == ("0/object_index/zarr.json", "/attributes/layout")
+    if layout == "vlen_manifests_v2":
+        assert "allow_layouts" in str(info.value)
+    with pytest.raises(UnsupportedLayoutError):  # opting in to v2 does not admit anything else
+        zv.read(str(path), allow_layouts=("vlen_manifests_v2", layout) if layout != "vlen_manifests_v2" else ())
+
+
+def test_v2_layout_read_by_explicit_opt_in(tmp_path):
+    path = tmp_path / "v2.zv"
+    pos = np.array([[1, 1, 1], [60, 1, 1], [2, 2, 2], [61, 2, 2]], "f4")
+    zv.write_points(str(path), pos, chunk_shape=50, object_ids=[0, 2, 2, 0], object_attributes={"w": np.array([1.0, 2.0, 3.0])})
+    _set_layout(path, "vlen_manifests_v2")
+    # v2: row r belongs to object_ids[r] (FORMAT.md §6.7); written with zarr-python
+    zarr.create_array(str(path / "0/object_index/object_ids"), data=np.array([10, 20, 30], "i8"), fill_value=0, compressors=None)
+    data = zv.read(str(path), allow_layouts=("vlen_manifests_v2",))
+    np.testing.assert_array_equal(data.positions, pos[[0, 2, 3, 1]])
+    np.testing.assert_array_equal(data.object_ids, [10, 30, 10, 30])
+    np.testing.assert_array_equal(data.objects, [10, 20, 30])
+    np.testing.assert_array_equal(data.object_attributes["w"], [1.0, 2.0, 3.0])  # aligned with rows

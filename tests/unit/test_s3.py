@@ -1,0 +1,159 @@
+"""Point clouds on S3 (a real moto server on loopback, through s3fs)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import boto3
+import numpy as np
+import pytest
+
+import zarr_vectors as zv
+from zarr_vectors.errors import InputError, StoreExistsError, StoreNotFoundError
+
+pytestmark = [pytest.mark.s3, pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")]
+
+FAST_FAIL = {"connect_timeout": 1, "read_timeout": 1, "retries": {"max_attempts": 1}}
+
+
+def s3_client(options):
+    return boto3.client(
+        "s3",
+        endpoint_url=options["endpoint_url"],
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+        region_name="us-east-1",
+    )
+
+
+def s3_tree(options, bucket: str, prefix: str) -> dict[str, bytes]:
+    client = s3_client(options)
+    out = {}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/"):
+        for obj in page.get("Contents", []):
+            out[obj["Key"][len(prefix) + 1 :]] = client.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
+    return out
+
+
+def local_tree(root: Path) -> dict[str, bytes]:
+    out = {}
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            full = Path(dirpath) / f
+            out[full.relative_to(root).as_posix()] = full.read_bytes()
+    return out
+
+
+def storage_order(pos, cs, ids):
+    ch = np.floor(pos.astype(np.float64) / cs).astype(np.int64)
+    return np.lexsort((np.arange(len(pos)), ids, ch[:, 2], ch[:, 1], ch[:, 0]))
+
+
+@pytest.fixture
+def cloud():
+    rng = np.random.default_rng(31)
+    n = 1200
+    pos = rng.uniform(-30, 90, (n, 3)).astype("f4")
+    ids = rng.integers(0, 12, n)
+    attrs = {"rgb": rng.integers(0, 256, (n, 3)).astype("u1"), "t": rng.random(n)}
+    obj = {"w": np.arange(12, dtype="i4")}
+    return pos, ids, attrs, obj
+
+
+def test_write_and_read_on_s3(s3_bucket, cloud, tmp_path):
+    bucket, options = s3_bucket
+    pos, ids, attrs, obj = cloud
+    url = f"s3://{bucket}/prefix/store.zv"
+    kw = dict(chunk_shape=60, object_ids=ids, attributes=attrs, object_attributes=obj)
+    result = zv.write_points(url, pos, storage_options=options, **kw)
+    assert result.url == url and result.num_vertices == len(pos) and result.num_objects == 12
+
+    data = zv.read(url, storage_options=options)
+    order = storage_order(pos, 60, ids)
+    np.testing.assert_array_equal(data.positions, pos[order])
+    np.testing.assert_array_equal(data.object_ids, ids[order])
+    for name, values in attrs.items():
+        np.testing.assert_array_equal(data.attributes[name], values[order])
+    np.testing.assert_array_equal(data.object_attributes["w"], obj["w"])
+
+    box = [[0, 0, 0], [30, 45, 60]]
+    sub = zv.read(url, bbox=box, storage_options=options)
+    mask = ((data.positions >= box[0]) & (data.positions <= box[1])).all(axis=1)
+    np.testing.assert_array_equal(sub.positions, data.positions[mask])
+    np.testing.assert_array_equal(sub.object_ids, data.object_ids[mask])
+
+    # the same bytes as the same write to a local directory
+    zv.write_points(str(tmp_path / "store.zv"), pos, **kw)
+    remote = s3_tree(options, bucket, "prefix/store.zv")
+    assert sorted(remote) == sorted(local_tree(tmp_path / "store.zv"))
+    assert remote == local_tree(tmp_path / "store.zv")
+    assert "0/vertices/zarr.json" in remote and "0/object_index/manifests/c/0" in remote
+
+    store = zv.open_store(url, storage_options=options)
+    assert store.root.geometry_types == ["point_cloud"]
+    assert zv.get_resolution_level(store, 0).meta.vertex_count == len(pos)
+
+
+def test_overwrite_refused_then_allowed_on_s3(s3_bucket, cloud):
+    bucket, options = s3_bucket
+    pos, ids, attrs, obj = cloud
+    url = f"s3://{bucket}/p/store.zv"
+    zv.write_points(url, pos, chunk_shape=60, object_ids=ids, object_attributes=obj, storage_options=options)
+    before = s3_tree(options, bucket, "p/store.zv")
+    with pytest.raises(StoreExistsError, match="overwrite=True"):
+        zv.write_points(url, pos[:10], chunk_shape=60, storage_options=options)
+    assert s3_tree(options, bucket, "p/store.zv") == before
+    with pytest.raises(InputError, match="positions row 0"):  # bad input with overwrite: old store intact
+        zv.write_points(url, np.full((3, 3), np.nan, "f4"), chunk_shape=60, storage_options=options, overwrite=True)
+    assert s3_tree(options, bucket, "p/store.zv") == before
+
+    zv.write_points(url, pos[:10], chunk_shape=60, storage_options=options, overwrite=True)
+    after = s3_tree(options, bucket, "p/store.zv")
+    assert not any(k.startswith("0/object_index") or k.startswith("0/object_attributes") for k in after)
+    data = zv.read(url, storage_options=options)
+    assert len(data) == 10 and data.object_ids is None
+
+
+def test_missing_bucket(s3_bucket, cloud):
+    _, options = s3_bucket
+    pos = cloud[0]
+    with pytest.raises(StoreNotFoundError) as info:
+        zv.write_points("s3://no-such-bucket-zv/p/store.zv", pos, chunk_shape=60, storage_options=options)
+    assert "'no-such-bucket-zv'" in str(info.value) and "does not exist" in str(info.value)
+    names = [b["Name"] for b in s3_client(options).list_buckets()["Buckets"]]
+    assert "no-such-bucket-zv" not in names
+    with pytest.raises(StoreNotFoundError, match="no-such-bucket-zv"):
+        zv.read("s3://no-such-bucket-zv/p/store.zv", storage_options=options)
+
+
+def test_missing_store_in_existing_bucket(s3_bucket):
+    bucket, options = s3_bucket
+    with pytest.raises(StoreNotFoundError, match="no Zarr Vectors store"):
+        zv.read(f"s3://{bucket}/nothing/here.zv", storage_options=options)
+
+
+def test_unreachable_endpoint(s3_bucket, cloud):
+    bucket, options = s3_bucket
+    endpoint = "http://127.0.0.1:9"  # closed port on loopback
+    bad = dict(options, endpoint_url=endpoint, config_kwargs=FAST_FAIL)
+    url = f"s3://{bucket}/p/store.zv"
+    t0 = time.monotonic()
+    with pytest.raises(StoreNotFoundError) as info:
+        zv.write_points(url, cloud[0], chunk_shape=60, storage_options=bad)
+    message = str(info.value)
+    assert f"'{bucket}'" in message and endpoint in message and "cannot reach" in message
+    assert "does not exist" not in message  # unreachable is not the same as missing
+    with pytest.raises(StoreNotFoundError, match="cannot reach"):
+        zv.read(url, storage_options=bad)
+    assert time.monotonic() - t0 < 20
+    assert s3_tree(options, bucket, "p/store.zv") == {}
+
+
+def test_refuses_bucket_root(s3_bucket, cloud):
+    bucket, options = s3_bucket
+    for url in (f"s3://{bucket}", f"s3://{bucket}/"):
+        with pytest.raises(InputError, match=f"root of bucket '{bucket}'"):
+            zv.write_points(url, cloud[0], chunk_shape=60, storage_options=options)
+    assert s3_client(options).list_objects_v2(Bucket=bucket).get("KeyCount", 0) == 0

@@ -1,0 +1,366 @@
+"""The store layer: create_store / open_store / get_resolution_level, strict root and
+level metadata, grid arrays (shape, origin, presence, codecs) and numeric tables."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import zarr_vectors as zv
+from zarr_vectors.core.codecs import compressor_config
+from zarr_vectors.core.grid import GridArray
+from zarr_vectors.core.storage import Storage
+from zarr_vectors.core.tables import read_table, read_vlen_rows, write_table, write_vlen_rows
+from zarr_vectors.errors import (
+    ArrayError,
+    InputError,
+    MetadataError,
+    StoreExistsError,
+    StoreNotFoundError,
+)
+
+ZSTD = {"name": "zstd", "configuration": {"level": 0, "checksum": False}}
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    out = {}
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            full = Path(dirpath) / f
+            out[full.relative_to(root).as_posix()] = full.read_bytes()
+    return out
+
+
+def make_store(path: Path, **kw):
+    args = dict(chunk_shape=(10, 20), bounds=([0, -5], [100, 50]), geometry_type="point_cloud")
+    args.update(kw)
+    return zv.create_store(str(path), **args)
+
+
+def edit_root(path: Path, change) -> None:
+    doc = json.loads((path / "zarr.json").read_bytes())
+    change(doc["attributes"]["zarr_vectors"])
+    (path / "zarr.json").write_text(json.dumps(doc))
+
+
+# ---------------------------------------------------------------------------
+# create / open / levels
+# ---------------------------------------------------------------------------
+def test_create_store_writes_root_and_empty_level(tmp_path):
+    store = make_store(tmp_path / "s.zv")
+    assert sorted(tree(tmp_path / "s.zv")) == ["0/zarr.json", "zarr.json"]
+    assert store.url == str(tmp_path / "s.zv")
+    level_doc = json.loads((tmp_path / "s.zv/0/zarr.json").read_bytes())
+    assert level_doc == {
+        "attributes": {
+            "zarr_vectors_level": {
+                "level": 0,
+                "object_sparsity": 1.0,
+                "vertex_count": 0,
+                "coarsening_method": "none",
+                "parent_level": None,
+                "arrays_present": [],
+            }
+        },
+        "zarr_format": 3,
+        "node_type": "group",
+    }
+    zvb = json.loads((tmp_path / "s.zv/zarr.json").read_bytes())["attributes"]["zarr_vectors"]
+    assert "base_bin_shape" not in zvb  # omitted unless passed
+    assert zvb["chunk_shape"] == [10.0, 20.0]
+    assert zvb["bounds"] == [[0.0, -5.0], [100.0, 50.0]]
+
+
+def test_open_store_and_get_resolution_level(tmp_path):
+    make_store(tmp_path / "s.zv", base_bin_shape=(5, 5), links_convention="explicit", geometry_type="graph")
+    store = zv.open_store(str(tmp_path / "s.zv"))
+    root = store.root
+    assert root.chunk_shape == (10.0, 20.0)
+    assert root.bounds == ((0.0, -5.0), (100.0, 50.0))
+    assert root.geometry_types == ["graph"]
+    assert root.links_convention == "explicit"
+    assert root.base_bin_shape == (5.0, 5.0)
+    assert root.sid_ndim == 2
+    assert root.zv_version == "0.9.2"
+    assert store.level_numbers() == [0]
+    level = zv.get_resolution_level(store, 0)
+    assert level.number == 0 and level.path == "0"
+    assert level.meta.level == 0 and level.meta.vertex_count == 0 and level.meta.parent_level is None
+    assert level.chunk_shape == (10.0, 20.0)
+    assert level.bin_shape == (5.0, 5.0)  # from the NGFF translation x 2
+    with pytest.raises(InputError, match=r"no level 3 \(levels: \[0\]\)"):
+        zv.get_resolution_level(store, 3)
+
+
+def test_open_store_accepts_storage_and_file_url(tmp_path):
+    make_store(tmp_path / "s.zv")
+    assert zv.open_store(f"file://{tmp_path}/s.zv").root.chunk_shape == (10.0, 20.0)
+    assert zv.open_store(Storage(str(tmp_path / "s.zv"))).root.chunk_shape == (10.0, 20.0)
+
+
+def test_memory_store():
+    url = f"memory://zvstore-{uuid.uuid4().hex[:8]}/s.zv"
+    make_store(url)
+    try:
+        assert zv.open_store(url).root.bounds == ((0.0, -5.0), (100.0, 50.0))
+        with pytest.raises(StoreExistsError):
+            make_store(url)
+    finally:
+        Storage(url).delete_prefix("")
+
+
+def test_open_missing_store(tmp_path):
+    with pytest.raises(StoreNotFoundError, match="no root zarr.json"):
+        zv.open_store(str(tmp_path / "nothing.zv"))
+    assert not (tmp_path / "nothing.zv").exists()
+
+
+def test_open_store_that_is_not_zarr_vectors(tmp_path):
+    (tmp_path / "g").mkdir()
+    (tmp_path / "g/zarr.json").write_text(json.dumps({"attributes": {}, "zarr_format": 3, "node_type": "group"}))
+    with pytest.raises(MetadataError) as info:
+        zv.open_store(str(tmp_path / "g"))
+    assert (info.value.file, info.value.pointer) == ("zarr.json", "/attributes")
+
+
+def test_create_refuses_existing_store_and_deletes_nothing(tmp_path):
+    path = tmp_path / "s.zv"
+    make_store(path)
+    (path / "0" / "extra").write_bytes(b"keep me")
+    before = tree(path)
+    with pytest.raises(StoreExistsError, match="overwrite=True"):
+        make_store(path, chunk_shape=(1, 1))
+    assert tree(path) == before
+    make_store(path, chunk_shape=(1, 2), overwrite=True)
+    after = tree(path)
+    assert sorted(after) == ["0/zarr.json", "zarr.json"]  # the old content is gone
+    assert zv.open_store(str(path)).root.chunk_shape == (1.0, 2.0)
+
+
+def test_create_refuses_non_empty_directory(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "data.txt").write_text("x")
+    with pytest.raises(StoreExistsError):
+        make_store(tmp_path / "d")
+    assert tree(tmp_path / "d") == {"data.txt": b"x"}
+
+
+def test_create_into_empty_directory(tmp_path):
+    (tmp_path / "d").mkdir()
+    make_store(tmp_path / "d")
+    assert zv.open_store(str(tmp_path / "d")).root.sid_ndim == 2
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"links_convention": "bogus"}, "links_convention 'bogus'"),
+        ({"geometry_type": "polygon"}, "unknown geometry type 'polygon'"),
+        ({"chunk_shape": (10, 20, 30)}, "bounds"),
+        ({"bounds": ([5, 0], [0, 1])}, "min exceeds max"),
+        ({"chunk_shape": (0, 1)}, "finite and > 0"),
+        ({"base_bin_shape": (5, -1)}, "finite and > 0"),
+        ({"base_bin_shape": (5, 5, 5)}, "base_bin_shape"),
+    ],
+)
+def test_create_store_checks_metadata_before_writing(tmp_path, kw, match):
+    with pytest.raises(InputError, match=match):
+        make_store(tmp_path / "bad.zv", **kw)
+    assert not (tmp_path / "bad.zv").exists()
+
+
+# ---------------------------------------------------------------------------
+# strict root / level metadata
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("links_convention", "implicit"),
+        ("object_index_convention", "sorted"),
+        ("cross_chunk_strategy", "dedupe"),
+        ("cross_level_storage", "sometimes"),
+    ],
+)
+def test_unknown_enumeration_value_is_refused(tmp_path, key, value):
+    make_store(tmp_path / "s.zv")
+    edit_root(tmp_path / "s.zv", lambda z: z.__setitem__(key, value))
+    with pytest.raises(MetadataError) as info:
+        zv.open_store(str(tmp_path / "s.zv"))
+    assert info.value.file == "zarr.json"
+    assert info.value.pointer == f"/attributes/zarr_vectors/{key}"
+    assert repr(value) in str(info.value)
+    assert str(info.value).startswith(f"zarr.json#/attributes/zarr_vectors/{key}: ")
+
+
+@pytest.mark.parametrize("version", ["0.8.1", "1.0.0", "abc", "0.9", "", 92])
+def test_bad_zv_version_is_refused(tmp_path, version):
+    make_store(tmp_path / "s.zv")
+    edit_root(tmp_path / "s.zv", lambda z: z.__setitem__("zv_version", version))
+    with pytest.raises(MetadataError) as info:
+        zv.open_store(str(tmp_path / "s.zv"))
+    assert (info.value.file, info.value.pointer) == ("zarr.json", "/attributes/zarr_vectors/zv_version")
+
+
+def test_missing_zv_version_is_refused(tmp_path):
+    make_store(tmp_path / "s.zv")
+    edit_root(tmp_path / "s.zv", lambda z: z.pop("zv_version"))
+    with pytest.raises(MetadataError, match="zv_version") as info:
+        zv.open_store(str(tmp_path / "s.zv"))
+    assert info.value.pointer == "/attributes/zarr_vectors"
+
+
+@pytest.mark.parametrize("version", ["0.9.0", "0.9.2", "0.10.0", "0.12.3"])
+def test_versions_compare_numerically(tmp_path, version):
+    make_store(tmp_path / "s.zv")
+    edit_root(tmp_path / "s.zv", lambda z: z.__setitem__("zv_version", version))
+    assert zv.open_store(str(tmp_path / "s.zv")).root.zv_version == version
+
+
+def test_unknown_capabilities_and_extra_keys_are_kept(tmp_path):
+    make_store(tmp_path / "s.zv")
+
+    def change(z):
+        z["format_capabilities"] = ["shared_fragments", "future_thing"]
+        z["crs"] = {"name": "EPSG:4326"}
+
+    edit_root(tmp_path / "s.zv", change)
+    root = zv.open_store(str(tmp_path / "s.zv")).root
+    assert root.format_capabilities == ["shared_fragments", "future_thing"]
+    assert root.to_attributes()["zarr_vectors"]["crs"] == {"name": "EPSG:4326"}
+
+
+def test_bad_level_metadata_names_file_and_pointer(tmp_path):
+    make_store(tmp_path / "s.zv")
+    path = tmp_path / "s.zv/0/zarr.json"
+    doc = json.loads(path.read_bytes())
+    doc["attributes"]["zarr_vectors_level"]["object_sparsity"] = 2
+    path.write_text(json.dumps(doc))
+    store = zv.open_store(str(tmp_path / "s.zv"))
+    with pytest.raises(MetadataError) as info:
+        zv.get_resolution_level(store, 0)
+    assert (info.value.file, info.value.pointer) == ("0/zarr.json", "/attributes/zarr_vectors_level/object_sparsity")
+
+
+def test_duplicate_key_in_root_is_refused(tmp_path):
+    make_store(tmp_path / "s.zv")
+    raw = (tmp_path / "s.zv/zarr.json").read_text()
+    raw = raw.replace('"zv_version": "0.9.2",', '"zv_version": "0.9.2", "zv_version": "0.9.2",', 1)
+    assert raw.count('"zv_version"') == 2
+    (tmp_path / "s.zv/zarr.json").write_text(raw)
+    with pytest.raises(MetadataError) as info:
+        zv.open_store(str(tmp_path / "s.zv"))
+    assert info.value.file == "zarr.json"
+
+
+# ---------------------------------------------------------------------------
+# grid arrays and tables
+# ---------------------------------------------------------------------------
+def test_grid_array_negative_origin_presence_and_cells(tmp_path):
+    store = make_store(tmp_path / "s.zv")
+    storage = store.storage
+    grid = GridArray.create(
+        storage, "0/things", shape=(4, 5), origin=(-2, 0), attributes={"zv_array": "vertices"}, compressor=None
+    )
+    grid.write_cells({(-2, 0): b"abc", (1, 4): b"\x01\x02"})
+    assert grid.nonempty_chunks == ["-2.0", "1.4"]
+    assert (tmp_path / "s.zv/0/things/c/0/0").read_bytes() == struct.pack("<II", 1, 3) + b"abc"
+    assert (tmp_path / "s.zv/0/things/c/3/4").read_bytes() == struct.pack("<II", 1, 2) + b"\x01\x02"
+    reopened = GridArray.open(storage, "0/things")
+    assert reopened.origin == (-2, 0) and reopened.shape == (4, 5)
+    assert reopened.nonempty_chunks == ["-2.0", "1.4"]
+    assert reopened.read_cells([(-2, 0), (1, 4), (0, 0)]) == [b"abc", b"\x01\x02", b""]
+    doc = json.loads((tmp_path / "s.zv/0/things/zarr.json").read_bytes())
+    assert doc["attributes"]["chunk_grid_origin"] == [-2, 0]
+    assert doc["codecs"] == [{"name": "vlen-bytes", "configuration": {}}]
+    # record_presence=False leaves the list alone; a listing finds the cell
+    reopened.write_cells({(-1, 2): b"zz"}, record_presence=False)
+    assert GridArray.open(storage, "0/things").nonempty_chunks == ["-2.0", "1.4"]
+    assert reopened.derive_nonempty_chunks() == ["-1.2", "-2.0", "1.4"]
+    # an empty payload removes the cell
+    reopened.write_cells({(-2, 0): b""})
+    assert not (tmp_path / "s.zv/0/things/c/0/0").exists()
+    assert GridArray.open(storage, "0/things").nonempty_chunks == ["1.4"]
+    with pytest.raises(ArrayError, match=r"chunk -3\.0 lies outside the array"):
+        reopened.cell_key((-3, 0))
+    with pytest.raises(ArrayError, match="has 3 coordinates"):
+        reopened.cell_key((0, 0, 0))
+
+
+@pytest.mark.parametrize("compressor", ["zstd", "blosc", "none"])
+def test_grid_array_codecs_round_trip(tmp_path, compressor):
+    store = make_store(tmp_path / "s.zv")
+    config = compressor_config(compressor)
+    grid = GridArray.create(store.storage, "0/a", shape=(1, 1), origin=(0, 0), attributes={}, compressor=config)
+    payload = bytes(range(256)) * 40
+    grid.write_cells({(0, 0): payload})
+    doc = json.loads((tmp_path / "s.zv/0/a/zarr.json").read_bytes())
+    assert doc["codecs"][1:] == ([config] if config else [])
+    assert GridArray.open(store.storage, "0/a").read_cell((0, 0)) == payload
+    raw = (tmp_path / "s.zv/0/a/c/0/0").read_bytes()
+    assert (raw == struct.pack("<II", 1, len(payload)) + payload) == (config is None)
+
+
+def test_grid_array_refuses_unknown_codec(tmp_path):
+    store = make_store(tmp_path / "s.zv")
+    GridArray.create(store.storage, "0/a", shape=(1, 1), origin=(0, 0), attributes={}, compressor=None)
+    path = tmp_path / "s.zv/0/a/zarr.json"
+    doc = json.loads(path.read_bytes())
+    doc["codecs"].append({"name": "lz77", "configuration": {}})
+    path.write_text(json.dumps(doc))
+    with pytest.raises(MetadataError) as info:
+        GridArray.open(store.storage, "0/a")
+    assert (info.value.file, info.value.pointer) == ("0/a/zarr.json", "/codecs/1")
+
+
+def test_unsupported_compressor_argument():
+    with pytest.raises(InputError, match="unsupported compressor 'lz4'"):
+        compressor_config("lz4")
+    assert compressor_config("zstd") == ZSTD
+    assert compressor_config(None) is None and compressor_config("none") is None
+
+
+def test_tables_fill_and_edge_chunks(tmp_path):
+    store = make_store(tmp_path / "s.zv")
+    data = np.array([[1, 2], [3, 4], [5, 6], [-32768, -32768], [7, 8]], "i2")
+    write_table(store.storage, "0/t", data, fill_value=-32768, attributes={"k": 1}, compressor=None, chunk_rows=2)
+    files = sorted(p.relative_to(tmp_path / "s.zv/0/t").as_posix() for p in (tmp_path / "s.zv/0/t/c").rglob("*") if p.is_file())
+    assert files == ["c/0/0", "c/1/0", "c/2/0"]
+    # the edge chunk is stored full size, padded with the fill value
+    assert (tmp_path / "s.zv/0/t/c/2/0").read_bytes() == np.array([[7, 8], [-32768, -32768]], "<i2").tobytes()
+    back, attrs = read_table(store.storage, "0/t")
+    np.testing.assert_array_equal(back, data)
+    assert attrs == {"k": 1}
+    # a chunk equal to the fill value is not stored
+    write_table(store.storage, "0/u", np.array([-1.0, np.nan, np.nan]), fill_value=np.nan, attributes={}, compressor=None, chunk_rows=1)
+    assert sorted(os.listdir(tmp_path / "s.zv/0/u/c")) == ["0"]
+    assert json.loads((tmp_path / "s.zv/0/u/zarr.json").read_bytes())["fill_value"] == "NaN"
+
+
+def test_vlen_rows_pad_last_chunk(tmp_path):
+    store = make_store(tmp_path / "s.zv")
+    rows = [b"a", b"", b"ccc", b"dd", b"e"]
+    write_vlen_rows(store.storage, "0/v", rows, compressor=None, chunk_rows=2)
+    last = (tmp_path / "s.zv/0/v/c/2").read_bytes()
+    assert last == struct.pack("<II", 2, 1) + b"e" + struct.pack("<I", 0)  # padded with a zero-length item
+    assert read_vlen_rows(store.storage, "0/v") == rows
+
+
+# ---------------------------------------------------------------------------
+# storage URLs
+# ---------------------------------------------------------------------------
+def test_storage_urls(tmp_path):
+    assert Storage(str(tmp_path / "a")).root == str(tmp_path / "a")
+    assert Storage(f"file://{tmp_path}/a/").root == str(tmp_path / "a")
+    assert Storage("memory://x/y/").root == "/x/y"
+    s3 = Storage("s3://bucket/some/prefix/", {"anon": True})
+    assert (s3.protocol, s3.root, s3.bucket) == ("s3", "bucket/some/prefix", "bucket")
+    with pytest.raises(InputError, match="names no bucket"):
+        Storage("s3://")
+    with pytest.raises(InputError, match="empty"):
+        Storage("")
