@@ -1,0 +1,247 @@
+"""Link placement: where each record is filed (FORMAT.md §7.2, §7.4), vectorised.
+
+A record is ``L`` endpoints ``(chunk, vi)`` in input order.  Placement chooses one or
+more storage permutations sigma per record (``sigma[k]`` = input position of the
+endpoint stored at position ``k``); each sigma is one physical row filed in the cell of
+its source endpoint ``sigma[0]``, under the offsets of the other endpoints relative to
+the source's anchor.
+
+Pure numpy over whole record arrays -- no per-record Python -- so the same functions
+serve a single-process write and every task of a Dask graph.  Nothing here touches a
+store; :mod:`zarr_vectors.core.arrays` turns placements into cells.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from zarr_vectors.core.paths import format_offsets
+from zarr_vectors.encoding import lehmer_encode_rows
+
+CANONICAL = "canonical"
+DUPLICATE = "duplicate"
+STORE_POLICIES = (CANONICAL, DUPLICATE)
+
+__all__ = [
+    "CANONICAL",
+    "DUPLICATE",
+    "STORE_POLICIES",
+    "Placements",
+    "anchor_chunks",
+    "canonical_order",
+    "copies_per_record",
+    "enumeration_order",
+    "intra_mask",
+    "place_records",
+    "segment_names",
+]
+
+
+@dataclass(frozen=True)
+class Placements:
+    """Every physical placement of a batch of records, in record order.
+
+    ``P`` placements; the copies of one record (``store="duplicate"``) are adjacent,
+    leads in ascending ``(chunk, vi)`` order.
+    """
+
+    record: np.ndarray  # (P,) int64: input position of the record in the batch
+    sigma: np.ndarray  # (P, L) int64: storage permutation
+    cell: np.ndarray  # (P, D) int64: source chunk = the array cell
+    offsets: np.ndarray  # (P, L-1, D) int64: relative offsets of stored endpoints 1..L-1
+    vi: np.ndarray  # (P, L) int64: stored vertex indices
+    perm: np.ndarray  # (P,) int64: Lehmer code of sigma (0 for identity)
+
+    def __len__(self) -> int:
+        return int(self.record.size)
+
+
+def anchor_chunks(src: np.ndarray, r_src: np.ndarray, r_trg: np.ndarray) -> np.ndarray:
+    """``floor(src * r_src / r_trg)`` per axis, in integers (floors toward -inf)."""
+    return (np.asarray(src, dtype=np.int64) * np.asarray(r_src, dtype=np.int64)) // np.asarray(
+        r_trg, dtype=np.int64
+    )
+
+
+def intra_mask(chunks: np.ndarray) -> np.ndarray:
+    """(n,) bool: every endpoint of the record is in endpoint 0's chunk."""
+    return (chunks == chunks[:, :1, :]).all(axis=(1, 2))
+
+
+def canonical_order(chunks: np.ndarray, vi: np.ndarray) -> np.ndarray:
+    """(n, L) stable argsort of each record's endpoints by (chunk tuple, vi).
+
+    Chunk coordinates compare numerically, axis 0 first; exact ties keep input order.
+    """
+    n, width, ndim = chunks.shape
+    if n == 0 or width == 1:
+        return np.broadcast_to(np.arange(width, dtype=np.int64), (n, width)).copy()
+    # np.lexsort: the LAST key is the primary one; it is stable.
+    keys = [vi] + [chunks[:, :, d] for d in range(ndim - 1, -1, -1)]
+    return np.lexsort(keys, axis=-1).astype(np.int64, copy=False)
+
+
+def _distinct_chunk_starts(chunks: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """(n, L) bool: position ``j`` of the sorted endpoints starts a new chunk."""
+    sorted_chunks = np.take_along_axis(chunks, order[:, :, None], axis=1)
+    new = np.ones(order.shape, dtype=bool)
+    new[:, 1:] = (sorted_chunks[:, 1:] != sorted_chunks[:, :-1]).any(axis=2)
+    return new
+
+
+def copies_per_record(chunks: np.ndarray, *, delta: int, store: str) -> np.ndarray:
+    """(n,) number of physical rows each record is filed as.
+
+    One, except ``store="duplicate"`` at ``delta == 0``: one per distinct endpoint chunk
+    (an intra record touches one chunk, so it also gets one).
+    """
+    n = chunks.shape[0]
+    if store != DUPLICATE or delta != 0 or n == 0:
+        return np.ones(n, dtype=np.int64)
+    order = canonical_order(chunks, np.zeros(chunks.shape[:2], dtype=np.int64))
+    return _distinct_chunk_starts(chunks, order).sum(axis=1).astype(np.int64)
+
+
+def _lead_permutations(leads: np.ndarray, width: int) -> np.ndarray:
+    """sigma = [lead] + every other input position ascending, one row per lead."""
+    sigma = np.empty((leads.size, width), dtype=np.int64)
+    sigma[:, 0] = leads
+    rest = np.arange(width - 1, dtype=np.int64)[None, :]
+    sigma[:, 1:] = rest + (rest >= leads[:, None])
+    return sigma
+
+
+def place_records(
+    chunks: np.ndarray,
+    vi: np.ndarray,
+    *,
+    delta: int,
+    directed: bool,
+    store: str,
+    r_src: Sequence[int] | np.ndarray | None = None,
+    r_trg: Sequence[int] | np.ndarray | None = None,
+) -> Placements:
+    """Every placement of ``n`` records ``chunks (n, L, D)`` / ``vi (n, L)``.
+
+    ``delta == 0`` (FORMAT.md §7.2): intra records keep input order; otherwise
+    undirected canonical sorts by (chunk, vi), directed canonical keeps input order, and
+    duplicate files one copy per distinct endpoint chunk.  ``delta != 0`` (§7.4): the
+    source is always endpoint 0, offsets are taken against its anchor
+    ``floor(c_src * r_src / r_trg)`` (``r_src``/``r_trg`` are required then).
+    Inputs are assumed validated (int64, matching shapes, ``store`` known).
+    """
+    n, width, ndim = chunks.shape
+    identity = np.broadcast_to(np.arange(width, dtype=np.int64), (n, width))
+    if delta != 0:
+        if r_src is None or r_trg is None:
+            raise ValueError("cross-level placement needs the anchor ratios r_src and r_trg")
+        cell = chunks[:, 0, :].copy()
+        anchor = anchor_chunks(cell, np.asarray(r_src), np.asarray(r_trg))
+        return Placements(
+            record=np.arange(n, dtype=np.int64),
+            sigma=identity.copy(),
+            cell=cell,
+            offsets=chunks[:, 1:, :] - anchor[:, None, :],
+            vi=vi.copy(),
+            perm=np.zeros(n, dtype=np.int64),
+        )
+
+    intra = intra_mask(chunks) if n else np.zeros(0, dtype=bool)
+    record = np.arange(n, dtype=np.int64)
+    if store == DUPLICATE:
+        cross = np.flatnonzero(~intra)
+        order = canonical_order(chunks[cross], vi[cross])
+        starts = _distinct_chunk_starts(chunks[cross], order)
+        rows, cols = np.nonzero(starts)  # row-major: records ascending, leads ascending
+        lead_sigma = _lead_permutations(order[rows, cols], width)
+        lead_record = cross[rows]
+        keep = np.flatnonzero(intra)
+        record = np.concatenate([keep, lead_record])
+        sigma = np.concatenate([identity[keep], lead_sigma])
+        by_record = np.argsort(record, kind="stable")
+        record, sigma = record[by_record], sigma[by_record]
+        permuted = ~intra[record]
+    elif not directed:
+        sigma = identity.copy()
+        cross = np.flatnonzero(~intra)
+        sigma[cross] = canonical_order(chunks[cross], vi[cross])
+        permuted = ~intra
+    else:
+        sigma = identity.copy()
+        permuted = np.zeros(n, dtype=bool)
+
+    stored_chunks = np.take_along_axis(chunks[record], sigma[:, :, None], axis=1)
+    stored_vi = np.take_along_axis(vi[record], sigma, axis=1)
+    perm = np.zeros(record.size, dtype=np.int64)
+    if permuted.any():
+        perm[permuted] = lehmer_encode_rows(sigma[permuted])
+    cell = stored_chunks[:, 0, :]
+    return Placements(
+        record=record,
+        sigma=sigma,
+        cell=np.ascontiguousarray(cell),
+        offsets=stored_chunks[:, 1:, :] - cell[:, None, :],
+        vi=stored_vi,
+        perm=perm,
+    )
+
+
+def _pack_columns(columns: np.ndarray) -> np.ndarray | None:
+    """One int64 key per row preserving lexicographic row order, or None if it would overflow."""
+    if columns.shape[1] == 0 or columns.shape[0] == 0:
+        return np.zeros(columns.shape[0], dtype=np.int64)
+    lo = [int(v) for v in columns.min(axis=0)]
+    spans = [int(hi) - l + 1 for hi, l in zip(columns.max(axis=0), lo)]
+    total = 1
+    for span in spans:
+        total *= span
+    if total >= 2**62:
+        return None
+    key = np.zeros(columns.shape[0], dtype=np.int64)
+    for d, (span, low) in enumerate(zip(spans, lo)):
+        key *= span
+        key += columns[:, d] - low
+    return key
+
+
+def segment_names(offsets: np.ndarray) -> tuple[list[str], np.ndarray, list[np.ndarray]]:
+    """The distinct offsets of ``P`` placements.
+
+    Returns ``(names, segment, parsed)``: segment names sorted as ASCII strings (the
+    enumeration order of the Links page), each placement's index into ``names``, and
+    the ``(L-1, D)`` offsets of every name.
+    """
+    count, nm1, ndim = offsets.shape
+    if count == 0:
+        return [], np.zeros(0, dtype=np.int64), []
+    flat = offsets.reshape(count, nm1 * ndim)
+    key = _pack_columns(flat)
+    if key is not None:
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        uniq = flat[first]
+    else:
+        uniq, inverse = np.unique(flat, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    parsed = [u.reshape(nm1, ndim) for u in uniq]
+    names = [format_offsets(p.tolist()) for p in parsed]
+    order = sorted(range(len(names)), key=names.__getitem__)
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[order] = np.arange(len(names), dtype=np.int64)
+    return [names[i] for i in order], rank[inverse], [parsed[i] for i in order]
+
+
+def enumeration_order(segment: np.ndarray, cell: np.ndarray, record: np.ndarray) -> np.ndarray:
+    """Order of placements on disk: segment index, then cell as a signed int tuple, then record.
+
+    The segment index must already follow the ASCII order of the names (see
+    :func:`segment_names`); cells compare numerically (DECISIONS.md D8).
+    """
+    columns = np.column_stack([segment, cell, record])
+    key = _pack_columns(columns)
+    if key is not None:
+        return np.argsort(key, kind="stable")
+    keys = [record] + [cell[:, d] for d in range(cell.shape[1] - 1, -1, -1)] + [segment]
+    return np.lexsort(keys)
