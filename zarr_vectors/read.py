@@ -1,7 +1,10 @@
 """High-level reading: one result type for every geometry kind.
 
 Vertex order is storage order (DECISIONS.md D18): chunks in ascending numeric
-coordinate order, then rows in cell order -- the order the reference reader uses.
+coordinate order, then rows in cell order -- the reference reader's order too --
+except for polylines, streamlines and lines, whose vertices come in traversal order
+(polyline by polyline, in object id order) so that ``offsets`` can delimit them.
+``edges`` / ``faces`` index into the returned ``positions``.
 """
 
 from __future__ import annotations
@@ -13,12 +16,16 @@ from typing import Any
 
 import numpy as np
 
+from zarr_vectors.core.arrays import list_link_attribute_names, read_link_attributes, read_links
 from zarr_vectors.core.grid import GridArray, read_cells_many
-from zarr_vectors.core.objects import read_object_index
+from zarr_vectors.core.objects import ObjectIndex, read_object_index
 from zarr_vectors.core.store import Level, open_store
 from zarr_vectors.core.tables import read_table
 from zarr_vectors.encoding import FragmentIndex
 from zarr_vectors.errors import EncodingError, InputError, MetadataError
+
+POLYLINE_KINDS = ("polyline", "streamline", "line")
+LINKED_KINDS = ("graph", "mesh", "skeleton")
 
 
 @dataclass
@@ -27,7 +34,10 @@ class VectorData:
 
     ``positions`` (n, D); ``object_ids`` per vertex (None when the level has no
     object index); ``attributes`` per vertex; ``objects`` the object ids of the
-    level's object-index rows and ``object_attributes`` aligned with them.
+    level's object-index rows and ``object_attributes`` aligned with them;
+    ``edges`` (graph, skeleton as ``[child, parent]``) and ``faces`` (mesh) index
+    into ``positions``, in input endpoint order, with ``edge_attributes`` aligned;
+    ``offsets`` delimits polylines in ``positions``.
     """
 
     kind: str
@@ -36,6 +46,10 @@ class VectorData:
     attributes: dict[str, np.ndarray] = field(default_factory=dict)
     objects: np.ndarray | None = None
     object_attributes: dict[str, np.ndarray] = field(default_factory=dict)
+    edges: np.ndarray | None = None
+    edge_attributes: dict[str, np.ndarray] = field(default_factory=dict)
+    faces: np.ndarray | None = None
+    offsets: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -46,14 +60,16 @@ def _bbox(bbox: Any, ndim: int) -> tuple[np.ndarray, np.ndarray] | None:
         return None
     try:
         b = np.asarray(bbox, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InputError(f"bbox must be [min[{ndim}], max[{ndim}]] numbers, found {bbox!r}") from None
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"bbox must be [min[{ndim}], max[{ndim}]] numbers, found {bbox!r}") from exc
     if b.shape != (2, ndim) or np.isnan(b).any() or (b[0] > b[1]).any():
         raise InputError(f"bbox must be [min[{ndim}], max[{ndim}]] with min <= max, found {bbox!r}")
     return b[0], b[1]
 
 
-def _cells_in_box(chunks: list[tuple[int, ...]], chunk_shape: np.ndarray, box: tuple[np.ndarray, np.ndarray] | None) -> list[tuple[int, ...]]:
+def _cells_in_box(
+    chunks: list[tuple[int, ...]], chunk_shape: np.ndarray, box: tuple[np.ndarray, np.ndarray] | None
+) -> list[tuple[int, ...]]:
     ordered = sorted(chunks)
     if box is None or not ordered:
         return ordered
@@ -70,6 +86,147 @@ def _rows(payload: bytes, dtype: np.dtype, width: int, where: str) -> np.ndarray
     return np.frombuffer(payload, dtype=dtype).reshape(-1, width)
 
 
+@dataclass
+class VertexTable:
+    """A level's vertices in storage order, with what is needed to address them."""
+
+    cells: list[tuple[int, ...]]
+    base: dict[tuple[int, ...], int]  # global index of each cell's row 0
+    positions: np.ndarray
+    attributes: dict[str, np.ndarray]
+    fragments: list[FragmentIndex] | None  # per cell, when read
+    objects: ObjectIndex | None
+    object_ids: np.ndarray | None
+
+    def cell_rank(self, chunks: np.ndarray) -> np.ndarray:
+        """Index into ``cells`` of each (m, D) chunk; -1 where the chunk was not read."""
+        out = np.full(len(chunks), -1, dtype=np.int64)
+        if not len(chunks) or not self.cells:
+            return out
+        keys = np.asarray(self.cells, dtype=np.int64)
+        lo, hi = keys.min(axis=0), keys.max(axis=0)
+        shape = tuple((hi - lo + 1).tolist())
+        inside = ((chunks >= lo) & (chunks <= hi)).all(axis=1)
+        key_lin = np.ravel_multi_index(tuple((keys - lo).T), shape)  # ascending: cells are sorted
+        q = np.ravel_multi_index(tuple((np.where(inside[:, None], chunks, lo) - lo).T), shape)
+        pos = np.minimum(np.searchsorted(key_lin, q), len(key_lin) - 1)
+        hit = inside & (key_lin[pos] == q)
+        out[hit] = pos[hit]
+        return out
+
+    def global_index(self, chunks: np.ndarray, vi: np.ndarray) -> np.ndarray:
+        """Global storage-order index of endpoints ``(chunk, vi)`` (chunks (..., D)); -1 where not read."""
+        rank = self.cell_rank(chunks.reshape(-1, chunks.shape[-1]))
+        bases = np.asarray([self.base[c] for c in self.cells] or [0], dtype=np.int64)
+        out = np.where(rank >= 0, bases[np.maximum(rank, 0)] + vi.reshape(-1), -1)
+        return out.reshape(vi.shape)
+
+
+def _read_vertex_table(
+    lvl: Level, box: tuple[np.ndarray, np.ndarray] | None, allow_layouts: Collection[str], *, need_fragments: bool
+) -> VertexTable:
+    ndim = lvl.store.root.sid_ndim
+    vertices = lvl.array("vertices")
+    dtype = np.dtype(vertices.attributes.get("dtype", "float32")).newbyteorder("<")
+    cells = _cells_in_box(vertices.nonempty_chunk_coords(), np.asarray(lvl.chunk_shape), box)
+    attr_grids = {
+        name: lvl.array(posixpath.join("vertex_attributes", name)) for name in lvl.children("vertex_attributes")
+    }
+    objects = read_object_index(lvl, allow_layouts=allow_layouts)
+    grids: list[GridArray] = [vertices, *attr_grids.values()]
+    read_fragments = need_fragments or objects is not None
+    if read_fragments:
+        grids.append(lvl.array("vertex_fragments"))
+    payloads = read_cells_many([(g, c) for g in grids for c in cells])
+    per_grid = [payloads[i * len(cells) : (i + 1) * len(cells)] for i in range(len(grids))]
+
+    pos_parts = [_rows(p, dtype, ndim, f"{vertices.path} cell {c}") for p, c in zip(per_grid[0], cells)]
+    counts = [len(v) for v in pos_parts]
+    base = dict(zip(cells, np.r_[0, np.cumsum(counts)[:-1]].astype(int).tolist())) if cells else {}
+    positions = np.concatenate(pos_parts) if pos_parts else np.zeros((0, ndim), dtype)
+    attributes: dict[str, np.ndarray] = {}
+    for (name, grid), parts in zip(attr_grids.items(), per_grid[1:]):
+        a_dtype = np.dtype(grid.attributes["dtype"]).newbyteorder("<")
+        row_shape = tuple(grid.attributes.get("row_shape", []))
+        width = int(np.prod(row_shape)) if row_shape else 1
+        arrs = []
+        for p, c, n in zip(parts, cells, counts):
+            a = _rows(p, a_dtype, width, f"{grid.path} cell {c}")
+            if len(a) != n:
+                raise EncodingError(f"{grid.path} cell {c}: {len(a)} rows but the vertex cell has {n}")
+            arrs.append(a)
+        values = np.concatenate(arrs) if arrs else np.zeros((0, width), a_dtype)
+        attributes[name] = values.reshape((-1,) + row_shape)
+    fragments = None
+    if read_fragments:
+        where = lvl.node_path("vertex_fragments")
+        fragments = []
+        for p, c, n in zip(per_grid[-1], cells, counts):
+            if not p:
+                raise MetadataError(f"cell {c} is missing but the level needs its fragments", file=where)
+            index = FragmentIndex.decode(p)
+            if index.max_row() >= n:
+                raise EncodingError(f"{where} cell {c}: fragment rows reach {index.max_row()}, the cell has {n} vertices")
+            fragments.append(index)
+    table = VertexTable(cells, base, positions, attributes, fragments, objects, None)
+    if objects is not None:
+        table.object_ids = _vertex_object_ids(table)
+    return table
+
+
+def _fragment_rows(table: VertexTable, chunks: np.ndarray, frags: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Global storage-order rows of the named (chunk, fragment)s, concatenated in order.
+
+    Returns ``(rows, rows per named fragment)``; a chunk that was not read (outside a
+    bbox) contributes no rows.  Vectorised over every fragment of every cell.
+    """
+    assert table.fragments is not None
+    counts = [f.num_fragments for f in table.fragments]
+    frag_base = np.r_[0, np.cumsum(counts)[:-1]].astype(np.int64) if counts else np.zeros(0, np.int64)
+    row_lists, frag_len = [], []
+    for cell, index in zip(table.cells, table.fragments):
+        fid, rows = index.expand()
+        row_lists.append(rows + table.base[cell])
+        frag_len.append(np.bincount(fid, minlength=index.num_fragments))
+    all_rows = np.concatenate(row_lists) if row_lists else np.zeros(0, np.int64)
+    lengths = np.concatenate(frag_len) if frag_len else np.zeros(0, np.int64)
+    first = np.cumsum(lengths) - lengths
+    cell_rank = table.cell_rank(chunks)
+    read = cell_rank >= 0
+    limit = np.asarray(counts or [0], dtype=np.int64)[np.maximum(cell_rank, 0)]
+    bad = read & (frags >= limit)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise EncodingError(
+            f"object_index: a manifest names fragment {int(frags[i])} of chunk {tuple(chunks[i].tolist())}, "
+            f"which has {int(limit[i])}"
+        )
+    if not read.any():
+        return np.zeros(0, np.int64), np.zeros(len(chunks), np.int64)
+    flat = np.where(read, frag_base[np.maximum(cell_rank, 0)] + frags, 0)
+    n_rows = np.where(read, lengths[flat] if len(lengths) else 0, 0)
+    starts = np.repeat(first[flat] if len(first) else np.zeros(0, np.int64), n_rows)
+    within = np.arange(int(n_rows.sum())) - np.repeat(np.cumsum(n_rows) - n_rows, n_rows)
+    return all_rows[starts + within], n_rows
+
+
+def _vertex_object_ids(table: VertexTable) -> np.ndarray:
+    """Object id of every vertex row, from the manifests and each cell's FragmentIndex."""
+    assert table.objects is not None
+    out = np.full(len(table.positions), -1, dtype=np.int64)
+    ids, chunks, frags = table.objects.blocks_table()
+    rows, n_rows = _fragment_rows(table, chunks, frags)
+    out[rows] = np.repeat(ids, n_rows)
+    return out
+
+
+def _object_attributes(lvl: Level) -> dict[str, np.ndarray]:
+    return {
+        name: read_table(lvl.storage, lvl.node_path(posixpath.join("object_attributes", name)))[0]
+        for name in lvl.children("object_attributes")
+    }
+
+
 def read(
     url: str,
     *,
@@ -78,89 +235,102 @@ def read(
     allow_layouts: Collection[str] = (),
     storage_options: Mapping[str, Any] | None = None,
 ) -> VectorData:
-    """Read one level of a store (optionally only the vertices inside ``bbox``, bounds inclusive)."""
+    """Read one level of a store; ``bbox`` (inclusive) keeps the vertices inside it and the records among them."""
     store = open_store(url, storage_options=storage_options)
     lvl = store.level(level)
     kinds = store.root.geometry_types
-    if kinds != ["point_cloud"]:
-        raise InputError(f"{url!r}: reading geometry {kinds} is not supported yet")
-    return _read_points(lvl, _bbox(bbox, store.root.sid_ndim), allow_layouts)
-
-
-def _vertex_attribute_arrays(lvl: Level) -> dict[str, GridArray]:
-    return {name: lvl.array(posixpath.join("vertex_attributes", name)) for name in lvl.children("vertex_attributes")}
-
-
-def _read_points(lvl: Level, box: tuple[np.ndarray, np.ndarray] | None, allow_layouts: Collection[str]) -> VectorData:
-    ndim = lvl.store.root.sid_ndim
-    vertices = lvl.array("vertices")
-    dtype = np.dtype(vertices.attributes.get("dtype", "float32")).newbyteorder("<")
-    cells = _cells_in_box(vertices.nonempty_chunk_coords(), np.asarray(lvl.chunk_shape), box)
-    attr_grids = _vertex_attribute_arrays(lvl)
-    objects = read_object_index(lvl, allow_layouts=allow_layouts)
-    grids: list[GridArray] = [vertices, *attr_grids.values()]
-    if objects is not None:
-        grids.append(lvl.array("vertex_fragments"))
-    payloads = read_cells_many([(g, c) for g in grids for c in cells])
-    per_grid = [payloads[i * len(cells) : (i + 1) * len(cells)] for i in range(len(grids))]
-
-    pos_parts = [_rows(p, dtype, ndim, f"{vertices.path} cell {c}") for p, c in zip(per_grid[0], cells)]
-    positions = np.concatenate(pos_parts) if pos_parts else np.zeros((0, ndim), dtype)
-    attributes: dict[str, np.ndarray] = {}
-    for (name, grid), parts in zip(attr_grids.items(), per_grid[1:]):
-        a_dtype = np.dtype(grid.attributes["dtype"]).newbyteorder("<")
-        row_shape = tuple(grid.attributes.get("row_shape", []))
-        width = int(np.prod(row_shape)) if row_shape else 1
-        arrs = []
-        for p, c, v in zip(parts, cells, pos_parts):
-            a = _rows(p, a_dtype, width, f"{grid.path} cell {c}")
-            if len(a) != len(v):
-                raise EncodingError(f"{grid.path} cell {c}: {len(a)} rows but the vertex cell has {len(v)}")
-            arrs.append(a)
-        values = np.concatenate(arrs) if arrs else np.zeros((0, width), a_dtype)
-        attributes[name] = values.reshape((-1,) + row_shape)
-
-    object_ids = None
-    object_attrs: dict[str, np.ndarray] = {}
-    if objects is not None:
-        object_ids = _vertex_object_ids(objects, cells, per_grid[-1], [len(v) for v in pos_parts], lvl)
-        for name in lvl.children("object_attributes"):
-            object_attrs[name], _ = read_table(lvl.storage, lvl.node_path(posixpath.join("object_attributes", name)))
-
-    if box is not None and len(positions):
-        keep = ((positions >= box[0]) & (positions <= box[1])).all(axis=1)
-        positions = positions[keep]
-        attributes = {k: v[keep] for k, v in attributes.items()}
-        object_ids = object_ids[keep] if object_ids is not None else None
-    return VectorData(
-        kind="point_cloud",
-        positions=positions,
-        object_ids=object_ids,
-        attributes=attributes,
-        objects=objects.ids if objects is not None else None,
-        object_attributes=object_attrs,
+    if len(kinds) != 1:
+        raise InputError(f"{url!r}: composite stores ({kinds}) are not supported")
+    kind = kinds[0]
+    box = _bbox(bbox, store.root.sid_ndim)
+    table = _read_vertex_table(lvl, box, allow_layouts, need_fragments=kind in POLYLINE_KINDS + ("skeleton",))
+    data = VectorData(
+        kind=kind,
+        positions=table.positions,
+        object_ids=table.object_ids,
+        attributes=table.attributes,
+        objects=table.objects.ids if table.objects is not None else None,
+        object_attributes=_object_attributes(lvl) if table.objects is not None else {},
     )
+    if kind in POLYLINE_KINDS:
+        _assemble_polylines(data, table)
+    elif kind in LINKED_KINDS:
+        _assemble_records(data, table, lvl, kind)
+    elif kind != "point_cloud":
+        raise InputError(f"{url!r}: unknown geometry type {kind!r}")
+    if box is not None:
+        _restrict(data, box)
+    return data
 
 
-def _vertex_object_ids(objects, cells, fragment_payloads, row_counts, lvl: Level) -> np.ndarray:  # noqa: ANN001
-    """Object id of every vertex row, from the manifests and each cell's FragmentIndex."""
-    ids, chunks, frags = objects.blocks_table()
-    out = []
-    for c, payload, n in zip(cells, fragment_payloads, row_counts):
-        where = f"{lvl.node_path('vertex_fragments')} cell {c}"
-        if not payload:
-            raise MetadataError(f"{where}: missing, but the level has an object index", file=where)
-        index = FragmentIndex.decode(payload)
-        frag_object = np.full(index.num_fragments, -1, dtype=np.int64)
-        mine = (chunks == np.asarray(c)).all(axis=1) if len(chunks) else np.zeros(0, bool)
-        f = frags[mine]
-        if len(f) and (f.max() >= index.num_fragments):
-            raise EncodingError(f"{where}: a manifest names fragment {int(f.max())}, the cell has {index.num_fragments}")
-        frag_object[f] = ids[mine]
-        vid = np.full(n, -1, dtype=np.int64)
-        frag_of_row, row = index.expand()
-        if len(row) and row.max() >= n:
-            raise EncodingError(f"{where}: fragment rows reach {int(row.max())}, the cell has {n} vertices")
-        vid[row] = frag_object[frag_of_row]
-        out.append(vid)
-    return np.concatenate(out) if out else np.zeros(0, np.int64)
+def _assemble_records(data: VectorData, table: VertexTable, lvl: Level, kind: str) -> None:
+    records = read_links(lvl, 0)
+    index = table.global_index(records.chunks, records.vi)
+    attrs = {name: read_link_attributes(lvl, name, 0) for name in list_link_attribute_names(lvl)}
+    keep = (index >= 0).all(axis=1)  # a bbox read drops records reaching unread cells
+    index = index[keep]
+    attrs = {k: v[keep] for k, v in attrs.items()}
+    if kind == "skeleton":
+        index = _skeleton_edges(table, index)
+    if kind == "mesh":
+        data.faces = index
+    else:
+        data.edges = index
+    data.edge_attributes = attrs
+
+
+def _skeleton_edges(table: VertexTable, explicit: np.ndarray) -> np.ndarray:
+    """``[child, parent]`` pairs: implied parents (previous row of the same fragment) plus explicit ones."""
+    assert table.fragments is not None
+    n = len(table.positions)
+    parent = np.full(n, -1, dtype=np.int64)
+    for cell, index in zip(table.cells, table.fragments):
+        _, rows = index.expand()
+        counts = index.row_counts()
+        first = np.r_[0, np.cumsum(counts)[:-1]]
+        follows = np.ones(len(rows), dtype=bool)
+        follows[first[counts > 0]] = False
+        g = rows + table.base[cell]
+        parent[g[1:][follows[1:]]] = g[:-1][follows[1:]]
+    if len(explicit):
+        parent[explicit[:, 0]] = explicit[:, 1]
+    child = np.flatnonzero(parent >= 0)
+    return np.stack([child, parent[child]], axis=1)
+
+
+def _assemble_polylines(data: VectorData, table: VertexTable) -> None:
+    """Vertices in traversal order: each object's fragments concatenated in manifest block order."""
+    if table.objects is None:
+        raise MetadataError("a polyline level needs an object index", file="object_index/zarr.json")
+    ids, chunks, frags = table.objects.blocks_table()
+    rows, n_rows = _fragment_rows(table, chunks, frags)
+    lengths = np.bincount(np.repeat(ids, n_rows), minlength=int(ids.max()) + 1 if len(ids) else 0)
+    present = np.flatnonzero(lengths)
+    data.positions = table.positions[rows]
+    data.attributes = {k: v[rows] for k, v in table.attributes.items()}
+    data.object_ids = np.repeat(present, lengths[present])
+    data.offsets = np.r_[0, np.cumsum(lengths[present])].astype(np.int64)
+
+
+def _restrict(data: VectorData, box: tuple[np.ndarray, np.ndarray]) -> None:
+    """Keep the vertices inside ``box`` and the records / polyline pieces among them."""
+    keep = ((data.positions >= box[0]) & (data.positions <= box[1])).all(axis=1)
+    new_index = np.cumsum(keep) - 1
+    data.positions = data.positions[keep]
+    data.attributes = {k: v[keep] for k, v in data.attributes.items()}
+    if data.offsets is not None:
+        # a polyline leaving and re-entering the box becomes several pieces
+        line = np.repeat(np.arange(len(data.offsets) - 1), np.diff(data.offsets))
+        kept_line = line[keep]
+        old = np.flatnonzero(keep)
+        starts = np.flatnonzero(np.r_[True, (kept_line[1:] != kept_line[:-1]) | (old[1:] != old[:-1] + 1)])
+        data.offsets = np.r_[starts, len(old)].astype(np.int64) if len(old) else np.zeros(1, np.int64)
+    if data.object_ids is not None:
+        data.object_ids = data.object_ids[keep]
+    for name in ("edges", "faces"):
+        rec = getattr(data, name)
+        if rec is None:
+            continue
+        ok = keep[rec].all(axis=1) if len(rec) else np.zeros(0, bool)
+        setattr(data, name, new_index[rec[ok]])
+        data.edge_attributes = {k: v[ok] for k, v in data.edge_attributes.items()}

@@ -221,3 +221,38 @@ def test_encoder_input_errors() -> None:
         encode_mode0_manifests(np.array([0, 2]), np.zeros((2, 3), int), np.zeros(2, int), 2)
     with pytest.raises(InputError, match="shape"):
         encode_mode0_manifests(np.array([0]), np.zeros(3, int), np.zeros(1, int), 1)
+
+
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(st.lists(st.integers(-50, 50), min_size=2, max_size=2), st.lists(st.integers(0, 9), min_size=1, max_size=4)),
+            max_size=4,
+        ),
+        max_size=8,
+    )
+)
+def test_decode_manifest_table_matches_row_by_row_decoding(rows):
+    """The batch decoder returns exactly what decoding each row returns, flattened (modes 0 and 1 mixed)."""
+    from zarr_vectors.encoding import decode_manifest_table
+
+    encoded = [encode_manifest([(c, f) for c, f in blocks], 2) for blocks in rows]
+    row, chunk, frag = decode_manifest_table(encoded, 2)
+    exp_row, exp_chunk, exp_frag = [], [], []
+    for r, buf in enumerate(encoded):
+        for b in decode_manifest(buf, 2):
+            for f in b.fragments.tolist():
+                exp_row.append(r)
+                exp_chunk.append(list(b.chunk))
+                exp_frag.append(f)
+    assert row.tolist() == exp_row
+    assert chunk.reshape(-1, 2).tolist() == exp_chunk
+    assert frag.tolist() == exp_frag
+
+
+def test_decode_manifest_table_rejects_a_truncated_row():
+    from zarr_vectors.encoding import decode_manifest_table
+
+    good = encode_manifest([((1, 2), [3])], 2)
+    with pytest.raises(EncodingError):
+        decode_manifest_table([good, good[:-1]], 2)

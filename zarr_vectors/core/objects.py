@@ -16,30 +16,23 @@ from zarr_vectors.core.metadata import OBJECT_INDEX_LAYOUT, OBJECT_INDEX_LAYOUT_
 from zarr_vectors.core.nodes import require_node
 from zarr_vectors.core.store import Level
 from zarr_vectors.core.tables import read_table, read_vlen_rows
-from zarr_vectors.encoding import ManifestBlock, decode_manifest
+from zarr_vectors.encoding import decode_manifest_table
 from zarr_vectors.errors import EncodingError, MetadataError, UnsupportedLayoutError
 
 
 @dataclass(frozen=True)
 class ObjectIndex:
-    """Object ids per manifest row and the decoded manifests."""
+    """Object ids per manifest row and every fragment the manifests name, in manifest order."""
 
     ids: np.ndarray  # int64, one per row
-    manifests: list[list[ManifestBlock]]
+    block_row: np.ndarray  # (F,) manifest row of each named fragment
+    block_chunk: np.ndarray  # (F, D) its chunk
+    block_fragment: np.ndarray  # (F,) its fragment index in that chunk
     layout: str
 
     def blocks_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(object id, chunk coords, fragment) per referenced fragment, in manifest order."""
-        ids, chunks, frags = [], [], []
-        for oid, blocks in zip(self.ids.tolist(), self.manifests):
-            for b in blocks:
-                ids.append(np.full(len(b.fragments), oid, dtype=np.int64))
-                chunks.append(np.repeat(np.asarray([b.chunk], dtype=np.int64), len(b.fragments), axis=0))
-                frags.append(np.asarray(b.fragments, dtype=np.int64))
-        if not ids:
-            d = 0
-            return np.zeros(0, np.int64), np.zeros((0, d), np.int64), np.zeros(0, np.int64)
-        return np.concatenate(ids), np.concatenate(chunks), np.concatenate(frags)
+        return self.ids[self.block_row], self.block_chunk, self.block_fragment
 
 
 def read_object_index(level: Level, *, allow_layouts: Collection[str] = ()) -> ObjectIndex | None:
@@ -60,12 +53,10 @@ def read_object_index(level: Level, *, allow_layouts: Collection[str] = ()) -> O
         )
     sid_ndim = attrs.get("sid_ndim", level.store.root.sid_ndim)
     rows = read_vlen_rows(level.storage, f"{path}/manifests")
-    manifests = []
-    for r, row in enumerate(rows):
-        try:
-            manifests.append(decode_manifest(row, sid_ndim))
-        except EncodingError as exc:
-            raise EncodingError(f"{path}/manifests row {r}: {exc}") from exc
+    try:
+        block_row, block_chunk, block_fragment = decode_manifest_table(rows, sid_ndim)
+    except EncodingError as exc:
+        raise EncodingError(f"{path}/manifests: {exc}") from exc
     if layout == OBJECT_INDEX_LAYOUT_V2:
         ids, _ = read_table(level.storage, f"{path}/object_ids")
         if ids.shape != (len(rows),):
@@ -75,4 +66,4 @@ def read_object_index(level: Level, *, allow_layouts: Collection[str] = ()) -> O
         ids = ids.astype(np.int64)
     else:
         ids = np.arange(len(rows), dtype=np.int64)
-    return ObjectIndex(ids, manifests, layout)
+    return ObjectIndex(ids, block_row, block_chunk, block_fragment, layout)

@@ -17,6 +17,7 @@ from zarr_vectors.encoding.lehmer import (
 from zarr_vectors.encoding.manifest import (
     ManifestBlock,
     decode_manifest,
+    decode_manifest_table,
     encode_manifest,
     encode_mode0_manifests,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "FragmentIndex",
     "ManifestBlock",
     "decode_manifest",
+    "decode_manifest_table",
     "decode_ragged_blob",
     "decode_ragged_ints",
     "encode_manifest",

@@ -218,3 +218,52 @@ def encode_mode0_manifests(
     out[~is_header] = record.view(np.uint8)
     data = out.tobytes()
     return [data[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
+
+
+def decode_manifest_table(
+    rows: Sequence[bytes | memoryview], sid_ndim: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every fragment named by many manifest rows, as flat arrays in manifest order.
+
+    Returns ``(row, chunk (F, sid_ndim), fragment)``: one entry per referenced
+    fragment, rows in order and each row's blocks in order (mode-1/2 blocks
+    expanded).  Rows made only of mode-0 blocks -- all that writers emit -- are
+    decoded together in one vectorised pass; any other row goes through
+    :func:`decode_manifest`, so the checks are the same.
+    """
+    if sid_ndim < 1:
+        raise InputError(f"manifest: sid_ndim must be >= 1, got {sid_ndim}")
+    n = len(rows)
+    rec = _mode0_dtype(sid_ndim).itemsize
+    lens = np.fromiter((len(r) for r in rows), dtype=np.int64, count=n)
+    buf = np.frombuffer(b"".join(rows), dtype=np.uint8)
+    starts = np.cumsum(lens) - lens
+    counts = np.zeros(n, dtype=np.int64)
+    long_enough = lens >= 4
+    if long_enough.any():
+        head = starts[long_enough][:, None] + np.arange(4)
+        counts[long_enough] = buf[head].copy().view("<u4").astype(np.int64).ravel()
+    fast = long_enough & (lens == 4 + counts * rec)
+    block_row = np.repeat(np.flatnonzero(fast), counts[fast])
+    first = starts[fast] + 4
+    within = np.arange(block_row.size) - np.repeat(np.cumsum(counts[fast]) - counts[fast], counts[fast])
+    pos = np.repeat(first, counts[fast]) + within * rec
+    blocks = buf[pos[:, None] + np.arange(rec)].copy().view(_mode0_dtype(sid_ndim)).ravel()
+    bad_mode = blocks["mode"] != MODE_SINGLE
+    if bad_mode.any():  # mixed-mode rows: decode those rows one by one
+        fast[np.unique(block_row[bad_mode])] = False
+        keep = fast[block_row]
+        block_row, blocks = block_row[keep], blocks[keep]
+    if not fast.all():
+        parts_row, parts_chunk, parts_frag = [block_row], [blocks["chunk"].reshape(-1, sid_ndim)], [blocks["fragment"]]
+        for r in np.flatnonzero(~fast).tolist():
+            for b in decode_manifest(rows[r], sid_ndim):
+                parts_row.append(np.full(len(b.fragments), r, dtype=np.int64))
+                parts_chunk.append(np.repeat(np.asarray([b.chunk], dtype=np.int64), len(b.fragments), axis=0))
+                parts_frag.append(np.asarray(b.fragments, dtype=np.int64))
+        row = np.concatenate(parts_row)
+        _check_fragments(parts_frag[0], None)
+        order = np.argsort(row, kind="stable")
+        return row[order], np.concatenate(parts_chunk)[order], np.concatenate(parts_frag)[order]
+    _check_fragments(blocks["fragment"], None)
+    return block_row, blocks["chunk"].reshape(-1, sid_ndim).astype(np.int64), blocks["fragment"].astype(np.int64)
