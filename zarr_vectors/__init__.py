@@ -1,12 +1,14 @@
 """Zarr Vectors: chunked vector geometry on Zarr v3, written and checked as Dask graphs.
 
-The public API: writers (``write_points``), the reader (``read``) and the store
+The public API: writers (``write_points``, ``write_graph``, ``write_mesh``,
+``write_skeleton``, ``write_polylines``), the reader (``read``) and the store
 layer (``create_store``, ``open_store``, ``get_resolution_level``).
 """
 
 from __future__ import annotations
 
 from zarr_vectors.core.store import create_store, get_resolution_level, open_store
+from zarr_vectors.graphs.linked import write_graph, write_mesh, write_polylines, write_skeleton
 from zarr_vectors.graphs.points import WriteResult, write_points
 from zarr_vectors.read import VectorData, read
 
@@ -17,5 +19,9 @@ __all__ = [
     "get_resolution_level",
     "open_store",
     "read",
+    "write_graph",
+    "write_mesh",
     "write_points",
+    "write_polylines",
+    "write_skeleton",
 ]

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -360,6 +360,44 @@ class LinkPartition:
             perm=self.perm[sel],
             base_rows=self.base_rows[mask],
         )
+
+    @staticmethod
+    def concat(parts: Sequence[LinkPartition], *, num_links: int) -> LinkPartition:
+        """Placements of several partitions of one family merged in on-disk order.
+
+        The parts' records must already be numbered in one input (0 .. num_links-1),
+        e.g. partitions of consecutive record blocks with their block offsets added;
+        this is how a cell owner merges what every block routed to it.
+        """
+        if not parts:
+            raise InputError("LinkPartition.concat needs at least one part")
+        policy = parts[0].policy
+        if any(p.policy != policy for p in parts):
+            raise ArrayError("cannot merge partitions of different family policies")
+        offsets_of = {n: o for p in parts for n, o in zip(p.segments, p.segment_offsets)}
+        names = sorted(offsets_of)
+        index = {n: i for i, n in enumerate(names)}
+        segment = np.concatenate(
+            [np.asarray([index[n] for n in p.segments], dtype=np.int64)[p.segment] for p in parts]
+        )
+        cell = np.concatenate([p.cell for p in parts])
+        record = np.concatenate([p.record for p in parts])
+        order = enumeration_order(segment, cell, record)
+        return LinkPartition(
+            policy=policy,
+            num_links=num_links,
+            segments=tuple(names),
+            segment_offsets=tuple(offsets_of[n] for n in names),
+            segment=segment[order],
+            cell=np.ascontiguousarray(cell[order]),
+            record=record[order],
+            vi=np.ascontiguousarray(np.concatenate([p.vi for p in parts])[order]),
+            perm=np.concatenate([p.perm for p in parts])[order],
+        )
+
+    def renumbered(self, offset: int, num_links: int) -> LinkPartition:
+        """The same placements with records numbered from ``offset`` in an input of ``num_links``."""
+        return replace(self, record=self.record + offset, num_links=num_links, base_rows=self.base_rows)
 
     def scatter(self, values: ArrayLike) -> np.ndarray:
         """Input-order rows (``num_links`` of them) in on-disk order, one per placement."""
@@ -813,6 +851,33 @@ def _check_partition_policy(level: Level, partition: LinkPartition) -> LinkPolic
             f"links/{format_delta(policy.delta)} carries ({'; '.join(policy.differences(partition.policy))})"
         )
     return policy
+
+
+def create_links_segments(
+    level: Level,
+    delta: int,
+    segments: Sequence[str],
+    *,
+    extent: tuple[Sequence[int], Sequence[int]],
+    dtype: DTypeLike = "int64",
+    compressor: CompressorArg = ZSTD_DEFAULT,
+) -> None:
+    """Create (metadata only) the named offsets arrays of a stamped family, and ``link_fragments``.
+
+    The coordinator step when the segments are known but no single partition holds
+    every record (the Dask writers plan them from per-block summaries).
+    ``extent = (origin, shape)`` is the grid every array gets.
+    """
+    policy = _require_policy(level, delta)
+    comp = compressor_config(compressor)
+    name = _check_link_dtype(dtype)
+    ext = (tuple(int(v) for v in extent[0]), tuple(int(v) for v in extent[1]))
+    none = np.zeros((0, policy.sid_ndim), dtype=np.int64)
+    for segment in segments:
+        offsets = _parse_segment(level, policy, segment)
+        _open_or_create_links_array(level, policy, segment, offsets, none, extent=ext, dtype=name, compressor=comp)
+        if policy.is_flat(offsets):
+            _open_or_create_fragments(level, none, extent=ext, compressor=comp)
 
 
 def create_links_arrays(
@@ -1847,7 +1912,11 @@ def _logical_count(policy: LinkPolicy, records: LinkRecords, where: str) -> int:
 
 
 def finalize_links(
-    level: Level, delta: int, *, anchor_ratios: tuple[Sequence[int], Sequence[int]] | None = None
+    level: Level,
+    delta: int,
+    *,
+    anchor_ratios: tuple[Sequence[int], Sequence[int]] | None = None,
+    counts: LinkCounts | None = None,
 ) -> LinkCounts:
     """Reconcile ``links/<delta>/`` after decentralised writes (the single coordinator step).
 
@@ -1855,7 +1924,8 @@ def finalize_links(
     and of every ``link_attributes/*/<delta>/`` array from a listing, then stamps
     ``num_physical_records`` (rows on disk) and ``num_links`` (logical records) on the
     family and ``num_links`` on its attribute families.  Must run before sharding.
-    Safe to run twice.
+    Safe to run twice.  ``counts``, when the write tasks already know them (logical
+    records in, rows written), are stamped instead of decoding every record.
     """
     policy = _require_policy(level, delta)
     grids = [level.array(_array_rel(delta, s)) for s in list_link_offsets(level, delta)]
@@ -1870,7 +1940,8 @@ def finalize_links(
         keys = derive_nonempty_chunks(grid)
         if keys != grid.nonempty_chunks:
             grid.set_nonempty_chunks(keys)
-    records, total = _read_family_records(level, policy, anchor_ratios)
-    counts = LinkCounts(_logical_count(policy, records, _family_path(level, delta)), total)
+    if counts is None:  # not known from the write tasks: decode every record to count them
+        records, total = _read_family_records(level, policy, anchor_ratios)
+        counts = LinkCounts(_logical_count(policy, records, _family_path(level, delta)), total)
     _stamp_counts(level, delta, counts, attributes=True)
     return counts

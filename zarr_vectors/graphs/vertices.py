@@ -95,6 +95,7 @@ class InputBlocks:
     pos: list[Any]
     ids: list[Any]
     attrs: list[dict[str, Any]]
+    breaks: list[Any]  # per block: bool per row (a fragment starts there) or None
 
     def __len__(self) -> int:
         return len(self.pos)
@@ -139,12 +140,14 @@ def normalise_vertex_inputs(
     attributes: Mapping[str, Any] | None,
     compressor: Any,
     mode: FragmentMode | None = None,
+    breaks: np.ndarray | None = None,
 ) -> tuple[VertexSpec, InputBlocks]:
     """Check every argument that can be checked without reading the data.
 
     ``mode`` defaults to ``objects`` when ids are given, else ``bins``; writers of
     kinds whose vertices always belong to objects pass ``objects`` or ``runs`` and,
-    without ids, every vertex belongs to object 0.
+    without ids, every vertex belongs to object 0.  ``breaks`` (bool per vertex)
+    forces a new fragment to start at the flagged rows (skeleton roots).
     """
     pos = positions if isinstance(positions, da.Array) else np.asarray(positions)
     if pos.ndim != 2 or pos.shape[1] < 1:
@@ -222,6 +225,7 @@ def normalise_vertex_inputs(
         pos=pos_blocks,
         ids=publish_blocks(ids_in, rows) if ids_in is not None else [None] * len(pos_blocks),
         attrs=[{name: b[i] for name, b in attr_blocks.items()} for i in range(len(pos_blocks))],
+        breaks=publish_blocks(np.asarray(breaks, bool), rows) if breaks is not None else [None] * len(pos_blocks),
     )
     return spec, blocks
 
@@ -401,6 +405,7 @@ def route_block(
     pos: np.ndarray,
     ids: np.ndarray | None,
     attrs: dict[str, np.ndarray],
+    breaks: np.ndarray | None,
     offset: int,
     plan: VertexPlan,
     spec: VertexSpec,
@@ -442,6 +447,8 @@ def route_block(
         piece = {"pos": take_rows(pos, sel), "rank": rank[lo:hi], "sub": sub[lo:hi]}
         if gid is not None:
             piece["gid"] = gid[lo:hi]
+        if breaks is not None:
+            piece["brk"] = breaks[sel]
         for name, values in attrs.items():
             piece["attr/" + name] = take_rows(values, sel)
         pieces.append(piece)
@@ -466,7 +473,9 @@ def _merge_pieces(spec: VertexSpec, parts: list[dict[str, np.ndarray]], first_ra
     return data
 
 
-def _cell_fragments(spec: VertexSpec, sub: np.ndarray, gid: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+def _cell_fragments(
+    spec: VertexSpec, sub: np.ndarray, gid: np.ndarray | None, brk: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
     """(rows per fragment, first row of each fragment) for one cell's ordered rows."""
     if spec.mode == "bins":
         counts = np.bincount(sub, minlength=spec.n_bins)
@@ -475,6 +484,8 @@ def _cell_fragments(spec: VertexSpec, sub: np.ndarray, gid: np.ndarray | None) -
     if spec.mode == "runs":
         assert gid is not None
         breaks |= gid[1:] != gid[:-1] + 1
+    if brk is not None:
+        breaks |= brk[1:]
     starts = np.flatnonzero(np.r_[True, breaks])
     return np.diff(np.r_[starts, len(sub)]), starts
 
@@ -488,7 +499,7 @@ def write_owner(
     n_cells = plan.owners[k].stop - first_rank
     chunks = plan.chunk_of(plan.owner_cells(k))
     data = _merge_pieces(spec, parts, first_rank, n_cells)
-    pos, sub, gid = data["pos"], data["sub"], data.get("gid")
+    pos, sub, gid, brk = data["pos"], data["sub"], data.get("gid"), data.get("brk")
     ends = np.searchsorted(data["rank"], np.arange(first_rank, first_rank + n_cells), side="right")
     starts = np.r_[0, ends[:-1]]
     grids = arrays.all()
@@ -497,7 +508,9 @@ def write_owner(
     frag_tables = []
     for c, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
         chunk = tuple(chunks[c].tolist())
-        counts, first = _cell_fragments(spec, sub[s:e], gid[s:e] if gid is not None else None)
+        counts, first = _cell_fragments(
+            spec, sub[s:e], gid[s:e] if gid is not None else None, brk[s:e] if brk is not None else None
+        )
         cells[0][chunk] = pos[s:e].tobytes()
         cells[1][chunk] = FragmentIndex.from_counts(counts).encode()
         for i, name in enumerate(attr_names):
@@ -521,8 +534,8 @@ def write_graph(
 ) -> list[Any]:
     """The route and owner-write tasks; returns the owners' delayed summaries."""
     routed = [
-        dask.delayed(route_block)(p, i, a, o, plan, spec, with_gid)
-        for p, i, a, o in zip(blocks.pos, blocks.ids, blocks.attrs, blocks.offsets)
+        dask.delayed(route_block)(p, i, a, b, o, plan, spec, with_gid)
+        for p, i, a, b, o in zip(blocks.pos, blocks.ids, blocks.attrs, blocks.breaks, blocks.offsets)
     ]
     return [
         dask.delayed(write_owner)(arrays, spec, plan, k, *[dask.delayed(pick)(r, k) for r in routed])

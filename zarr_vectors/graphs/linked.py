@@ -1,0 +1,419 @@
+"""Writers of the linked kinds -- graph, mesh, skeleton, polyline, streamline, line -- as Dask graphs.
+
+Every kind is the shared vertex stage (``graphs.vertices``) followed by one link
+stage over the records the kind stores (FORMAT.md §8):
+
+1. vertex owners write their cells and report where every input vertex landed;
+2. one task assembles that placement (input vertex -> chunk, chunk-local row);
+3. per block of records: endpoints resolved through the placement and placed
+   (``partition_records_by_offset``, the single place placement is decided);
+4. the coordinator stamps the family and creates every offsets / attribute array
+   the blocks need (metadata only);
+5. per cell owner: its share of every block's partition, merged, written whole with
+   ``record_presence=False`` (links, ``link_fragments``, link attributes);
+6. one reconcile task: vertex presence lists and object index, ``finalize_links``
+   with the counts the tasks report, level metadata.
+
+Intermediate results stay where they were computed (``dask.persist``): on the
+workers under a distributed client, in memory on local threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import dask
+import numpy as np
+
+from zarr_vectors.core.arrays import (
+    LinkCounts,
+    LinkPartition,
+    create_link_attribute_arrays,
+    create_links_family,
+    create_links_segments,
+    finalize_links,
+    partition_records_by_offset,
+    write_link_attribute_cells,
+    write_link_cells,
+)
+from zarr_vectors.core.paths import format_offsets, intra_offsets
+from zarr_vectors.core.storage import Storage
+from zarr_vectors.core.store import Level, create_store
+from zarr_vectors.errors import InputError
+from zarr_vectors.geometry import topology
+from zarr_vectors.graphs import vertices as vx
+from zarr_vectors.graphs.points import WriteResult
+
+RECORD_BLOCK = 1_000_000
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """The family a kind writes at delta 0."""
+
+    link_width: int
+    directed: bool
+    store: str
+    always_intra: bool  # graph / mesh / skeleton keep links/0/<all-zero> allocated even when empty
+
+
+def _check_policy(directed: Any, store: Any) -> None:
+    if not isinstance(directed, bool):
+        raise InputError(f"directed must be True or False, found {directed!r}")
+    if store not in ("canonical", "duplicate"):
+        raise InputError(f"store must be 'canonical' or 'duplicate', found {store!r}")
+
+
+def _check_record_attributes(values: Mapping[str, Any] | None, m: int, what: str) -> dict[str, np.ndarray]:
+    out = {}
+    for name, value in (values or {}).items():
+        vx.check_name(name, what)
+        arr = np.asarray(value)
+        if arr.ndim not in (1, 2) or arr.shape[0] != m:
+            raise InputError(f"{what} {name!r} has shape {arr.shape}; expected ({m},) or ({m}, channels), one row per record")
+        if arr.dtype.kind not in vx.ATTRIBUTE_KINDS:
+            raise InputError(f"{what} {name!r} has unsupported dtype {arr.dtype} (numeric or bool only)")
+        out[name] = arr
+    return out
+
+
+# ---------------------------------------------------------------------------
+# graph tasks
+# ---------------------------------------------------------------------------
+def _partition_block(
+    records: np.ndarray, placement: vx.Placement, offset: int, total: int, spec: LinkSpec
+) -> LinkPartition:
+    part = partition_records_by_offset(
+        placement.chunks[records], placement.rows[records], directed=spec.directed, store=spec.store
+    )
+    return part.renumbered(offset, total)
+
+
+def _segments(part: LinkPartition) -> tuple[str, ...]:
+    return part.segments
+
+
+def _owner_share(part: LinkPartition, plan: vx.VertexPlan, k: int) -> LinkPartition | None:
+    """The cell groups of ``part`` whose source cell owner ``k`` owns."""
+    if part.num_groups == 0:
+        return None
+    cells = part.group_cells()
+    linear = np.ravel_multi_index(tuple((cells - plan.origin).T), plan.grid_shape)
+    owner_of_rank = np.repeat(np.arange(len(plan.owners)), [s.stop - s.start for s in plan.owners])
+    mine = owner_of_rank[plan.rank_of(linear)] == k
+    return part.select_groups(mine) if mine.any() else None
+
+
+def _write_link_owner(
+    level: Level, total: int, attributes: dict[str, np.ndarray], *shares: LinkPartition | None
+) -> int:
+    parts = [p for p in shares if p is not None]
+    if not parts:
+        return 0
+    merged = LinkPartition.concat(parts, num_links=total)
+    write_link_cells(level, 0, merged)
+    for name, values in attributes.items():
+        write_link_attribute_cells(level, name, 0, values, merged)
+    return merged.num_physical_records
+
+
+def _reconcile(
+    level: Level,
+    arrays: vx.VertexArrays,
+    spec: vx.VertexSpec,
+    plan: vx.VertexPlan,
+    object_attributes: Mapping[str, np.ndarray],
+    vertex_summaries: Sequence[dict[str, Any]],
+    total: int,
+    has_family: bool,
+    *link_rows: int,
+) -> dict[str, int]:
+    present = vx.reconcile_vertices(level, arrays, spec, plan, object_attributes, vertex_summaries)
+    if has_family:
+        finalize_links(level, 0, counts=LinkCounts(total, int(sum(link_rows))))
+        present.append("links")
+    level.meta.arrays_present = present
+    level.write_metadata()
+    return {"cells": len(plan.cells), "rows": level.meta.vertex_count, "links": total}
+
+
+# ---------------------------------------------------------------------------
+# the shared driver
+# ---------------------------------------------------------------------------
+RecordSource = Callable[[vx.Placement], np.ndarray]
+
+
+def write_linked(
+    url: str,
+    kind: str,
+    positions: Any,
+    *,
+    records: np.ndarray | RecordSource,
+    link: LinkSpec,
+    links_convention: str,
+    fragment_mode: vx.FragmentMode,
+    chunk_shape: Sequence[float] | float,
+    bin_shape: Sequence[float] | float | None,
+    bounds: Any,
+    object_ids: Any,
+    attributes: Mapping[str, Any] | None,
+    object_attributes: Mapping[str, Any] | None,
+    record_attributes: Mapping[str, np.ndarray] | None,
+    compressor: Any,
+    storage_options: Mapping[str, Any] | None,
+    overwrite: bool,
+    fragment_breaks: np.ndarray | None = None,
+) -> WriteResult:
+    """Write vertices, then the kind's records, as one job on the current scheduler.
+
+    ``records`` is either an (m, L) array of input vertex indices (already checked)
+    or a function deriving them from the vertex placement (polyline bridges,
+    skeleton parents not implied by row order).
+    """
+    spec, blocks = vx.normalise_vertex_inputs(
+        positions,
+        chunk_shape=chunk_shape,
+        bin_shape=bin_shape,
+        bounds=bounds,
+        object_ids=object_ids,
+        attributes=attributes,
+        compressor=compressor,
+        mode=fragment_mode,
+        breaks=fragment_breaks,
+    )
+    obj_attrs = vx.check_object_attributes(object_attributes, has_ids=True)
+    storage = Storage(url, storage_options)
+    storage.check_reachable()
+    plan = vx.plan_vertices(spec, blocks)
+    vx.check_object_attribute_rows(obj_attrs, plan.num_objects)
+
+    store = create_store(
+        storage,
+        chunk_shape=spec.chunk_shape,
+        bounds=plan.bounds,
+        geometry_type=kind,
+        base_bin_shape=spec.bin_shape,
+        links_convention=links_convention,
+        overwrite=overwrite,
+    )
+    level = store.level(0)
+    arrays = vx.create_vertex_arrays(level, spec, plan)
+    vertex_owners = dask.persist(*vx.write_graph(arrays, spec, plan, blocks, with_gid=True))
+    (placement,) = dask.persist(dask.delayed(vx.assemble_placement)(plan, spec.n, *vertex_owners))
+
+    if callable(records):
+        (derived,) = dask.persist(dask.delayed(records)(placement))
+        total = int(dask.compute(dask.delayed(len)(derived))[0])
+        record_blocks, offsets = [derived], [0]
+    else:
+        total = len(records)
+        bounds_rows = list(range(0, total, RECORD_BLOCK)) + [total]
+        record_blocks, offsets = vx.publish_blocks(records, bounds_rows), bounds_rows[:-1]
+    attrs = {name: vx.publish_blocks(v, [0, len(v)])[0] for name, v in (record_attributes or {}).items()}
+
+    parts = dask.persist(
+        *[dask.delayed(_partition_block)(r, placement, o, total, link) for r, o in zip(record_blocks, offsets)]
+    )
+    segments = set().union(*dask.compute(*[dask.delayed(_segments)(p) for p in parts])) if parts else set()
+    has_family = bool(segments) or link.always_intra
+    if link.always_intra:
+        segments.add(format_offsets(intra_offsets(spec.ndim, link.link_width)))
+    link_rows: list[Any] = []
+    if has_family:
+        create_links_family(
+            level, 0, link_width=link.link_width, directed=link.directed, store=link.store, sid_ndim=spec.ndim
+        )
+        extent = (tuple(int(v) for v in plan.origin), plan.grid_shape)
+        create_links_segments(level, 0, sorted(segments), extent=extent, compressor=spec.compressor)
+        for name, values in (record_attributes or {}).items():
+            create_link_attribute_arrays(
+                level, name, 0, dtype=values.dtype, row_shape=values.shape[1:], compressor=spec.compressor
+            )
+        link_rows = [
+            dask.delayed(_write_link_owner)(
+                level, total, attrs, *[dask.delayed(_owner_share)(p, plan, k) for p in parts]
+            )
+            for k in range(len(plan.owners))
+        ]
+    (done,) = dask.compute(
+        dask.delayed(_reconcile)(
+            level, arrays, spec, plan, obj_attrs, list(vertex_owners), total, has_family, *link_rows
+        )
+    )
+    return WriteResult(
+        storage.url, kind, done["rows"], done["cells"], len(plan.owners), plan.num_objects, done["links"]
+    )
+
+
+# ---------------------------------------------------------------------------
+# the public writers
+# ---------------------------------------------------------------------------
+def write_graph(
+    url: str,
+    positions: Any,
+    edges: Any,
+    *,
+    chunk_shape: Sequence[float] | float,
+    directed: bool = False,
+    store: str = "canonical",
+    edge_attributes: Mapping[str, Any] | None = None,
+    bin_shape: Sequence[float] | float | None = None,
+    bounds: Any = None,
+    object_ids: Any = None,
+    attributes: Mapping[str, Any] | None = None,
+    object_attributes: Mapping[str, Any] | None = None,
+    compressor: str | dict[str, Any] | None = "zstd",
+    storage_options: Mapping[str, Any] | None = None,
+    overwrite: bool = False,
+) -> WriteResult:
+    """A graph: vertices (one fragment per object per chunk; all object 0 without ids) and edges.
+
+    ``edges`` (m, 2) input vertex indices; ``directed`` and ``store`` are the family
+    policy (all four combinations).  Edge attributes have one row per edge.
+    """
+    _check_policy(directed, store)
+    n = int(np.shape(positions)[0]) if np.ndim(positions) == 2 else 0
+    rec = topology.check_records(edges, n, what="edges", width=2)
+    return write_linked(
+        url, "graph", positions,
+        records=rec, link=LinkSpec(2, directed, store, True), links_convention="explicit", fragment_mode="objects",
+        chunk_shape=chunk_shape, bin_shape=bin_shape, bounds=bounds, object_ids=object_ids, attributes=attributes,
+        object_attributes=object_attributes,
+        record_attributes=_check_record_attributes(edge_attributes, len(rec), "edge attribute"),
+        compressor=compressor, storage_options=storage_options, overwrite=overwrite,
+    )  # fmt: skip
+
+
+def write_mesh(
+    url: str,
+    positions: Any,
+    faces: Any,
+    *,
+    chunk_shape: Sequence[float] | float,
+    face_attributes: Mapping[str, Any] | None = None,
+    bin_shape: Sequence[float] | float | None = None,
+    bounds: Any = None,
+    object_ids: Any = None,
+    attributes: Mapping[str, Any] | None = None,
+    object_attributes: Mapping[str, Any] | None = None,
+    compressor: str | dict[str, Any] | None = "zstd",
+    storage_options: Mapping[str, Any] | None = None,
+    overwrite: bool = False,
+) -> WriteResult:
+    """A mesh: faces (m, L >= 3) of distinct vertices, undirected canonical; winding kept via perm_idx."""
+    n = int(np.shape(positions)[0]) if np.ndim(positions) == 2 else 0
+    rec = topology.check_records(faces, n, what="faces")
+    if rec.shape[1] < 3:
+        raise InputError(f"faces must have at least 3 vertices each, found {rec.shape[1]}")
+    topology.check_distinct(rec, what="faces")
+    return write_linked(
+        url, "mesh", positions,
+        records=rec, link=LinkSpec(rec.shape[1], False, "canonical", True), links_convention="explicit",
+        fragment_mode="objects", chunk_shape=chunk_shape, bin_shape=bin_shape, bounds=bounds, object_ids=object_ids,
+        attributes=attributes, object_attributes=object_attributes,
+        record_attributes=_check_record_attributes(face_attributes, len(rec), "face attribute"),
+        compressor=compressor, storage_options=storage_options, overwrite=overwrite,
+    )  # fmt: skip
+
+
+def _skeleton_records(parents: np.ndarray, object_ids: np.ndarray) -> RecordSource:
+    def explicit_edges(placement: vx.Placement) -> np.ndarray:
+        """``[child, parent]`` for every parent link not implied by the next row of the same fragment."""
+        child = np.flatnonzero(parents >= 0)
+        parent = parents[child]
+        implied = (
+            (placement.chunks[child] == placement.chunks[parent]).all(axis=1)
+            & (placement.rows[child] == placement.rows[parent] + 1)
+            & (object_ids[child] == object_ids[parent])
+        )
+        return np.stack([child[~implied], parent[~implied]], axis=1)
+
+    return explicit_edges
+
+
+def write_skeleton(
+    url: str,
+    positions: Any,
+    parents: Any,
+    *,
+    chunk_shape: Sequence[float] | float,
+    bin_shape: Sequence[float] | float | None = None,
+    bounds: Any = None,
+    object_ids: Any = None,
+    attributes: Mapping[str, Any] | None = None,
+    object_attributes: Mapping[str, Any] | None = None,
+    compressor: str | dict[str, Any] | None = "zstd",
+    storage_options: Mapping[str, Any] | None = None,
+    overwrite: bool = False,
+) -> WriteResult:
+    """A skeleton (forest): ``parents[i]`` is node i's parent, -1 for roots.
+
+    Nodes are stored depth-first from each root, so most parent links are implied by
+    row order (``implicit_sequential_with_branches``); the rest are explicit
+    ``[child, parent]`` records, directed (D5).  Vertex order on read is that
+    depth-first order.
+    """
+    pos = np.asarray(positions)
+    n = int(pos.shape[0]) if pos.ndim == 2 else 0
+    par = topology.check_parents(parents, n)
+    order = topology.depth_first_order(par)
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n)
+    new_parents = np.where(par[order] >= 0, rank[np.maximum(par[order], 0)], -1)
+    ids = np.zeros(n, np.int64) if object_ids is None else np.asarray(object_ids)
+    if ids.shape != (n,):
+        raise InputError(f"object_ids must have shape ({n},), found {ids.shape}")
+    ids = ids[order]
+    reordered_attrs = {k: np.asarray(v)[order] if np.ndim(v) >= 1 and len(v) == n else v for k, v in (attributes or {}).items()}
+    return write_linked(
+        url, "skeleton", pos[order],
+        records=_skeleton_records(new_parents, ids.astype(np.int64)), link=LinkSpec(2, True, "canonical", True),
+        links_convention="implicit_sequential_with_branches", fragment_mode="objects",
+        chunk_shape=chunk_shape, bin_shape=bin_shape, bounds=bounds, object_ids=ids, attributes=reordered_attrs,
+        object_attributes=object_attributes, record_attributes=None,
+        compressor=compressor, storage_options=storage_options, overwrite=overwrite,
+        fragment_breaks=new_parents < 0,  # a root never continues a fragment: its row-1 is not its parent
+    )  # fmt: skip
+
+
+def write_polylines(
+    url: str,
+    positions: Any,
+    offsets: Any,
+    *,
+    chunk_shape: Sequence[float] | float,
+    kind: str = "polyline",
+    bin_shape: Sequence[float] | float | None = None,
+    bounds: Any = None,
+    attributes: Mapping[str, Any] | None = None,
+    object_attributes: Mapping[str, Any] | None = None,
+    compressor: str | dict[str, Any] | None = "zstd",
+    storage_options: Mapping[str, Any] | None = None,
+    overwrite: bool = False,
+) -> WriteResult:
+    """Polylines, streamlines or lines: ``offsets`` are CSR boundaries into ``positions``.
+
+    Polyline p (object id p) is ``positions[offsets[p]:offsets[p+1]]``; each run of it
+    inside one chunk is a fragment, and consecutive runs are joined by explicit L=2
+    bridges -- directed for streamlines (D4), undirected canonical otherwise.  Lines
+    have exactly two vertices each.  Object attributes have one row per polyline.
+    """
+    if kind not in ("polyline", "streamline", "line"):
+        raise InputError(f"kind must be 'polyline', 'streamline' or 'line', found {kind!r}")
+    n = int(np.shape(positions)[0]) if np.ndim(positions) == 2 else 0
+    off = topology.check_offsets(offsets, n, exact_length=2 if kind == "line" else None)
+    ids = np.repeat(np.arange(len(off) - 1, dtype=np.int64), np.diff(off))
+
+    def bridges(placement: vx.Placement) -> np.ndarray:
+        return topology.polyline_bridges(off, placement.chunks)
+
+    return write_linked(
+        url, kind, positions,
+        records=bridges, link=LinkSpec(2, kind == "streamline", "canonical", False),
+        links_convention="implicit_sequential", fragment_mode="runs",
+        chunk_shape=chunk_shape, bin_shape=bin_shape, bounds=bounds, object_ids=ids, attributes=attributes,
+        object_attributes=object_attributes, record_attributes=None,
+        compressor=compressor, storage_options=storage_options, overwrite=overwrite,
+    )  # fmt: skip
