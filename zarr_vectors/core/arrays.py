@@ -389,9 +389,9 @@ class LinkPartition:
             segments=tuple(names),
             segment_offsets=tuple(offsets_of[n] for n in names),
             segment=segment[order],
-            cell=np.ascontiguousarray(cell[order]),
+            cell=np.take(cell, order, axis=0),
             record=record[order],
-            vi=np.ascontiguousarray(np.concatenate([p.vi for p in parts])[order]),
+            vi=np.take(np.concatenate([p.vi for p in parts]), order, axis=0),
             perm=np.concatenate([p.perm for p in parts])[order],
         )
 
@@ -595,16 +595,16 @@ def partition_records_by_offset(
         c, v, delta=policy.delta, directed=policy.directed, store=policy.store, r_src=r_src, r_trg=r_trg
     )
     names, segment, parsed = segment_names(placed.offsets)
-    order = enumeration_order(segment, placed.cell, placed.record)
+    order = enumeration_order(segment, placed.cell, placed.record, records_ascending=True)
     return LinkPartition(
         policy=policy,
         num_links=n,
         segments=tuple(names),
         segment_offsets=tuple(tuple(tuple(int(x) for x in o) for o in p) for p in parsed),
         segment=segment[order],
-        cell=np.ascontiguousarray(placed.cell[order]),
+        cell=np.take(placed.cell, order, axis=0),
         record=placed.record[order],
-        vi=np.ascontiguousarray(placed.vi[order]),
+        vi=np.take(placed.vi, order, axis=0),
         perm=placed.perm[order],
     )
 

@@ -85,8 +85,10 @@ def _check_record_attributes(values: Mapping[str, Any] | None, m: int, what: str
 def _partition_block(
     records: np.ndarray, placement: vx.Placement, offset: int, total: int, spec: LinkSpec
 ) -> LinkPartition:
+    flat = records.reshape(-1)
+    chunks = np.take(placement.chunks, flat, axis=0).reshape(records.shape + (placement.chunks.shape[1],))
     part = partition_records_by_offset(
-        placement.chunks[records], placement.rows[records], directed=spec.directed, store=spec.store
+        chunks, np.take(placement.rows, flat).reshape(records.shape), directed=spec.directed, store=spec.store
     )
     return part.renumbered(offset, total)
 
