@@ -27,6 +27,51 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _storage_options(pairs: list[str]) -> dict:
+    """``KEY=VALUE`` pairs; values parse as JSON when they can (numbers, booleans), dotted keys nest."""
+    import json
+
+    out: dict = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"zv validate: error: --storage-option expects KEY=VALUE, got {pair!r}")
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        target = out
+        *parents, leaf = key.split(".")
+        for part in parents:
+            target = target.setdefault(part, {})
+        target[leaf] = value
+    return out
+
+
+def _validate(args: argparse.Namespace) -> int:
+    """Exit 0 when the store has no error, 1 when it has, 2 for usage errors or an unreachable store."""
+    import json
+
+    from zarr_vectors.errors import ZarrVectorsError
+    from zarr_vectors.validate import validate
+
+    try:
+        options = _storage_options(args.storage_option)
+    except SystemExit as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    try:
+        result = validate(args.store, args.level, allow_layouts=tuple(args.allow_layout), storage_options=options)
+    except (ZarrVectorsError, OSError) as exc:
+        print(f"zv validate: error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result.to_json()))
+    else:
+        print(result.summary())
+    return 0 if result.ok else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="zv", description="Zarr Vectors stores on Dask.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -37,6 +82,16 @@ def build_parser() -> argparse.ArgumentParser:
     info = sub.add_parser("info", help="summarise a store")
     info.add_argument("store")
     info.set_defaults(func=_info)
+    check = sub.add_parser("validate", help="check a store against the format (levels 1-5); exit 1 on errors")
+    check.add_argument("store", help="path or URL (file://, memory://, s3://bucket/prefix)")
+    check.add_argument("--level", type=int, choices=range(1, 6), default=5, metavar="N",
+                       help="conformance level 1..5, cumulative (default: %(default)s)")
+    check.add_argument("--json", action="store_true", help="print one JSON object instead of a summary")
+    check.add_argument("--allow-layout", action="append", default=[], metavar="NAME",
+                       help="also read this object_index layout (e.g. vlen_manifests_v2); repeatable")
+    check.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+                       help="fsspec storage option (VALUE parsed as JSON when possible; dotted KEY nests); repeatable")
+    check.set_defaults(func=_validate)
     return parser
 
 

@@ -17,6 +17,9 @@ read-points STORE --out FILE.npz [--level N] [--bbox lo..,hi..] [--mode auto|all
 write-points IN.npz STORE --chunk-shape a,b(,c) [--bin-shape ...] [--bounds ...]
              [--compression auto|none|zstd|...]
 bench-points --n N --repeat R --seed S --workdir DIR
+write-zoo OUTDIR [--seed S]        small valid stores of every kind (validator interop)
+validate-many STORE... [--level N] [--repeat R]   reference validator, timed
+write-bench graph|mesh|streamline STORE [--n N] [--seed S]
 
 npz key conventions (both directions): ``positions``; ``object_ids``;
 ``vattr__<name>`` per vertex attribute; ``oattr__<name>`` per object
@@ -322,6 +325,172 @@ def cmd_bench_points(args, zv, info) -> dict:
     }
 
 
+def _local_rows(chunks: np.ndarray) -> np.ndarray:
+    """Row of each vertex inside its chunk when a writer keeps input order within a chunk."""
+    n = len(chunks)
+    _, inverse = np.unique(chunks, axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    order = np.argsort(inverse, kind="stable")
+    counts = np.bincount(inverse)
+    starts = np.cumsum(counts) - counts
+    local = np.empty(n, dtype=np.int64)
+    local[order] = np.arange(n) - np.repeat(starts, counts)
+    return local
+
+
+def _write_policy_graph(store: str, positions: np.ndarray, edges: np.ndarray, weights: np.ndarray,
+                        chunk: float, bounds, directed: bool, policy: str) -> None:
+    """A graph whose delta-0 family is rewritten with the reference's write_links under a policy."""
+    from zarr_vectors.core.arrays import write_link_attributes, write_links
+    from zarr_vectors.core.store import get_resolution_level, open_store
+    from zarr_vectors.types.graphs import write_graph
+
+    write_graph(store, positions, edges, chunk_shape=(chunk,) * positions.shape[1], bounds=bounds,
+                compressor="zstd")
+    for name in ("links", "link_fragments", "link_attributes"):
+        shutil.rmtree(os.path.join(store, "0", name), ignore_errors=True)
+    chunks = np.floor(positions.astype(np.float64) / chunk).astype(np.int64)
+    local = _local_rows(chunks)
+    records = [[(tuple(int(v) for v in chunks[a]), int(local[a])), (tuple(int(v) for v in chunks[b]), int(local[b]))]
+               for a, b in edges.tolist()]
+    level = get_resolution_level(open_store(store, "r+"), 0)
+    part = write_links(level, records, positions.shape[1], directed=directed, store=policy)
+    write_link_attributes(level, "weight", weights, num_links=len(edges), partition=part)
+
+
+def cmd_write_zoo(args, zv, info) -> dict:
+    """One small valid store of every kind the reference writes (for validator interop tests)."""
+    from zarr_vectors.multiresolution.coarsen import build_pyramid
+    from zarr_vectors.types.graphs import write_graph
+    from zarr_vectors.types.lines import write_lines
+    from zarr_vectors.types.meshes import write_mesh
+    from zarr_vectors.types.points import write_points
+    from zarr_vectors.types.polylines import write_polylines
+
+    out = Path(args.outdir)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    rng = np.random.default_rng(args.seed)
+    bounds = ([0.0, 0.0, 0.0], [100.0, 100.0, 100.0])
+    cs3 = (50.0, 50.0, 50.0)
+    n = 60
+    pos = rng.uniform(0, 100, (n, 3)).astype(np.float32)
+    edges = rng.integers(0, n, (150, 2))
+    edges = edges[edges[:, 0] != edges[:, 1]]
+    ids = rng.integers(0, 5, n)
+    written = []
+
+    def p(name: str) -> str:
+        written.append(name)
+        return str(out / name)
+
+    write_graph(p("graph.zv"), pos, edges, chunk_shape=cs3, bin_shape=(25.0,) * 3, bounds=bounds,
+                link_attributes={"weight": rng.standard_normal(len(edges)).astype(np.float32),
+                                 "rgb": rng.integers(0, 255, (len(edges), 3)).astype(np.uint8)},
+                vertex_attributes={"v": rng.standard_normal(n).astype(np.float32)},
+                object_attributes={"w": rng.standard_normal(1).astype(np.float32)}, compressor="zstd")
+    parent = np.array([-1] + [int(rng.integers(0, i)) for i in range(1, n)])
+    tree = np.array([[i, parent[i]] for i in range(1, n)])
+    write_graph(p("skeleton.zv"), pos, tree, chunk_shape=cs3, bounds=bounds, kind="skeleton")
+    faces = np.array([rng.choice(n, 3, replace=False) for _ in range(80)])
+    write_mesh(p("mesh.zv"), pos, faces, chunk_shape=cs3, bounds=bounds, compressor="zstd")
+    lines = [np.clip(np.cumsum(rng.normal(0, 8, (int(rng.integers(2, 20)), 3)), axis=0) + 50, 0, 100)
+             .astype(np.float32) for _ in range(15)]
+    write_polylines(p("polyline.zv"), lines, chunk_shape=cs3, bounds=bounds, geometry_type="polyline")
+    write_polylines(p("streamline.zv"), lines, chunk_shape=cs3, bounds=bounds, geometry_type="streamline",
+                    vertex_attributes={"fa": [rng.random(len(x)).astype(np.float32) for x in lines]})
+    write_lines(p("lines.zv"), rng.uniform(0, 100, (20, 2, 3)).astype(np.float32), chunk_shape=cs3, bounds=bounds)
+    write_points(p("points.zv"), pos, chunk_shape=cs3, bin_shape=(25.0,) * 3, bounds=bounds,
+                 vertex_attributes={"v": rng.standard_normal(n).astype(np.float32),
+                                    "rgb": rng.integers(0, 255, (n, 3)).astype(np.uint8)})
+    write_points(p("points_ids.zv"), pos, chunk_shape=cs3, bin_shape=(25.0,) * 3, bounds=bounds, object_ids=ids,
+                 vertex_attributes={"v": rng.standard_normal(n).astype(np.float32)},
+                 object_attributes={"w": rng.standard_normal(5).astype(np.float32)})
+    pos2 = rng.uniform(-40, 260, (200, 2)).astype(np.float32)
+    write_points(p("points_2d.zv"), pos2, chunk_shape=(50.0, 50.0), bin_shape=(12.5, 12.5),
+                 bounds=([-40.0, -40.0], [260.0, 260.0]))
+    write_points(p("points_pyramid.zv"), pos, chunk_shape=cs3, bin_shape=(25.0,) * 3, bounds=bounds)
+    build_pyramid(p("points_pyramid.zv"), factors=[(2, 1)])
+    written.pop()
+    write_graph(p("graph_pyramid.zv"), pos, edges, chunk_shape=(25.0,) * 3, bin_shape=(12.5,) * 3, bounds=bounds,
+                object_ids=ids)
+    build_pyramid(p("graph_pyramid.zv"), factors=[(2, 1), (2, 1)], chunk_scale_factors=[1, 2], cross_level_depth=2)
+    written.pop()
+    write_mesh(p("mesh_pyramid_implicit.zv"), pos, faces, chunk_shape=cs3, bounds=bounds)
+    build_pyramid(p("mesh_pyramid_implicit.zv"), factors=[(2, 1)], cross_level_storage="implicit")
+    written.pop()
+    write_polylines(p("streamline_pyramid_none.zv"), lines, chunk_shape=cs3, bounds=bounds,
+                    geometry_type="streamline")
+    build_pyramid(p("streamline_pyramid_none.zv"), factors=[(2, 2)], cross_level_storage="none", sparsity_seed=1)
+    written.pop()
+    weights = rng.standard_normal(len(edges)).astype(np.float32)
+    for directed in (False, True):
+        for policy in ("canonical", "duplicate"):
+            name = f"graph_{'directed' if directed else 'undirected'}_{policy}.zv"
+            _write_policy_graph(p(name), pos, edges, weights, 50.0, bounds, directed, policy)
+    return {**info, "stores": written, "outdir": str(out)}
+
+
+def cmd_validate_many(args, zv, info) -> dict:
+    """The reference validator on several stores in one process (timed)."""
+    from zarr_vectors.validate import validate
+
+    results = {}
+    for store in args.stores:
+        times = []
+        result = None
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            result = validate(store, level=args.level)
+            times.append(time.perf_counter() - t0)
+        results[store] = {"ok": bool(result.ok), "errors": [str(e) for e in result.errors],
+                          "warnings": [str(w) for w in result.warnings], "seconds": times}
+    return {**info, "level": args.level, "results": results}
+
+
+def cmd_write_bench(args, zv, info) -> dict:
+    """The graph / mesh / streamline benchmark stores (seeded), written by the reference."""
+    from zarr_vectors.types.graphs import write_graph
+    from zarr_vectors.types.meshes import write_mesh
+    from zarr_vectors.types.polylines import write_polylines
+
+    rng = np.random.default_rng(args.seed)
+    store = args.store
+    if os.path.exists(store):
+        shutil.rmtree(store)
+    bounds = ([0.0, 0.0, 0.0], [1000.0, 1000.0, 1000.0])
+    cs = (250.0, 250.0, 250.0)
+    t0 = time.perf_counter()
+    if args.kind == "graph":
+        n, m = args.n, 3 * args.n
+        pos = rng.uniform(0, 1000, (n, 3)).astype(np.float32)
+        edges = rng.integers(0, n, (m, 2))
+        edges = edges[edges[:, 0] != edges[:, 1]]
+        write_graph(store, pos, edges, chunk_shape=cs, bin_shape=(62.5,) * 3, bounds=bounds, compressor="zstd",
+                    link_attributes={"weight": rng.standard_normal(len(edges)).astype(np.float32)})
+    elif args.kind == "mesh":
+        side = int(round(np.sqrt(args.n)))
+        u, v = np.meshgrid(np.linspace(0, 1, side), np.linspace(0, 1, side), indexing="ij")
+        pos = np.stack([u * 990 + 5, v * 990 + 5, 500 + 300 * np.sin(6 * u) * np.cos(5 * v)], axis=-1)
+        pos = pos.reshape(-1, 3).astype(np.float32)
+        idx = np.arange(side * side).reshape(side, side)
+        a, b, c, d = idx[:-1, :-1].ravel(), idx[1:, :-1].ravel(), idx[:-1, 1:].ravel(), idx[1:, 1:].ravel()
+        faces = np.concatenate([np.stack([a, b, c], 1), np.stack([b, d, c], 1)])
+        write_mesh(store, pos, faces, chunk_shape=cs, bounds=bounds, compressor="zstd")
+    elif args.kind == "streamline":
+        length = args.length
+        count = args.n // length
+        starts = rng.uniform(100, 900, (count, 1, 3))
+        steps = rng.normal(0, 4, (count, length, 3))
+        lines = np.clip(starts + np.cumsum(steps, axis=1), 0, 1000).astype(np.float32)
+        write_polylines(store, list(lines), chunk_shape=cs, bounds=bounds, geometry_type="streamline",
+                        compressor="zstd")
+    else:
+        raise SystemExit(f"refdriver: unknown kind {args.kind!r}")
+    return {**info, "kind": args.kind, "n": args.n, "store": store, "write_s": time.perf_counter() - t0}
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -359,6 +528,22 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--workdir", required=True)
     b.add_argument("--keep", action="store_true", help="keep every repeat's store")
+
+    z = sub.add_parser("write-zoo", help="small valid stores of every kind (validator interop)")
+    z.add_argument("outdir")
+    z.add_argument("--seed", type=int, default=0)
+
+    vm = sub.add_parser("validate-many")
+    vm.add_argument("stores", nargs="+")
+    vm.add_argument("--level", type=int, default=5)
+    vm.add_argument("--repeat", type=int, default=1)
+
+    wb = sub.add_parser("write-bench", help="graph / mesh / streamline benchmark store")
+    wb.add_argument("kind", choices=("graph", "mesh", "streamline"))
+    wb.add_argument("store")
+    wb.add_argument("--n", type=int, default=1_000_000)
+    wb.add_argument("--seed", type=int, default=0)
+    wb.add_argument("--length", type=int, default=20, help="streamline: points per streamline")
     return p
 
 
@@ -367,6 +552,9 @@ COMMANDS = {
     "read-points": cmd_read_points,
     "write-points": cmd_write_points,
     "bench-points": cmd_bench_points,
+    "write-zoo": cmd_write_zoo,
+    "validate-many": cmd_validate_many,
+    "write-bench": cmd_write_bench,
 }
 
 

@@ -1,0 +1,201 @@
+"""The conformance validator (spec §13, ``shared/spec/VALIDATION.md``), run as Dask graphs.
+
+``validate(store, level=N)`` checks levels 1..N cumulatively (DECISIONS.md D7): an error at
+level 1 or 2 means the deeper levels are reported as not run; errors at levels 3 and 4
+do not stop levels 4 and 5.  Every rule has a stable code (``docs/validation-codes.md``);
+an exception raised while checking is itself a finding, never a silent pass.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import dask
+
+from zarr_vectors.core.storage import Storage
+from zarr_vectors.errors import InputError, StoreNotFoundError
+from zarr_vectors.validate.findings import CATALOGUE, ERROR, WARNING, Finding, Report, crashed, make
+from zarr_vectors.validate.structure import (
+    ManifestSummary,
+    StoreModel,
+    check_structure,
+    decode_manifest_chunk,
+    load_model,
+    manifest_jobs,
+    merge_manifest_summaries,
+)
+
+__all__ = ["CATALOGUE", "Finding", "ValidationResult", "validate"]
+
+LEVEL_NAMES = {1: "structure", 2: "metadata", 3: "consistency", 4: "conformance", 5: "multi-resolution"}
+
+
+@dataclass
+class ValidationResult:
+    """What :func:`validate` returns: string lists (D6) plus the structured findings."""
+
+    level: int
+    store: str = ""
+    passed: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    levels_run: list[int] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def codes(self, severity: str | None = None) -> list[str]:
+        return [f.code for f in self.findings if severity is None or f.severity == severity]
+
+    def summary(self) -> str:
+        status = "PASS" if self.ok else "FAIL"
+        lines = [
+            f"Level {self.level} validation of {self.store}: {status}",
+            f"  levels run: {self.levels_run or 'none'}; {len(self.passed)} passed, {len(self.warnings)} warnings, "
+            f"{len(self.errors)} errors",
+        ]
+        lines += [f"  ERROR [{f.code}] {f.line()}" for f in self.findings if f.severity == ERROR]
+        lines += [f"  WARN  [{f.code}] {f.line()}" for f in self.findings if f.severity == WARNING]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "level": self.level,
+            "errors": list(self.errors),
+            "warnings": list(self.warnings),
+            "passed": list(self.passed),
+            "findings": [f.as_dict() for f in self.findings],
+        }
+
+
+def _storage_of(store: Any, storage_options: Mapping[str, Any] | None) -> Storage:
+    if isinstance(store, Storage):
+        return store
+    inner = getattr(store, "storage", None)  # an open ZVStore or Level
+    if isinstance(inner, Storage):
+        return inner
+    if isinstance(store, (str, os.PathLike)):
+        return Storage(store, storage_options)
+    raise InputError(f"cannot validate {store!r}: pass a path, a URL or an open store")
+
+
+def validate(
+    store: Any,
+    level: int = 5,
+    *,
+    allow_layouts: Collection[str] = (),
+    storage_options: Mapping[str, Any] | None = None,
+) -> ValidationResult:
+    """Validate a store at conformance level ``level`` (1..5), cumulatively.
+
+    ``store`` is a path, a URL (``file://``, ``memory://``, ``s3://bucket/prefix``) or an
+    open store.  ``allow_layouts=("vlen_manifests_v2",)`` reads that object-index layout
+    by its documented contract and reports it as a warning instead of an error (D1).
+    Raises :class:`StoreNotFoundError` when the location cannot be reached or holds
+    nothing at all; everything else is a finding.
+    """
+    if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= 5:
+        raise InputError(f"validation level must be an integer 1..5, got {level!r}")
+    storage = _storage_of(store, storage_options)
+    storage.check_reachable()
+    report = Report()
+    model = load_model(storage, report)
+    if not model.objects:
+        raise StoreNotFoundError(f"nothing at {storage.url!r}: no such store")
+    model.allow_layouts = tuple(allow_layouts)
+    result = ValidationResult(level, storage.url)
+    run = _run(model, level, report)
+    result.levels_run = run
+    _finish(result, report, run, level)
+    return result
+
+
+def _run(model: StoreModel, level: int, report: Report) -> list[int]:
+    run = [1]
+    manifests: dict[int, ManifestSummary] = {}
+    try:
+        check_structure(model, report)
+    except Exception as exc:  # noqa: BLE001
+        report.add(crashed(1, "/", exc, what="structure"))
+    if not report.errors_at(1):
+        manifests = _manifests(model, report)
+    if report.errors_at(1) or level == 1:
+        return run
+    run.append(2)
+    from zarr_vectors.validate.metadata import check_metadata
+
+    check_metadata(model, report)
+    if report.errors_at(2) or level == 2:
+        return run
+    run.append(3)
+    from zarr_vectors.validate.consistency import run as run_consistency
+
+    findings, ran = run_consistency(model, level, manifests)
+    report.extend(findings)
+    for code, n in ran.items():
+        report.ran_rule(code, n)
+    if level >= 4:
+        run.append(4)
+        from zarr_vectors.validate.conformance import check_conformance
+
+        check_conformance(model, report)
+    if level >= 5:
+        run.append(5)
+        from zarr_vectors.validate.conformance import check_multiresolution
+
+        check_multiresolution(model, report)
+    return run
+
+
+def _manifests(model: StoreModel, report: Report) -> dict[int, ManifestSummary]:
+    """Decode every level's object_index/manifests as tasks (level 1); keep the small summaries."""
+    report.ran_rule("L1_MANIFEST_UNDECODABLE")
+    per_level: dict[int, list[Any]] = {}
+    for number in sorted(model.levels):
+        jobs = manifest_jobs(model, number)
+        if not jobs:
+            continue
+        if jobs[0][0] == "bad":
+            report.add(make("L1_MANIFEST_UNDECODABLE", jobs[0][1], "manifests must be a 1-D variable_length_bytes "
+                            "array chunked along its rows, and object_index needs sid_ndim"))
+            continue
+        storage_d = dask.delayed(model.storage, traverse=False)
+        per_level[number] = [
+            dask.delayed(decode_manifest_chunk, pure=False)(storage_d, path, key, i, doc, sid)
+            for path, key, i, doc, sid in jobs
+        ]
+    if not per_level:
+        return {}
+    try:
+        computed = dask.compute(per_level)[0]
+    except Exception as exc:  # noqa: BLE001
+        report.add(crashed(1, "/", exc, what="manifest decode"))
+        return {}
+    out = {}
+    for number, parts in computed.items():
+        merged = merge_manifest_summaries(parts)
+        report.extend(merged.findings)
+        out[number] = merged
+    return out
+
+
+def _finish(result: ValidationResult, report: Report, run: list[int], level: int) -> None:
+    findings = sorted(report.findings, key=lambda f: (f.level, f.node, f.cell or "", f.code, f.message))
+    result.findings = findings
+    result.errors = [f.line() for f in findings if f.severity == ERROR]
+    result.warnings = [f.line() for f in findings if f.severity == WARNING]
+    failed = {f.code for f in findings}
+    for code, rule in CATALOGUE.items():
+        if rule.level in run and code in report.ran and code not in failed and not code.endswith("_CHECK_CRASHED"):
+            result.passed.append(f"{rule.level}: /: {rule.rule} [{code}]")
+    for n in range(1, level + 1):
+        if n not in run:
+            stop = max(run)
+            result.passed.append(f"{n}: /: not run ({LEVEL_NAMES[n]}): level {stop} has errors, so deeper levels "
+                                 "cannot be trusted (D7)")

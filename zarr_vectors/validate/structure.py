@@ -1,0 +1,752 @@
+"""Level 1 — structure: the store walk, every ``zarr.json`` read strictly, the node tree.
+
+The walk lists the store once (keys and sizes) through :class:`Storage`'s filesystem and
+reads every ``zarr.json`` with the strict reader, collecting every problem.  The result,
+a :class:`StoreModel`, is what every later level works from; nothing here goes through
+zarr-python.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from zarr_vectors.core.codecs import Compressor
+from zarr_vectors.core.paths import parse_delta, parse_offsets
+from zarr_vectors.core.storage import Storage
+from zarr_vectors.core.strict_json import find_problems
+from zarr_vectors.encoding import unframe_items, unframe_single
+from zarr_vectors.errors import EncodingError, MetadataError
+from zarr_vectors.validate.findings import Finding, Report, crashed, make
+
+LEVEL_NAME = re.compile(r"0|[1-9][0-9]*")
+LOOKS_NUMERIC = re.compile(r"[+-]?[0-9]+")
+ROOT_EXTRAS = ("parametric", "headers")
+
+ZV_ARRAY_VALUES = frozenset(
+    {
+        "vertices", "vertex_fragments", "link_fragments", "attribute", "fragment_attribute", "links_family",
+        "links", "link_attribute_family", "link_attribute", "object_index", "object_attribute", "groups",
+        "groupings_attribute",
+    }
+)
+GRID_KINDS = frozenset(
+    {"vertices", "vertex_fragments", "link_fragments", "attribute", "fragment_attribute", "links", "link_attribute"}
+)
+PLAIN = "plain"  # a plain group (no discriminator)
+RAW = "raw"  # an array with no discriminator (object_index/manifests, object_ids)
+
+
+def display(path: str) -> str:
+    return path or "/"
+
+
+# ---------------------------------------------------------------------------
+# listing
+# ---------------------------------------------------------------------------
+def list_objects(storage: Storage) -> dict[str, int]:
+    """Every object key below the store root with its size in bytes."""
+    out: dict[str, int] = {}
+    if storage.protocol == "file":
+        root = storage.root
+        if not os.path.isdir(root):
+            return out
+        stack = [root]
+        while stack:
+            directory = stack.pop()
+            try:
+                entries = list(os.scandir(directory))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            for entry in entries:
+                if entry.name.startswith(".tmp-"):
+                    continue
+                if entry.is_dir(follow_symlinks=True):
+                    stack.append(entry.path)
+                else:
+                    rel = os.path.relpath(entry.path, root).replace(os.sep, "/")
+                    out[rel] = entry.stat().st_size
+        return out
+    base = storage.root.rstrip("/")
+    try:
+        found = storage.fs.find(base, detail=True)
+    except FileNotFoundError:
+        return out
+    strip = base + "/"
+    for path, info in found.items():
+        p = str(path)
+        if storage.protocol == "memory" and not p.startswith("/"):
+            p = "/" + p
+        if not p.startswith(strip):
+            continue
+        rel = p[len(strip):]
+        if rel and info.get("type", "file") != "directory":
+            out[rel] = int(info.get("size") or 0)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# the node tree
+# ---------------------------------------------------------------------------
+@dataclass
+class Node:
+    path: str
+    doc: dict[str, Any] | None
+    problems: list[tuple[str, str]] = field(default_factory=list)  # (pointer, message)
+
+    @property
+    def node_type(self) -> str | None:
+        t = self.doc.get("node_type") if self.doc else None
+        return t if t in ("group", "array") else None
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        a = self.doc.get("attributes") if self.doc else None
+        return a if isinstance(a, dict) else {}
+
+    @property
+    def zv_array(self) -> Any:
+        a = self.attrs
+        return a.get("zv_array", a.get("zvf_array"))
+
+    @property
+    def name(self) -> str:
+        return posixpath.basename(self.path)
+
+
+@dataclass
+class Expected:
+    node_type: str
+    kind: str  # a zv_array value, PLAIN or RAW
+
+
+def expected_for(rel: tuple[str, ...]) -> Expected | None:
+    """What the format puts at a path relative to a level group (None: nothing)."""
+    n = len(rel)
+    head = rel[0] if rel else ""
+    fixed = {
+        ("vertices",): Expected("array", "vertices"),
+        ("vertex_fragments",): Expected("array", "vertex_fragments"),
+        ("link_fragments",): Expected("array", "link_fragments"),
+        ("groups",): Expected("array", "groups"),
+        ("object_index",): Expected("group", "object_index"),
+        ("object_index", "manifests"): Expected("array", RAW),
+        ("object_index", "object_ids"): Expected("array", RAW),
+    }
+    if rel in fixed:
+        return fixed[rel]
+    simple = {
+        "vertex_attributes": "attribute",
+        "fragment_attributes": "fragment_attribute",
+        "object_attributes": "object_attribute",
+        "group_attributes": "groupings_attribute",
+    }
+    if head in simple:
+        if n == 1:
+            return Expected("group", PLAIN)
+        if n == 2:
+            return Expected("array", simple[head])
+        return None
+    if head == "links":
+        return {1: Expected("group", PLAIN), 2: Expected("group", "links_family"), 3: Expected("array", "links")}.get(n)
+    if head == "link_attributes":
+        return {
+            1: Expected("group", PLAIN),
+            2: Expected("group", PLAIN),
+            3: Expected("group", "link_attribute_family"),
+            4: Expected("array", "link_attribute"),
+        }.get(n)
+    return None
+
+
+@dataclass
+class StoreModel:
+    storage: Storage
+    objects: dict[str, int]
+    nodes: dict[str, Node]
+    # array path -> {cell index tuple: (key, size)} (chunks of the array's own grid)
+    cells: dict[str, dict[tuple[int, ...], tuple[str, int]]] = field(default_factory=dict)
+    levels: dict[int, str] = field(default_factory=dict)
+    allow_layouts: tuple[str, ...] = ()
+
+    # -- root ----------------------------------------------------------------
+    @property
+    def root(self) -> Node | None:
+        return self.nodes.get("")
+
+    @property
+    def zv(self) -> dict[str, Any]:
+        block = self.root.attrs.get("zarr_vectors") if self.root else None
+        return block if isinstance(block, dict) else {}
+
+    @property
+    def axes(self) -> list[Any] | None:
+        ms = self.root.attrs.get("multiscales") if self.root else None
+        if isinstance(ms, list) and ms and isinstance(ms[0], dict) and isinstance(ms[0].get("axes"), list):
+            return ms[0]["axes"]
+        return None
+
+    @property
+    def sid_ndim(self) -> int | None:
+        axes = self.axes
+        if axes:
+            return len(axes)
+        cs = self.zv.get("chunk_shape")
+        return len(cs) if isinstance(cs, list) and cs else None
+
+    # -- tree ----------------------------------------------------------------
+    def children(self, path: str) -> list[Node]:
+        prefix = path + "/" if path else ""
+        depth = prefix.count("/")
+        return sorted(
+            (n for p, n in self.nodes.items() if p and p.startswith(prefix) and p.count("/") == depth),
+            key=lambda n: n.path,
+        )
+
+    def node(self, path: str) -> Node | None:
+        return self.nodes.get(path)
+
+    def level_attrs(self, number: int) -> dict[str, Any]:
+        node = self.nodes.get(self.levels.get(number, "\0"))
+        block = node.attrs.get("zarr_vectors_level") if node else None
+        return block if isinstance(block, dict) else {}
+
+    def grid_arrays(self, number: int) -> list[Node]:
+        """Every grid array below a level whose discriminator says so."""
+        prefix = self.levels[number] + "/"
+        return [
+            n for p, n in sorted(self.nodes.items())
+            if p.startswith(prefix) and n.node_type == "array" and n.zv_array in GRID_KINDS
+        ]
+
+    def grid_rank(self, number: int) -> int | None:
+        d = self.sid_ndim
+        if d is None:
+            return None
+        return d + 1 if "chunk_dims" in self.level_attrs(number) else d
+
+
+def load_model(storage: Storage, report: Report) -> StoreModel:
+    """List the store and read every ``zarr.json`` strictly (problems become L1 findings)."""
+    objects = list_objects(storage)
+    meta_keys = sorted(k for k in objects if k == "zarr.json" or k.endswith("/zarr.json"))
+    raws = storage.get_many(meta_keys)
+    nodes: dict[str, Node] = {}
+    for key, raw in zip(meta_keys, raws):
+        path = "" if key == "zarr.json" else key[: -len("/zarr.json")]
+        if raw is None:  # vanished between the listing and the read
+            raw = b""
+        doc, problems = find_problems(raw)
+        nodes[path] = Node(path, doc, [(p.pointer, p.message) for p in problems])
+    return StoreModel(storage, objects, nodes)
+
+
+# ---------------------------------------------------------------------------
+# cell codecs (grid arrays) and chunk keys
+# ---------------------------------------------------------------------------
+class CellCodec:
+    """Decodes a grid array's stored cells: ``vlen-bytes`` plus at most one compressor."""
+
+    def __init__(self, doc: dict[str, Any], *, file: str) -> None:
+        codecs = doc.get("codecs")
+        if not isinstance(codecs, list) or not codecs:
+            raise MetadataError("no codec list", file=file, pointer="/codecs")
+        first = codecs[0] if isinstance(codecs[0], dict) else {"name": codecs[0]}
+        if first.get("name") != "vlen-bytes":
+            raise MetadataError(
+                f"codec {first.get('name')!r}: grid arrays are read as vlen-bytes cells (sharded arrays are not "
+                "supported by this validator yet)",
+                file=file,
+                pointer="/codecs/0",
+            )
+        if len(codecs) > 2:
+            raise MetadataError(f"{len(codecs)} codecs; vlen-bytes takes at most one compressor", file=file,
+                                pointer="/codecs")
+        self.compressor = (
+            Compressor.from_config(codecs[1], file=file, pointer="/codecs/1") if len(codecs) == 2 else None
+        )
+        grid = doc.get("chunk_grid", {}).get("configuration", {}).get("chunk_shape")
+        if not isinstance(grid, list) or any(c != 1 for c in grid):
+            raise MetadataError("grid arrays must have chunk_shape 1 on every axis (one cell per chunk)", file=file,
+                                pointer="/chunk_grid/configuration/chunk_shape")
+
+    def payload(self, raw: bytes) -> bytes:
+        data = self.compressor.decode(raw) if self.compressor else raw
+        return bytes(unframe_single(data))
+
+
+def key_parser(doc: dict[str, Any]) -> tuple[str, str]:
+    """(prefix, separator) of the array's chunk keys."""
+    enc = doc.get("chunk_key_encoding") or {}
+    name = enc.get("name") if isinstance(enc, dict) else enc
+    conf = enc.get("configuration", {}) if isinstance(enc, dict) else {}
+    if name == "v2":
+        return "", conf.get("separator", ".")
+    return "c", conf.get("separator", "/")
+
+
+def parse_cell_key(rel: str, prefix: str, sep: str, ndim: int) -> tuple[int, ...] | None:
+    if prefix:
+        if sep == "/":
+            if not rel.startswith(prefix + "/"):
+                return None
+            rel = rel[len(prefix) + 1:]
+        else:
+            if not rel.startswith(prefix + sep):
+                return None
+            rel = rel[len(prefix) + len(sep):]
+    parts = rel.split(sep)
+    if len(parts) != ndim or not all(p.isdigit() for p in parts):
+        return None
+    return tuple(int(p) for p in parts)
+
+
+def cell_key(path: str, index: Iterable[int], prefix: str, sep: str) -> str:
+    body = sep.join(str(i) for i in index)
+    if prefix:
+        body = prefix + sep + body
+    return f"{path}/{body}"
+
+
+def origin_of(node: Node) -> tuple[int, ...] | None:
+    shape = node.doc.get("shape") if node.doc else None
+    ndim = len(shape) if isinstance(shape, list) else None
+    origin = node.attrs.get("chunk_grid_origin")
+    if origin is None:
+        return (0,) * ndim if ndim is not None else None
+    if isinstance(origin, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in origin):
+        return tuple(origin)
+    return None
+
+
+# ---------------------------------------------------------------------------
+# level 1 checks
+# ---------------------------------------------------------------------------
+def _json_code(message: str) -> str:
+    m = message.lower()
+    if m.startswith("starts with a utf-8 byte order mark"):
+        return "L1_JSON_BOM"
+    if m.startswith(("not valid utf-8", "not valid json", "top level must be")):
+        return "L1_BAD_JSON"
+    if m.startswith("duplicate key"):
+        return "L1_JSON_DUPLICATE_KEY"
+    if m.startswith("non-finite number"):
+        return "L1_JSON_NONFINITE"
+    if m.startswith("nesting is deeper"):
+        return "L1_JSON_TOO_DEEP"
+    if "extension name" in m and ("must match" in m or "must be a string" in m):
+        return "L1_JSON_EXTENSION_NAME"
+    if "must_understand" in m and "unknown member" not in m:
+        return "L1_JSON_MUST_UNDERSTAND"
+    if "chunk length" in m or "chunk_shape" in m or "entries, expected one per array dimension" in m:
+        return "L1_JSON_CHUNK_LENGTH"
+    if "consolidated_metadata" in m or "(zarr-python 3.0.x wrote null" in m:
+        return "L1_JSON_CONSOLIDATED"
+    if "one per dimension" in m or "dimension_names" in m:
+        return "L1_JSON_DIMENSION_NAMES"
+    return "L1_JSON_ENVELOPE"
+
+
+def check_structure(model: StoreModel, report: Report) -> None:
+    """Every level-1 rule except the manifest decode (run as tasks by :func:`manifest_tasks`)."""
+    for code in ("L1_BAD_JSON", "L1_JSON_BOM", "L1_JSON_DUPLICATE_KEY", "L1_JSON_NONFINITE", "L1_JSON_TOO_DEEP",
+                 "L1_JSON_ENVELOPE", "L1_JSON_EXTENSION_NAME", "L1_JSON_MUST_UNDERSTAND", "L1_JSON_CHUNK_LENGTH",
+                 "L1_JSON_CONSOLIDATED", "L1_JSON_DIMENSION_NAMES"):
+        report.ran_rule(code, len(model.nodes))
+    for node in model.nodes.values():
+        for pointer, message in node.problems:
+            report.add(make(_json_code(message), display(node.path), message, pointer=pointer or "/"))
+    root = model.root
+    if root is None:
+        report.add(make("L1_STORE_EMPTY", "/", f"no root zarr.json at {model.storage.url!r}"))
+        return
+    report.ran_rule("L1_STORE_EMPTY")
+    _check_tree(model, report)
+    if root.doc is None:
+        return
+    report.ran_rule("L1_ROOT_NOT_GROUP")
+    if root.node_type != "group":
+        report.add(make("L1_ROOT_NOT_GROUP", "/", f"the root is a {root.doc.get('node_type')!r}, not a group",
+                        pointer="/node_type"))
+        return
+    report.ran_rule("L1_MISSING_ROOT_ZV")
+    if not isinstance(root.attrs.get("zarr_vectors"), dict):
+        report.add(make("L1_MISSING_ROOT_ZV", "/", "root attributes have no zarr_vectors block: not a Zarr Vectors "
+                        "store", pointer="/attributes"))
+        return
+    report.ran_rule("L1_NO_OME")
+    if "ome" not in root.attrs:
+        report.add(make("L1_NO_OME", "/", "no RFC 8 'ome' node in the root attributes; the store cannot be resolved "
+                        "as a member of an OME collection", pointer="/attributes"))
+    _check_levels(model, report)
+    for number in sorted(model.levels):
+        try:
+            _check_level(model, number, report)
+        except Exception as exc:  # noqa: BLE001 - a crash is a finding
+            report.add(crashed(1, model.levels[number], exc, what="level structure"))
+
+
+def _check_tree(model: StoreModel, report: Report) -> None:
+    """Implicit groups, stray objects, and the cells of every array."""
+    report.ran_rule("L1_MISSING_NODE")
+    report.ran_rule("L1_STRAY_OBJECT")
+    missing: set[str] = set()
+    for path in model.nodes:
+        parts = path.split("/") if path else []
+        for i in range(1, len(parts)):
+            parent = "/".join(parts[:i])
+            if parent not in model.nodes:
+                missing.add(parent)
+    for parent in sorted(missing):
+        report.add(make("L1_MISSING_NODE", parent, "directory holds nodes but has no zarr.json (Zarr v3 has no "
+                        "implicit groups)"))
+    arrays = {p: n for p, n in model.nodes.items() if n.node_type == "array"}
+    parsers = {}
+    for p, n in arrays.items():
+        shape = n.doc.get("shape") if n.doc else None
+        ndim = len(shape) if isinstance(shape, list) else None
+        parsers[p] = (key_parser(n.doc or {}), ndim)
+        model.cells[p] = {}
+    stray: list[str] = []
+    for key, size in model.objects.items():
+        if key == "zarr.json" or key.endswith("/zarr.json"):
+            continue
+        owner = _owning_array(key, arrays)
+        if owner is None:
+            stray.append(key)
+            continue
+        (prefix, sep), ndim = parsers[owner]
+        index = parse_cell_key(key[len(owner) + 1:], prefix, sep, ndim) if ndim is not None else None
+        if index is None:
+            stray.append(key)
+            continue
+        model.cells[owner][index] = (key, size)
+    for key in sorted(stray)[:50]:
+        report.add(make("L1_STRAY_OBJECT", display(posixpath.dirname(key)), f"unexpected object {key!r} (not a "
+                        "zarr.json and not a chunk of an array)"))
+    if len(stray) > 50:
+        report.add(make("L1_STRAY_OBJECT", "/", f"... and {len(stray) - 50} more unexpected objects"))
+
+
+def _owning_array(key: str, arrays: dict[str, Node]) -> str | None:
+    parts = key.split("/")
+    for i in range(len(parts) - 1, 0, -1):
+        candidate = "/".join(parts[:i])
+        if candidate in arrays:
+            return candidate
+    return None
+
+
+def _check_levels(model: StoreModel, report: Report) -> None:
+    report.ran_rule("L1_NO_LEVELS")
+    report.ran_rule("L1_BAD_LEVEL_NAME")
+    report.ran_rule("L1_LEVEL_NOT_GROUP")
+    report.ran_rule("L1_UNKNOWN_ROOT_CHILD")
+    for child in model.children(""):
+        name = child.name
+        if LEVEL_NAME.fullmatch(name):
+            if child.node_type != "group":
+                report.add(make("L1_LEVEL_NOT_GROUP", name, f"level {name} is a {child.node_type or 'broken node'}, "
+                                "not a group", pointer="/node_type"))
+                continue
+            model.levels[int(name)] = name
+        elif LOOKS_NUMERIC.fullmatch(name):
+            report.add(make("L1_BAD_LEVEL_NAME", name, f"level name {name!r} is not a bare non-negative integer "
+                            "(no sign, no leading zeros)"))
+        elif name not in ROOT_EXTRAS:
+            report.add(make("L1_UNKNOWN_ROOT_CHILD", name, f"root child {name!r} is neither a level nor a known "
+                            "root entity"))
+    if not model.levels:
+        report.add(make("L1_NO_LEVELS", "/", "no level group (bare integer name) under the root"))
+
+
+def _check_level(model: StoreModel, number: int, report: Report) -> None:
+    lpath = model.levels[number]
+    for code in ("L1_MISSING_VERTICES", "L1_MISSING_VERTEX_FRAGMENTS", "L1_ZV_ARRAY_MISSING", "L1_ZV_ARRAY_UNKNOWN",
+                 "L1_ZV_ARRAY_WRONG_PATH", "L1_UNEXPECTED_NODE", "L1_NODE_TYPE", "L1_BAD_DELTA_NAME",
+                 "L1_BAD_OFFSETS_NAME", "L1_GRID_RANK", "L1_BAD_ORIGIN"):
+        report.ran_rule(code)
+    if f"{lpath}/vertices" not in model.nodes:
+        report.add(make("L1_MISSING_VERTICES", lpath, "level has no vertices array"))
+    if f"{lpath}/vertex_fragments" not in model.nodes:
+        report.add(make("L1_MISSING_VERTEX_FRAGMENTS", lpath, "level has no vertex_fragments array"))
+    rank = model.grid_rank(number)
+    prefix = lpath + "/"
+    for path, node in sorted(model.nodes.items()):
+        if not path.startswith(prefix) or node.doc is None:
+            continue
+        rel = tuple(path[len(prefix):].split("/"))
+        _check_node(model, number, node, rel, rank, report)
+
+
+def _check_node(model: StoreModel, number: int, node: Node, rel: tuple[str, ...], rank: int | None,
+                report: Report) -> None:
+    shown = node.path
+    exp = expected_for(rel)
+    zv = node.zv_array
+    if exp is None:
+        if zv is None:
+            report.add(make("L1_UNEXPECTED_NODE", shown, f"a {node.node_type or 'node'} at a path the format does "
+                            "not describe, with no zv_array discriminator"))
+        elif zv not in ZV_ARRAY_VALUES:
+            report.add(make("L1_ZV_ARRAY_UNKNOWN", shown, f"unknown zv_array discriminator {zv!r}: the node was "
+                            "written to a contract this validator does not know", pointer="/attributes/zv_array"))
+        else:
+            report.add(make("L1_ZV_ARRAY_WRONG_PATH", shown, f"zv_array {zv!r} at a path the format does not "
+                            "describe", pointer="/attributes/zv_array"))
+        return
+    if node.node_type != exp.node_type:
+        report.add(make("L1_NODE_TYPE", shown, f"must be an {exp.node_type}, found {node.node_type!r}",
+                        pointer="/node_type"))
+        return
+    if exp.kind in (PLAIN, RAW):
+        if zv is not None:
+            code = "L1_ZV_ARRAY_UNKNOWN" if zv not in ZV_ARRAY_VALUES else "L1_ZV_ARRAY_WRONG_PATH"
+            report.add(make(code, shown, f"zv_array {zv!r} on a node that carries no discriminator "
+                            f"({'/'.join(rel)})", pointer="/attributes/zv_array"))
+    elif zv is None:
+        report.add(make("L1_ZV_ARRAY_MISSING", shown, f"no zv_array discriminator (expected {exp.kind!r})",
+                        pointer="/attributes"))
+        return
+    elif zv not in ZV_ARRAY_VALUES:
+        report.add(make("L1_ZV_ARRAY_UNKNOWN", shown, f"unknown zv_array discriminator {zv!r} (expected "
+                        f"{exp.kind!r}); refusing to guess", pointer="/attributes/zv_array"))
+        return
+    elif zv != exp.kind:
+        report.add(make("L1_ZV_ARRAY_WRONG_PATH", shown, f"zv_array {zv!r} where the path requires {exp.kind!r}",
+                        pointer="/attributes/zv_array"))
+        return
+    # names of the links tree
+    head = rel[0]
+    if head == "links" and len(rel) >= 2 or head == "link_attributes" and len(rel) >= 3:
+        dname = rel[1] if head == "links" else rel[2]
+        try:
+            delta = parse_delta(dname)
+        except ValueError as exc:
+            if len(rel) == (2 if head == "links" else 3):
+                report.add(make("L1_BAD_DELTA_NAME", shown, str(exc)))
+            return
+        if len(rel) == (3 if head == "links" else 4):
+            _check_offsets_name(model, number, node, delta, rel[-1], report)
+    if exp.kind in GRID_KINDS:
+        _check_grid_geometry(node, rank, report)
+
+
+def _check_offsets_name(model: StoreModel, number: int, node: Node, delta: int, segment: str,
+                        report: Report) -> None:
+    from zarr_vectors.core.paths import format_delta
+
+    family = model.nodes.get(f"{model.levels[number]}/links/{format_delta(delta)}")
+    fattrs = family.attrs if family else {}
+    width = fattrs.get("link_width")
+    if not _is_int(width) or width < 1:
+        # no usable family policy: fall back to the array's own claim (the family is checked at L2)
+        width = node.attrs.get("link_width", width)
+    # the chunk-key rank of the level; a family sid_ndim that disagrees is an L2 finding, not a
+    # reason to call every segment malformed
+    sid = model.grid_rank(number)
+    if sid is None:
+        sid = fattrs.get("sid_ndim")
+    if not _is_int(width) or not _is_int(sid) or width < 1 or sid < 1:
+        return
+    try:
+        parse_offsets(segment, link_width=width, sid_ndim=sid)
+    except ValueError as exc:
+        report.add(make("L1_BAD_OFFSETS_NAME", node.path, str(exc)))
+
+
+def _check_grid_geometry(node: Node, rank: int | None, report: Report) -> None:
+    shape = node.doc.get("shape") if node.doc else None
+    ndim = len(shape) if isinstance(shape, list) else None
+    if rank is not None and ndim is not None and ndim != rank:
+        report.add(make("L1_GRID_RANK", node.path, f"grid array has {ndim} dimensions, the level's chunk keys have "
+                        f"{rank}", pointer="/shape"))
+    if "chunk_grid_origin" in node.attrs:
+        origin = node.attrs["chunk_grid_origin"]
+        want = rank if rank is not None else ndim
+        ok = isinstance(origin, list) and all(_is_int(v) for v in origin)
+        if not ok or (want is not None and len(origin) != want):
+            report.add(make("L1_BAD_ORIGIN", node.path, f"chunk_grid_origin must be {want} integers, found "
+                            f"{_short(origin)}", pointer="/attributes/chunk_grid_origin"))
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+# ---------------------------------------------------------------------------
+# object_index/manifests (level 1 decode, results reused at level 3)
+# ---------------------------------------------------------------------------
+@dataclass
+class ManifestSummary:
+    """What level 3 needs from one manifests chunk: nothing but small tables."""
+
+    findings: list[Finding]
+    rows: int = 0
+    nonempty: int = 0
+    # chunk coords -> (largest fragment named, manifest row naming it)
+    max_fragment: dict[tuple[int, ...], tuple[int, int]] = field(default_factory=dict)
+
+
+def decode_manifest_chunk(
+    storage: Storage, path: str, key: str, chunk_index: int, doc: dict[str, Any], sid_ndim: int
+) -> ManifestSummary:
+    """Decode one manifests chunk (all its rows); any failure is a finding, never an exception."""
+    out = ManifestSummary([])
+    try:
+        shape = doc["shape"]
+        rows_per_chunk = doc["chunk_grid"]["configuration"]["chunk_shape"][0]
+        codecs = doc["codecs"]
+        n_rows = int(shape[0])
+        comp = Compressor.from_config(codecs[1], file=f"{path}/zarr.json", pointer="/codecs/1") if len(codecs) > 1 \
+            else None
+        first = chunk_index * rows_per_chunk
+        count = max(0, min(rows_per_chunk, n_rows - first))
+        out.rows = count
+        raw = storage.get(key)
+        if raw is None:
+            return out
+        try:
+            data = comp.decode(raw) if comp else raw
+            items = unframe_items(data)
+        except Exception as exc:  # noqa: BLE001
+            out.findings.append(make("L1_MANIFEST_UNDECODABLE", path, f"chunk {key!r} does not decode: {exc}",
+                                     cell=str(chunk_index)))
+            return out
+        if len(items) != rows_per_chunk:
+            out.findings.append(make("L1_MANIFEST_UNDECODABLE", path, f"chunk holds {len(items)} rows, expected "
+                                     f"{rows_per_chunk}", cell=str(chunk_index)))
+            return out
+        _decode_rows(items[:count], first, sid_ndim, path, out)
+        for r, extra in enumerate(items[count:]):
+            if extra:
+                out.findings.append(make("L1_MANIFEST_UNDECODABLE", path, f"padding row {first + count + r} past the "
+                                         f"array's {n_rows} rows is not empty", cell=str(chunk_index)))
+                break
+    except Exception as exc:  # noqa: BLE001
+        out.findings.append(crashed(1, path, exc, cell=str(chunk_index), what="manifest decode"))
+    return out
+
+
+def _decode_rows(items: list[bytes], first: int, sid_ndim: int, path: str, out: ManifestSummary) -> None:
+    """Vectorised decode of mode-0 rows, falling back to the exact decoder for any other row."""
+    from zarr_vectors.encoding import decode_manifest
+    from zarr_vectors.encoding.manifest import _mode0_dtype
+
+    rec = _mode0_dtype(sid_ndim)
+    lengths = np.fromiter((len(x) for x in items), dtype=np.int64, count=len(items))
+    blob = b"".join(items)
+    buf = np.frombuffer(blob, dtype=np.uint8)
+    starts = np.cumsum(lengths) - lengths
+    counts = np.zeros(len(items), dtype=np.int64)
+    has_count = lengths >= 4
+    if has_count.any():
+        idx = starts[has_count][:, None] + np.arange(4)
+        counts[has_count] = buf[idx].copy().view("<u4").astype(np.int64).ravel()
+    fast = has_count & (lengths == 4 + counts * rec.itemsize)
+    slow_rows = np.flatnonzero(~fast)
+    max_frag: dict[tuple[int, ...], tuple[int, int]] = out.max_fragment
+    out.nonempty += int(np.count_nonzero(counts[fast] > 0))
+    # fast rows: gather every block record
+    fast_rows = np.flatnonzero(fast & (counts > 0))
+    if fast_rows.size:
+        nb = counts[fast_rows]
+        block_row = np.repeat(fast_rows, nb)
+        block_k = np.arange(int(nb.sum())) - np.repeat(np.cumsum(nb) - nb, nb)
+        offs = starts[block_row] + 4 + block_k * rec.itemsize
+        recs = buf[offs[:, None] + np.arange(rec.itemsize)].copy().view(rec).ravel()
+        bad_mode = recs["mode"] != 0
+        if bad_mode.any():  # not mode-0 after all: decode those rows exactly
+            again = np.unique(block_row[bad_mode])
+            slow_rows = np.union1d(slow_rows, again)
+            keep = ~np.isin(block_row, again)
+            out.nonempty -= int(again.size)
+            recs, block_row = recs[keep], block_row[keep]
+        frags = recs["fragment"].astype(np.int64)
+        negative = frags < 0
+        if negative.any():
+            i = int(np.argmax(negative))
+            out.findings.append(make("L1_MANIFEST_UNDECODABLE", path, f"row {first + int(block_row[i])} names "
+                                     f"negative fragment {int(frags[i])}"))
+        _merge_max(max_frag, recs["chunk"].reshape(len(recs), sid_ndim), frags, block_row + first)
+    for r in slow_rows.tolist():
+        try:
+            blocks = decode_manifest(items[r], sid_ndim)
+        except Exception as exc:  # noqa: BLE001
+            out.findings.append(make("L1_MANIFEST_UNDECODABLE", path, f"row {first + r}: {exc}"))
+            continue
+        if blocks:
+            out.nonempty += 1
+        for b in blocks:
+            if len(b.fragments):
+                _merge_max(max_frag, np.asarray([b.chunk], dtype=np.int64), np.asarray([b.fragments.max()]),
+                           np.asarray([first + r]))
+
+
+def _merge_max(table: dict[tuple[int, ...], tuple[int, int]], chunks: np.ndarray, frags: np.ndarray,
+               rows: np.ndarray) -> None:
+    """Fold (chunk, fragment, row) triples into ``table``: the largest fragment named per chunk."""
+    if not len(frags):
+        return
+    chunks = np.asarray(chunks, dtype=np.int64)
+    lo = chunks.min(axis=0)
+    span = chunks.max(axis=0) - lo + 1
+    if float(np.prod(span.astype(np.float64))) < 2.0**62:
+        key = np.ravel_multi_index(tuple((chunks - lo).T), tuple(int(v) for v in span))
+    else:  # absurdly spread coordinates: fall back to row-wise unique
+        key = np.unique(chunks, axis=0, return_inverse=True)[1].ravel()
+    order = np.lexsort((frags, key))
+    k = key[order]
+    last = order[np.flatnonzero(np.r_[k[1:] != k[:-1], True])]
+    for pos in last.tolist():
+        chunk = tuple(int(v) for v in chunks[pos])
+        f, r = int(frags[pos]), int(rows[pos])
+        prev = table.get(chunk)
+        if prev is None or f > prev[0]:
+            table[chunk] = (f, r)
+
+
+def merge_manifest_summaries(parts: list[ManifestSummary]) -> ManifestSummary:
+    out = ManifestSummary([])
+    for p in parts:
+        out.findings.extend(p.findings)
+        out.rows += p.rows
+        out.nonempty += p.nonempty
+        for chunk, (f, r) in p.max_fragment.items():
+            prev = out.max_fragment.get(chunk)
+            if prev is None or f > prev[0]:
+                out.max_fragment[chunk] = (f, r)
+    return out
+
+
+def manifest_jobs(model: StoreModel, number: int) -> list[tuple[str, str, int, dict[str, Any], int]]:
+    """(path, key, chunk index, doc, sid_ndim) for every manifests chunk of a level's object index."""
+    path = f"{model.levels[number]}/object_index/manifests"
+    node = model.nodes.get(path)
+    group = model.nodes.get(f"{model.levels[number]}/object_index")
+    if node is None or node.doc is None or node.node_type != "array":
+        return []
+    doc = node.doc
+    sid = group.attrs.get("sid_ndim") if group else None
+    if not _is_int(sid) or sid < 1:
+        sid = model.grid_rank(number) or 0
+    shape = doc.get("shape")
+    grid = doc.get("chunk_grid", {}).get("configuration", {}).get("chunk_shape") if isinstance(
+        doc.get("chunk_grid"), dict) else None
+    if not (isinstance(shape, list) and len(shape) == 1 and isinstance(grid, list) and len(grid) == 1
+            and _is_int(shape[0]) and _is_int(grid[0]) and grid[0] >= 1) or sid < 1:
+        return [("bad", path, 0, doc, 0)]
+    prefix, sep = key_parser(doc)
+    n_chunks = -(-shape[0] // grid[0])
+    return [(path, cell_key(path, (i,), prefix, sep), i, doc, sid) for i in range(n_chunks)]
