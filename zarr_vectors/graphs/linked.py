@@ -14,7 +14,7 @@ stage over the records the kind stores (FORMAT.md §8):
 6. one reconcile task: vertex presence lists and object index, ``finalize_links``
    with the counts the tasks report, level metadata.
 
-Intermediate results stay where they were computed (``dask.persist``): on the
+Intermediate results stay where they were computed (``runner.persist``): on the
 workers under a distributed client, in memory on local threads.
 """
 
@@ -43,6 +43,7 @@ from zarr_vectors.core.storage import Storage
 from zarr_vectors.core.store import Level, create_store
 from zarr_vectors.errors import InputError
 from zarr_vectors.geometry import topology
+from zarr_vectors.graphs import runner
 from zarr_vectors.graphs import vertices as vx
 from zarr_vectors.graphs.points import WriteResult
 
@@ -202,12 +203,12 @@ def write_linked(
     )
     level = store.level(0)
     arrays = vx.create_vertex_arrays(level, spec, plan)
-    vertex_owners = dask.persist(*vx.write_graph(arrays, spec, plan, blocks, with_gid=True))
-    (placement,) = dask.persist(dask.delayed(vx.assemble_placement)(plan, spec.n, *vertex_owners))
+    vertex_owners = runner.persist("write vertices", *vx.write_graph(arrays, spec, plan, blocks, with_gid=True))
+    (placement,) = runner.persist("placement", dask.delayed(vx.assemble_placement)(plan, spec.n, *vertex_owners))
 
     if callable(records):
-        (derived,) = dask.persist(dask.delayed(records)(placement))
-        total = int(dask.compute(dask.delayed(len)(derived))[0])
+        (derived,) = runner.persist("derive records", dask.delayed(records)(placement))
+        total = int(runner.compute("count records", dask.delayed(len)(derived))[0])
         record_blocks, offsets = [derived], [0]
     else:
         total = len(records)
@@ -215,10 +216,11 @@ def write_linked(
         record_blocks, offsets = vx.publish_blocks(records, bounds_rows), bounds_rows[:-1]
     attrs = {name: vx.publish_blocks(v, [0, len(v)])[0] for name, v in (record_attributes or {}).items()}
 
-    parts = dask.persist(
-        *[dask.delayed(_partition_block)(r, placement, o, total, link) for r, o in zip(record_blocks, offsets)]
+    parts = runner.persist(
+        "place records",
+        *[dask.delayed(_partition_block)(r, placement, o, total, link) for r, o in zip(record_blocks, offsets)],
     )
-    segments = set().union(*dask.compute(*[dask.delayed(_segments)(p) for p in parts])) if parts else set()
+    segments = set().union(*runner.compute("plan links", *[dask.delayed(_segments)(p) for p in parts])) if parts else set()
     has_family = bool(segments) or link.always_intra
     if link.always_intra:
         segments.add(format_offsets(intra_offsets(spec.ndim, link.link_width)))
@@ -233,13 +235,17 @@ def write_linked(
             create_link_attribute_arrays(
                 level, name, 0, dtype=values.dtype, row_shape=values.shape[1:], compressor=spec.compressor
             )
-        link_rows = [
-            dask.delayed(_write_link_owner)(
-                level, total, attrs, *[dask.delayed(_owner_share)(p, plan, k) for p in parts]
-            )
-            for k in range(len(plan.owners))
-        ]
-    (done,) = dask.compute(
+        link_rows = runner.persist(
+            "write links",
+            *[
+                dask.delayed(_write_link_owner)(
+                    level, total, attrs, *[dask.delayed(_owner_share)(p, plan, k) for p in parts]
+                )
+                for k in range(len(plan.owners))
+            ],
+        )
+    (done,) = runner.compute(
+        "reconcile",
         dask.delayed(_reconcile)(
             level, arrays, spec, plan, obj_attrs, list(vertex_owners), total, has_family, *link_rows
         )

@@ -15,6 +15,7 @@ import dask
 
 from zarr_vectors.core.storage import Storage
 from zarr_vectors.core.store import Level, create_store
+from zarr_vectors.graphs import runner
 from zarr_vectors.graphs import vertices as vx
 
 @dataclass(frozen=True)
@@ -98,6 +99,6 @@ def write_points(
     )
     level = store.level(0)
     arrays = vx.create_vertex_arrays(level, spec, plan)
-    owners = vx.write_graph(arrays, spec, plan, blocks)
-    (done,) = dask.compute(dask.delayed(_reconcile)(level, arrays, spec, plan, obj_attrs, *owners))
+    owners = runner.persist("write vertices", *vx.write_graph(arrays, spec, plan, blocks))
+    (done,) = runner.compute("reconcile", dask.delayed(_reconcile)(level, arrays, spec, plan, obj_attrs, *owners))
     return WriteResult(storage.url, "point_cloud", done["rows"], done["cells"], len(plan.owners), plan.num_objects)

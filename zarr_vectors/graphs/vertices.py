@@ -38,6 +38,7 @@ from zarr_vectors.core.tables import write_table, write_vlen_rows
 from zarr_vectors.encoding import FragmentIndex, encode_mode0_manifests
 from zarr_vectors.errors import InputError
 from zarr_vectors.geometry.points import cells_and_bins, chunk_coords, column_extent, stable_order, take_rows
+from zarr_vectors.graphs import runner
 from zarr_vectors.graphs.runner import current_client, parallelism, split_by_weight
 
 FragmentMode = Literal["bins", "objects", "runs"]
@@ -311,8 +312,8 @@ def plan_vertices(spec: VertexSpec, blocks: InputBlocks) -> VertexPlan:
     # compare in the positions' own dtype: float32(0.1) is inside bounds declared as 0.1
     lo_b = np.asarray(spec.declared_bounds[0], dtype=spec.dtype) if spec.declared_bounds else None
     hi_b = np.asarray(spec.declared_bounds[1], dtype=spec.dtype) if spec.declared_bounds else None
-    scans = dask.compute(
-        *[dask.delayed(_scan_block)(p, i, o, lo_b, hi_b) for p, i, o in zip(blocks.pos, blocks.ids, blocks.offsets)]
+    scans = runner.compute(
+        "scan", *[dask.delayed(_scan_block)(p, i, o, lo_b, hi_b) for p, i, o in zip(blocks.pos, blocks.ids, blocks.offsets)]
     )
     for s in scans:
         if "nonfinite" in s:
@@ -343,7 +344,7 @@ def plan_vertices(spec: VertexSpec, blocks: InputBlocks) -> VertexPlan:
         np.ravel_multi_index(tuple(np.zeros((len(shape), 1), dtype=np.int64)), shape)
     except ValueError as exc:
         raise InputError(f"a chunk grid of {list(shape)} cells is too large to address: use a larger chunk_shape") from exc
-    hists = dask.compute(*[dask.delayed(_histogram_block)(p, cs, origin, shape) for p in blocks.pos])
+    hists = runner.compute("plan", *[dask.delayed(_histogram_block)(p, cs, origin, shape) for p in blocks.pos])
     all_cells = np.concatenate([h[0] for h in hists])
     all_counts = np.concatenate([h[1] for h in hists])
     cells, inverse = np.unique(all_cells, return_inverse=True)
