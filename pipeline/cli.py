@@ -72,6 +72,161 @@ def _validate(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
+def _cluster_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("cluster (default: an embedded LocalCluster sized to the machine)")
+    g.add_argument("--scheduler-address", help="connect to a running scheduler (else $DASK_SCHEDULER_ADDRESS)")
+    g.add_argument("--scheduler-file", help="connect through a scheduler file")
+    g.add_argument("--workers", type=int, help="embedded cluster: number of worker processes")
+    g.add_argument("--memory-limit", help="embedded cluster: memory limit per worker, e.g. 2GiB")
+
+
+def _floats(text: str | None) -> list[float] | None:
+    if text is None:
+        return None
+    try:
+        return [float(v) for v in text.split(",")]
+    except ValueError:
+        raise SystemExit(f"zv: error: expected comma-separated numbers, got {text!r}") from None
+
+
+def _shape(text: str | None) -> float | list[float] | None:
+    """One number applies to every axis; several give one per axis."""
+    values = _floats(text)
+    return values[0] if values is not None and len(values) == 1 else values
+
+
+def _build(args: argparse.Namespace) -> int:
+    """Exit 0 when every stage succeeded, 1 when a stage failed, 2 for bad input or an unreachable store."""
+    import json
+    import os
+    from contextlib import nullcontext
+
+    from pipeline.cluster import connect
+    from pipeline.jobs import BuildSpec, parse_factors, plan_summary, run_build
+    from pipeline.progress import TextProgress
+    from zarr_vectors.errors import ZarrVectorsError
+    from zarr_vectors.graphs.runner import callbacks
+
+    try:
+        spec = BuildSpec(
+            kind=args.kind,
+            inputs=args.paths[:-1],
+            out=args.paths[-1],
+            chunk_shape=_shape(args.chunk_shape),
+            bin_shape=_shape(args.bin_shape),
+            pyramid=parse_factors(args.pyramid or []),
+            shard_shape=args.shard_shape,
+            validate_level=args.validate,
+            directed=args.directed,
+            link_store=args.link_store,
+            storage_options=_storage_options(args.storage_option),
+            overwrite=args.overwrite,
+        )
+        if not spec.inputs:
+            raise SystemExit("zv build: error: give at least one INPUT and the output store")
+        if args.detach and not (args.scheduler_address or args.scheduler_file or os.environ.get("DASK_SCHEDULER_ADDRESS")):
+            raise SystemExit("zv build: error: --detach needs a running cluster (--scheduler-address, "
+                             "--scheduler-file or DASK_SCHEDULER_ADDRESS); an embedded one stops with this command")
+    except (SystemExit, ZarrVectorsError) as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    with connect(
+        scheduler_address=args.scheduler_address,
+        scheduler_file=args.scheduler_file,
+        workers=args.workers,
+        memory_limit=args.memory_limit,
+    ) as client:
+        if not args.json:
+            print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr)
+        try:
+            if args.dry_run:
+                summary = plan_summary(spec)
+                print(json.dumps(summary, indent=None if args.json else 2))
+                return 0
+            if args.detach:
+                from distributed import fire_and_forget
+
+                from pipeline.jobs import run_detached
+
+                fire_and_forget(client.submit(run_detached, spec, args.resume, pure=False, key=f"zv-build-{spec.job_id}"))
+                _remember_job(spec)
+                print(json.dumps({"job_id": spec.job_id, "store": spec.out}) if args.json else
+                      f"submitted job {spec.job_id}; follow it with: zv status {spec.job_id}")
+                return 0
+            progress = TextProgress() if not args.json else None
+            report = None
+            if args.report:
+                from distributed import performance_report
+
+                report = performance_report(filename=os.path.abspath(args.report))
+            with report or nullcontext(), callbacks(*([progress] if progress else [])):
+                result = run_build(spec, resume=args.resume)
+        except ZarrVectorsError as exc:
+            print(f"zv build: error: {exc}", file=sys.stderr)
+            return 2
+        except Exception as exc:  # a stage failed: the journal says which; non-zero exit
+            print(f"zv build: job {spec.job_id} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 1
+    if args.json:
+        print(json.dumps(result.to_json(), default=str))
+    else:
+        for stage, info in result.stages.items():
+            print(f"{stage:<10} {info.get('status')}  {info.get('seconds', '')}s")
+        print(f"store: {result.store}")
+        if args.report:
+            print(f"performance report: {os.path.abspath(args.report)}")
+    return 0
+
+
+def _job_index(job_id: str):  # -> pathlib.Path
+    from pathlib import Path
+
+    return Path.home() / ".cache" / "zv" / "jobs" / f"{job_id}.json"
+
+
+def _remember_job(spec) -> None:  # noqa: ANN001 - BuildSpec
+    import json
+
+    path = _job_index(spec.job_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"store": spec.out, "storage_options": spec.storage_options}))
+
+
+def _status(args: argparse.Namespace) -> int:
+    """Exit 0 when the job is done, 1 when it failed, 3 while it runs, 2 when unknown."""
+    import json
+
+    from pipeline.jobs import job_status
+    from zarr_vectors.errors import ZarrVectorsError
+
+    target, options = args.job, _storage_options(args.storage_option)
+    index = _job_index(target)
+    if index.exists():
+        known = json.loads(index.read_text())
+        target, options = known["store"], options or known["storage_options"]
+    try:
+        state = job_status(target, options)
+    except ZarrVectorsError as exc:
+        print(f"zv status: error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({k: v for k, v in state.items() if k != "spec"}, default=str))
+    else:
+        print(f"job {state['job_id']}: {state['status']}  (store {state['spec']['out']})")
+        for stage in _stages_of(state):
+            info = state["stages"].get(stage, {})
+            print(f"  {stage:<10} {info.get('status', 'pending')}  {info.get('seconds', '')}")
+        if state.get("error"):
+            print(f"  error: {state['error']}")
+    return {"done": 0, "failed": 1}.get(state["status"], 3)
+
+
+def _stages_of(state: dict) -> list[str]:
+    from pipeline.jobs import BuildSpec
+
+    return BuildSpec(**state["spec"]).stages()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="zv", description="Zarr Vectors stores on Dask.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -92,6 +247,31 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                        help="fsspec storage option (VALUE parsed as JSON when possible; dotted KEY nests); repeatable")
     check.set_defaults(func=_validate)
+    build = sub.add_parser("build", help="build a store from tables: write -> [pyramid] -> [shard] -> [validate]")
+    build.add_argument("kind", choices=["points", "graph", "skeleton", "mesh", "polylines", "streamlines"])
+    build.add_argument("paths", nargs="+", metavar="INPUT... OUT",
+                       help="input tables (.parquet/.csv/.npz; graph: vertices edges; mesh: vertices faces) then the store")
+    build.add_argument("--chunk-shape", default="250", help="chunk edge(s), e.g. 250 or 250,250,100")
+    build.add_argument("--bin-shape", help="bin edge(s) (must divide the chunk shape)")
+    build.add_argument("--pyramid", action="append", metavar="FACTOR[,SPARSITY]", help="add a coarser level; repeatable")
+    build.add_argument("--shard-shape", type=int, metavar="N", help="shard the grid arrays at the end")
+    build.add_argument("--validate", type=int, choices=range(1, 6), metavar="LEVEL", help="validate at the end")
+    build.add_argument("--directed", action="store_true", help="graph: directed edges")
+    build.add_argument("--link-store", choices=["canonical", "duplicate"], default="canonical")
+    build.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    build.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
+    build.add_argument("--json", action="store_true", help="print a machine-readable summary")
+    build.add_argument("--dry-run", action="store_true", help="print the plan (owners, cells, rows) and stop")
+    build.add_argument("--detach", action="store_true", help="submit to the cluster and return a job id")
+    build.add_argument("--resume", action="store_true", help="finish an interrupted job (stages done are skipped)")
+    build.add_argument("--report", metavar="FILE.html", help="write a Dask performance report")
+    _cluster_args(build)
+    build.set_defaults(func=_build)
+    status = sub.add_parser("status", help="state of a build job (by job id or store)")
+    status.add_argument("job", help="job id printed by --detach, or the store path / URL")
+    status.add_argument("--json", action="store_true")
+    status.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
+    status.set_defaults(func=_status)
     return parser
 
 

@@ -30,6 +30,10 @@ class ProgressCallback(Protocol):
 
 _CALLBACKS: list[ProgressCallback] = []
 
+#: A failed task is retried this many times under a distributed client.  Safe because
+#: every task is idempotent: whole-object writes of deterministic bytes, no appends.
+TASK_RETRIES = 2
+
 
 @contextmanager
 def callbacks(*cbs: ProgressCallback) -> Iterator[None]:
@@ -67,7 +71,7 @@ def parallelism() -> int:
 
 def _run(stage: str, items: Sequence[Any], *, keep: bool) -> list[Any]:
     client = current_client()
-    if client is None or not _CALLBACKS:
+    if client is None:
         for cb in _CALLBACKS:
             cb.on_stage_start(stage, len(items))
         out = list(dask.persist(*items) if keep else dask.compute(*items))
@@ -76,7 +80,7 @@ def _run(stage: str, items: Sequence[Any], *, keep: bool) -> list[Any]:
         return out
     from distributed import as_completed
 
-    futures = client.compute(list(items))
+    futures = client.compute(list(items), retries=TASK_RETRIES)
     for cb in _CALLBACKS:
         cb.on_stage_start(stage, len(futures))
     for _ in as_completed(futures):

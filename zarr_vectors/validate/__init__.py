@@ -16,6 +16,7 @@ from typing import Any
 import dask
 
 from zarr_vectors.core.storage import Storage
+from zarr_vectors.graphs import runner
 from zarr_vectors.errors import InputError, StoreNotFoundError
 from zarr_vectors.validate.findings import CATALOGUE, ERROR, WARNING, Finding, Report, crashed, make
 from zarr_vectors.validate.structure import (
@@ -173,7 +174,7 @@ def _manifests(model: StoreModel, report: Report) -> dict[int, ManifestSummary]:
     if not per_level:
         return {}
     try:
-        computed = dask.compute(per_level)[0]
+        computed = runner.compute("manifests", per_level)[0]
     except Exception as exc:  # noqa: BLE001
         report.add(crashed(1, "/", exc, what="manifest decode"))
         return {}

@@ -31,6 +31,7 @@ import numpy as np
 from zarr_vectors.core.paths import format_chunk_key, format_delta, is_intra, parse_chunk_key, parse_delta, \
     parse_offsets
 from zarr_vectors.core.storage import Storage
+from zarr_vectors.graphs import runner
 from zarr_vectors.encoding import FragmentIndex, decode_ragged_blob, decode_ragged_ints, lehmer_decode_rows
 from zarr_vectors.graphs.runner import parallelism
 from zarr_vectors.validate.findings import Finding, crashed, make
@@ -916,7 +917,7 @@ def run(model: StoreModel, requested: int, manifests: dict[int, ManifestSummary]
     try:
         orphan_attribute_families(model, static)
         graph = build(model, requested, manifests, static, ran)
-        (found,) = dask.compute(graph)
+        (found,) = runner.compute("validate", graph)
     except Exception as exc:  # noqa: BLE001
         return static + [crashed(3, "/", exc, what="consistency graph")], ran
     return static + found, ran

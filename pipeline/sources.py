@@ -1,0 +1,171 @@
+"""Input tables for ``zv build``: Parquet, CSV and NPZ, local or ``s3://``.
+
+Tables are read lazily in partitions with dask.dataframe; vertex columns become
+dask arrays, so no worker holds the whole input and the writers' own shuffle routes
+rows to their cell owners.  Record tables that name vertices by an id column are
+resolved to vertex positions with a dataframe merge on the cluster.
+
+Column conventions (all tables):
+
+* points / vertices: ``x, y[, z]``, optional ``object_id``, every other numeric
+  column a per-vertex attribute;
+* graph vertices additionally ``id``; edges ``src, dst`` plus attribute columns;
+* mesh faces: ``a, b, c[, d...]`` (vertex ids);
+* polylines / streamlines: vertices with ``line`` (polyline id) and ``order``;
+* skeleton nodes: ``id, parent`` (parent -1 for roots).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import dask.array as da
+import dask.dataframe as dd
+import numpy as np
+
+from zarr_vectors.errors import InputError
+
+AXES = ("x", "y", "z")
+RESERVED = {"id", "object_id", "src", "dst", "line", "order", "parent", "_row"}
+
+
+@dataclass
+class VertexTable:
+    """Vertex columns as dask arrays (row order = input order)."""
+
+    positions: da.Array
+    object_ids: da.Array | None = None
+    attributes: dict[str, da.Array] = field(default_factory=dict)
+    ids: da.Array | None = None  # the ``id`` column, when the kind names vertices by id
+
+
+def _kind_of(path: str) -> str:
+    lower = path.lower()
+    if lower.endswith((".parquet", ".pq")) or os.path.isdir(path):
+        return "parquet"
+    if lower.endswith((".csv", ".csv.gz", ".tsv")):
+        return "csv"
+    if lower.endswith(".npz"):
+        return "npz"
+    raise InputError(f"{path!r}: unknown input format (expected .parquet, .csv or .npz)")
+
+
+def read_table(paths: str | Sequence[str], *, storage_options: Mapping[str, Any] | None = None) -> dd.DataFrame:
+    """One lazy dataframe from Parquet / CSV / NPZ files (all of one format)."""
+    paths = [paths] if isinstance(paths, str) else list(paths)
+    if not paths:
+        raise InputError("no input files")
+    kinds = {_kind_of(p) for p in paths}
+    if len(kinds) != 1:
+        raise InputError(f"inputs mix formats {sorted(kinds)}: give one format per table")
+    kind = kinds.pop()
+    opts = dict(storage_options or {})
+    try:
+        if kind == "parquet":
+            return dd.read_parquet(paths, storage_options=opts or None)
+        if kind == "csv":
+            return dd.read_csv(paths, storage_options=opts or None, blocksize="64MB")
+    except FileNotFoundError as exc:
+        raise InputError(f"input not found: {exc}") from exc
+    frames = []
+    for p in paths:
+        import fsspec
+
+        with fsspec.open(p, "rb", **opts) as f, np.load(f) as data:
+            columns = {}
+            for key in data.files:
+                arr = data[key]
+                if arr.ndim == 2 and key == "positions":
+                    columns.update({AXES[i] if arr.shape[1] <= 3 else f"d{i}": arr[:, i] for i in range(arr.shape[1])})
+                elif arr.ndim == 1:
+                    columns[key] = arr
+                else:
+                    raise InputError(f"{p}: array {key!r} has shape {arr.shape}; NPZ inputs hold 1-D columns or 'positions'")
+            import pandas as pd
+
+            frames.append(dd.from_pandas(pd.DataFrame(columns), npartitions=max(1, len(next(iter(columns.values()))) // 1_000_000)))
+    return dd.concat(frames) if len(frames) > 1 else frames[0]
+
+
+def _require(df: dd.DataFrame, columns: Sequence[str], what: str) -> None:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise InputError(f"{what} table lacks column(s) {missing}; it has {list(df.columns)}")
+
+
+def vertex_table(df: dd.DataFrame, *, what: str = "vertex", with_ids: bool = False) -> VertexTable:
+    """Split a vertex dataframe into positions, object ids and attribute arrays."""
+    axes = [a for a in AXES if a in df.columns]
+    if len(axes) < 2 and "x" not in df.columns:
+        raise InputError(f"{what} table needs coordinate columns x, y[, z]; it has {list(df.columns)}")
+    if with_ids:
+        _require(df, ["id"], what)
+    lengths = df.map_partitions(len).compute().tolist()  # one pass: lets arrays know their chunks
+    chunks = (tuple(lengths),)
+
+    def column(name: str, dtype: Any = None) -> da.Array:
+        arr = df[name].to_dask_array(lengths=chunks[0])
+        return arr.astype(dtype) if dtype is not None else arr
+
+    positions = da.stack([column(a, np.float64) for a in axes], axis=1)
+    positions = positions.astype(np.float32) if all(df[a].dtype == np.float32 for a in axes) else positions
+    attrs = {
+        c: column(c)
+        for c in df.columns
+        if c not in RESERVED and c not in axes and np.dtype(df[c].dtype).kind in "biuf"
+    }
+    return VertexTable(
+        positions=positions.rechunk({1: -1}),
+        object_ids=column("object_id", np.int64) if "object_id" in df.columns else None,
+        attributes=attrs,
+        ids=column("id", np.int64) if with_ids else None,
+    )
+
+
+def resolve_ids(
+    records: dd.DataFrame, vertices: dd.DataFrame, columns: Sequence[str], *, what: str
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Record columns naming vertex ids -> input vertex indices, by a merge on the cluster.
+
+    Returns the (m, len(columns)) index array in the records' input order and the
+    records' remaining numeric columns (attributes), aligned.
+    """
+    _require(records, columns, what)
+    _require(vertices, ["id"], "vertex")
+    lengths = vertices.map_partitions(len).compute().tolist()
+    offsets = np.r_[0, np.cumsum(lengths)[:-1]].astype(np.int64)
+
+    def numbered(part: Any, partition_info: dict | None = None) -> Any:
+        start = offsets[partition_info["number"]] if partition_info else 0
+        return part.assign(_row=np.arange(start, start + len(part), dtype=np.int64))[["id", "_row"]]
+
+    lookup = vertices.map_partitions(numbered, meta={"id": vertices["id"].dtype, "_row": np.int64})
+    if lookup["id"].nunique().compute() != sum(lengths):
+        raise InputError("vertex ids are not unique")
+    rec_lengths = records.map_partitions(len).compute().tolist()
+    rec_offsets = np.r_[0, np.cumsum(rec_lengths)[:-1]].astype(np.int64)
+
+    def rec_numbered(part: Any, partition_info: dict | None = None) -> Any:
+        start = rec_offsets[partition_info["number"]] if partition_info else 0
+        return part.assign(_rec=np.arange(start, start + len(part), dtype=np.int64))
+
+    merged = records.map_partitions(rec_numbered)
+    for c in columns:
+        merged = merged.merge(
+            lookup.rename(columns={"id": c, "_row": f"_idx_{c}"}), on=c, how="left"
+        )
+    out = merged.compute().sort_values("_rec")
+    missing = out[[f"_idx_{c}" for c in columns]].isna().any(axis=1)
+    if missing.any():
+        row = out[missing].iloc[0]
+        raise InputError(f"{what} row {int(row['_rec'])} names vertex id(s) {row[list(columns)].tolist()} not in the vertex table")
+    index = out[[f"_idx_{c}" for c in columns]].to_numpy(dtype=np.int64)
+    attrs = {
+        c: out[c].to_numpy()
+        for c in records.columns
+        if c not in RESERVED and c not in columns and np.dtype(out[c].dtype).kind in "biuf"
+    }
+    return index, attrs
