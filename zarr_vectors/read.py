@@ -105,13 +105,25 @@ class VertexTable:
             return out
         keys = np.asarray(self.cells, dtype=np.int64)
         lo, hi = keys.min(axis=0), keys.max(axis=0)
-        shape = tuple((hi - lo + 1).tolist())
-        inside = ((chunks >= lo) & (chunks <= hi)).all(axis=1)
+        shape = (hi - lo + 1).tolist()
         key_lin = np.ravel_multi_index(tuple((keys - lo).T), shape)  # ascending: cells are sorted
-        q = np.ravel_multi_index(tuple((np.where(inside[:, None], chunks, lo) - lo).T), shape)
-        pos = np.minimum(np.searchsorted(key_lin, q), len(key_lin) - 1)
-        hit = inside & (key_lin[pos] == q)
-        out[hit] = pos[hit]
+        inside = np.ones(len(chunks), dtype=bool)
+        q = np.zeros(len(chunks), dtype=np.int64)
+        for d in range(keys.shape[1]):  # column by column: contiguous passes
+            col = np.ascontiguousarray(chunks[:, d]) - lo[d]
+            inside &= (col >= 0) & (col < shape[d])
+            q *= shape[d]
+            q += col
+        q[~inside] = 0
+        total = int(np.prod(shape))
+        if total <= 1 << 24:  # dense lookup table over the read cells' bounding grid
+            lut = np.full(total, -1, dtype=np.int64)
+            lut[key_lin] = np.arange(len(key_lin))
+            rank = lut[q]
+        else:
+            pos = np.minimum(np.searchsorted(key_lin, q), len(key_lin) - 1)
+            rank = np.where(key_lin[pos] == q, pos, -1)
+        out[inside] = rank[inside]
         return out
 
     def global_index(self, chunks: np.ndarray, vi: np.ndarray) -> np.ndarray:
@@ -252,14 +264,15 @@ def read(
         objects=table.objects.ids if table.objects is not None else None,
         object_attributes=_object_attributes(lvl) if table.objects is not None else {},
     )
+    gaps = None
     if kind in POLYLINE_KINDS:
-        _assemble_polylines(data, table)
+        gaps = _assemble_polylines(data, table)
     elif kind in LINKED_KINDS:
         _assemble_records(data, table, lvl, kind)
     elif kind != "point_cloud":
         raise InputError(f"{url!r}: unknown geometry type {kind!r}")
     if box is not None:
-        _restrict(data, box)
+        _restrict(data, box, gaps)
     return data
 
 
@@ -267,11 +280,14 @@ def _assemble_records(data: VectorData, table: VertexTable, lvl: Level, kind: st
     records = read_links(lvl, 0)
     index = table.global_index(records.chunks, records.vi)
     attrs = {name: read_link_attributes(lvl, name, 0) for name in list_link_attribute_names(lvl)}
+    if kind == "skeleton":
+        # an explicit record whose parent lies in an unread cell still overrides (clears)
+        # the parent its child would otherwise inherit from the previous row
+        index = _skeleton_edges(table, index[index[:, 0] >= 0])
+        attrs = {}
     keep = (index >= 0).all(axis=1)  # a bbox read drops records reaching unread cells
     index = index[keep]
     attrs = {k: v[keep] for k, v in attrs.items()}
-    if kind == "skeleton":
-        index = _skeleton_edges(table, index)
     if kind == "mesh":
         data.faces = index
     else:
@@ -280,7 +296,10 @@ def _assemble_records(data: VectorData, table: VertexTable, lvl: Level, kind: st
 
 
 def _skeleton_edges(table: VertexTable, explicit: np.ndarray) -> np.ndarray:
-    """``[child, parent]`` pairs: implied parents (previous row of the same fragment) plus explicit ones."""
+    """``[child, parent]`` pairs: implied parents (previous row of the same fragment) plus explicit ones.
+
+    An explicit parent of -1 (not read) removes the child's implied parent.
+    """
     assert table.fragments is not None
     n = len(table.positions)
     parent = np.full(n, -1, dtype=np.int64)
@@ -298,22 +317,39 @@ def _skeleton_edges(table: VertexTable, explicit: np.ndarray) -> np.ndarray:
     return np.stack([child, parent[child]], axis=1)
 
 
-def _assemble_polylines(data: VectorData, table: VertexTable) -> None:
-    """Vertices in traversal order: each object's fragments concatenated in manifest block order."""
+def _assemble_polylines(data: VectorData, table: VertexTable) -> np.ndarray:
+    """Vertices in traversal order: each object's fragments concatenated in manifest block order.
+
+    Returns, per returned vertex, whether vertices of its polyline were skipped just
+    before it (their chunk was not read: outside a bbox), so a bbox read can split
+    the polyline there even though the returned rows are adjacent.
+    """
     if table.objects is None:
         raise MetadataError("a polyline level needs an object index", file="object_index/zarr.json")
     ids, chunks, frags = table.objects.blocks_table()
     rows, n_rows = _fragment_rows(table, chunks, frags)
+    skipped = np.cumsum(table.cell_rank(chunks) < 0)  # unread blocks up to and including each block
+    emitted = np.flatnonzero(n_rows > 0)
+    block_gap = np.zeros(len(n_rows), dtype=bool)
+    if len(emitted) > 1:
+        block_gap[emitted[1:]] = skipped[emitted[1:]] != skipped[emitted[:-1]]
+    gaps = np.zeros(len(rows), dtype=bool)
+    gaps[(np.cumsum(n_rows) - n_rows)[emitted]] = block_gap[emitted]
     lengths = np.bincount(np.repeat(ids, n_rows), minlength=int(ids.max()) + 1 if len(ids) else 0)
     present = np.flatnonzero(lengths)
     data.positions = table.positions[rows]
     data.attributes = {k: v[rows] for k, v in table.attributes.items()}
     data.object_ids = np.repeat(present, lengths[present])
     data.offsets = np.r_[0, np.cumsum(lengths[present])].astype(np.int64)
+    return gaps
 
 
-def _restrict(data: VectorData, box: tuple[np.ndarray, np.ndarray]) -> None:
-    """Keep the vertices inside ``box`` and the records / polyline pieces among them."""
+def _restrict(data: VectorData, box: tuple[np.ndarray, np.ndarray], gaps: np.ndarray | None = None) -> None:
+    """Keep the vertices inside ``box`` and the records / polyline pieces among them.
+
+    ``gaps`` (polylines) flags returned vertices preceded by vertices of their
+    polyline that were never read (their chunk lies outside the box).
+    """
     keep = ((data.positions >= box[0]) & (data.positions <= box[1])).all(axis=1)
     new_index = np.cumsum(keep) - 1
     data.positions = data.positions[keep]
@@ -323,7 +359,10 @@ def _restrict(data: VectorData, box: tuple[np.ndarray, np.ndarray]) -> None:
         line = np.repeat(np.arange(len(data.offsets) - 1), np.diff(data.offsets))
         kept_line = line[keep]
         old = np.flatnonzero(keep)
-        starts = np.flatnonzero(np.r_[True, (kept_line[1:] != kept_line[:-1]) | (old[1:] != old[:-1] + 1)])
+        cut = (kept_line[1:] != kept_line[:-1]) | (old[1:] != old[:-1] + 1)
+        if gaps is not None:
+            cut |= gaps[old[1:]]
+        starts = np.flatnonzero(np.r_[True, cut])
         data.offsets = np.r_[starts, len(old)].astype(np.int64) if len(old) else np.zeros(1, np.int64)
     if data.object_ids is not None:
         data.object_ids = data.object_ids[keep]

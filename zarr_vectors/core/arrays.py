@@ -1440,6 +1440,17 @@ def _decode_rows(
         stored[:, 1:, :] = anchor[:, None, :] + np.asarray(offsets, dtype=np.int64)[None, :, :]
     if not has_perm:
         return LinkRecords(stored, np.ascontiguousarray(vi_stored))
+    if width == 2:  # edges: perm 1 swaps the two endpoints back
+        codes = rows[:, 0]
+        bad = (codes < 0) | (codes > 1)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise EncodingError(f"{where}: Lehmer: perm_idx {int(codes[i])} at row {i} is outside [0, 2) for L=2")
+        swap = codes == 1
+        stored[swap] = stored[swap][:, ::-1]
+        vi = np.ascontiguousarray(vi_stored)
+        vi[swap] = vi[swap][:, ::-1]
+        return LinkRecords(stored, vi)
     try:
         sigma = lehmer_decode_rows(rows[:, 0], width)
     except EncodingError as exc:

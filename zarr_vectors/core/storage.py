@@ -21,6 +21,19 @@ import fsspec
 from zarr_vectors.errors import InputError, StoreNotFoundError
 
 _IO_THREADS = 16
+_POOL: ThreadPoolExecutor | None = None
+
+
+def io_pool() -> ThreadPoolExecutor:
+    """The process-wide pool for concurrent object reads (created on first use).
+
+    One shared pool: reads happen per array and per cell batch, and starting a pool
+    per call was the dominant cost of reading stores with many small arrays.
+    """
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(_IO_THREADS, thread_name_prefix="zv-io")
+    return _POOL
 
 
 def _split_url(url: str | os.PathLike[str]) -> tuple[str, str]:
@@ -108,8 +121,7 @@ class Storage:
                 else:
                     out.append(value)
             return out
-        with ThreadPoolExecutor(min(_IO_THREADS, len(keys))) as pool:
-            return list(pool.map(self.get, keys))
+        return list(io_pool().map(self.get, keys))
 
     def exists(self, key: str) -> bool:
         return self.fs.exists(self.full_path(key))
@@ -182,8 +194,7 @@ class Storage:
         if getattr(self.fs, "async_impl", False):
             self.fs.pipe({self.full_path(k): v for k, v in items.items()})
             return
-        with ThreadPoolExecutor(min(_IO_THREADS, len(items))) as pool:
-            list(pool.map(lambda kv: self.put(*kv), items.items()))
+        list(io_pool().map(lambda kv: self.put(*kv), items.items()))
 
     def delete(self, key: str) -> None:
         path = self.full_path(key)
