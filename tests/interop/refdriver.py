@@ -20,6 +20,15 @@ bench-points --n N --repeat R --seed S --workdir DIR
 write-zoo OUTDIR [--seed S]        small valid stores of every kind (validator interop)
 validate-many STORE... [--level N] [--repeat R]   reference validator, timed
 write-bench graph|mesh|streamline STORE [--n N] [--seed S]
+shard-store STORE [--shard-shape N[,N,N]] [--unshard]      the reference's shard_store / unshard_store
+shard-write-points IN.npz STORE --chunk-shape ... --shard-shape N   sharded at creation
+shard-read-graph STORE --out FILE.npz [--level N]           read_graph: positions, edges
+shard-write-pyramid STORE [--seed S]                        graph + 3-level pyramid, cross-level links
+read-linked STORE --out FILE.npz [--level N]     any linked kind, per-kind reader
+write-linked KIND IN.npz STORE --chunk-shape ... [--directed] [--store-policy P]
+bench-linked graph|mesh|streamline IN.npz --workdir DIR [--repeat R]
+read-linked-many OUTDIR STORE... [--validate-level N]    batch of the above
+write-linked-many JOBS.json                      batch of write-linked jobs
 
 npz key conventions (both directions): ``positions``; ``object_ids``;
 ``vattr__<name>`` per vertex attribute; ``oattr__<name>`` per object
@@ -491,7 +500,683 @@ def cmd_write_bench(args, zv, info) -> dict:
     return {**info, "kind": args.kind, "n": args.n, "store": store, "write_s": time.perf_counter() - t0}
 
 
+# ---------------------------------------------------------------- linked kinds
+# read-linked / write-linked / bench-linked: graphs, skeletons, meshes, polylines,
+# streamlines and lines through the reference's public per-kind API.
+#
+# npz keys (both directions), in addition to the point keys above:
+# ``edges`` (graph / skeleton, skeleton rows = [child, parent]), ``faces`` (mesh),
+# ``parents`` (skeleton input), ``offsets`` (polyline / streamline / line: CSR
+# boundaries into ``positions``), ``lattr__<name>`` per link attribute (input
+# record order on write; aligned with ``edges`` / ``faces`` on read where the
+# reference reader keeps that alignment, see ``link_attributes_aligned``).
+
+
+def _geometry_type(store: str) -> str:
+    kinds = _root_attrs(store).get("geometry_types") or []
+    if len(kinds) != 1:
+        raise SystemExit(f"refdriver: expected one geometry type, found {kinds}")
+    return kinds[0]
+
+
+def _chunk_local_rows(positions: np.ndarray, chunk: list[float], object_ids: np.ndarray | None):
+    """(chunk coords, row) of every vertex as the reference graph writer lays a chunk out:
+    rows stably sorted by object id within a chunk, input order otherwise."""
+    chunks = np.floor(positions.astype(np.float64) / np.asarray(chunk, np.float64)).astype(np.int64)
+    ids = np.zeros(len(positions), np.int64) if object_ids is None else np.asarray(object_ids, np.int64)
+    keys = (np.arange(len(positions)), ids) + tuple(chunks[:, d] for d in range(chunks.shape[1] - 1, -1, -1))
+    order = np.lexsort(keys)
+    sorted_chunks = chunks[order]
+    new = np.r_[True, (sorted_chunks[1:] != sorted_chunks[:-1]).any(axis=1)]
+    start = np.maximum.accumulate(np.where(new, np.arange(len(order)), 0))
+    rows = np.empty(len(order), np.int64)
+    rows[order] = np.arange(len(order)) - start
+    return chunks, rows
+
+
+def cmd_read_linked(args, zv, info) -> dict:
+    return {**info, **_read_linked_one(args.store, args.out, args.level)}
+
+
+def _read_linked_one(store: str, out_path: str, level_number: int = 0) -> dict:
+    from zarr_vectors.core.arrays import read_link_attributes
+    from zarr_vectors.core.store import get_resolution_level, open_store
+
+    kind = _geometry_type(store)
+    out: dict[str, np.ndarray] = {}
+    aligned = False
+    if kind in ("graph", "skeleton"):
+        from zarr_vectors.types.graphs import read_graph
+
+        raw = read_graph(store, level=level_number)
+        out["positions"] = np.asarray(raw["positions"])
+        out["edges"] = np.asarray(raw["edges"], dtype=np.int64).reshape(-1, 2)
+        aligned = kind == "graph"  # skeleton edges are rebuilt from a parent array
+    elif kind == "mesh":
+        from zarr_vectors.types.meshes import read_mesh
+
+        raw = read_mesh(store, level=level_number)
+        out["positions"] = np.asarray(raw["vertices"])
+        out["faces"] = np.asarray(raw["faces"], dtype=np.int64)
+        aligned = True
+    elif kind in ("polyline", "streamline"):
+        from zarr_vectors.types.polylines import read_polylines
+
+        raw = read_polylines(store, level=level_number)
+        ndim = int(raw.get("ndim") or 3)
+        lines = [np.concatenate([np.asarray(s).reshape(-1, ndim) for s in p]) if len(p) else np.zeros((0, ndim))
+                 for p in raw["polylines"]]
+        out["positions"] = np.concatenate(lines) if lines else np.zeros((0, ndim), np.float32)
+        out["offsets"] = np.r_[0, np.cumsum([len(x) for x in lines])].astype(np.int64)
+        out["object_ids"] = np.asarray(raw["object_ids"], dtype=np.int64)
+        for name, values in (raw.get("vertex_attributes") or {}).items():
+            out[f"vattr__{name}"] = np.asarray(values)
+    elif kind == "line":
+        from zarr_vectors.types.lines import read_lines
+
+        raw = read_lines(store, level=level_number)
+        ends = np.asarray(raw["endpoints"])
+        m = ends.shape[0]
+        out["positions"] = ends.reshape(2 * m, ends.shape[2] if ends.ndim == 3 else 0)
+        out["offsets"] = np.arange(0, 2 * m + 1, 2, dtype=np.int64)
+        for name, values in (raw.get("vertex_attributes") or {}).items():
+            values = np.asarray(values)
+            out[f"vattr__{name}"] = values.reshape((2 * m,) + values.shape[2:])
+    else:
+        raise SystemExit(f"refdriver: read-linked does not read {kind!r}")
+
+    lattrs: list[str] = []
+    level = get_resolution_level(open_store(store), level_number)
+    lattr_dir = os.path.join(store, str(level_number), "link_attributes")
+    if os.path.isdir(lattr_dir):
+        for name in sorted(os.listdir(lattr_dir)):
+            if os.path.isdir(os.path.join(lattr_dir, name)):
+                out[f"lattr__{name}"] = np.asarray(read_link_attributes(level, name, delta=0))
+                lattrs.append(name)
+    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+    np.savez(out_path, **out)
+    return {
+        "kind": kind,
+        "n": int(len(out["positions"])),
+        "records": int(len(out.get("edges", out.get("faces", np.zeros(0))))),
+        "link_attributes": lattrs,
+        "link_attributes_aligned": aligned,
+        "vertex_attributes": sorted(k[len("vattr__"):] for k in out if k.startswith("vattr__")),
+        "out": str(out_path),
+    }
+
+
+def cmd_write_linked(args, zv, info) -> dict:
+    job = {"kind": args.kind, "npz": args.npz, "store": args.store, "chunk_shape": args.chunk_shape,
+           "directed": bool(args.directed), "store_policy": args.store_policy, "compression": args.compression}
+    return {**info, **_write_linked_one(job)}
+
+
+def _write_linked_one(job: dict) -> dict:
+    """One store written with the reference's per-kind writer; ``job`` keys: kind, npz, store,
+    chunk_shape ("a,b,c" or one number), optional directed, store_policy, compression."""
+    from types import SimpleNamespace
+
+    args = SimpleNamespace(
+        kind=job["kind"], npz=job["npz"], store=job["store"], chunk_shape=str(job["chunk_shape"]),
+        directed=bool(job.get("directed", False)), store_policy=job.get("store_policy", "canonical"),
+        compression=job.get("compression", "zstd"),
+    )
+    data = np.load(args.npz, allow_pickle=False)
+    positions = np.asarray(data["positions"])
+    ndim = positions.shape[1]
+    chunk = _floats(args.chunk_shape)
+    if len(chunk) == 1:
+        chunk = chunk * ndim
+    if len(chunk) != ndim:
+        raise SystemExit(f"refdriver: --chunk-shape has {len(chunk)} axes, positions {ndim}")
+    vattrs = {k[len("vattr__"):]: np.asarray(data[k]) for k in data.files if k.startswith("vattr__")}
+    lattrs = {k[len("lattr__"):]: np.asarray(data[k]) for k in data.files if k.startswith("lattr__")}
+    oattrs = {k[len("oattr__"):]: np.asarray(data[k]) for k in data.files if k.startswith("oattr__")}
+    object_ids = np.asarray(data["object_ids"]) if "object_ids" in data.files else None
+    compressor = None if args.compression in ("none", "") else args.compression
+    if os.path.exists(args.store):
+        shutil.rmtree(args.store)
+    common = {"chunk_shape": tuple(chunk), "compressor": compressor}
+    kind = args.kind
+    report: dict = {}
+    if kind == "graph":
+        from zarr_vectors.types.graphs import write_graph
+
+        edges = np.asarray(data["edges"], np.int64)
+        policy = (args.directed, args.store_policy)
+        report = write_graph(args.store, positions, edges, vertex_attributes=vattrs or None,
+                             link_attributes=(lattrs or None) if policy == (False, "canonical") else None,
+                             object_ids=object_ids, object_attributes=oattrs or None, **common)
+        if policy != (False, "canonical"):
+            # The graph writer files undirected canonical records only; the other
+            # policies go through the reference's links API on the same vertices.
+            from zarr_vectors.core.arrays import write_link_attributes, write_links
+            from zarr_vectors.core.store import get_resolution_level, open_store
+
+            for name in ("links", "link_fragments", "link_attributes"):
+                shutil.rmtree(os.path.join(args.store, "0", name), ignore_errors=True)
+            chunks, rows = _chunk_local_rows(positions, chunk, object_ids)
+            records = [[(tuple(chunks[a].tolist()), int(rows[a])), (tuple(chunks[b].tolist()), int(rows[b]))]
+                       for a, b in edges.tolist()]
+            level = get_resolution_level(open_store(args.store, "r+"), 0)
+            part = write_links(level, records, ndim, directed=args.directed, store=args.store_policy)
+            for name, values in lattrs.items():
+                write_link_attributes(level, name, values, num_links=len(edges), partition=part)
+    elif kind == "skeleton":
+        from zarr_vectors.types.graphs import write_graph
+
+        parents = np.asarray(data["parents"], np.int64)
+        child = np.flatnonzero(parents >= 0)
+        edges = np.stack([child, parents[child]], axis=1)
+        report = write_graph(args.store, positions, edges, kind="skeleton", vertex_attributes=vattrs or None,
+                             object_ids=object_ids, object_attributes=oattrs or None, **common)
+    elif kind == "mesh":
+        from zarr_vectors.types.meshes import write_mesh
+
+        report = write_mesh(args.store, positions, np.asarray(data["faces"], np.int64),
+                            vertex_attributes=vattrs or None, object_ids=object_ids,
+                            object_attributes=oattrs or None, **common)
+    elif kind in ("polyline", "streamline"):
+        from zarr_vectors.types.polylines import write_polylines
+
+        off = np.asarray(data["offsets"], np.int64)
+        pieces = [positions[a:b] for a, b in zip(off[:-1], off[1:])]
+        per_line = {k: [v[a:b] for a, b in zip(off[:-1], off[1:])] for k, v in vattrs.items()}
+        report = write_polylines(args.store, pieces, geometry_type=kind, vertex_attributes=per_line or None,
+                                 object_attributes=oattrs or None, **common)
+    elif kind == "line":
+        from zarr_vectors.types.lines import write_lines
+
+        off = np.asarray(data["offsets"], np.int64)
+        if not np.array_equal(off, np.arange(0, len(positions) + 1, 2)):
+            raise SystemExit("refdriver: lines need offsets 0, 2, 4, ...")
+        ends = positions.reshape(-1, 2, ndim)
+        per_end = {k: v.reshape((-1, 2) + v.shape[1:]) for k, v in vattrs.items()}
+        report = write_lines(args.store, ends, vertex_attributes=per_end or None,
+                             object_attributes=oattrs or None, **common)
+    else:
+        raise SystemExit(f"refdriver: write-linked does not write {kind!r}")
+    return {"kind": kind, "n": int(len(positions)), "report": report, "store": str(args.store),
+            "directed": bool(args.directed), "store_policy": args.store_policy}
+
+
+def cmd_read_linked_many(args, zv, info) -> dict:
+    """Optionally validate, then read, several stores in one process (``OUTDIR/<store name>.npz``)."""
+    from zarr_vectors.validate import validate
+
+    results = {}
+    for store in args.stores:
+        entry: dict = {}
+        if args.validate_level:
+            report = validate(store, level=args.validate_level)
+            entry["validate"] = {"ok": bool(report.ok), "errors": [str(e) for e in report.errors],
+                                 "warnings": [str(w) for w in report.warnings]}
+        out = os.path.join(args.outdir, os.path.basename(store.rstrip("/")) + ".npz")
+        entry["read"] = _read_linked_one(store, out, args.level)
+        results[store] = entry
+    return {**info, "results": results}
+
+
+def cmd_write_linked_many(args, zv, info) -> dict:
+    """Several ``write-linked`` jobs (a JSON list) in one process; a job may also name
+    ``readback`` (an npz path) to dump the reference's own read of what it wrote."""
+    with open(args.jobs, encoding="utf-8") as fh:
+        jobs = json.load(fh)
+    results = []
+    for job in jobs:
+        entry = _write_linked_one(job)
+        if job.get("readback"):
+            entry["readback"] = _read_linked_one(job["store"], job["readback"])
+        results.append(entry)
+    return {**info, "results": results}
+
+
+def cmd_bench_linked(args, zv, info) -> dict:
+    """Time the reference's write and read-all of one linked-kind benchmark input (an npz
+    made by ``benchmarks/<kind>.py``, so both sides get the same data)."""
+    from zarr_vectors.core.arrays import read_link_attributes
+    from zarr_vectors.core.store import get_resolution_level, open_store
+
+    data = np.load(args.npz, allow_pickle=False)
+    positions = np.asarray(data["positions"])
+    ndim = positions.shape[1]
+    lo = _floats(args.bounds_lo) if args.bounds_lo else [0.0] * ndim
+    hi = _floats(args.bounds_hi) if args.bounds_hi else [1000.0] * ndim
+    common = {"chunk_shape": (float(args.chunk),) * ndim, "bounds": (lo, hi), "compressor": "zstd"}
+    lattrs = {k[len("lattr__"):]: np.asarray(data[k]) for k in data.files if k.startswith("lattr__")}
+    object_ids = np.asarray(data["object_ids"]) if "object_ids" in data.files else None
+    workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+
+    if args.kind == "graph":
+        from zarr_vectors.types.graphs import read_graph, write_graph
+
+        edges = np.asarray(data["edges"], np.int64)
+
+        def write(store):
+            write_graph(store, positions, edges, link_attributes=lattrs or None, object_ids=object_ids, **common)
+
+        def read(store):
+            raw = read_graph(store)
+            level = get_resolution_level(open_store(store), 0)
+            extra = [read_link_attributes(level, name, delta=0) for name in lattrs]
+            return len(raw["positions"]), len(raw["edges"]), [len(x) for x in extra]
+    elif args.kind == "mesh":
+        from zarr_vectors.types.meshes import read_mesh, write_mesh
+
+        faces = np.asarray(data["faces"], np.int64)
+
+        def write(store):
+            write_mesh(store, positions, faces, object_ids=object_ids, **common)
+
+        def read(store):
+            raw = read_mesh(store)
+            return len(raw["vertices"]), len(raw["faces"]), []
+    elif args.kind == "streamline":
+        from zarr_vectors.types.polylines import read_polylines, write_polylines
+
+        off = np.asarray(data["offsets"], np.int64)
+        pieces = [positions[a:b] for a, b in zip(off[:-1], off[1:])]
+
+        def write(store):
+            write_polylines(store, pieces, geometry_type="streamline", **common)
+
+        def read(store):
+            raw = read_polylines(store)
+            return int(raw["vertex_count"]), int(raw["polyline_count"]), []
+    else:
+        raise SystemExit(f"refdriver: bench-linked does not know {args.kind!r}")
+
+    write_s: list[float] = []
+    read_s: list[float] = []
+    counts = None
+    store_bytes = 0
+    for i in range(int(args.repeat)):
+        store = workdir / f"ref_{args.kind}_{i}.zv"
+        if store.exists():
+            shutil.rmtree(store)
+        t0 = time.perf_counter()
+        write(str(store))
+        write_s.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        counts = read(str(store))
+        read_s.append(time.perf_counter() - t0)
+        store_bytes = _dir_bytes(str(store))
+        if not args.keep:
+            shutil.rmtree(store, ignore_errors=True)
+    return {
+        **info,
+        "kind": args.kind,
+        "repeat": int(args.repeat),
+        "write_s": write_s,
+        "read_s": read_s,
+        "counts": counts,
+        "store_bytes": int(store_bytes),
+        "timed": {
+            "write": {"graph": "write_graph", "mesh": "write_mesh"}.get(args.kind, "write_polylines")
+            + " (store creation included)",
+            "read": "per-kind reader (read_graph / read_mesh / read_polylines) + every link attribute",
+        },
+    }
+
+
+def _add_linked_parsers(sub) -> None:
+    rl = sub.add_parser("read-linked", help="any linked kind through the reference's per-kind reader")
+    rl.add_argument("store")
+    rl.add_argument("--out", required=True)
+    rl.add_argument("--level", type=int, default=0)
+
+    wl = sub.add_parser("write-linked", help="a linked kind through the reference's per-kind writer")
+    wl.add_argument("kind", choices=("graph", "skeleton", "mesh", "polyline", "streamline", "line"))
+    wl.add_argument("npz")
+    wl.add_argument("store")
+    wl.add_argument("--chunk-shape", required=True)
+    wl.add_argument("--directed", action="store_true", help="graph: directed family (via write_links)")
+    wl.add_argument("--store-policy", choices=("canonical", "duplicate"), default="canonical")
+    wl.add_argument("--compression", default="zstd")
+
+    rm = sub.add_parser("read-linked-many", help="validate (optional) and read several linked stores")
+    rm.add_argument("outdir")
+    rm.add_argument("stores", nargs="+")
+    rm.add_argument("--validate-level", type=int, default=0)
+    rm.add_argument("--level", type=int, default=0)
+
+    wm = sub.add_parser("write-linked-many", help="several write-linked jobs from a JSON list")
+    wm.add_argument("jobs")
+
+    bl = sub.add_parser("bench-linked", help="time the reference's write + read-all of a linked kind")
+    bl.add_argument("kind", choices=("graph", "mesh", "streamline"))
+    bl.add_argument("npz")
+    bl.add_argument("--workdir", required=True)
+    bl.add_argument("--repeat", type=int, default=3)
+    bl.add_argument("--chunk", type=float, default=250.0)
+    bl.add_argument("--bounds-lo", default=None)
+    bl.add_argument("--bounds-hi", default=None)
+    bl.add_argument("--keep", action="store_true")
+
+
+LINKED_COMMANDS = {
+    "read-linked": cmd_read_linked,
+    "write-linked": cmd_write_linked,
+    "bench-linked": cmd_bench_linked,
+    "read-linked-many": cmd_read_linked_many,
+    "write-linked-many": cmd_write_linked_many,
+}
+
+
 # ---------------------------------------------------------------- main
+
+
+# ---------------------------------------------------------------- sharding (issue 5)
+
+
+def cmd_shard_store(args, zv, info) -> dict:
+    """The reference's own ``shard_store`` (or ``unshard_store``) on an existing store."""
+    from zarr_vectors.sharding import shard_store, unshard_store
+
+    if args.unshard:
+        stats = unshard_store(args.store)
+    else:
+        values = [int(v) for v in args.shard_shape.split(",")]
+        stats = shard_store(args.store, shard_shape=values[0] if len(values) == 1 else tuple(values))
+    return {**info, "stats": stats, "store": args.store}
+
+
+def cmd_shard_write_points(args, zv, info) -> dict:
+    """A point cloud the reference shards at creation (``write_points(shard_shape=...)``)."""
+    from zarr_vectors.types.points import write_points
+
+    data = np.load(args.npz, allow_pickle=False)
+    positions = np.asarray(data["positions"])
+    chunk = _floats(args.chunk_shape)
+    vattrs = {k[len("vattr__"):]: np.asarray(data[k]) for k in data.files if k.startswith("vattr__")}
+    object_ids = np.asarray(data["object_ids"]) if "object_ids" in data.files else None
+    if os.path.exists(args.store):
+        shutil.rmtree(args.store)
+    values = [int(v) for v in args.shard_shape.split(",")]
+    kw = {}
+    if args.bounds is not None:
+        kw["bounds"] = _split_box(_floats(args.bounds), "--bounds")
+    stats = write_points(
+        args.store, positions, chunk_shape=tuple(chunk), vertex_attributes=vattrs or None, object_ids=object_ids,
+        compressor=None if args.compression == "none" else args.compression,
+        shard_shape=values[0] if len(values) == 1 else tuple(values), **kw,
+    )
+    return {**info, "stats": stats, "store": args.store}
+
+
+def cmd_shard_read_graph(args, zv, info) -> dict:
+    """``types.graphs.read_graph`` (positions, edges) of a store, saved to an npz."""
+    from zarr_vectors.types.graphs import read_graph
+
+    raw = read_graph(args.store, level=args.level)
+    positions = np.asarray(raw["positions"])
+    edges = np.asarray(raw["edges"], dtype=np.int64).reshape(-1, 2)
+    np.savez(args.out, positions=positions, edges=edges)
+    return {**info, "n": int(len(positions)), "m": int(len(edges)), "out": args.out}
+
+
+def cmd_shard_write_pyramid(args, zv, info) -> dict:
+    """A graph with object ids and a 3-level pyramid with cross-level links (multi-level sharding input)."""
+    from zarr_vectors.multiresolution.coarsen import build_pyramid
+    from zarr_vectors.types.graphs import write_graph
+
+    rng = np.random.default_rng(args.seed)
+    n = 300
+    pos = rng.uniform(0, 100, (n, 3)).astype(np.float32)
+    edges = rng.integers(0, n, (600, 2))
+    edges = edges[edges[:, 0] != edges[:, 1]]
+    if os.path.exists(args.store):
+        shutil.rmtree(args.store)
+    write_graph(args.store, pos, edges, chunk_shape=(25.0,) * 3, bin_shape=(12.5,) * 3,
+                bounds=([0.0] * 3, [100.0] * 3), object_ids=rng.integers(0, 5, n), compressor="zstd")
+    build_pyramid(args.store, factors=[(2, 1), (2, 1)], chunk_scale_factors=[1, 2], cross_level_depth=2)
+    return {**info, "store": args.store}
+
+
+def _add_sharding_parsers(sub) -> None:
+    ss = sub.add_parser("shard-store", help="the reference's shard_store / unshard_store on a store")
+    ss.add_argument("store")
+    ss.add_argument("--shard-shape", default="8", help="N or N,N,N")
+    ss.add_argument("--unshard", action="store_true")
+    sw = sub.add_parser("shard-write-points", help="reference write_points(shard_shape=...) from an npz")
+    sw.add_argument("npz")
+    sw.add_argument("store")
+    sw.add_argument("--chunk-shape", required=True)
+    sw.add_argument("--shard-shape", required=True, help="N or N,N,N")
+    sw.add_argument("--bounds", default=None)
+    sw.add_argument("--compression", default="zstd", help="zstd or none")
+    sp = sub.add_parser("shard-write-pyramid", help="a graph with a 3-level pyramid and cross-level links")
+    sp.add_argument("store")
+    sp.add_argument("--seed", type=int, default=0)
+    sr = sub.add_parser("shard-read-graph", help="reference read_graph -> npz (positions, edges)")
+    sr.add_argument("store")
+    sr.add_argument("--out", required=True)
+    sr.add_argument("--level", type=int, default=0)
+
+
+SHARDING_COMMANDS = {
+    "shard-store": cmd_shard_store,
+    "shard-write-points": cmd_shard_write_points,
+    "shard-read-graph": cmd_shard_read_graph,
+    "shard-write-pyramid": cmd_shard_write_pyramid,
+}
+
+
+# ---------------------------------------------------------------- pyramids (issue 5)
+
+
+def _pyramid_factors(text: str) -> list[tuple[float, float]]:
+    """``"2,1;2,2"`` -> ``[(2.0, 1.0), (2.0, 2.0)]``."""
+    out = []
+    for part in text.split(";"):
+        values = [float(v) for v in part.split(",")]
+        out.append((values[0], values[1] if len(values) > 1 else 1.0))
+    return out
+
+
+def _pyramid_scales(text: str | None):
+    """``"1;2;1,2,1"`` -> ``[1, 2, (1, 2, 1)]``."""
+    if not text:
+        return None
+    out = []
+    for part in text.split(";"):
+        values = [int(v) for v in part.split(",")]
+        out.append(values[0] if len(values) == 1 else tuple(values))
+    return out
+
+
+def cmd_pyramid_build(args, zv, info) -> dict:
+    """The reference's ``build_pyramid`` on an existing store (timed)."""
+    from zarr_vectors.multiresolution.coarsen import build_pyramid
+
+    t0 = time.perf_counter()
+    summary = build_pyramid(args.store, factors=_pyramid_factors(args.factors),
+                            chunk_scale_factors=_pyramid_scales(args.chunk_scale),
+                            cross_level_storage=args.storage, cross_level_depth=args.depth,
+                            sparsity_seed=args.seed)
+    return {**info, "seconds": time.perf_counter() - t0, "levels_created": summary["levels_created"],
+            "root": _root_attrs(args.store)}
+
+
+def cmd_pyramid_read(args, zv, info) -> dict:
+    """Validate (optionally) and read every level of several stores through the public reader:
+    ``OUTDIR/<store name>/level<N>.npz`` with ``positions`` (read-all) and, for kinds the
+    reference reads by object, ``obj_positions`` plus ``obj_ids`` (point clouds, per vertex) or
+    ``obj_part_ids`` / ``obj_part_lengths`` (polylines, per part); every present object."""
+    from zarr_vectors.core.store import list_resolution_levels, open_store
+    from zarr_vectors.validate import validate
+
+    results = {}
+    for store in args.stores:
+        out_dir = Path(args.outdir) / Path(store).name
+        out_dir.mkdir(parents=True, exist_ok=True)
+        validation = None
+        if args.validate_level:
+            result = validate(store, level=args.validate_level)
+            validation = {"ok": bool(result.ok), "errors": [str(e) for e in result.errors],
+                          "warnings": [str(w) for w in result.warnings]}
+        ds = zv.open(store)
+        levels = []
+        for n in list_resolution_levels(open_store(store)):
+            level = ds.level(n)
+            res = level.read()
+            out = {"positions": np.asarray(res.positions)}
+            entry = {"level": n, "n": int(res.vertex_count), "kind": res.kind, "object_slots": len(level.objects)}
+            if entry["object_slots"] and res.kind in ("point_cloud", "polyline", "streamline", "line"):
+                ids = [int(i) for i in level.objects.ids(present=True)]
+                by_obj = level.read(objects=ids)
+                out["obj_positions"] = np.asarray(by_obj.positions)
+                if by_obj.object_ids is not None:  # point clouds: one id per vertex
+                    out["obj_ids"] = np.asarray(by_obj.object_ids, dtype=np.int64)
+                else:  # polylines: one part per object, in ``part_objects`` order
+                    out["obj_part_ids"] = np.asarray(by_obj.part_objects, dtype=np.int64)
+                    out["obj_part_lengths"] = np.asarray([len(q) for q in by_obj.polylines], dtype=np.int64)
+                entry["present"] = len(ids)
+            path = out_dir / f"level{n}.npz"
+            np.savez(path, **out)
+            entry["out"] = str(path)
+            levels.append(entry)
+        results[str(store)] = {"levels": levels, "validation": validation}
+    return {**info, "stores": results}
+
+
+def cmd_pyramid_write(args, zv, info) -> dict:
+    """Small stores of points (with and without ids), graph, mesh and streamlines, each with a
+    reference pyramid (explicit / implicit storage, per-level chunk scale, depth 2)."""
+    from zarr_vectors.multiresolution.coarsen import build_pyramid
+    from zarr_vectors.types.graphs import write_graph
+    from zarr_vectors.types.meshes import write_mesh
+    from zarr_vectors.types.points import write_points
+    from zarr_vectors.types.polylines import write_polylines
+
+    out = Path(args.outdir)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    rng = np.random.default_rng(args.seed)
+    n = 200
+    bounds = ([-50.0] * 3, [100.0] * 3)
+    cs = (50.0,) * 3
+    pos = rng.uniform(-50, 100, (n, 3)).astype(np.float32)
+    edges = rng.integers(0, n, (300, 2))
+    edges = edges[edges[:, 0] != edges[:, 1]]
+    faces = np.array([rng.choice(n, 3, replace=False) for _ in range(100)])
+    lines = [np.clip(np.cumsum(rng.normal(0, 8, (int(rng.integers(2, 20)), 3)), axis=0) + 20, -50, 100)
+             .astype(np.float32) for _ in range(15)]
+    ids = rng.integers(0, 5, n)
+    stores = {}
+
+    def p(name: str, **build) -> str:
+        stores[name] = build
+        return str(out / name)
+
+    write_points(p("points.zv", factors=[(2, 1), (2, 1)], chunk_scale_factors=[1, 2]), pos, chunk_shape=cs,
+                 bin_shape=(25.0,) * 3, bounds=bounds, compressor="zstd")
+    write_points(p("points_ids.zv", factors=[(2, 2)], cross_level_storage="implicit", sparsity_seed=1), pos,
+                 chunk_shape=cs, bin_shape=(25.0,) * 3, bounds=bounds, object_ids=ids)
+    write_graph(p("graph.zv", factors=[(2, 1), (2, 1)], chunk_scale_factors=[(1, 2, 1), 2], cross_level_depth=2),
+                pos, edges, chunk_shape=cs, bin_shape=(25.0,) * 3, bounds=bounds, object_ids=ids, compressor="zstd")
+    write_mesh(p("mesh.zv", factors=[(2, 1)], cross_level_storage="implicit"), pos, faces, chunk_shape=cs,
+               bounds=bounds)
+    write_polylines(p("streamline.zv", factors=[(2, 2)], chunk_scale_factors=[2], sparsity_seed=1), lines,
+                    chunk_shape=cs, bounds=bounds, geometry_type="streamline")
+    for name, build in stores.items():
+        build_pyramid(str(out / name), **build)
+    return {**info, "outdir": str(out), "stores": {k: {kk: repr(vv) for kk, vv in v.items()} for k, v in stores.items()}}
+
+
+def cmd_pyramid_bench(args, zv, info) -> dict:
+    """Time the reference's ``build_pyramid(factors=[(2.0, 1.0)])`` on its own store of a benchmark
+    input (an npz made by ``benchmarks/pyramid.py``); each run starts from a fresh copy (untimed)."""
+    from zarr_vectors.multiresolution.coarsen import build_pyramid
+
+    data = np.load(args.npz, allow_pickle=False)
+    positions = np.asarray(data["positions"])
+    ndim = positions.shape[1]
+    common = {"chunk_shape": (float(args.chunk),) * ndim, "bounds": ([0.0] * ndim, [1000.0] * ndim),
+              "compressor": "zstd"}
+    object_ids = np.asarray(data["object_ids"]) if "object_ids" in data.files else None
+    workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    base = workdir / f"ref_{args.kind}_base.zv"
+    if base.exists():
+        shutil.rmtree(base)
+    t0 = time.perf_counter()
+    if args.kind == "points":
+        from zarr_vectors.types.points import write_points
+
+        vattrs = {k[len("vattr__"):]: np.asarray(data[k]) for k in data.files if k.startswith("vattr__")}
+        write_points(str(base), positions, bin_shape=(float(args.bin),) * ndim, vertex_attributes=vattrs or None,
+                     object_ids=object_ids, **common)
+    elif args.kind == "graph":
+        from zarr_vectors.types.graphs import write_graph
+
+        lattrs = {k[len("lattr__"):]: np.asarray(data[k]) for k in data.files if k.startswith("lattr__")}
+        write_graph(str(base), positions, np.asarray(data["edges"], np.int64), link_attributes=lattrs or None,
+                    object_ids=object_ids, **common)
+    elif args.kind == "mesh":
+        from zarr_vectors.types.meshes import write_mesh
+
+        write_mesh(str(base), positions, np.asarray(data["faces"], np.int64), object_ids=object_ids, **common)
+    elif args.kind == "streamline":
+        from zarr_vectors.types.polylines import write_polylines
+
+        off = np.asarray(data["offsets"], np.int64)
+        write_polylines(str(base), [positions[a:b] for a, b in zip(off[:-1], off[1:])], geometry_type="streamline",
+                        **common)
+    else:
+        raise SystemExit(f"refdriver: pyramid-bench does not know {args.kind!r}")
+    write_s = time.perf_counter() - t0
+    seconds = []
+    level1 = None
+    for i in range(int(args.repeat)):
+        store = workdir / f"ref_{args.kind}_{i}.zv"
+        if store.exists():
+            shutil.rmtree(store)
+        shutil.copytree(base, store)
+        t0 = time.perf_counter()
+        summary = build_pyramid(str(store), factors=[(2.0, 1.0)])
+        seconds.append(time.perf_counter() - t0)
+        level1 = summary["level_specs"][0].get("vertex_count")
+        shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(base, ignore_errors=True)
+    return {**info, "kind": args.kind, "repeat": int(args.repeat), "pyramid_s": seconds, "write_s": write_s,
+            "level1_vertices": level1,
+            "timed": "build_pyramid(store, factors=[(2.0, 1.0)]) on a fresh copy of the reference's own store"}
+
+
+def _add_pyramid_parsers(sub) -> None:
+    pb = sub.add_parser("pyramid-build", help="the reference's build_pyramid on a store")
+    pb.add_argument("store")
+    pb.add_argument("--factors", required=True, help='coarsen[,sparsity] per level, ";"-separated')
+    pb.add_argument("--chunk-scale", default=None, help='N or N,N,N per level, ";"-separated')
+    pb.add_argument("--storage", choices=("none", "implicit", "explicit"), default="explicit")
+    pb.add_argument("--depth", type=int, default=1)
+    pb.add_argument("--seed", type=int, default=0)
+    pr = sub.add_parser("pyramid-read", help="validate (optional) and read every level of stores -> npz files")
+    pr.add_argument("stores", nargs="+")
+    pr.add_argument("--outdir", required=True)
+    pr.add_argument("--validate-level", type=int, default=0)
+    pw = sub.add_parser("pyramid-write", help="small reference stores of four kinds, each with a pyramid")
+    pw.add_argument("outdir")
+    pw.add_argument("--seed", type=int, default=0)
+    pe = sub.add_parser("pyramid-bench", help="time the reference's build_pyramid(factors=[(2, 1)])")
+    pe.add_argument("kind", choices=("points", "graph", "mesh", "streamline"))
+    pe.add_argument("npz")
+    pe.add_argument("--workdir", required=True)
+    pe.add_argument("--repeat", type=int, default=3)
+    pe.add_argument("--chunk", type=float, default=250.0)
+    pe.add_argument("--bin", type=float, default=62.5, help="points only")
+
+
+PYRAMID_COMMANDS = {
+    "pyramid-build": cmd_pyramid_build,
+    "pyramid-read": cmd_pyramid_read,
+    "pyramid-write": cmd_pyramid_write,
+    "pyramid-bench": cmd_pyramid_bench,
+}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -544,6 +1229,9 @@ def _parser() -> argparse.ArgumentParser:
     wb.add_argument("--n", type=int, default=1_000_000)
     wb.add_argument("--seed", type=int, default=0)
     wb.add_argument("--length", type=int, default=20, help="streamline: points per streamline")
+    _add_linked_parsers(sub)
+    _add_sharding_parsers(sub)
+    _add_pyramid_parsers(sub)
     return p
 
 
@@ -556,6 +1244,11 @@ COMMANDS = {
     "validate-many": cmd_validate_many,
     "write-bench": cmd_write_bench,
 }
+
+
+COMMANDS.update(LINKED_COMMANDS)
+COMMANDS.update(SHARDING_COMMANDS)
+COMMANDS.update(PYRAMID_COMMANDS)
 
 
 def main(argv: list[str] | None = None) -> int:
