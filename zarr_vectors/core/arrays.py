@@ -45,6 +45,7 @@ from zarr_vectors.core.paths import (
     format_chunk_key,
     format_delta,
     format_offsets,
+    intra_offsets,
     is_intra,
     link_attributes_group_path,
     links_group_path,
@@ -66,6 +67,7 @@ from zarr_vectors.geometry.links import (
     anchor_chunks,
     copies_per_record,
     enumeration_order,
+    intra_mask,
     place_records,
     segment_names,
 )
@@ -591,21 +593,52 @@ def partition_records_by_offset(
     r_src = r_trg = None
     if policy.delta != 0:
         r_src, r_trg = _ratios_arg(anchor_ratios, ndim)
-    placed = place_records(
-        c, v, delta=policy.delta, directed=policy.directed, store=policy.store, r_src=r_src, r_trg=r_trg
-    )
+    # Intra records (every endpoint in one chunk) are placed as they come, whatever the
+    # policy (FORMAT.md §7.2 rule 1), and their all-zero segment sorts after every other
+    # name; so they skip the general placement and are appended, sorted by cell.
+    intra = intra_mask(c) if policy.delta == 0 and n else np.zeros(n, dtype=bool)
+    cross = np.flatnonzero(~intra)
+    if cross.size == n:
+        placed = place_records(
+            c, v, delta=policy.delta, directed=policy.directed, store=policy.store, r_src=r_src, r_trg=r_trg
+        )
+        record = placed.record
+    else:
+        placed = place_records(
+            np.take(c, cross, axis=0), np.take(v, cross, axis=0), delta=0, directed=policy.directed,
+            store=policy.store,
+        )  # fmt: skip
+        record = cross[placed.record]
     names, segment, parsed = segment_names(placed.offsets)
     order = enumeration_order(segment, placed.cell, placed.record, records_ascending=True)
+    cells = [np.take(placed.cell, order, axis=0)]
+    records = [record[order]]
+    vis = [np.take(placed.vi, order, axis=0)]
+    perms = [placed.perm[order]]
+    segments = [segment[order]]
+    offsets_of = [tuple(tuple(int(x) for x in o) for o in p) for p in parsed]
+    if cross.size < n:
+        kept = np.flatnonzero(intra)
+        intra_cells = np.ascontiguousarray(c[kept, 0, :])
+        by_cell = enumeration_order(np.zeros(kept.size, np.int64), intra_cells, kept, records_ascending=True)
+        cells.append(np.take(intra_cells, by_cell, axis=0))
+        records.append(kept[by_cell])
+        vis.append(np.take(v, kept[by_cell], axis=0))
+        perms.append(np.zeros(kept.size, dtype=np.int64))
+        segments.append(np.full(kept.size, len(names), dtype=np.int64))
+        zero = intra_offsets(ndim, width)
+        names.append(format_offsets(zero))
+        offsets_of.append(zero)
     return LinkPartition(
         policy=policy,
         num_links=n,
         segments=tuple(names),
-        segment_offsets=tuple(tuple(tuple(int(x) for x in o) for o in p) for p in parsed),
-        segment=segment[order],
-        cell=np.take(placed.cell, order, axis=0),
-        record=placed.record[order],
-        vi=np.take(placed.vi, order, axis=0),
-        perm=placed.perm[order],
+        segment_offsets=tuple(offsets_of),
+        segment=np.concatenate(segments),
+        cell=np.concatenate(cells),
+        record=np.concatenate(records),
+        vi=np.concatenate(vis),
+        perm=np.concatenate(perms),
     )
 
 
