@@ -10,15 +10,21 @@ from __future__ import annotations
 from zarr_vectors.core.store import create_store, get_resolution_level, open_store
 from zarr_vectors.graphs.linked import write_graph, write_mesh, write_polylines, write_skeleton
 from zarr_vectors.graphs.points import WriteResult, write_points
+from zarr_vectors.graphs.pyramid import PyramidResult, build_pyramid
 from zarr_vectors.read import VectorData, read
+from zarr_vectors.sharding import shard_store, unshard_store
 
 __all__ = [
+    "PyramidResult",
     "VectorData",
     "WriteResult",
+    "build_pyramid",
     "create_store",
     "get_resolution_level",
     "open_store",
     "read",
+    "shard_store",
+    "unshard_store",
     "write_graph",
     "write_mesh",
     "write_points",

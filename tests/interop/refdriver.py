@@ -29,6 +29,10 @@ write-linked KIND IN.npz STORE --chunk-shape ... [--directed] [--store-policy P]
 bench-linked graph|mesh|streamline IN.npz --workdir DIR [--repeat R]
 read-linked-many OUTDIR STORE... [--validate-level N]    batch of the above
 write-linked-many JOBS.json                      batch of write-linked jobs
+pyramid-build STORE --factors C[,S];... [--chunk-scale N[,N,N];...] [--storage S] [--depth D] [--seed S]
+pyramid-read STORE... --outdir DIR [--validate-level N]   every level -> DIR/<store>/level<N>.npz
+pyramid-write OUTDIR [--seed S]                  small stores of four kinds, each with a reference pyramid
+pyramid-bench points|graph|mesh|streamline IN.npz --workdir DIR [--repeat R]   build_pyramid timed
 
 npz key conventions (both directions): ``positions``; ``object_ids``;
 ``vattr__<name>`` per vertex attribute; ``oattr__<name>`` per object

@@ -1,19 +1,24 @@
 """The codec pipelines Zarr Vectors arrays declare, as small typed objects.
 
 A grid array's pipeline is ``vlen-bytes`` optionally followed by one bytes->bytes
-compressor; a typed (object-level) array's is ``bytes`` (little endian) optionally
-followed by one.  Compressors are numcodecs' implementations, which are the ones
+compressor, or -- sharded (FORMAT.md §9) -- one ``sharding_indexed`` codec whose inner
+chunks (one cell each) use such a pipeline (:class:`ShardingSpec`, which also encodes
+and decodes shard objects); a typed (object-level) array's is ``bytes`` (little endian)
+optionally followed by one.  Compressors are numcodecs' implementations, which are the ones
 zarr-python itself runs, so the bytes on disk are what zarr would write.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numcodecs
+import numpy as np
 
-from zarr_vectors.errors import InputError, MetadataError
+from zarr_vectors.errors import EncodingError, InputError, MetadataError
 
 #: What ``compressor="zstd"`` writes: the reference's high-level default.
 ZSTD_DEFAULT: dict[str, Any] = {"name": "zstd", "configuration": {"level": 0, "checksum": False}}
@@ -134,3 +139,250 @@ class Pipeline:
 
     def decompress(self, stored: bytes) -> bytes:
         return self.compressor.decode(stored) if self.compressor else stored
+
+
+# ---------------------------------------------------------------------------------------
+# sharding_indexed (FORMAT.md §9)
+# ---------------------------------------------------------------------------------------
+#: The index codecs this project writes: little-endian u64 pairs, then a CRC32C.
+INDEX_CODECS: list[dict[str, Any]] = [
+    {"name": "bytes", "configuration": {"endian": "little"}},
+    {"name": "crc32c"},
+]
+#: Largest number of inner cells per shard accepted (a 64 MiB index).
+MAX_CELLS_PER_SHARD = 1 << 22
+_EMPTY = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
+
+
+def crc32c(data: bytes | memoryview) -> int:
+    """CRC32C (Castagnoli) of ``data``.
+
+    ``google-crc32c`` is the implementation zarr-python's own ``crc32c`` codec runs
+    (a zarr dependency, C accelerated), so shard indexes checksum exactly as zarr's.
+    """
+    import google_crc32c
+
+    return int(google_crc32c.value(bytes(data)))
+
+
+def morton_codes(positions: np.ndarray, shape: Sequence[int]) -> np.ndarray:
+    """zarr-python's (compressed) Morton code of each inner position (n, D) of a shard.
+
+    Bit ``b`` of every axis that still has bits is interleaved in axis order, axis 0
+    lowest; axes of length 1 contribute no bits.  zarr lays inner chunks out in the
+    shard object in increasing code order, so writing them in this order gives the
+    bytes zarr writes.
+    """
+    pos = np.asarray(positions, dtype=np.int64).reshape(-1, len(shape))
+    bits = [(int(s) - 1).bit_length() for s in shape]
+    code = np.zeros(len(pos), dtype=np.int64)
+    out_bit = 0
+    for b in range(max(bits, default=0)):
+        for d, nb in enumerate(bits):
+            if b < nb:
+                code |= ((pos[:, d] >> b) & 1) << out_bit
+                out_bit += 1
+    return code
+
+
+@dataclass(frozen=True)
+class ShardingSpec:
+    """A grid array's ``sharding_indexed`` codec: inner cells of one spatial chunk each.
+
+    ``shard_shape`` is the array's outer chunk shape (cells per shard along each axis,
+    may exceed the array shape); ``inner`` is the pipeline of every inner chunk
+    (``vlen-bytes`` plus the store's compressor, DECISIONS.md D14); the index is
+    ``prod(shard_shape)`` ``(u64 offset, u64 nbytes)`` pairs in C order of inner
+    position, all-ones for an empty cell, optionally followed by a CRC32C of itself,
+    at the end (written) or the start (read too) of the shard object.
+    """
+
+    shard_shape: tuple[int, ...]
+    inner: Pipeline
+    inner_codecs: tuple[dict[str, Any], ...]
+    index_location: str = "end"
+    index_crc: bool = True
+
+    # -- metadata ------------------------------------------------------------------------
+    @classmethod
+    def from_array(cls, doc: dict[str, Any], *, file: str) -> ShardingSpec | None:
+        """The spec of an array document whose first codec is ``sharding_indexed`` (else None)."""
+        codecs = doc.get("codecs")
+        if not isinstance(codecs, list) or not codecs or not isinstance(codecs[0], dict):
+            return None
+        if codecs[0].get("name") != "sharding_indexed":
+            return None
+        if len(codecs) != 1:
+            raise MetadataError(
+                "sharding_indexed must be the only array codec of a grid array", file=file, pointer="/codecs"
+            )
+        ndim = len(doc.get("shape") or [])
+        conf = codecs[0].get("configuration") or {}
+        where = "/codecs/0/configuration"
+        inner_shape = conf.get("chunk_shape")
+        if not isinstance(inner_shape, list) or len(inner_shape) != ndim or any(c != 1 for c in inner_shape):
+            raise MetadataError(
+                f"sharded grid arrays need inner chunk_shape {[1] * ndim} (one cell per inner chunk), "
+                f"found {inner_shape!r}",
+                file=file,
+                pointer=f"{where}/chunk_shape",
+            )
+        grid = ((doc.get("chunk_grid") or {}).get("configuration") or {}).get("chunk_shape")
+        if (
+            not isinstance(grid, list)
+            or len(grid) != ndim
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in grid)
+        ):
+            raise MetadataError(
+                f"shard shape must be {ndim} positive integers, found {grid!r}",
+                file=file,
+                pointer="/chunk_grid/configuration/chunk_shape",
+            )
+        if math.prod(grid) > MAX_CELLS_PER_SHARD:
+            raise MetadataError(
+                f"shard shape {grid} has more than {MAX_CELLS_PER_SHARD} cells per shard",
+                file=file,
+                pointer="/chunk_grid/configuration/chunk_shape",
+            )
+        inner_codecs = conf.get("codecs")
+        if not isinstance(inner_codecs, list):
+            raise MetadataError("sharding_indexed needs a codecs list", file=file, pointer=f"{where}/codecs")
+        inner = Pipeline.from_codecs(inner_codecs, file=file)
+        if inner.serializer != "vlen-bytes":
+            raise MetadataError(
+                f"inner chunks of a grid array must be vlen-bytes, found {inner.serializer}",
+                file=file,
+                pointer=f"{where}/codecs/0",
+            )
+        index_codecs = conf.get("index_codecs")
+        names = [c.get("name") if isinstance(c, dict) else c for c in index_codecs or []]
+        if names not in (["bytes"], ["bytes", "crc32c"]):
+            raise MetadataError(
+                f"unsupported shard index codecs {names!r} (expected bytes, optionally then crc32c)",
+                file=file,
+                pointer=f"{where}/index_codecs",
+            )
+        endian = ((index_codecs[0] if isinstance(index_codecs[0], dict) else {}).get("configuration") or {}).get(
+            "endian", "little"
+        )
+        if endian != "little":
+            raise MetadataError(
+                f"unsupported shard index endianness {endian!r}", file=file, pointer=f"{where}/index_codecs/0"
+            )
+        location = conf.get("index_location", "end")
+        if location not in ("end", "start"):
+            raise MetadataError(
+                f"index_location must be 'end' or 'start', found {location!r}",
+                file=file,
+                pointer=f"{where}/index_location",
+            )
+        return cls(tuple(grid), inner, tuple(inner_codecs), location, len(names) == 2)
+
+    @staticmethod
+    def codec_json(ndim: int, inner_codecs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """The ``sharding_indexed`` codec object this project writes (as zarr-python spells it)."""
+        return {
+            "name": "sharding_indexed",
+            "configuration": {
+                "chunk_shape": [1] * ndim,
+                "codecs": [dict(c) for c in inner_codecs],
+                "index_codecs": [dict(c) for c in INDEX_CODECS],
+                "index_location": "end",
+            },
+        }
+
+    # -- geometry ------------------------------------------------------------------------
+    @property
+    def cells_per_shard(self) -> int:
+        return math.prod(self.shard_shape)
+
+    @property
+    def index_nbytes(self) -> int:
+        return 16 * self.cells_per_shard + (4 if self.index_crc else 0)
+
+    def index_range(self) -> tuple[int, int | None]:
+        """``(start, end)`` of the index in a shard object, fsspec style (negative = from the end)."""
+        if self.index_location == "end":
+            return -self.index_nbytes, None
+        return 0, self.index_nbytes
+
+    def local_linear(self, local: np.ndarray) -> np.ndarray:
+        """C-order index entry of inner positions (n, D)."""
+        return np.ravel_multi_index(tuple(np.asarray(local, dtype=np.int64).T), self.shard_shape)
+
+    # -- encoding ------------------------------------------------------------------------
+    def encode_shard(self, cells: Mapping[int, bytes]) -> bytes | None:
+        """A shard object from stored inner chunks keyed by C-order entry; None when all are empty.
+
+        Inner chunks are laid out in zarr-python's Morton order and the index (C order)
+        goes at the end with its CRC32C, so the object is byte-identical to what
+        zarr-python writes for the same cells and codecs.
+        """
+        if self.index_location != "end" or not self.index_crc:
+            raise InputError("this writer only writes shard indexes at the end, with a CRC32C")
+        entries = np.asarray(sorted(e for e, v in cells.items() if len(v)), dtype=np.int64)
+        if entries.size == 0:
+            return None
+        if entries[0] < 0 or entries[-1] >= self.cells_per_shard:
+            raise InputError(f"inner cell entries must lie in [0, {self.cells_per_shard})")
+        local = np.stack(np.unravel_index(entries, self.shard_shape), axis=1)
+        order = entries[np.argsort(morton_codes(local, self.shard_shape), kind="stable")]
+        index = np.full((self.cells_per_shard, 2), _EMPTY, dtype="<u8")
+        parts = []
+        offset = 0
+        for e in order.tolist():
+            value = cells[e]
+            index[e] = (offset, len(value))
+            parts.append(value)
+            offset += len(value)
+        index_bytes = index.tobytes()
+        parts.append(index_bytes)
+        parts.append(crc32c(index_bytes).to_bytes(4, "little"))
+        return b"".join(parts)
+
+    def decode_index(self, raw: bytes | memoryview, *, where: str) -> np.ndarray:
+        """The (n, 2) u64 index from its stored bytes (index plus CRC), checked."""
+        if len(raw) != self.index_nbytes:
+            raise EncodingError(
+                f"{where}: shard index is {len(raw)} bytes, expected {self.index_nbytes} "
+                f"({self.cells_per_shard} entries{' + CRC32C' if self.index_crc else ''}); truncated shard?"
+            )
+        body = memoryview(raw)[: 16 * self.cells_per_shard]
+        if self.index_crc:
+            stored = int.from_bytes(bytes(raw[-4:]), "little")
+            computed = crc32c(body)
+            if stored != computed:
+                raise EncodingError(
+                    f"{where}: shard index CRC32C mismatch (stored {stored:#010x}, computed {computed:#010x}); "
+                    "the shard is corrupt"
+                )
+        index = np.frombuffer(body, dtype="<u8").reshape(-1, 2)
+        empty = index == _EMPTY
+        if (empty[:, 0] != empty[:, 1]).any():
+            e = int(np.argmax(empty[:, 0] != empty[:, 1]))
+            raise EncodingError(f"{where}: shard index entry {e} is half empty {index[e].tolist()}")
+        return index
+
+    def data_bounds(self, object_size: int) -> tuple[int, int]:
+        """Byte range of a shard object that inner chunks may occupy."""
+        if self.index_location == "end":
+            return 0, object_size - self.index_nbytes
+        return self.index_nbytes, object_size
+
+    def present(self, index: np.ndarray) -> np.ndarray:
+        """C-order entries of the non-empty inner cells."""
+        return np.flatnonzero(index[:, 0] != _EMPTY)
+
+    def inner_slice(self, index: np.ndarray, entry: int, *, where: str, object_size: int | None = None) -> tuple[int, int] | None:
+        """``(start, stop)`` of inner cell ``entry`` in the shard object, or None when it is empty."""
+        offset, nbytes = (int(v) for v in index[entry])
+        if offset == int(_EMPTY):
+            return None
+        if object_size is not None:
+            lo, hi = self.data_bounds(object_size)
+            if offset < lo or offset + nbytes > hi:
+                raise EncodingError(
+                    f"{where}: inner cell {entry} at bytes [{offset}, {offset + nbytes}) lies outside the "
+                    f"shard's data [{lo}, {hi})"
+                )
+        return offset, offset + nbytes

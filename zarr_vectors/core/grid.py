@@ -5,19 +5,29 @@ A cell is addressed by its absolute signed chunk coordinates; the array's own
 ``c/i/j/k``.  Cells are written whole; ``record_presence=False`` leaves the
 array-wide ``nonempty_chunks`` list to a single reconcile step, which is what lets
 many workers write disjoint cells of one array concurrently.
+
+Sharded arrays (``sharding_indexed``, FORMAT.md §9) read transparently: cell index
+``i`` lives in the shard object ``c/<i // shard_shape>`` at inner entry
+``i % shard_shape`` (C order).  Each shard's index is checked against its CRC32C.
+A read wanting at least half of a shard's present cells fetches the whole shard
+object once; a sparser one (a small bbox in a big shard) fetches the index with one
+suffix range request and then only the wanted inner chunks -- on an object store
+that is two round trips instead of megabytes.  Writing cells into a sharded array
+is refused: ``unshard_store`` first (``shard_store`` packs whole shards itself).
 """
 
 from __future__ import annotations
 
+import os
 import posixpath
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from zarr_vectors.core.codecs import Pipeline
+from zarr_vectors.core.codecs import Pipeline, ShardingSpec
 from zarr_vectors.core.nodes import array_document, meta_key, require_node, write_node
 from zarr_vectors.core.paths import format_chunk_key, parse_chunk_key
 from zarr_vectors.core.storage import Storage
@@ -40,7 +50,9 @@ class GridArray:
     storage: Storage
     path: str
     doc: dict[str, Any]
-    pipeline: Pipeline = field(init=False)
+    pipeline: Pipeline = field(init=False)  # of one cell (the inner chunks when sharded)
+    sharding: ShardingSpec | None = field(init=False)
+    _shard_counts: dict[tuple[int, ...], int] | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
         file = meta_key(self.path)
@@ -50,14 +62,18 @@ class GridArray:
                 file=file,
                 pointer="/data_type",
             )
-        grid = self.doc["chunk_grid"]["configuration"]["chunk_shape"]
-        if any(c != 1 for c in grid):
-            raise MetadataError(
-                "sharded or multi-cell chunk grids are not supported by this reader yet",
-                file=file,
-                pointer="/chunk_grid/configuration/chunk_shape",
-            )
-        self.pipeline = Pipeline.from_codecs(self.doc["codecs"], file=file)
+        self.sharding = ShardingSpec.from_array(self.doc, file=file)
+        if self.sharding is not None:
+            self.pipeline = self.sharding.inner
+        else:
+            grid = self.doc["chunk_grid"]["configuration"]["chunk_shape"]
+            if any(c != 1 for c in grid):
+                raise MetadataError(
+                    f"grid arrays have one cell per chunk (chunk_shape all 1) unless sharded, found {grid}",
+                    file=file,
+                    pointer="/chunk_grid/configuration/chunk_shape",
+                )
+            self.pipeline = Pipeline.from_codecs(self.doc["codecs"], file=file)
         origin = self.attributes.get("chunk_grid_origin", [0] * self.ndim)
         if (
             not isinstance(origin, list)
@@ -119,16 +135,62 @@ class GridArray:
     def origin(self) -> tuple[int, ...]:
         return tuple(self.attributes.get("chunk_grid_origin", [0] * self.ndim))
 
-    def cell_key(self, chunk: Sequence[int]) -> str:
+    @property
+    def is_sharded(self) -> bool:
+        return self.sharding is not None
+
+    def cell_index(self, chunk: Sequence[int]) -> tuple[int, ...]:
+        """Index of a chunk's cell in the array (chunk coords minus origin), checked."""
         if len(chunk) != self.ndim:
             raise ArrayError(f"{self.path}: chunk {tuple(chunk)} has {len(chunk)} coordinates, array has {self.ndim}")
-        index = [int(c) - o for c, o in zip(chunk, self.origin)]
+        index = tuple(int(c) - o for c, o in zip(chunk, self.origin))
         if any(i < 0 or i >= s for i, s in zip(index, self.shape)):
             raise ArrayError(
                 f"{self.path}: chunk {format_chunk_key(chunk)} lies outside the array "
                 f"(origin {list(self.origin)}, shape {list(self.shape)})"
             )
-        return posixpath.join(self.path, "c", *map(str, index))
+        return index
+
+    def cell_key(self, chunk: Sequence[int]) -> str:
+        """Key of the cell's own object (unsharded arrays)."""
+        if self.sharding is not None:
+            raise ArrayError(f"{self.path}: is sharded; a cell has no object of its own (see shard_location)")
+        return posixpath.join(self.path, "c", *map(str, self.cell_index(chunk)))
+
+    def shard_location(self, chunk: Sequence[int]) -> tuple[str, int]:
+        """``(shard object key, C-order index entry)`` of a chunk's cell in a sharded array."""
+        if self.sharding is None:
+            raise ArrayError(f"{self.path}: is not sharded")
+        index = self.cell_index(chunk)
+        ss = self.sharding.shard_shape
+        shard = [i // s for i, s in zip(index, ss)]
+        entry = 0
+        for i, s in zip(index, ss):
+            entry = entry * s + i % s
+        return posixpath.join(self.path, "c", *map(str, shard)), entry
+
+    def object_key(self, chunk: Sequence[int]) -> str:
+        """Key of the object holding a chunk's cell: the cell's own, or its shard's."""
+        return self.shard_location(chunk)[0] if self.sharding is not None else self.cell_key(chunk)
+
+    def shard_of_key(self, key: str) -> tuple[int, ...]:
+        """Shard indices of a shard object key (relative to the store root)."""
+        parts = key[len(self.path) + 3 :].split("/")
+        if len(parts) != self.ndim or not all(p.isdigit() for p in parts):
+            raise MetadataError(f"unexpected object {key!r} in grid array {self.path}", file=key)
+        return tuple(int(p) for p in parts)
+
+    def shard_cell_counts(self) -> dict[tuple[int, ...], int]:
+        """Present cells (per ``nonempty_chunks``) of every shard (sharded arrays)."""
+        if self._shard_counts is None:
+            assert self.sharding is not None
+            counts: dict[tuple[int, ...], int] = {}
+            if self.nonempty_chunks:
+                idx = np.asarray(self.nonempty_chunk_coords(), dtype=np.int64) - np.asarray(self.origin)
+                shards, n = np.unique(idx // np.asarray(self.sharding.shard_shape), axis=0, return_counts=True)
+                counts = {tuple(s): int(c) for s, c in zip(shards.tolist(), n.tolist())}
+            self._shard_counts = counts
+        return self._shard_counts
 
     def chunk_of_key(self, key: str) -> Chunk:
         """Inverse of :meth:`cell_key` for a key relative to the store root."""
@@ -168,6 +230,22 @@ class GridArray:
         except Exception as exc:
             raise EncodingError(f"{key}: cell does not decode: {exc}") from exc
 
+    def _decode_at(self, chunk: Sequence[int], raw: bytes | None) -> bytes:
+        """:meth:`_decode`, naming the cell (and its shard) only when it fails."""
+        if raw is None:
+            return b""
+        try:
+            return bytes(unframe_single(self.pipeline.decompress(raw)))
+        except Exception as exc:
+            raise EncodingError(f"{self._where(chunk)}: cell does not decode: {exc}") from exc
+
+    def _where(self, chunk: Sequence[int]) -> str:
+        """A cell's name in error messages: its object key, plus the shard entry when sharded."""
+        if self.sharding is None:
+            return self.cell_key(chunk)
+        key, entry = self.shard_location(chunk)
+        return f"{key} (shard entry {entry}, chunk {format_chunk_key(chunk)})"
+
     # -- presence -----------------------------------------------------------
     @property
     def nonempty_chunks(self) -> list[str]:
@@ -178,6 +256,7 @@ class GridArray:
 
     def set_nonempty_chunks(self, keys: Iterable[str]) -> None:
         self.attributes["nonempty_chunks"] = sort_chunk_keys(keys)
+        self._shard_counts = None
         write_node(self.storage, self.path, self.doc)
 
     def update_attributes(self, **values: Any) -> None:
@@ -185,14 +264,44 @@ class GridArray:
         write_node(self.storage, self.path, self.doc)
 
     def derive_nonempty_chunks(self) -> list[str]:
-        """The dotted keys of the cells actually present, from a listing."""
+        """The dotted keys of the cells actually present on disk.
+
+        Unsharded: from a listing of the cell objects.  Sharded: a listing names
+        shards, not cells, so every shard's index is read (one suffix range request
+        each, CRC checked) and its non-empty entries are the present cells.
+        """
         prefix = posixpath.join(self.path, "c")
+        listed = self.storage.list_files(prefix)
+        if self.sharding is None:
+            keys = []
+            for rel in listed:
+                parts = rel[len(prefix) + 1 :].split("/")
+                if len(parts) != self.ndim or not all(p.isdigit() for p in parts):
+                    raise MetadataError(f"unexpected object {rel!r} in grid array {self.path}", file=rel)
+                keys.append(format_chunk_key([int(p) + o for p, o in zip(parts, self.origin)]))
+            return sort_chunk_keys(keys)
+        spec = self.sharding
+        shards = [self.shard_of_key(rel) for rel in listed]
+        start, end = spec.index_range()
+        raws = get_ranges(self.storage, [(rel, start, end) for rel in listed])
+        origin = np.asarray(self.origin, dtype=np.int64)
+        shape = np.asarray(self.shape, dtype=np.int64)
         keys = []
-        for rel in self.storage.list_files(prefix):
-            parts = rel[len(prefix) + 1 :].split("/")
-            if len(parts) != self.ndim or not all(p.isdigit() for p in parts):
-                raise MetadataError(f"unexpected object {rel!r} in grid array {self.path}", file=rel)
-            keys.append(format_chunk_key([int(p) + o for p, o in zip(parts, self.origin)]))
+        for rel, shard, raw in zip(listed, shards, raws):
+            if raw is None:  # vanished since the listing
+                continue
+            entries = spec.present(spec.decode_index(raw, where=rel))
+            if not entries.size:
+                continue
+            local = np.stack(np.unravel_index(entries, spec.shard_shape), axis=1)
+            index = local + np.asarray(shard, dtype=np.int64) * np.asarray(spec.shard_shape, dtype=np.int64)
+            outside = (index >= shape).any(axis=1)
+            if outside.any():
+                raise EncodingError(
+                    f"{rel}: shard index lists cell {index[int(np.argmax(outside))].tolist()} outside the array "
+                    f"shape {self.shape}"
+                )
+            keys.extend(format_chunk_key(c) for c in (index + origin).tolist())
         return sort_chunk_keys(keys)
 
 
@@ -205,6 +314,12 @@ def write_cells_many(batches: Sequence[tuple[GridArray, Mapping[Chunk, bytes]]])
     puts: dict[str, bytes] = {}
     storage = None
     for grid, cells in batches:
+        if grid.sharding is not None and cells:
+            raise ArrayError(
+                f"{grid.path}: is sharded (sharding_indexed, shard shape {list(grid.sharding.shard_shape)}); "
+                "cells of a sharded array cannot be written one by one: run unshard_store on the store first "
+                "(and shard_store again afterwards)"
+            )
         storage = grid.storage
         for chunk, payload in cells.items():
             key = grid.cell_key(chunk)
@@ -217,16 +332,127 @@ def write_cells_many(batches: Sequence[tuple[GridArray, Mapping[Chunk, bytes]]])
 
 
 def read_cells_many(requests: Sequence[tuple[GridArray, Sequence[int]]]) -> list[bytes]:
-    """Payloads of cells of possibly several arrays of one store, fetched and decoded concurrently."""
+    """Payloads of cells of possibly several arrays of one store, fetched and decoded concurrently.
+
+    Unsharded and sharded arrays may be mixed; each shard object (or its index) is
+    fetched once however many of its cells are asked for.
+    """
     if not requests:
         return []
     storage = requests[0][0].storage
+    if any(grid.sharding is not None for grid, _ in requests):
+        raws = read_stored_cells_many(requests)
+        if len(requests) < 64:
+            return [grid._decode_at(chunk, raw) for (grid, chunk), raw in zip(requests, raws)]
+        with ThreadPoolExecutor(min(16, len(requests))) as pool:
+            return list(pool.map(lambda i: requests[i][0]._decode_at(requests[i][1], raws[i]), range(len(requests))))
     keys = [grid.cell_key(chunk) for grid, chunk in requests]
     if getattr(storage.fs, "async_impl", False) or len(requests) == 1:
         raws = storage.get_many(keys)
         return [grid._decode(k, raw) for (grid, _), k, raw in zip(requests, keys, raws)]
     with ThreadPoolExecutor(min(16, len(requests))) as pool:
         return list(pool.map(lambda i: requests[i][0]._decode(keys[i], storage.get(keys[i])), range(len(keys))))
+
+
+def read_stored_cells_many(requests: Sequence[tuple[GridArray, Sequence[int]]]) -> list[bytes | None]:
+    """The stored (still compressed, framed) bytes of cells; None where a cell is absent.
+
+    For an unsharded array that is the cell's object; for a sharded one its inner
+    chunk.  This is what ``shard_store`` / ``unshard_store`` move between layouts:
+    the inner codecs of a shard are the array's own, so the bytes never change.
+    """
+    if not requests:
+        return []
+    storage = requests[0][0].storage
+    out: list[bytes | None] = [None] * len(requests)
+    plain: list[tuple[int, str]] = []
+    shards: dict[tuple[str, str], tuple[GridArray, list[tuple[int, int]]]] = {}
+    for i, (grid, chunk) in enumerate(requests):
+        if grid.sharding is None:
+            plain.append((i, grid.cell_key(chunk)))
+        else:
+            key, entry = grid.shard_location(chunk)
+            shards.setdefault((grid.path, key), (grid, []))[1].append((i, entry))
+    if plain:
+        for (i, _), raw in zip(plain, storage.get_many([k for _, k in plain])):
+            out[i] = raw
+    if not shards:
+        return out
+    whole, ranged = [], []
+    for (_, key), (grid, wanted) in shards.items():
+        present = grid.shard_cell_counts().get(grid.shard_of_key(key), 0)
+        (whole if 2 * len(wanted) >= present > 0 else ranged).append((key, grid, wanted))
+    # dense requests: one GET of the whole shard object
+    for (key, grid, wanted), raw in zip(whole, storage.get_many([k for k, _, _ in whole])):
+        if raw is None:
+            continue
+        spec = grid.sharding
+        start, end = spec.index_range()
+        index = spec.decode_index(raw[start:end] if end is not None else raw[start:], where=key)
+        for i, entry in wanted:
+            span = spec.inner_slice(index, entry, where=key, object_size=len(raw))
+            out[i] = raw[span[0] : span[1]] if span is not None else None
+    # sparse requests: the index by a suffix (or prefix) range, then only the wanted inner chunks
+    if ranged:
+        fetch: list[tuple[str, int, int | None]] = []
+        for key, grid, _ in ranged:
+            start, end = grid.sharding.index_range()
+            fetch.append((key, start, end))
+        second: list[tuple[str, int, int | None]] = []
+        targets: list[int] = []
+        for (key, grid, wanted), raw in zip(ranged, get_ranges(storage, fetch)):
+            if raw is None:
+                continue
+            index = grid.sharding.decode_index(raw, where=key)
+            for i, entry in wanted:
+                span = grid.sharding.inner_slice(index, entry, where=key)
+                if span is not None:
+                    second.append((key, span[0], span[1]))
+                    targets.append(i)
+        for i, (key, lo, hi), raw in zip(targets, second, get_ranges(storage, second)):
+            if raw is None or len(raw) != hi - lo:
+                raise EncodingError(
+                    f"{key}: inner chunk at bytes [{lo}, {hi}) lies past the end of the shard object"
+                )
+            out[i] = raw
+    return out
+
+
+def get_ranges(storage: Storage, requests: Sequence[tuple[str, int, int | None]]) -> list[bytes | None]:
+    """Byte ranges ``(key, start, end)`` of objects (fsspec convention: negative start = from the end,
+    ``end`` None = to the end); None where the object does not exist.  Concurrent."""
+    if not requests:
+        return []
+    if storage._local:
+
+        def one(req: tuple[str, int, int | None]) -> bytes | None:
+            key, start, end = req
+            try:
+                with open(storage.full_path(key), "rb") as f:
+                    if start < 0:
+                        size = f.seek(0, os.SEEK_END)
+                        f.seek(max(0, size + start))
+                    else:
+                        f.seek(start)
+                    return f.read() if end is None else f.read(max(0, end - f.tell()))
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+
+        if len(requests) == 1:
+            return [one(requests[0])]
+        with ThreadPoolExecutor(min(16, len(requests))) as pool:
+            return list(pool.map(one, requests))
+    paths = [storage.full_path(k) for k, _, _ in requests]
+    found = storage.fs.cat_ranges(paths, [s for _, s, _ in requests], [e for _, _, e in requests], on_error="return")
+    out: list[bytes | None] = []
+    for value in found:
+        if isinstance(value, FileNotFoundError):
+            out.append(None)
+        elif isinstance(value, BaseException):
+            raise value
+        else:
+            out.append(bytes(value))
+    return out
 
 
 def grid_extent(chunks: np.ndarray) -> tuple[tuple[int, ...], tuple[int, ...]]:

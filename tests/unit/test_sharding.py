@@ -1,0 +1,543 @@
+"""Sharding (FORMAT.md §9, DECISIONS.md D14/D15): the shard codec, shard_store / unshard_store.
+
+* the shard object: byte-identical to what zarr-python writes for the same vlen cells
+  and codecs (Morton data order, C-order index, CRC32C), the FORMAT worked example;
+* every kind written by the public writers reads back identically once sharded
+  (whole and bbox reads, dense and sparse shard fetches), and zarr-python reads the
+  sharded arrays too;
+* shard -> unshard gives the original files byte for byte; the compressor survives;
+* refusals (wrong rank, bad values, unreconciled presence lists) leave the store
+  byte-for-byte untouched;
+* crashes in the pack and the commit stages, then a re-run, give the same store as an
+  uninterrupted run;
+* readers' failure modes: a bad CRC, writing into a sharded array.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import warnings
+from pathlib import Path
+
+import dask
+import numcodecs
+import numpy as np
+import pytest
+
+import zarr_vectors as zv
+from zarr_vectors.core import arrays as links_api
+from zarr_vectors.core.codecs import ShardingSpec, crc32c, morton_codes
+from zarr_vectors.core.grid import GridArray
+from zarr_vectors.core.storage import Storage
+from zarr_vectors.core.store import open_store
+from zarr_vectors.encoding import frame_single
+from zarr_vectors.errors import ArrayError, EncodingError, InputError
+from zarr_vectors.sharding import PresenceMismatchError, shard
+from zarr_vectors.sharding.shard import STAGING, grid_array_paths
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
+
+ZSTD = numcodecs.Zstd(level=0, checksum=False)
+
+
+# ---------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------
+def tree(root: Path) -> dict[str, bytes]:
+    out = {}
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            full = Path(dirpath) / f
+            out[full.relative_to(root).as_posix()] = full.read_bytes()
+    return out
+
+
+def doc(root: Path, rel: str) -> dict:
+    return json.loads((root / rel / "zarr.json").read_bytes())
+
+
+def assert_same_data(a: zv.VectorData, b: zv.VectorData) -> None:
+    assert a.kind == b.kind
+    for name in ("positions", "object_ids", "objects", "edges", "faces", "offsets"):
+        x, y = getattr(a, name), getattr(b, name)
+        if x is None:
+            assert y is None, name
+        else:
+            np.testing.assert_array_equal(x, y, err_msg=name)
+    for group in ("attributes", "object_attributes", "edge_attributes"):
+        x, y = getattr(a, group), getattr(b, group)
+        assert sorted(x) == sorted(y), group
+        for k in x:
+            np.testing.assert_array_equal(x[k], y[k], err_msg=f"{group}[{k}]")
+
+
+def grid_docs(root: Path) -> dict[str, dict]:
+    storage = Storage(str(root))
+    levels = sorted(int(n) for n in os.listdir(root) if n.isdigit())
+    paths = [p for n in levels for p in grid_array_paths(storage, n)]
+    return {p: doc(root, p) for p in paths if (root / p / "zarr.json").exists()}
+
+
+RNG = np.random.default_rng(7)
+N = 400
+POS = RNG.uniform(-20, 100, (N, 3)).astype(np.float32)
+IDS = RNG.integers(0, 9, N)
+VATTR = {"t": RNG.standard_normal(N).astype(np.float32), "rgb": RNG.integers(0, 256, (N, 3)).astype(np.uint8)}
+
+
+def near_pairs(k: int) -> np.ndarray:
+    """Each vertex with its k nearest neighbours: edges that mostly stay in or next to a chunk."""
+    d = ((POS[:, None, :] - POS[None, :, :]) ** 2).sum(-1)
+    np.fill_diagonal(d, np.inf)
+    nbr = np.argsort(d, axis=1)[:, :k]
+    return np.stack([np.repeat(np.arange(N), k), nbr.ravel()], axis=1)
+
+
+def write_kind(kind: str, url: str, **kw) -> None:
+    rng = np.random.default_rng(11)
+    if kind == "points":
+        zv.write_points(url, POS, chunk_shape=25, bin_shape=12.5, attributes=VATTR, **kw)
+    elif kind == "points_ids":
+        zv.write_points(url, POS, chunk_shape=25, object_ids=IDS, attributes=VATTR,
+                        object_attributes={"w": np.arange(9, dtype=np.float32)}, **kw)
+    elif kind == "graph_duplicate":
+        edges = near_pairs(2)
+        zv.write_graph(url, POS, edges, chunk_shape=30, store="duplicate", object_ids=IDS,
+                       edge_attributes={"w": rng.standard_normal(len(edges)).astype(np.float32)}, **kw)
+    elif kind == "mesh":
+        pairs = near_pairs(3)
+        faces = np.stack([pairs[0::3, 0], pairs[0::3, 1], pairs[1::3, 1]], axis=1)
+        zv.write_mesh(url, POS, faces, chunk_shape=30, face_attributes={"a": np.arange(len(faces), dtype=np.int32)},
+                      **kw)
+    elif kind == "polylines":
+        lengths = rng.integers(2, 30, 25)
+        steps = rng.normal(0, 6, (int(lengths.sum()), 3))
+        pos = (np.cumsum(steps, axis=0) % 100).astype(np.float32)
+        offsets = np.r_[0, np.cumsum(lengths)]
+        zv.write_polylines(url, pos, offsets, chunk_shape=20, attributes={"s": np.arange(len(pos), dtype=np.float32)},
+                           **kw)
+    elif kind == "skeleton":
+        d = ((POS[:, None, :] - POS[None, :, :]) ** 2).sum(-1)
+        parents = np.array([-1] + [int(np.argmin(d[i, :i])) for i in range(1, N)])  # nearest earlier node
+        parents[200] = -1
+        zv.write_skeleton(url, POS, parents, chunk_shape=30, object_ids=(np.arange(N) >= 200).astype(int), **kw)
+    else:  # pragma: no cover
+        raise AssertionError(kind)
+
+
+KINDS = ["points", "points_ids", "graph_duplicate", "mesh", "polylines", "skeleton"]
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("originals")
+    out = {}
+    for kind in KINDS:
+        write_kind(kind, str(base / f"{kind}.zv"))
+        out[kind] = base / f"{kind}.zv"
+    return out
+
+
+def copy_of(src: Path, tmp_path: Path, name: str = "s.zv") -> Path:
+    dst = tmp_path / name
+    shutil.copytree(src, dst)
+    return dst
+
+
+# ---------------------------------------------------------------------------
+# the shard object
+# ---------------------------------------------------------------------------
+def test_crc32c_known_value():
+    # RFC 3720 test vector: 32 bytes of zeros
+    assert crc32c(bytes(32)) == 0x8A9136AA
+    assert crc32c(b"123456789") == 0xE3069283
+
+
+def test_format_worked_example():
+    """FORMAT.md §9: cells (0,0,0), (1,0,0), (1,1,1) of a 2x2x2 shard -> entries 0, 4, 7."""
+    spec = ShardingSpec((2, 2, 2), None, ())  # type: ignore[arg-type]
+    cells = {0: frame_single(b"a" * 36), 4: frame_single(b"b" * 12), 7: frame_single(b"c" * 12)}
+    obj = spec.encode_shard(cells)
+    index = np.frombuffer(obj[-(16 * 8 + 4) : -4], "<u8").reshape(8, 2)
+    assert index[0].tolist() == [0, 44] and index[4].tolist() == [44, 20] and index[7].tolist() == [64, 20]
+    empty = [1, 2, 3, 5, 6]
+    assert (index[empty] == 0xFFFF_FFFF_FFFF_FFFF).all()
+    assert obj[-(16 * 8 + 4) : -4] == bytes(obj[84 : 84 + 128])
+    assert int.from_bytes(obj[-4:], "little") == crc32c(obj[84:-4])
+    assert len(obj) == 84 + 16 * 8 + 4
+    decoded = spec.decode_index(obj[-spec.index_nbytes :], where="x")
+    assert spec.present(decoded).tolist() == [0, 4, 7]
+
+
+def test_morton_order_matches_zarr():
+    from zarr.core.indexing import _morton_order
+
+    for shape in [(2, 2, 2), (3, 2, 5), (8, 1, 3), (4, 4), (1, 1, 1), (7,)]:
+        order = np.asarray(_morton_order(shape))
+        codes = morton_codes(order, shape)
+        assert (np.diff(codes) > 0).all(), shape
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+@pytest.mark.parametrize(("shape", "shards"), [((5, 3, 4), (2, 2, 2)), ((5, 3, 4), (4, 2, 8)), ((3, 6), (8, 8))])
+def test_shard_objects_byte_identical_to_zarr(tmp_path, compressed, shape, shards):
+    import zarr
+    from zarr.codecs import VLenBytesCodec, ZstdCodec
+
+    rng = np.random.default_rng(3)
+    values = np.empty(shape, dtype=object)
+    values[...] = b""
+    payloads = {}
+    for idx in np.ndindex(*shape):
+        if rng.random() < 0.6:
+            payloads[idx] = rng.bytes(int(rng.integers(1, 60)))
+            values[idx] = payloads[idx]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        arr = zarr.create_array(
+            str(tmp_path / "z"), shape=shape, chunks=(1,) * len(shape), shards=shards, dtype="bytes",
+            serializer=VLenBytesCodec(), compressors=[ZstdCodec(level=0, checksum=False)] if compressed else [],
+            fill_value=b"",
+        )
+        arr[...] = values
+    ours_doc = shard.target_document(
+        {"shape": list(shape), "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [1] * len(shape)}},
+         "codecs": [{"name": "vlen-bytes", "configuration": {}}]
+         + ([{"name": "zstd", "configuration": {"level": 0, "checksum": False}}] if compressed else [])},
+        shards,
+    )
+    zdoc = json.loads((tmp_path / "z" / "zarr.json").read_bytes())
+    assert ours_doc["codecs"] == zdoc["codecs"]
+    assert ours_doc["chunk_grid"] == zdoc["chunk_grid"]
+    spec = ShardingSpec.from_array({**zdoc, "shape": list(shape)}, file="z")
+    written = {k: v for k, v in tree(tmp_path / "z").items() if k.startswith("c/")}
+    expected = {}
+    by_shard: dict[tuple, dict[int, bytes]] = {}
+    for idx, payload in payloads.items():
+        s = tuple(i // n for i, n in zip(idx, shards))
+        entry = int(np.ravel_multi_index(tuple(i % n for i, n in zip(idx, shards)), shards))
+        framed = frame_single(payload)
+        by_shard.setdefault(s, {})[entry] = ZSTD.encode(framed) if compressed else framed
+    for s, cells in by_shard.items():
+        expected["c/" + "/".join(map(str, s))] = spec.encode_shard(cells)
+    assert sorted(written) == sorted(expected)
+    for key in written:
+        assert written[key] == expected[key], key
+
+
+# ---------------------------------------------------------------------------
+# shard_store / unshard_store on every kind
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_kind_reads_back_sharded_and_round_trips(stores, tmp_path, kind):
+    store = copy_of(stores[kind], tmp_path)
+    original = tree(store)
+    before = zv.read(str(store))
+    grids_before = grid_docs(store)
+
+    result = zv.shard_store(str(store), 2)
+    assert result.arrays == len(grids_before) and result.skipped == 0
+    after_docs = grid_docs(store)
+    for path, d in after_docs.items():
+        assert d["chunk_grid"]["configuration"]["chunk_shape"] == [2, 2, 2], path
+        assert d["codecs"][0]["name"] == "sharding_indexed", path
+        assert d["attributes"] == grids_before[path]["attributes"], path  # presence, origin, ... unchanged
+        assert d["shape"] == grids_before[path]["shape"], path
+    # never sharded: object index, object attributes
+    for rel, data in tree(store).items():
+        if rel.startswith(("0/object_index/", "0/object_attributes/")) or rel.count("/") == 1:
+            assert data == original[rel], rel
+    assert not (store / STAGING).exists()
+    assert_same_data(before, zv.read(str(store)))
+
+    # a bbox read (sparse: fetches shard indexes, then inner chunks by range)
+    box = [[0, 0, 0], [40, 40, 40]]
+    assert_same_data(zv.read(str(stores[kind]), bbox=box), zv.read(str(store), bbox=box))
+
+    # a shard shape beyond the array shape, and a reshard between shapes
+    zv.shard_store(str(store), (16, 3, 64))
+    assert_same_data(before, zv.read(str(store)))
+
+    zv.unshard_store(str(store))
+    assert tree(store) == original
+
+
+def test_shard_shape_beyond_array_and_zarr_reads_it(stores, tmp_path):
+    import zarr
+
+    store = copy_of(stores["points"], tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = zarr.open_array(str(store / "0" / "vertices"), mode="r")[...]
+        zv.shard_store(str(store), 64)
+        sharded = zarr.open_array(str(store / "0" / "vertices"), mode="r")
+        assert sharded.shards == (64, 64, 64)
+        np.testing.assert_array_equal(sharded[...], plain)
+    files = [k for k in tree(store) if k.startswith("0/vertices/c/")]
+    assert files == ["0/vertices/c/0/0/0"]
+
+
+def test_compression_preserved_inside_shards(stores, tmp_path):
+    """D14: the store's zstd stays inside the shards (the reference drops it)."""
+    store = copy_of(stores["points"], tmp_path)
+    zv.shard_store(str(store), 4)
+    d = doc(store, "0/vertices")
+    inner = d["codecs"][0]["configuration"]["codecs"]
+    assert inner == [{"name": "vlen-bytes", "configuration": {}},
+                     {"name": "zstd", "configuration": {"level": 0, "checksum": False}}]
+    grid = GridArray.open(Storage(str(store)), "0/vertices")
+    key, entry = grid.shard_location(grid.nonempty_chunk_coords()[0])
+    raw = (store / key).read_bytes()
+    index = grid.sharding.decode_index(raw[-grid.sharding.index_nbytes :], where=key)
+    lo, hi = grid.sharding.inner_slice(index, entry, where=key, object_size=len(raw))
+    assert raw[lo : lo + 4] == b"\x28\xb5\x2f\xfd"  # a zstd frame
+
+
+def test_uncompressed_store_stays_uncompressed(tmp_path):
+    url = str(tmp_path / "p.zv")
+    zv.write_points(url, POS, chunk_shape=25, compressor=None)
+    zv.shard_store(url, 2)
+    assert doc(tmp_path / "p.zv", "0/vertices")["codecs"][0]["configuration"]["codecs"] == [
+        {"name": "vlen-bytes", "configuration": {}}
+    ]
+    np.testing.assert_array_equal(np.sort(zv.read(url).positions, axis=0), np.sort(POS, axis=0))
+
+
+def test_idempotent_and_memory_store(stores, tmp_path):
+    store = copy_of(stores["graph_duplicate"], tmp_path)
+    zv.shard_store(str(store), 3)
+    once = tree(store)
+    again = zv.shard_store(str(store), 3)
+    assert again.arrays == 0 and again.skipped > 0 and tree(store) == once
+
+    # the same operations on a non-local (fsspec memory) store: ranged reads, copy + rm commits
+    url = "memory://zv-shard-test/graph_duplicate.zv"
+    Storage(url).put_many(tree(stores["graph_duplicate"]))
+    try:
+        before = zv.read(url)
+        zv.shard_store(url, 3)
+        mem = Storage(url)
+        assert not mem.list_files(STAGING)
+        assert_same_data(before, zv.read(url))
+        box = [[0, 0, 0], [35, 35, 35]]
+        zv.unshard_store(url)
+        assert_same_data(zv.read(url, bbox=box), zv.read(str(stores["graph_duplicate"]), bbox=box))
+        assert {k: v for k, v in ((k, mem.get(k)) for k in mem.list_files(""))} == tree(stores["graph_duplicate"])
+    finally:
+        Storage(url).delete_prefix("")
+
+
+def test_links_api_and_presence_on_sharded_arrays(stores, tmp_path):
+    store = copy_of(stores["graph_duplicate"], tmp_path)
+    level = open_store(str(store)).level(0)
+    records = links_api.read_links(level, 0)
+    weights = links_api.read_link_attributes(level, "w", 0)
+    zv.shard_store(str(store), 2)
+    level = open_store(str(store)).level(0)
+    np.testing.assert_array_equal(links_api.read_links(level, 0).vi, records.vi)
+    np.testing.assert_array_equal(links_api.read_links(level, 0).chunks, records.chunks)
+    np.testing.assert_array_equal(links_api.read_link_attributes(level, "w", 0), weights)
+    for path in grid_docs(store):
+        grid = GridArray.open(level.storage, path)
+        assert grid.is_sharded
+        assert links_api.derive_nonempty_chunks(grid) == grid.nonempty_chunks  # from the shard indexes
+    before = tree(store)
+    links_api.finalize_links(level, 0)  # reconcile works on a sharded family and changes nothing
+    assert tree(store) == before
+
+    grid = level.array("vertices")
+    with pytest.raises(ArrayError, match="unshard_store"):
+        grid.write_cells({grid.nonempty_chunk_coords()[0]: b"x"})
+
+
+def test_dense_and_sparse_shard_reads_agree(stores, tmp_path):
+    store = copy_of(stores["points"], tmp_path)
+    zv.shard_store(str(store), 8)  # one shard holds every cell
+    grid = GridArray.open(Storage(str(store)), "0/vertices")
+    plain = GridArray.open(Storage(str(stores["points"])), "0/vertices")
+    cells = plain.nonempty_chunk_coords()
+    # all cells: whole shard fetched once; one cell: index + one range
+    assert grid.read_cells(cells) == plain.read_cells(cells)
+    assert grid.read_cells(cells[3:4]) == plain.read_cells(cells[3:4])
+    absent = next(c for c in np.ndindex(*plain.shape) if tuple(np.add(c, plain.origin)) not in set(cells))
+    assert grid.read_cell(tuple(np.add(absent, grid.origin))) == b""
+
+
+def test_corrupt_index_crc_names_the_shard(stores, tmp_path):
+    store = copy_of(stores["points"], tmp_path)
+    zv.shard_store(str(store), 8)
+    key = "0/vertices/c/0/0/0"
+    raw = bytearray((store / key).read_bytes())
+    raw[-10] ^= 0xFF
+    (store / key).write_bytes(bytes(raw))
+    with pytest.raises(EncodingError, match=r"0/vertices/c/0/0/0.*CRC32C"):
+        zv.read(str(store))
+    with pytest.raises(EncodingError, match="CRC32C"):
+        GridArray.open(Storage(str(store)), "0/vertices").derive_nonempty_chunks()
+    (store / key).write_bytes(bytes(raw[:100]))  # truncated
+    with pytest.raises(EncodingError, match="0/vertices/c/0/0/0"):
+        zv.read(str(store))
+
+
+# ---------------------------------------------------------------------------
+# refusals leave the store untouched
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("bad", [(2, 2), (2, 2, 2, 2), 0, -3, (2, 0, 2), True, 2.5, "8", (2, 2.0, 2), None, 1 << 12])
+def test_bad_shard_shape_refused_store_untouched(stores, tmp_path, bad):
+    store = copy_of(stores["points"], tmp_path)
+    before = tree(store)
+    with pytest.raises(InputError) as info:
+        zv.shard_store(str(store), bad)
+    if isinstance(bad, tuple) and len(bad) != 3:
+        assert "rank" in str(info.value)
+    assert tree(store) == before
+
+
+@pytest.mark.parametrize("damage", ["unlisted_cell", "missing_cell"])
+def test_unreconciled_store_refused_untouched(stores, tmp_path, damage):
+    store = copy_of(stores["graph_duplicate"], tmp_path)
+    path = store / "0" / "vertices" / "zarr.json"
+    d = json.loads(path.read_bytes())
+    victim = d["attributes"]["nonempty_chunks"][1]
+    if damage == "unlisted_cell":
+        d["attributes"]["nonempty_chunks"].remove(victim)
+        path.write_bytes(json.dumps(d, indent=2).encode())
+    else:
+        grid = GridArray.open(Storage(str(store)), "0/link_fragments")
+        os.remove(store / grid.cell_key(grid.nonempty_chunk_coords()[0]))
+    before = tree(store)
+    with pytest.raises(PresenceMismatchError, match="reconcile") as info:
+        zv.shard_store(str(store), 2)
+    assert ("0/vertices" if damage == "unlisted_cell" else "0/link_fragments") in str(info.value)
+    assert "D15" in str(info.value)
+    assert tree(store) == before
+
+
+def test_unreconciled_sharded_store_refuses_unshard(stores, tmp_path):
+    store = copy_of(stores["points"], tmp_path)
+    zv.shard_store(str(store), 2)
+    path = store / "0" / "vertices" / "zarr.json"
+    d = json.loads(path.read_bytes())
+    d["attributes"]["nonempty_chunks"].pop()
+    path.write_bytes(json.dumps(d, indent=2).encode())
+    before = tree(store)
+    with pytest.raises(PresenceMismatchError):
+        zv.unshard_store(str(store))
+    assert tree(store) == before
+
+
+# ---------------------------------------------------------------------------
+# crash safety
+# ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def reference_sharded(stores, tmp_path_factory) -> Path:
+    """What an uninterrupted shard_store(…, 2) of the graph store gives."""
+    ref = copy_of(stores["graph_duplicate"], tmp_path_factory.mktemp("reference"), "reference.zv")
+    zv.shard_store(str(ref), 2)
+    return ref
+
+
+def test_crash_during_pack_then_rerun(stores, tmp_path, monkeypatch, reference_sharded):
+    store = copy_of(stores["graph_duplicate"], tmp_path)
+    original = tree(store)
+    before = zv.read(str(store))
+    monkeypatch.setattr(shard, "MIN_CELLS_PER_TASK", 8)  # many pack tasks
+    real = shard._pack_task
+    calls = []
+
+    def flaky(storage, jobs):
+        jobs = getattr(jobs, "value", jobs)
+        calls.append(1)
+        if len(calls) > 3:  # write half of this task's shards, then die
+            real(storage, jobs[: max(1, len(jobs) // 2)])
+            raise RuntimeError("worker killed")
+        return real(storage, jobs)
+
+    monkeypatch.setattr(shard, "_pack_task", flaky)
+    # synchronous: nothing keeps running after the failure (as when the process dies)
+    with pytest.raises(RuntimeError, match="worker killed"), dask.config.set(scheduler="sync"):
+        zv.shard_store(str(store), 2)
+    # nothing of the store itself changed: only orphan staging, which readers ignore
+    now = tree(store)
+    assert any(k.startswith(STAGING + "/") for k in now)
+    assert {k: v for k, v in now.items() if not k.startswith(STAGING + "/")} == original
+    assert_same_data(before, zv.read(str(store)))
+
+    monkeypatch.setattr(shard, "_pack_task", real)
+    zv.shard_store(str(store), 2)
+    assert tree(store) == tree(reference_sharded)
+    assert_same_data(before, zv.read(str(store)))
+
+
+@pytest.mark.parametrize("rerun", ["shard", "unshard"])
+def test_crash_during_commit_then_rerun(stores, tmp_path, monkeypatch, reference_sharded, rerun):
+    store = copy_of(stores["graph_duplicate"], tmp_path)
+    original = tree(store)
+    before = zv.read(str(store))
+    real = shard._move_many
+    calls = []
+
+    def flaky(storage, pairs):
+        calls.append(1)
+        if len(calls) == 5:  # move part of one array's shards, then die mid-commit
+            real(storage, pairs[: len(pairs) // 2])
+            raise RuntimeError("node lost")
+        return real(storage, pairs)
+
+    monkeypatch.setattr(shard, "_move_many", flaky)
+    monkeypatch.setattr(shard, "split_commits", lambda weights: [slice(i, i + 1) for i in range(len(weights))])
+    with pytest.raises(RuntimeError, match="node lost"), dask.config.set(scheduler="sync"):
+        zv.shard_store(str(store), 2)
+    journals = [k for k in tree(store) if k.endswith("/commit.json")]
+    assert len(journals) >= 1
+    monkeypatch.setattr(shard, "_move_many", real)
+    if rerun == "shard":
+        result = zv.shard_store(str(store), 2)
+        assert result.recovered == len(journals)
+        assert tree(store) == tree(reference_sharded)
+    else:  # the other operation finishes the interrupted commit first, then does its own
+        zv.unshard_store(str(store))
+        assert tree(store) == original
+    assert_same_data(before, zv.read(str(store)))
+
+
+# ---------------------------------------------------------------------------
+# command line
+# ---------------------------------------------------------------------------
+def test_cli_shard_and_unshard(stores, tmp_path, capsys):
+    from pipeline.cli import main
+
+    store = copy_of(stores["points_ids"], tmp_path)
+    original = tree(store)
+    assert main(["shard", str(store), "--shard-shape", "2,3,4"]) == 0
+    assert "shards of [2, 3, 4]" in capsys.readouterr().out
+    assert doc(store, "0/vertices")["chunk_grid"]["configuration"]["chunk_shape"] == [2, 3, 4]
+    assert main(["shard", str(store), "--shard-shape", "2,2"]) == 2
+    assert "rank" in capsys.readouterr().err
+    assert main(["shard", str(store)]) == 2
+    assert main(["shard", str(store), "--unshard"]) == 0
+    assert tree(store) == original
+
+
+# ---------------------------------------------------------------------------
+# S3 (a real moto server on loopback): suffix range reads, server-side copy commits
+# ---------------------------------------------------------------------------
+@pytest.mark.s3
+def test_shard_and_unshard_on_s3(s3_bucket, tmp_path):
+    bucket, options = s3_bucket
+    url = f"s3://{bucket}/prefix/small.zv"
+    kw = dict(chunk_shape=50, object_ids=IDS[:150], attributes={"t": VATTR["t"][:150]})
+    zv.write_points(url, POS[:150], storage_options=options, **kw)
+    zv.write_points(str(tmp_path / "small.zv"), POS[:150], **kw)
+    before = zv.read(url, storage_options=options)
+    zv.shard_store(url, 2, storage_options=options)
+    remote = Storage(url, options)
+    assert not remote.list_files(STAGING)
+    assert remote.get("0/vertices/c/0/0/0") is not None
+    assert_same_data(before, zv.read(url, storage_options=options))
+    box = [[0, 0, 0], [30, 30, 30]]
+    assert_same_data(zv.read(str(tmp_path / "small.zv"), bbox=box), zv.read(url, bbox=box, storage_options=options))
+    zv.unshard_store(url, storage_options=options)
+    assert {k: remote.get(k) for k in remote.list_files("")} == tree(tmp_path / "small.zv")
