@@ -9,9 +9,10 @@ Stores (seeded, written once into a temporary directory):
 * mesh    -- a 2M-vertex, ~4M-face triangulated height field;
 * streamline -- 10^5 streamlines of 20 points (2M points).
 
-TODO(writers): graph, mesh and streamline are written by the REFERENCE (``refdriver.py
-write-bench``) because this project has no writer for them yet; once ``write_graph`` /
-``write_mesh`` / ``write_streamlines`` exist, write them with ours as for points.
+Those three are written by the reference (``refdriver.py write-bench``); the stores of the
+issue's benchmarks (``benchmarks/graph.py``, ``mesh.py``, ``streamlines.py`` inputs:
+10^6 / 3*10^6 graph with ids and a weight, 1000x1000 height-field mesh, 2*10^4
+streamlines of 100 points) are also written by this project and validated by both.
 
 Ours runs on the default (threaded) Dask scheduler with ``allow_layouts=("vlen_manifests_v2",)``
 (reference stores carry the v2 object index); the reference runs ``validate(level=5)`` in its own
@@ -35,6 +36,24 @@ import zarr_vectors as zv
 from zarr_vectors.validate import validate
 
 KINDS = ("points", "graph", "mesh", "streamline")
+
+
+def _write_ours(kind: str, path: Path) -> None:
+    """The store of the matching write benchmark, written by this project."""
+    import graph as graph_bench
+    import mesh as mesh_bench
+    import streamlines as streamline_bench
+
+    if kind == "graph":
+        d = graph_bench.make_inputs(1_000_000)
+        zv.write_graph(str(path), d["positions"], d["edges"], chunk_shape=250.0, object_ids=d["object_ids"],
+                       edge_attributes={"weight": d["lattr__weight"]})
+    elif kind == "mesh":
+        d = mesh_bench.make_inputs(1000)
+        zv.write_mesh(str(path), d["positions"], d["faces"], chunk_shape=250.0)
+    else:
+        d = streamline_bench.make_inputs(20_000, 100)
+        zv.write_polylines(str(path), d["positions"], d["offsets"], chunk_shape=250.0, kind="streamline")
 
 
 def main() -> None:
@@ -66,7 +85,11 @@ def main() -> None:
                 path = work / f"ref-{kind}.zv"
                 if not path.exists():
                     run_reference("write-bench", kind, str(path), "--n", str(n), timeout=3600)
-                stores[kind] = path
+                stores[f"{kind} (ref-written)"] = path
+                ours = work / f"ours-{kind}.zv"
+                if not ours.exists():
+                    _write_ours(kind, ours)
+                stores[f"{kind} (ours-written)"] = ours
 
         ref = run_reference("validate-many", *[str(p) for p in stores.values()], "--level", "5",
                             "--repeat", str(args.repeat), timeout=3600)["results"]
