@@ -222,12 +222,18 @@ def _fragment_attributes(path: Path) -> None:
     grid.write_cells(cells)
 
 
+def _points_sharded(path: Path) -> None:
+    _points(path, ids=False)
+    zv.shard_store(str(path), 2)
+
+
 BUILDERS: dict[str, Callable[[Path], None]] = {
     "pyramid": _pyramid,
     "points_fattr": _fragment_attributes,
     "points": lambda p: _points(p, ids=False),
     "points_ids": lambda p: _points(p, ids=True),
     "points_raw": lambda p: _points(p, ids=False, bins=False, compressor="none"),
+    "points_sharded": _points_sharded,
     "graph": lambda p: _graph(p),
     "graph_directed_duplicate": lambda p: _graph(p, directed=True, store="duplicate"),
 }

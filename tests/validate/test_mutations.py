@@ -470,6 +470,18 @@ def garbage_cell(s: Path) -> None:
     cell_file(s, "0/vertices", first_chunk(s, "0/vertices")).write_bytes(b"not zstd at all")
 
 
+@mutation("points_sharded", "L3_SHARD_CORRUPT")
+def shard_index_crc_mismatch(s: Path) -> None:
+    doc = read_json(s, "0/vertices")
+    shards = doc["chunk_grid"]["configuration"]["chunk_shape"]
+    origin = doc["attributes"].get("chunk_grid_origin", [0] * len(shards))
+    chunk = first_chunk(s, "0/vertices")
+    f = s / "0/vertices/c" / Path(*[str((c - o) // n) for c, o, n in zip(chunk, origin, shards)])
+    raw = bytearray(f.read_bytes())
+    raw[-5] ^= 0x01  # the last index byte: the stored CRC32C no longer matches
+    f.write_bytes(bytes(raw))
+
+
 @mutation("points", "L3_VERTEX_ROWS")
 def vertex_cell_partial_row(s: Path) -> None:
     c = first_chunk(s, "0/vertices")

@@ -70,7 +70,10 @@ class Storage:
         self.url = os.fspath(url)
         self.storage_options = dict(storage_options or {})
         self.protocol, self.root = _split_url(self.url)
-        self.fs = fsspec.filesystem(self.protocol, **self.storage_options)
+        fs_options = dict(self.storage_options)
+        if self.protocol == "s3":  # listings must show what other tasks just wrote (reconcile, exists checks)
+            fs_options.setdefault("use_listings_cache", False)
+        self.fs = fsspec.filesystem(self.protocol, **fs_options)
         self._local = self.protocol == "file"
         self._made_dirs: set[str] = set()  # local directories known to exist
 
@@ -148,6 +151,7 @@ class Storage:
                 )
             return sorted(out)
         try:
+            self.fs.invalidate_cache(path)  # s3fs caches listings: a reconcile must see what tasks just wrote
             found = self.fs.find(path)
         except FileNotFoundError:
             return []

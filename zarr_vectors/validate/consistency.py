@@ -28,11 +28,14 @@ from typing import Any
 import dask
 import numpy as np
 
+from zarr_vectors.core.codecs import ShardingSpec
+from zarr_vectors.core.grid import get_ranges
 from zarr_vectors.core.paths import format_chunk_key, format_delta, is_intra, parse_chunk_key, parse_delta, \
     parse_offsets
 from zarr_vectors.core.storage import Storage
 from zarr_vectors.graphs import runner
 from zarr_vectors.encoding import FragmentIndex, decode_ragged_blob, decode_ragged_ints, lehmer_decode_rows
+from zarr_vectors.errors import EncodingError
 from zarr_vectors.graphs.runner import parallelism
 from zarr_vectors.validate.findings import Finding, crashed, make
 from zarr_vectors.validate.metadata import (
@@ -42,7 +45,7 @@ from zarr_vectors.validate.metadata import (
     level_transform,
     vertices_dtype,
 )
-from zarr_vectors.validate.structure import CellCodec, ManifestSummary, StoreModel, origin_of
+from zarr_vectors.validate.structure import CellCodec, ManifestSummary, Node, StoreModel, origin_of
 
 try:  # the single definition lives with the links API (Links page)
     from zarr_vectors.core.arrays import links_has_perm
@@ -71,7 +74,10 @@ def _key(chunk: Chunk) -> str:
 class ArraySpec:
     path: str
     doc: dict[str, Any]
-    cells: dict[Chunk, tuple[str, int]]  # absolute chunk -> (key, size)
+    cells: dict[Chunk, tuple[str, int]]  # absolute chunk -> (key, size); sharded: (shard key, inner chunk size)
+    # sharded arrays: absolute chunk -> offset of the inner chunk in its shard object; the cells of
+    # a corrupt shard (already an L3_SHARD_CORRUPT finding) are in ``cells`` but have no offset
+    offsets: dict[Chunk, int] | None = None
 
     def codec(self) -> CellCodec:
         return CellCodec(self.doc, file=f"{self.path}/zarr.json")
@@ -80,16 +86,94 @@ class ArraySpec:
     def attrs(self) -> dict[str, Any]:
         return self.doc.get("attributes", {})
 
+    @property
+    def unreadable(self) -> int:
+        """Cells known to exist whose bytes cannot be located (in a corrupt shard)."""
+        return 0 if self.offsets is None else len(self.cells) - len(self.offsets)
+
 
 def array_spec(model: StoreModel, path: str) -> ArraySpec | None:
     node = model.nodes.get(path)
     if node is None or node.doc is None or node.node_type != "array":
         return None
+    if path in model.shards:
+        cells, offsets = model.shards[path]
+        return ArraySpec(path, node.doc, cells, offsets)
     origin = origin_of(node) or ()
     cells = {
         tuple(i + o for i, o in zip(index, origin)): entry for index, entry in model.cells.get(path, {}).items()
     }
     return ArraySpec(path, node.doc, cells)
+
+
+# ---------------------------------------------------------------------------
+# sharded arrays (FORMAT.md §9): the present cells come from the shard indexes
+# ---------------------------------------------------------------------------
+def load_shards(model: StoreModel, out: list[Finding]) -> None:
+    """Read every shard index of every sharded grid array (one concurrent batch of suffix reads) into
+    ``model.shards``: {path: (cells, offsets)} as :class:`ArraySpec` takes them.  A shard whose index
+    is truncated, fails its CRC32C, or points outside the object or the array is an L3_SHARD_CORRUPT
+    finding; the cells ``nonempty_chunks`` lists in it then count as present but unreadable, so that
+    one defect is one finding."""
+    jobs: list[tuple[Node, ShardingSpec, list[tuple[tuple[int, ...], tuple[str, int]]]]] = []
+    for number in sorted(model.levels):
+        for node in model.grid_arrays(number):
+            try:
+                sharding = CellCodec(node.doc, file=f"{node.path}/zarr.json").sharding
+            except Exception:  # noqa: BLE001 - an L2 finding; level 3 does not run after one
+                continue
+            if sharding is not None:
+                jobs.append((node, sharding, sorted(model.cells.get(node.path, {}).items())))
+    requests = [(key, *sharding.index_range()) for _, sharding, shards in jobs for _, (key, _) in shards]
+    raws = iter(get_ranges(model.storage, requests))
+    for node, sharding, shards in jobs:
+        model.shards[node.path] = _shard_cells(node, sharding, [(s, k, n, next(raws)) for s, (k, n) in shards], out)
+
+
+def _shard_cells(node: Node, spec: ShardingSpec, shards: list[tuple[tuple[int, ...], str, int, bytes | None]],
+                 out: list[Finding]) -> tuple[dict[Chunk, tuple[str, int]], dict[Chunk, int]]:
+    origin = np.asarray(origin_of(node) or (0,) * len(spec.shard_shape), dtype=np.int64)
+    shape = np.asarray(node.doc.get("shape"), dtype=np.int64)
+    ss = np.asarray(spec.shard_shape, dtype=np.int64)
+    cells: dict[Chunk, tuple[str, int]] = {}
+    offsets: dict[Chunk, int] = {}
+    corrupt: dict[tuple[int, ...], str] = {}
+    for shard, key, size, raw in shards:
+        if raw is None:  # vanished since the listing: nothing present
+            continue
+        try:
+            where = f"shard {key}"
+            index = spec.decode_index(raw, where=where)
+            entries = spec.present(index)
+            lo, hi = spec.data_bounds(size)
+            start, nbytes = index[entries, 0], index[entries, 1]
+            lo_, hi_ = np.uint64(max(lo, 0)), np.uint64(max(hi, 0))
+            bad = (start < lo_) | (start > hi_) | (nbytes > hi_ - np.minimum(start, hi_))
+            if bad.any():
+                spec.inner_slice(index, int(entries[np.argmax(bad)]), where=where, object_size=size)  # raises
+            index_of = np.stack(np.unravel_index(entries, spec.shard_shape), axis=1) + np.asarray(shard) * ss
+            outside = (index_of >= shape).any(axis=1)
+            if outside.any():
+                raise EncodingError(f"{where}: index lists cell {index_of[int(np.argmax(outside))].tolist()} "
+                                    f"outside the array shape {shape.tolist()}")
+        except EncodingError as exc:
+            out.append(make("L3_SHARD_CORRUPT", node.path, str(exc)))
+            corrupt[shard] = key
+            continue
+        for c, o, n in zip((index_of + origin).tolist(), start.tolist(), nbytes.tolist()):
+            cells[tuple(c)] = (key, int(n))
+            offsets[tuple(c)] = int(o)
+    listed = node.attrs.get("nonempty_chunks")
+    if corrupt and isinstance(listed, list):
+        for k in listed:
+            try:
+                c = parse_chunk_key(k, len(ss))
+            except (ValueError, TypeError):
+                continue
+            shard = tuple(int(v) for v in (np.asarray(c) - origin) // ss)
+            if shard in corrupt:
+                cells[c] = (corrupt[shard], 0)
+    return cells, offsets
 
 
 def _read_raw(storage: Storage, keys: list[str], nbytes: int) -> list[bytes | None]:
@@ -101,35 +185,51 @@ def _read_raw(storage: Storage, keys: list[str], nbytes: int) -> list[bytes | No
 
 def _prefetch(storage: Storage, wanted: list[tuple[ArraySpec | None, Sequence[Chunk]]],
               out: list[Finding]) -> list[dict[Chunk, bytes]]:
-    """Decoded payloads of the given cells of several arrays, read in one batch (absent cells left out)."""
+    """Decoded payloads of the given cells of several arrays, read in one batch (absent cells left out).
+
+    An unsharded cell is its own object; a sharded one is a byte range of its shard object (located
+    by the shard indexes read in :func:`load_shards`).  Cells of a corrupt shard are skipped: they
+    are already an L3_SHARD_CORRUPT finding."""
     plan: list[tuple[ArraySpec, list[Chunk]]] = []
     keys: list[str] = []
+    ranges: list[tuple[str, int, int]] = []
     nbytes = 0
     for spec, chunks in wanted:
-        present = [c for c in chunks if spec is not None and c in spec.cells]
+        present = [c for c in chunks if spec is not None and c in spec.cells
+                   and (spec.offsets is None or c in spec.offsets)]
         plan.append((spec, present))
         for c in present:
             key, size = spec.cells[c]
-            keys.append(key)
+            if spec.offsets is None:
+                keys.append(key)
+            else:
+                ranges.append((key, spec.offsets[c], spec.offsets[c] + size))
             nbytes += size
     raws = iter(_read_raw(storage, keys, nbytes)) if keys else iter(())
+    inner = iter(get_ranges(storage, ranges)) if ranges else iter(())
     results: list[dict[Chunk, bytes]] = []
     for spec, present in plan:
         payloads: dict[Chunk, bytes] = {}
         results.append(payloads)
         if not present:
             continue
+        source = raws if spec.offsets is None else inner
         try:
             codec = spec.codec()
         except Exception as exc:  # noqa: BLE001 - already an L2 finding; never reached when L2 passed
             out.append(crashed(3, spec.path, exc, what="codec"))
             for _ in present:
-                next(raws)
+                next(source)
             continue
         for c in present:
-            raw = next(raws)
+            raw = next(source)
             if raw is None:
                 out.append(make("L3_NONEMPTY_MISSING", spec.path, "cell vanished while validating", cell=_key(c)))
+                continue
+            if spec.offsets is not None and len(raw) != spec.cells[c][1]:
+                out.append(make("L3_SHARD_CORRUPT", spec.path, f"shard {spec.cells[c][0]}: inner chunk at bytes "
+                                f"[{spec.offsets[c]}, {spec.offsets[c] + spec.cells[c][1]}) lies past the end of "
+                                "the shard object", cell=_key(c)))
                 continue
             try:
                 payloads[c] = codec.payload(raw)
@@ -601,7 +701,8 @@ def reduce_level(model_level: dict[str, Any], table: VertexResult, manifests: Ma
         vc = model_level["vertex_count"]
         total = int(sum(table.rows.values()))
         complete = model_level["vertices_ok"] and not table.undecoded and not any(
-            f.code in ("L3_CELL_UNDECODABLE", "L3_NONEMPTY_MISSING") and f.node.endswith("/vertices")
+            f.code in ("L3_CELL_UNDECODABLE", "L3_NONEMPTY_MISSING", "L3_SHARD_CORRUPT")
+            and f.node.endswith("/vertices")
             for f in table.findings)
         if isinstance(vc, int) and not isinstance(vc, bool) and complete and vc != total:
             out.append(make("L3_VERTEX_COUNT", path, f"vertex_count is {vc}, the vertex cells hold {total} rows"))
@@ -670,6 +771,7 @@ def _ratio(model: StoreModel, number: int, rank: int) -> tuple[int, ...] | None:
 def build(model: StoreModel, requested: int, manifests: dict[int, ManifestSummary], static: list[Finding],
           ran: dict[str, int]) -> Any:
     """Static level-3 checks into ``static``; returns one delayed reducing every cell task to findings."""
+    load_shards(model, static)
     storage_d = dask.delayed(model.storage, traverse=False)
     level_reduces = []
     family_reduces = []
@@ -724,7 +826,7 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestSummar
         level_info = {
             "path": lpath,
             "vertex_count": attrs.get("vertex_count"),
-            "vertices_ok": vertices is not None,
+            "vertices_ok": vertices is not None and not vertices.unreadable,
             "num_present": (model.nodes[f"{lpath}/object_index"].attrs.get("num_present") if has_objects else None),
         }
         level_reduces.append(dask.delayed(reduce_level, pure=False)(level_info, tables[number],
@@ -901,8 +1003,9 @@ def run(model: StoreModel, requested: int, manifests: dict[int, ManifestSummary]
     """Every level-3 check (and the level-4 bin check riding on the same reads)."""
     static: list[Finding] = []
     ran: dict[str, int] = {}
-    for code in ("L3_NONEMPTY_MISSING", "L3_NONEMPTY_EXTRA", "L3_CELL_UNDECODABLE", "L3_VERTEX_ROWS",
-                 "L3_FRAGMENT_INDEX_UNDECODABLE", "L3_FRAGMENT_INDEX_MISSING", "L3_FRAGMENT_OUT_OF_RANGE",
+    for code in ("L3_NONEMPTY_MISSING", "L3_NONEMPTY_EXTRA", "L3_CELL_UNDECODABLE", "L3_SHARD_CORRUPT",
+                 "L3_VERTEX_ROWS", "L3_FRAGMENT_INDEX_UNDECODABLE", "L3_FRAGMENT_INDEX_MISSING",
+                 "L3_FRAGMENT_OUT_OF_RANGE",
                  "L3_NONFINITE_VERTEX", "L3_VERTEX_COUNT", "L3_ARRAYS_PRESENT", "L3_ATTRIBUTE_ROWS",
                  "L3_FRAGMENT_ATTRIBUTE_ROWS", "L3_OFFSETS_NOT_CANONICAL", "L3_HAS_PERM", "L3_LINK_CELL_BYTES",
                  "L3_LINK_ENCODING", "L3_PERM_IDX_RANGE", "L3_LINK_VI_OUT_OF_RANGE", "L3_LINK_ENDPOINT_CHUNK_MISSING",

@@ -118,6 +118,8 @@ RULES: list[Rule] = [
         ("L3_NONEMPTY_MISSING", _E, "every key in nonempty_chunks has a cell on disk"),
         ("L3_NONEMPTY_EXTRA", _E, "every cell on disk is listed in nonempty_chunks"),
         ("L3_CELL_UNDECODABLE", _E, "every cell decompresses and has the one-item vlen framing"),
+        ("L3_SHARD_CORRUPT", _E, "sharded grid arrays: every shard object's index is complete, its CRC32C "
+                                 "matches, and its entries lie inside the object and the array"),
         ("L3_VERTEX_ROWS", _E, "each vertex cell is a whole number of dtype x sid_ndim rows"),
         ("L3_FRAGMENT_INDEX_UNDECODABLE", _E, "each vertex_fragments cell decodes as a FragmentIndex v1"),
         ("L3_FRAGMENT_INDEX_MISSING", _E, "every non-empty vertex cell has a FragmentIndex at the same coordinate"),

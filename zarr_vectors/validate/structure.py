@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.core.codecs import Compressor
+from zarr_vectors.core.codecs import Compressor, Pipeline, ShardingSpec
 from zarr_vectors.core.paths import parse_delta, parse_offsets
 from zarr_vectors.core.storage import Storage
 from zarr_vectors.core.strict_json import find_problems
@@ -170,10 +170,12 @@ class StoreModel:
     storage: Storage
     objects: dict[str, int]
     nodes: dict[str, Node]
-    # array path -> {cell index tuple: (key, size)} (chunks of the array's own grid)
+    # array path -> {cell index tuple: (key, size)} (chunks of the array's own grid: shards when sharded)
     cells: dict[str, dict[tuple[int, ...], tuple[str, int]]] = field(default_factory=dict)
     levels: dict[int, str] = field(default_factory=dict)
     allow_layouts: tuple[str, ...] = ()
+    # sharded grid array path -> its cells as read from the shard indexes (filled at level 3)
+    shards: dict[str, Any] = field(default_factory=dict)
 
     # -- root ----------------------------------------------------------------
     @property
@@ -251,34 +253,58 @@ def load_model(storage: Storage, report: Report) -> StoreModel:
 # cell codecs (grid arrays) and chunk keys
 # ---------------------------------------------------------------------------
 class CellCodec:
-    """Decodes a grid array's stored cells: ``vlen-bytes`` plus at most one compressor."""
+    """Decodes a grid array's stored cells: ``vlen-bytes`` plus at most one compressor.
+
+    A sharded array (FORMAT.md §9) is one ``sharding_indexed`` codec whose inner chunks
+    (one cell each) use such a pipeline; ``sharding`` is then its
+    :class:`~zarr_vectors.core.codecs.ShardingSpec` and :meth:`payload` decodes an
+    inner chunk.  The codecs are the library's own (:mod:`zarr_vectors.core.codecs`).
+    """
 
     def __init__(self, doc: dict[str, Any], *, file: str) -> None:
         codecs = doc.get("codecs")
         if not isinstance(codecs, list) or not codecs:
             raise MetadataError("no codec list", file=file, pointer="/codecs")
         first = codecs[0] if isinstance(codecs[0], dict) else {"name": codecs[0]}
+        self.sharding: ShardingSpec | None = None
+        if first.get("name") == "sharding_indexed":
+            self.sharding = _sharding(doc, file)
+            self.pipeline = self.sharding.inner
+            return
         if first.get("name") != "vlen-bytes":
             raise MetadataError(
-                f"codec {first.get('name')!r}: grid arrays are read as vlen-bytes cells (sharded arrays are not "
-                "supported by this validator yet)",
+                f"codec {first.get('name')!r}: grid arrays are vlen-bytes cells (optionally compressed), or "
+                "sharding_indexed over such cells (FORMAT.md §9)",
                 file=file,
                 pointer="/codecs/0",
             )
         if len(codecs) > 2:
             raise MetadataError(f"{len(codecs)} codecs; vlen-bytes takes at most one compressor", file=file,
                                 pointer="/codecs")
-        self.compressor = (
-            Compressor.from_config(codecs[1], file=file, pointer="/codecs/1") if len(codecs) == 2 else None
-        )
+        self.pipeline = Pipeline.from_codecs(codecs, file=file)
         grid = doc.get("chunk_grid", {}).get("configuration", {}).get("chunk_shape")
         if not isinstance(grid, list) or any(c != 1 for c in grid):
-            raise MetadataError("grid arrays must have chunk_shape 1 on every axis (one cell per chunk)", file=file,
-                                pointer="/chunk_grid/configuration/chunk_shape")
+            raise MetadataError("grid arrays must have chunk_shape 1 on every axis (one cell per chunk) unless "
+                                "sharded", file=file, pointer="/chunk_grid/configuration/chunk_shape")
 
     def payload(self, raw: bytes) -> bytes:
-        data = self.compressor.decode(raw) if self.compressor else raw
-        return bytes(unframe_single(data))
+        """The payload of a stored cell (an inner chunk when sharded): decompressed, unframed."""
+        return bytes(unframe_single(self.pipeline.decompress(raw)))
+
+
+def _sharding(doc: dict[str, Any], file: str) -> ShardingSpec:
+    """The array's sharding spec, restricted to what FORMAT.md §9 writes (and this validator checks)."""
+    spec = ShardingSpec.from_array(doc, file=file) if isinstance(doc["codecs"][0], dict) else None
+    if spec is None:
+        raise MetadataError("sharding_indexed must be a codec object", file=file, pointer="/codecs/0")
+    if spec.index_location != "end" or not spec.index_crc:
+        raise MetadataError(
+            f"shard index {'at the ' + spec.index_location if spec.index_location != 'end' else 'without a CRC32C'}: "
+            "FORMAT.md §9 shards have index_codecs [bytes (little endian), crc32c] and index_location 'end'",
+            file=file,
+            pointer="/codecs/0/configuration",
+        )
+    return spec
 
 
 def key_parser(doc: dict[str, Any]) -> tuple[str, str]:
