@@ -279,6 +279,8 @@ def read(
 def _assemble_records(data: VectorData, table: VertexTable, lvl: Level, kind: str) -> None:
     records = read_links(lvl, 0)
     index = table.global_index(records.chunks, records.vi)
+    if index.ndim != 2 or index.shape[1] == 0:  # no delta-0 family (e.g. a pyramid level): no records
+        index = np.zeros((0, 3 if kind == "mesh" else 2), dtype=np.int64)
     attrs = {name: read_link_attributes(lvl, name, 0) for name in list_link_attribute_names(lvl)}
     if kind == "skeleton":
         # an explicit record whose parent lies in an unread cell still overrides (clears)

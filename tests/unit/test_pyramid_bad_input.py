@@ -1,0 +1,136 @@
+"""``build_pyramid`` refuses bad input with a clear error and leaves the store exactly as it was
+(every file, byte for byte) -- including an existing pyramid."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import zarr_vectors as zv
+from zarr_vectors.errors import InputError, StoreNotFoundError, UnsupportedLayoutError
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    out = {}
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            full = Path(dirpath) / f
+            out[full.relative_to(root).as_posix()] = full.read_bytes()
+    return out
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> Path:
+    """A graph store that already has a two-level pyramid."""
+    rng = np.random.default_rng(1)
+    pos = rng.uniform(-30, 70, (300, 3))
+    store = tmp_path_factory.mktemp("bad") / "g.zv"
+    zv.write_graph(str(store), pos, rng.integers(0, 300, (400, 2)), chunk_shape=100, bin_shape=50,
+                   object_ids=rng.integers(0, 6, 300))
+    zv.build_pyramid(str(store), factors=[(2, 2), (2, 1)], cross_level_depth=-1)
+    return store
+
+
+@pytest.fixture
+def store(template, tmp_path) -> Path:
+    import shutil
+
+    target = tmp_path / "g.zv"
+    shutil.copytree(template, target)
+    return target
+
+
+BAD = [
+    ({"factors": [(0.5, 1)]}, "coarsen factor 0.5 must be a finite number >= 1"),
+    ({"factors": [(2, 1), (0, 1)]}, "factors[1]: coarsen factor 0"),
+    ({"factors": [(float("nan"), 1)]}, "coarsen factor"),
+    ({"factors": [(2, 0.5)]}, "sparsity factor 0.5 must be a finite number in [1, inf)"),
+    ({"factors": [(2, float("inf"))]}, "sparsity factor inf"),
+    ({"factors": [(2, -1)]}, "sparsity factor -1"),
+    ({"factors": [("2", 1)]}, "coarsen factor '2'"),
+    ({"factors": [(2, 1, 3)]}, "must be a (coarsen, sparsity_factor) pair"),
+    ({"factors": []}, "non-empty list"),
+    ({"factors": "2"}, "non-empty list"),
+    ({"factors": [(2, 1)], "chunk_scale_factors": [1.5]}, "every entry must be a positive integer"),
+    ({"factors": [(2, 1)], "chunk_scale_factors": [(1, 2.5, 1)]}, "positive integer"),
+    ({"factors": [(2, 1)], "chunk_scale_factors": [0]}, "positive integer"),
+    ({"factors": [(2, 1)], "chunk_scale_factors": [True]}, "positive integer"),
+    ({"factors": [(2, 1)], "chunk_scale_factors": [(1, 2)]}, "has 2 entries, the store has 3 axes"),
+    ({"factors": [(2, 1)], "chunk_scale_factors": [1, 1]}, "chunk_scale_factors has 2 entries but factors has 1"),
+    ({"factors": [(2, 1)], "cross_level_depth": -2}, "cross_level_depth must be an integer >= -1"),
+    ({"factors": [(2, 1)], "cross_level_depth": 1.0}, "cross_level_depth must be an integer"),
+    ({"factors": [(2, 1)], "cross_level_storage": "both"}, "cross_level_storage must be one of"),
+    ({"factors": [(2, 1)], "sparsity_seed": -1}, "sparsity_seed must be a non-negative integer"),
+    ({"factors": [(3, 1)]}, ""),  # bin 150 > chunk 100: legal (D11); (1.5) below is not
+    ({"factors": [(1.5, 1)]}, "bin 75 (parent bin x 1.5) does not divide chunk 100"),
+]
+
+
+@pytest.mark.parametrize("kwargs,message", BAD, ids=[str(i) for i in range(len(BAD))])
+def test_bad_arguments_leave_the_store_untouched(store, kwargs, message):
+    if kwargs == {"factors": [(3, 1)]}:
+        zv.build_pyramid(str(store), **kwargs)  # bin 150 > chunk 100: legal (D11)
+        return
+    before = tree(store)
+    with pytest.raises(InputError) as info:
+        zv.build_pyramid(str(store), **kwargs)
+    assert message in str(info.value)
+    assert tree(store) == before
+
+
+def _edit_attrs(path: Path, **values) -> None:
+    doc = json.loads(path.read_text())
+    doc["attributes"].update(values)
+    path.write_text(json.dumps(doc, indent=2))
+
+
+@pytest.mark.parametrize("rel", ["0/vertices", "0/links/0/0.0.0", "0/link_fragments"])
+def test_unreconciled_store_is_refused(store, rel):
+    meta = store / rel / "zarr.json"
+    listed = json.loads(meta.read_text())["attributes"]["nonempty_chunks"]
+    assert listed
+    _edit_attrs(meta, nonempty_chunks=listed[1:])  # a cell on disk that the list does not name
+    before = tree(store)
+    with pytest.raises(InputError, match="not reconciled") as info:
+        zv.build_pyramid(str(store), factors=[(2, 1)])
+    assert rel in str(info.value) and listed[0] in str(info.value)
+    assert tree(store) == before
+
+
+def test_listed_but_absent_cell_is_refused(store):
+    meta = store / "0" / "vertex_fragments" / "zarr.json"
+    listed = json.loads(meta.read_text())["attributes"]["nonempty_chunks"]
+    _edit_attrs(meta, nonempty_chunks=sorted(listed + ["99.99.99"]))
+    before = tree(store)
+    with pytest.raises(InputError, match="listed but absent: \\['99.99.99'\\]"):
+        zv.build_pyramid(str(store), factors=[(2, 1)])
+    assert tree(store) == before
+
+
+def test_sparsity_without_objects_is_refused(tmp_path):
+    store = tmp_path / "p.zv"
+    zv.write_points(str(store), np.random.default_rng(0).uniform(0, 10, (50, 3)), chunk_shape=5)
+    before = tree(store)
+    with pytest.raises(InputError, match="no object ids"):
+        zv.build_pyramid(str(store), factors=[(2, 2)])
+    assert tree(store) == before
+
+
+def test_v2_object_index_is_refused(store):
+    _edit_attrs(store / "0" / "object_index" / "zarr.json", layout="vlen_manifests_v2")
+    before = tree(store)
+    with pytest.raises(UnsupportedLayoutError, match="vlen_manifests_v2"):
+        zv.build_pyramid(str(store), factors=[(2, 1)])
+    assert tree(store) == before
+
+
+def test_missing_store(tmp_path):
+    with pytest.raises(StoreNotFoundError):
+        zv.build_pyramid(str(tmp_path / "nothing.zv"), factors=[(2, 1)])
+    assert not (tmp_path / "nothing.zv").exists()
