@@ -15,7 +15,7 @@ def _demo(args: argparse.Namespace) -> int:
 def _info(args: argparse.Namespace) -> int:
     import zarr_vectors as zv
 
-    store = zv.open_store(args.store)
+    store = zv.open_store(args.store, storage_options=_storage_options(args.storage_option))
     root = store.root
     print(f"store:          {store.url}")
     print(f"geometry:       {', '.join(root.geometry_types)}")
@@ -95,6 +95,17 @@ def _shape(text: str | None) -> float | list[float] | None:
     return values[0] if values is not None and len(values) == 1 else values
 
 
+def _shard_shape(text: str | None) -> int | list[int] | None:
+    """``N`` (every axis) or ``N,N,N`` (one per axis), as ``zv shard --shard-shape`` takes it."""
+    if text is None:
+        return None
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise SystemExit(f"zv: error: --shard-shape expects N or N,N,..., got {text!r}") from None
+    return values[0] if len(values) == 1 else values
+
+
 def _build(args: argparse.Namespace) -> int:
     """Exit 0 when every stage succeeded, 1 when a stage failed, 2 for bad input or an unreachable store."""
     import json
@@ -102,20 +113,23 @@ def _build(args: argparse.Namespace) -> int:
     from contextlib import nullcontext
 
     from pipeline.cluster import connect
-    from pipeline.jobs import BuildSpec, parse_factors, plan_summary, run_build
+    from pipeline.jobs import BuildSpec, parse_factors, plan_summary, preflight, run_build
     from pipeline.progress import TextProgress
     from zarr_vectors.errors import ZarrVectorsError
     from zarr_vectors.graphs.runner import callbacks
 
+    def located(path: str) -> str:  # local paths absolute: a detached job runs elsewhere
+        return path if "://" in path else os.path.abspath(path)
+
     try:
         spec = BuildSpec(
             kind=args.kind,
-            inputs=args.paths[:-1],
-            out=args.paths[-1],
+            inputs=[located(p) for p in args.paths[:-1]],
+            out=located(args.paths[-1]),
             chunk_shape=_shape(args.chunk_shape),
             bin_shape=_shape(args.bin_shape),
             pyramid=parse_factors(args.pyramid or []),
-            shard_shape=args.shard_shape,
+            shard_shape=_shard_shape(args.shard_shape),
             validate_level=args.validate,
             directed=args.directed,
             link_store=args.link_store,
@@ -129,6 +143,17 @@ def _build(args: argparse.Namespace) -> int:
                              "--scheduler-file or DASK_SCHEDULER_ADDRESS); an embedded one stops with this command")
     except (SystemExit, ZarrVectorsError) as exc:
         print(exc, file=sys.stderr)
+        return 2
+    if args.report:
+        import importlib.util
+
+        if importlib.util.find_spec("bokeh") is None:  # else the report fails after the whole job ran
+            print("zv build: error: --report needs bokeh (pip install bokeh)", file=sys.stderr)
+            return 2
+    try:  # usage errors, a missing input, an unreachable or existing store: before any cluster starts
+        preflight(spec, resume=args.resume or args.dry_run)
+    except ZarrVectorsError as exc:
+        print(f"zv build: error: {exc}", file=sys.stderr)
         return 2
     with connect(
         scheduler_address=args.scheduler_address,
@@ -148,8 +173,8 @@ def _build(args: argparse.Namespace) -> int:
 
                 from pipeline.jobs import run_detached
 
-                fire_and_forget(client.submit(run_detached, spec, args.resume, pure=False, key=f"zv-build-{spec.job_id}"))
                 _remember_job(spec)
+                fire_and_forget(client.submit(run_detached, spec, args.resume, pure=False, key=f"zv-build-{spec.job_id}"))
                 print(json.dumps({"job_id": spec.job_id, "store": spec.out}) if args.json else
                       f"submitted job {spec.job_id}; follow it with: zv status {spec.job_id}")
                 return 0
@@ -159,8 +184,12 @@ def _build(args: argparse.Namespace) -> int:
                 from distributed import performance_report
 
                 report = performance_report(filename=os.path.abspath(args.report))
-            with report or nullcontext(), callbacks(*([progress] if progress else [])):
-                result = run_build(spec, resume=args.resume)
+            _remember_job(spec)  # `zv status JOB` works while the job runs
+            try:
+                with report or nullcontext(), callbacks(*([progress] if progress else [])):
+                    result = run_build(spec, resume=args.resume)
+            finally:
+                _remember_job(spec)  # a resumed job takes the journalled job's id
         except ZarrVectorsError as exc:
             print(f"zv build: error: {exc}", file=sys.stderr)
             return 2
@@ -210,12 +239,17 @@ def _status(args: argparse.Namespace) -> int:
         print(f"zv status: error: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps({k: v for k, v in state.items() if k != "spec"}, default=str))
+        out = {k: v for k, v in state.items() if k != "spec"}
+        out.update(store=state["spec"]["out"], planned=_stages_of(state))
+        print(json.dumps(out, default=str))
     else:
         print(f"job {state['job_id']}: {state['status']}  (store {state['spec']['out']})")
         for stage in _stages_of(state):
             info = state["stages"].get(stage, {})
-            print(f"  {stage:<10} {info.get('status', 'pending')}  {info.get('seconds', '')}")
+            line = f"  {stage:<10} {info.get('status', 'pending')}  {info.get('seconds', '')}"
+            if info.get("status") == "running" and "step" in info:
+                line += f"  {info['step']}: {info.get('tasks_done', 0)}/{info.get('tasks_total', '?')} tasks"
+            print(line.rstrip())
         if state.get("error"):
             print(f"  error: {state['error']}")
     return {"done": 0, "failed": 1}.get(state["status"], 3)
@@ -227,15 +261,116 @@ def _stages_of(state: dict) -> list[str]:
     return BuildSpec(**state["spec"]).stages()
 
 
+def _shard(args: argparse.Namespace) -> int:
+    """``zv shard``: exit 0 when done, 2 for bad input, a refused store or an unreachable one."""
+    import json
+
+    import zarr_vectors as zv
+    from zarr_vectors.errors import ZarrVectorsError
+
+    options: dict = {}
+    for pair in args.storage_option:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            print(f"zv shard: error: --storage-option expects KEY=VALUE, got {pair!r}", file=sys.stderr)
+            return 2
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        *parents, leaf = key.split(".")
+        target = options
+        for part in parents:
+            target = target.setdefault(part, {})
+        target[leaf] = value
+    if args.unshard == (args.shard_shape is not None):
+        print("zv shard: error: give --shard-shape N (or N,N,N) or --unshard, not both", file=sys.stderr)
+        return 2
+    try:
+        if args.unshard:
+            result = zv.unshard_store(args.store, storage_options=options)
+        else:
+            try:
+                values = [int(v) for v in args.shard_shape.split(",")]
+            except ValueError:
+                print(f"zv shard: error: --shard-shape expects N or N,N,..., got {args.shard_shape!r}", file=sys.stderr)
+                return 2
+            result = zv.shard_store(args.store, values[0] if len(values) == 1 else values, storage_options=options)
+    except (ZarrVectorsError, OSError) as exc:
+        print(f"zv shard: error: {exc}", file=sys.stderr)
+        return 2
+    print(result)
+    return 0
+
+
+def _pyramid(args: argparse.Namespace) -> int:
+    """``zv pyramid``: exit 0 when built, 2 for bad input, a refused store or an unreachable one."""
+    import json
+
+    import zarr_vectors as zv
+    from zarr_vectors.errors import ZarrVectorsError
+
+    def numbers(text: str, what: str, kind: type) -> list:
+        try:
+            return [kind(v) for v in text.split(",")]
+        except ValueError:
+            raise SystemExit(f"zv pyramid: error: {what} expects comma-separated numbers, got {text!r}") from None
+
+    options: dict = {}
+    try:
+        factors = []
+        for text in args.factor:
+            values = numbers(text, "--factor", float)
+            if len(values) not in (1, 2):
+                raise SystemExit(f"zv pyramid: error: --factor expects FACTOR or FACTOR,SPARSITY, got {text!r}")
+            factors.append((values[0], values[1] if len(values) == 2 else 1.0))
+        scales = None
+        if args.chunk_scale:
+            scales = []
+            for text in args.chunk_scale:
+                values = numbers(text, "--chunk-scale", float)
+                scales.append(values[0] if len(values) == 1 else tuple(values))
+        for pair in args.storage_option:
+            key, sep, raw = pair.partition("=")
+            if not sep or not key:
+                raise SystemExit(f"zv pyramid: error: --storage-option expects KEY=VALUE, got {pair!r}")
+            try:
+                value = json.loads(raw)
+            except ValueError:
+                value = raw
+            *parents, leaf = key.split(".")
+            target = options
+            for part in parents:
+                target = target.setdefault(part, {})
+            target[leaf] = value
+    except SystemExit as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    try:
+        result = zv.build_pyramid(
+            args.store, factors=factors, chunk_scale_factors=scales, cross_level_storage=args.cross_level_storage,
+            cross_level_depth=args.cross_level_depth, sparsity_seed=args.seed, storage_options=options,
+        )  # fmt: skip
+    except (ZarrVectorsError, OSError) as exc:
+        print(f"zv pyramid: error: {exc}", file=sys.stderr)
+        return 2
+    print(result)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="zv", description="Zarr Vectors stores on Dask.")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="synthesise a point cloud, write it on the embedded cluster, read a box back")
-    demo.add_argument("--out", default="demo-output/points.zv", help="store to write (default: %(default)s)")
+    demo = sub.add_parser(
+        "demo", help="synthesise a point cloud and a graph, build both (pyramid, shards, level-5 validation)"
+    )
+    demo.add_argument("--out", default="demo-output", help="folder for inputs, stores and report (default: %(default)s)")
     demo.add_argument("--points", type=int, default=1_000_000, help="number of points (default: %(default)s)")
     demo.set_defaults(func=_demo)
     info = sub.add_parser("info", help="summarise a store")
     info.add_argument("store")
+    info.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+                      help="fsspec storage option (VALUE parsed as JSON when possible; dotted KEY nests); repeatable")
     info.set_defaults(func=_info)
     check = sub.add_parser("validate", help="check a store against the format (levels 1-5); exit 1 on errors")
     check.add_argument("store", help="path or URL (file://, memory://, s3://bucket/prefix)")
@@ -254,7 +389,8 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--chunk-shape", default="250", help="chunk edge(s), e.g. 250 or 250,250,100")
     build.add_argument("--bin-shape", help="bin edge(s) (must divide the chunk shape)")
     build.add_argument("--pyramid", action="append", metavar="FACTOR[,SPARSITY]", help="add a coarser level; repeatable")
-    build.add_argument("--shard-shape", type=int, metavar="N", help="shard the grid arrays at the end")
+    build.add_argument("--shard-shape", metavar="N", help="shard the grid arrays at the end: N cells per shard "
+                       "on every axis, or N,N,N per axis")
     build.add_argument("--validate", type=int, choices=range(1, 6), metavar="LEVEL", help="validate at the end")
     build.add_argument("--directed", action="store_true", help="graph: directed edges")
     build.add_argument("--link-store", choices=["canonical", "duplicate"], default="canonical")
@@ -272,6 +408,25 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true")
     status.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
     status.set_defaults(func=_status)
+    shard = sub.add_parser("shard", help="repack a store's grid arrays into sharding_indexed shards (or back)")
+    shard.add_argument("store", help="path or URL (file://, memory://, s3://bucket/prefix)")
+    shard.add_argument("--shard-shape", metavar="N", help="cells per shard: N for every axis, or N,N,N per axis")
+    shard.add_argument("--unshard", action="store_true", help="go back to one object per cell")
+    shard.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+                       help="fsspec storage option (VALUE parsed as JSON when possible; dotted KEY nests); repeatable")
+    shard.set_defaults(func=_shard)
+    pyramid = sub.add_parser("pyramid", help="build (or rebuild) the coarser levels of a store")
+    pyramid.add_argument("store", help="path or URL (file://, memory://, s3://bucket/prefix)")
+    pyramid.add_argument("--factor", action="append", required=True, metavar="FACTOR[,SPARSITY]",
+                         help="one per new level: bin coarsening (>= 1) and object sparsity (>= 1, default 1)")
+    pyramid.add_argument("--chunk-scale", action="append", metavar="N[,N,N]",
+                         help="one per new level (give all or none): the level's chunk = its parent's x N")
+    pyramid.add_argument("--cross-level-storage", choices=("none", "implicit", "explicit"), default="explicit")
+    pyramid.add_argument("--cross-level-depth", type=int, default=1, help="largest |N| linked; -1 = every pair")
+    pyramid.add_argument("--seed", type=int, default=0, help="object sparsity seed (default: %(default)s)")
+    pyramid.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+                         help="fsspec storage option (VALUE parsed as JSON when possible; dotted KEY nests); repeatable")
+    pyramid.set_defaults(func=_pyramid)
     return parser
 
 

@@ -37,7 +37,7 @@ class BuildSpec:
     chunk_shape: float | list[float]
     bin_shape: float | list[float] | None = None
     pyramid: list[tuple[float, float]] = field(default_factory=list)
-    shard_shape: int | None = None
+    shard_shape: int | list[int] | None = None  # cells per shard: one for every axis, or one per axis
     validate_level: int | None = None
     directed: bool = False
     link_store: str = "canonical"
@@ -65,6 +65,7 @@ class Journal:
     @staticmethod
     def load(out: str, storage_options: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
         storage = Storage(out.rstrip("/") + ".zvjob.json", storage_options)
+        storage.check_reachable()  # an unreachable endpoint is StoreNotFoundError, not a botocore error
         raw = storage.get("")
         return json.loads(raw) if raw is not None else None
 
@@ -141,8 +142,10 @@ def _single_table_call(spec: BuildSpec) -> Callable[[], zv.WriteResult]:
         for c in ("line", "order"):
             if c not in df.columns:
                 raise InputError(f"{spec.kind} table lacks column {c!r}; it has {list(df.columns)}")
-        pdf = df.compute().sort_values(["line", "order"], kind="stable")
-        table = sources.vertex_table(sources.dd.from_pandas(pdf, npartitions=1))
+        # reset the index: from_pandas sorts by it, which would undo the sort (and a
+        # multi-file input's index repeats 0..k per file)
+        pdf = df.compute().sort_values(["line", "order"], kind="stable").reset_index(drop=True)
+        table = sources.vertex_table(sources.dd.from_pandas(pdf, npartitions=1, sort=False))
         lines = pdf["line"].to_numpy()
         offsets = np.r_[0, np.flatnonzero(lines[1:] != lines[:-1]) + 1, len(lines)]
         kind = "streamline" if spec.kind == "streamlines" else "polyline"
@@ -154,7 +157,7 @@ def _single_table_call(spec: BuildSpec) -> Callable[[], zv.WriteResult]:
         for c in ("id", "parent"):
             if c not in df.columns:
                 raise InputError(f"skeleton table lacks column {c!r}; it has {list(df.columns)}")
-        pdf = df.compute()
+        pdf = df.compute().reset_index(drop=True)  # row k is node k (see polylines above)
         index = {int(i): k for k, i in enumerate(pdf["id"].to_numpy())}
         if len(index) != len(pdf):
             raise InputError("skeleton node ids are not unique")
@@ -162,7 +165,7 @@ def _single_table_call(spec: BuildSpec) -> Callable[[], zv.WriteResult]:
             parents = np.asarray([index[int(p)] if p >= 0 else -1 for p in pdf["parent"].to_numpy()], np.int64)
         except KeyError as exc:
             raise InputError(f"skeleton parent id {exc.args[0]} is not a node id") from None
-        table = sources.vertex_table(sources.dd.from_pandas(pdf, npartitions=1))
+        table = sources.vertex_table(sources.dd.from_pandas(pdf, npartitions=1, sort=False))
         return lambda: zv.write_skeleton(
             spec.out, table.positions.compute(), parents,
             object_ids=table.object_ids.compute() if table.object_ids is not None else None,
@@ -218,16 +221,124 @@ def _stage_functions(spec: BuildSpec) -> dict[str, Callable[[], dict[str, Any]]]
     return {"write": write, "pyramid": pyramid, "shard": shard, "validate": validate}
 
 
+#: Spec fields a resumed job must share with the journalled one (everything that decides
+#: what the stages already done wrote); ``validate_level`` may change on resume.
+RESUME_FIELDS = ("kind", "inputs", "out", "chunk_shape", "bin_shape", "pyramid", "shard_shape", "directed",
+                 "link_store", "compressor")
+
+
+def _plain(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def _check_input_exists(path: str, storage_options: Mapping[str, Any]) -> None:
+    import glob
+
+    import fsspec
+
+    sources.input_format(path)  # an unknown suffix is a usage error too
+    remote = "://" in path and not path.startswith("file://")
+    fs, fspath = fsspec.core.url_to_fs(path, **(dict(storage_options) if remote else {}))
+    found = fs.glob(fspath) if glob.has_magic(fspath) else fs.exists(fspath)
+    if not found:
+        raise InputError(f"input not found: {path!r}")
+
+
+def preflight(spec: BuildSpec, *, resume: bool = False) -> None:
+    """Every check that needs no data pass, before a journal or a store is touched.
+
+    Raises InputError / StoreExistsError / StoreNotFoundError (exit 2 on the command
+    line): an unknown kind, a bad chunk or bin shape, a wrong number of inputs, an
+    input that does not exist, an unreachable output location, or an existing store
+    without ``overwrite`` (a refused build must not overwrite the journal of the job
+    that wrote that store).
+    """
+    from zarr_vectors.errors import StoreExistsError
+
+    if spec.kind not in KINDS:
+        raise InputError(f"unknown kind {spec.kind!r}; expected one of {list(KINDS)}")
+    for what, value in (("chunk shape", spec.chunk_shape), ("bin shape", spec.bin_shape)):
+        values = [] if value is None else [value] if np.isscalar(value) else list(value)
+        if value is not None and not (values and all(np.isfinite(v) and v > 0 for v in values)):
+            raise InputError(f"{what} entries must be finite and > 0, found {value!r}")
+    if spec.kind in ("graph", "mesh") and len(spec.inputs) != 2:
+        raise InputError(f"zv build {spec.kind} takes two inputs (a vertex table and a record table), "
+                         f"got {len(spec.inputs)}")
+    if not spec.inputs:
+        raise InputError("no input files")
+    if spec.shard_shape is not None:
+        values = [spec.shard_shape] if np.isscalar(spec.shard_shape) else list(spec.shard_shape)
+        if not values or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1
+                                 for v in values):
+            raise InputError(f"shard shape must be N or N,N,... positive numbers of cells, found {spec.shard_shape!r}")
+    storage = Storage(spec.out, spec.storage_options)
+    storage.check_reachable()
+    for path in spec.inputs:
+        _check_input_exists(path, spec.storage_options)
+    if not resume and not spec.overwrite and storage.list_dir(""):
+        raise StoreExistsError(f"{spec.out!r} already exists; pass --overwrite to replace it (or --resume to "
+                               "finish the job that was writing it)")
+
+
+class JournalProgress:
+    """Runner callback: the running stage's step and task counts, saved to the journal.
+
+    Saves at each step's start and end and at most every ``interval`` seconds between,
+    so ``zv status`` shows progress for detached jobs too.
+    """
+
+    def __init__(self, journal: Journal, stage: str, interval: float = 1.0) -> None:
+        self.journal, self.stage, self.interval = journal, stage, interval
+        self._last = 0.0
+
+    def _set(self, force: bool, **values: Any) -> None:
+        self.journal.state["stages"].setdefault(self.stage, {}).update(values)
+        now = time.monotonic()
+        if force or now - self._last >= self.interval:
+            self._last = now
+            self.journal.save()
+
+    def on_stage_start(self, step: str, tasks: int) -> None:
+        self._set(True, step=step, tasks_done=0, tasks_total=tasks)
+
+    def on_task_end(self, step: str) -> None:
+        info = self.journal.state["stages"].get(self.stage, {})
+        self._set(False, tasks_done=int(info.get("tasks_done", 0)) + 1)
+
+    def on_stage_end(self, step: str) -> None:
+        info = self.journal.state["stages"].get(self.stage, {})
+        self._set(True, tasks_done=int(info.get("tasks_total", 0)))
+
+
 def run_build(spec: BuildSpec, *, resume: bool = False) -> JobResult:
-    """Run the job's stages in order, journalling each; a failure is recorded, then raised."""
-    journal = Journal(spec)
+    """Run the job's stages in order, journalling each; a failure is recorded, then raised.
+
+    ``resume``: continue the job journalled beside ``spec.out`` (same job id; its spec
+    must match in every field that decides what was written); stages done are skipped,
+    and an unfinished write is redone from scratch (a half-written store is replaced).
+    """
+    from zarr_vectors.graphs.runner import callbacks
+
+    preflight(spec, resume=resume)
+    previous = None
     if resume:
         previous = Journal.load(spec.out, spec.storage_options)
         if previous is None:
             raise InputError(f"nothing to resume: no job journal beside {spec.out!r}")
+        mine, theirs = _plain(asdict(spec)), previous.get("spec", {})
+        changed = [k for k in RESUME_FIELDS if mine.get(k) != theirs.get(k)]
+        if changed:
+            raise InputError(
+                f"--resume: the job journalled beside {spec.out!r} ran with other arguments "
+                + ", ".join(f"{k}={theirs.get(k)!r} (now {mine.get(k)!r})" for k in changed)
+            )
+        spec.job_id = previous.get("job_id", spec.job_id)
+    journal = Journal(spec)
+    if previous is not None:
         journal.resume_from(previous)
         spec.overwrite = False if journal.done("write") else True  # a half-written store is rewritten
-    journal.set_status("running", started=time.time())
+        journal.state["spec"] = asdict(spec)
+    journal.set_status("running", started=time.time(), error=None)
     functions = _stage_functions(spec)
     for stage in spec.stages():
         if journal.done(stage):
@@ -235,7 +346,8 @@ def run_build(spec: BuildSpec, *, resume: bool = False) -> JobResult:
         journal.update(stage, status="running", started=time.time())
         t0 = time.perf_counter()
         try:
-            details = functions[stage]()
+            with callbacks(JournalProgress(journal, stage)):
+                details = functions[stage]()
         except BaseException as exc:
             journal.update(stage, status="failed", error=f"{type(exc).__name__}: {exc}")
             journal.set_status("failed", error=f"{stage}: {type(exc).__name__}: {exc}",
@@ -253,22 +365,56 @@ def job_status(out: str, storage_options: Mapping[str, Any] | None = None) -> di
     return state
 
 
+def check_plan(plan: Any) -> dict[str, bool]:
+    """The plan's invariants: owners are disjoint runs of whole cells and every occupied cell is owned."""
+    owned = np.concatenate([plan.owner_cells(k) for k in range(len(plan.owners))]) if plan.owners else np.zeros(0, int)
+    checks = {
+        "owners_disjoint": len(np.unique(owned)) == len(owned) and all(s.stop > s.start for s in plan.owners),
+        "every_cell_owned": np.array_equal(np.sort(owned), plan.cells),
+    }
+    if not all(checks.values()):
+        raise RuntimeError(f"plan check failed: {checks}")
+    return checks
+
+
 def plan_summary(spec: BuildSpec) -> dict[str, Any]:
-    """What the write stage would do, without writing: the vertex plan (owners, cells, rows)."""
+    """What the write stage would do, without writing: the vertex plan, checked.
+
+    One entry per owner task: how many cells and rows it writes and its first and
+    last cell (owners own runs of cells in ascending C order of the chunk grid).
+    Graph and mesh plan their vertex table (the first input); records follow their
+    source vertex's cell owner.
+    """
+    from zarr_vectors.core.paths import format_chunk_key
     from zarr_vectors.graphs import vertices as vx
 
-    if spec.kind != "points":
-        raise InputError("--dry-run currently plans point builds only")
-    table = sources.vertex_table(sources.read_table(spec.inputs, storage_options=spec.storage_options))
+    preflight(spec, resume=True)  # the store may exist: a dry run writes nothing either way
+    vertex_inputs = spec.inputs[:1] if spec.kind in ("graph", "mesh") else spec.inputs
+    table = sources.vertex_table(sources.read_table(vertex_inputs, storage_options=spec.storage_options),
+                                 with_ids=spec.kind in ("graph", "mesh"))
     vspec, blocks = vx.normalise_vertex_inputs(
         table.positions, chunk_shape=spec.chunk_shape, bin_shape=spec.bin_shape, bounds=None,
-        object_ids=table.object_ids, attributes=table.attributes, compressor=spec.compressor,
+        object_ids=table.object_ids if spec.kind == "points" else None, attributes=table.attributes,
+        compressor=spec.compressor,
     )  # fmt: skip
     plan = vx.plan_vertices(vspec, blocks)
-    owned = np.concatenate([plan.owner_cells(k) for k in range(len(plan.owners))]) if plan.owners else np.zeros(0)
-    if not np.array_equal(np.sort(owned), plan.cells) or len(np.unique(owned)) != len(owned):
-        raise RuntimeError("plan check failed: owners are not disjoint or do not cover every cell")
-    return {"stages": spec.stages(), "vertices": vspec.n, **plan.describe()}
+    checks = check_plan(plan)
+    chunks = plan.chunks()
+    owners = [
+        {"cells": int(s.stop - s.start), "rows": int(plan.counts[s].sum()),
+         "first": format_chunk_key(chunks[s.start].tolist()), "last": format_chunk_key(chunks[s.stop - 1].tolist())}
+        for s in plan.owners
+    ]  # fmt: skip
+    return {
+        "kind": spec.kind,
+        "store": spec.out,
+        "stages": spec.stages(),
+        "vertices": vspec.n,
+        "cells": len(plan.cells),
+        "grid": {"origin": [int(v) for v in plan.origin], "shape": list(plan.grid_shape)},
+        "owners": owners,
+        "checks": checks,
+    }
 
 
 def parse_factors(values: Sequence[str]) -> list[tuple[float, float]]:

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import dask
 import dask.array as da
 import dask.dataframe as dd
 import numpy as np
@@ -29,6 +30,15 @@ import numpy as np
 from zarr_vectors.errors import InputError
 
 AXES = ("x", "y", "z")
+
+#: Partition sizes (uncompressed): a partition is read whole by one task, and the
+#: writers' per-block passes (scan, histogram, route) hold a few times its size, so
+#: it must stay a small fraction of a worker's memory.  dask's Parquet default
+#: (256 MiB) puts a 20M-point xyz float32 file in one partition, which a 1 GiB worker
+#: cannot route.  A Parquet row group is never split: write files with row groups of
+#: at most a few million rows.
+PARQUET_BLOCKSIZE = "32MiB"
+CSV_BLOCKSIZE = "64MB"
 RESERVED = {"id", "object_id", "src", "dst", "line", "order", "parent", "_row"}
 
 
@@ -42,7 +52,8 @@ class VertexTable:
     ids: da.Array | None = None  # the ``id`` column, when the kind names vertices by id
 
 
-def _kind_of(path: str) -> str:
+def input_format(path: str) -> str:
+    """``parquet``, ``csv`` or ``npz`` from the name (a local directory is a Parquet dataset)."""
     lower = path.lower()
     if lower.endswith((".parquet", ".pq")) or os.path.isdir(path):
         return "parquet"
@@ -58,16 +69,18 @@ def read_table(paths: str | Sequence[str], *, storage_options: Mapping[str, Any]
     paths = [paths] if isinstance(paths, str) else list(paths)
     if not paths:
         raise InputError("no input files")
-    kinds = {_kind_of(p) for p in paths}
+    kinds = {input_format(p) for p in paths}
     if len(kinds) != 1:
         raise InputError(f"inputs mix formats {sorted(kinds)}: give one format per table")
     kind = kinds.pop()
-    opts = dict(storage_options or {})
+    remote = all("://" in p and not p.startswith("file://") for p in paths)
+    opts = dict(storage_options or {}) if remote else {}  # S3 options do not apply to local files
     try:
         if kind == "parquet":
-            return dd.read_parquet(paths, storage_options=opts or None)
+            return dd.read_parquet(paths, storage_options=opts or None, split_row_groups="infer",
+                                   blocksize=PARQUET_BLOCKSIZE)
         if kind == "csv":
-            return dd.read_csv(paths, storage_options=opts or None, blocksize="64MB")
+            return dd.read_csv(paths, storage_options=opts or None, blocksize=CSV_BLOCKSIZE)
     except FileNotFoundError as exc:
         raise InputError(f"input not found: {exc}") from exc
     frames = []
@@ -90,38 +103,61 @@ def read_table(paths: str | Sequence[str], *, storage_options: Mapping[str, Any]
     return dd.concat(frames) if len(frames) > 1 else frames[0]
 
 
+def _numeric(dtype: Any) -> bool:
+    """A numpy numeric or bool dtype (string / object / extension columns are not attributes)."""
+    try:
+        return np.dtype(dtype).kind in "biuf"
+    except TypeError:  # pandas extension dtypes (strings, nullable ints) have no numpy equivalent
+        return False
+
+
 def _require(df: dd.DataFrame, columns: Sequence[str], what: str) -> None:
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise InputError(f"{what} table lacks column(s) {missing}; it has {list(df.columns)}")
 
 
+def _column_block(part: Any, names: Sequence[str], dtype: Any) -> np.ndarray:
+    """One partition's columns as a numpy block: (rows,) for one name, (rows, k) for several."""
+    if len(names) == 1:
+        return part[names[0]].to_numpy(dtype=dtype)
+    return part[list(names)].to_numpy(dtype=dtype)
+
+
 def vertex_table(df: dd.DataFrame, *, what: str = "vertex", with_ids: bool = False) -> VertexTable:
-    """Split a vertex dataframe into positions, object ids and attribute arrays."""
+    """Split a vertex dataframe into positions, object ids and attribute arrays.
+
+    Every array is built from the partitions of *one* ``to_delayed`` of the frame,
+    whose lengths are counted from those same partitions.  Deriving each column with
+    ``df[name].to_dask_array(lengths=...)`` instead is wrong: dask-expr re-plans a
+    column projection, and a Parquet read of fewer columns may fuse files into fewer
+    partitions than the lengths were counted on (a graph with missing keys).
+    """
     axes = [a for a in AXES if a in df.columns]
     if len(axes) < 2 and "x" not in df.columns:
         raise InputError(f"{what} table needs coordinate columns x, y[, z]; it has {list(df.columns)}")
     if with_ids:
         _require(df, ["id"], what)
-    lengths = df.map_partitions(len).compute().tolist()  # one pass: lets arrays know their chunks
-    chunks = (tuple(lengths),)
+    attr_names = [c for c in df.columns if c not in RESERVED and c not in axes and _numeric(df[c].dtype)]
+    extra = (["object_id"] if "object_id" in df.columns else []) + (["id"] if with_ids else [])
+    parts = df[axes + attr_names + extra].to_delayed()
+    lengths = [int(n) for n in dask.compute(*[dask.delayed(len)(p) for p in parts])]  # one pass
 
-    def column(name: str, dtype: Any = None) -> da.Array:
-        arr = df[name].to_dask_array(lengths=chunks[0])
-        return arr.astype(dtype) if dtype is not None else arr
+    def column(names: Sequence[str], dtype: Any) -> da.Array:
+        dtype = np.dtype(dtype)
+        width = () if len(names) == 1 else (len(names),)
+        blocks = [
+            da.from_delayed(dask.delayed(_column_block)(p, list(names), dtype), shape=(n,) + width, dtype=dtype)
+            for p, n in zip(parts, lengths)
+        ]
+        return da.concatenate(blocks, axis=0) if len(blocks) > 1 else blocks[0]
 
-    positions = da.stack([column(a, np.float64) for a in axes], axis=1)
-    positions = positions.astype(np.float32) if all(df[a].dtype == np.float32 for a in axes) else positions
-    attrs = {
-        c: column(c)
-        for c in df.columns
-        if c not in RESERVED and c not in axes and np.dtype(df[c].dtype).kind in "biuf"
-    }
+    pos_dtype = np.float32 if all(df[a].dtype == np.float32 for a in axes) else np.float64
     return VertexTable(
-        positions=positions.rechunk({1: -1}),
-        object_ids=column("object_id", np.int64) if "object_id" in df.columns else None,
-        attributes=attrs,
-        ids=column("id", np.int64) if with_ids else None,
+        positions=column(axes, pos_dtype),
+        object_ids=column(["object_id"], np.int64) if "object_id" in df.columns else None,
+        attributes={c: column([c], df[c].dtype) for c in attr_names},
+        ids=column(["id"], np.int64) if with_ids else None,
     )
 
 
@@ -160,12 +196,13 @@ def resolve_ids(
     out = merged.compute().sort_values("_rec")
     missing = out[[f"_idx_{c}" for c in columns]].isna().any(axis=1)
     if missing.any():
-        row = out[missing].iloc[0]
-        raise InputError(f"{what} row {int(row['_rec'])} names vertex id(s) {row[list(columns)].tolist()} not in the vertex table")
+        first = out[missing].iloc[:1]  # a one-row frame keeps each column's dtype (a row Series would upcast)
+        named = first[list(columns)].to_numpy()[0].tolist()
+        raise InputError(f"{what} row {int(first['_rec'].iloc[0])} names vertex id(s) {named} not in the vertex table")
     index = out[[f"_idx_{c}" for c in columns]].to_numpy(dtype=np.int64)
     attrs = {
         c: out[c].to_numpy()
         for c in records.columns
-        if c not in RESERVED and c not in columns and np.dtype(out[c].dtype).kind in "biuf"
+        if c not in RESERVED and c not in columns and _numeric(out[c].dtype)
     }
     return index, attrs

@@ -1183,6 +1183,51 @@ PYRAMID_COMMANDS = {
 }
 
 
+def cmd_bench_pipeline(args, zv, info) -> dict:
+    """Time the reference's single-process graph write + build_pyramid([(2, 1)]) + validate(level=5)
+    on the arrays of ``benchmarks/graph.py`` (the baseline of ``benchmarks/pipeline.py``)."""
+    from zarr_vectors.multiresolution.coarsen import build_pyramid
+    from zarr_vectors.types.graphs import write_graph
+    from zarr_vectors.validate import validate
+
+    data = np.load(args.npz, allow_pickle=False)
+    positions = np.asarray(data["positions"])
+    common = {"chunk_shape": (250.0,) * 3, "bounds": ([0.0] * 3, [1000.0] * 3), "compressor": "zstd"}
+    workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    out: dict[str, list[float]] = {"write_s": [], "pyramid_s": [], "validate_s": [], "total_s": []}
+    for i in range(int(args.repeat)):
+        store = str(workdir / f"pipeline_{i}.zv")
+        shutil.rmtree(store, ignore_errors=True)
+        t0 = time.perf_counter()
+        write_graph(store, positions, np.asarray(data["edges"], np.int64),
+                    link_attributes={"weight": np.asarray(data["lattr__weight"])},
+                    object_ids=np.asarray(data["object_ids"]), **common)
+        t1 = time.perf_counter()
+        build_pyramid(store, factors=[(2.0, 1.0)])
+        t2 = time.perf_counter()
+        result = validate(store, level=5)
+        t3 = time.perf_counter()
+        if result.errors:
+            raise SystemExit(f"refdriver: the reference's own store failed validation: {result.errors[:3]}")
+        out["write_s"].append(t1 - t0)
+        out["pyramid_s"].append(t2 - t1)
+        out["validate_s"].append(t3 - t2)
+        out["total_s"].append(t3 - t0)
+        shutil.rmtree(store, ignore_errors=True)
+    return {**info, **out}
+
+
+def _add_pipeline_parsers(sub) -> None:
+    b = sub.add_parser("bench-pipeline", help="reference write + build_pyramid + validate L5, timed")
+    b.add_argument("npz")
+    b.add_argument("--workdir", required=True)
+    b.add_argument("--repeat", type=int, default=1)
+
+
+PIPELINE_COMMANDS = {"bench-pipeline": cmd_bench_pipeline}
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="refdriver")
     sub = p.add_subparsers(dest="command", required=True)
@@ -1236,6 +1281,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_linked_parsers(sub)
     _add_sharding_parsers(sub)
     _add_pyramid_parsers(sub)
+    _add_pipeline_parsers(sub)
     return p
 
 
@@ -1253,6 +1299,7 @@ COMMANDS = {
 COMMANDS.update(LINKED_COMMANDS)
 COMMANDS.update(SHARDING_COMMANDS)
 COMMANDS.update(PYRAMID_COMMANDS)
+COMMANDS.update(PIPELINE_COMMANDS)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -88,6 +88,11 @@ PARENTS = np.array([-1] + [int(RNG.integers(0, i)) for i in range(1, N)])
 OFFSETS = np.r_[0, np.sort(RNG.choice(np.arange(1, N), 24, replace=False)), N]
 KW = {"chunk_shape": 40, "bin_shape": 20}
 
+SMALL_RNG = np.random.default_rng(12)
+SMALL_POS = SMALL_RNG.uniform(0, 80, (200, 3)).astype(np.float32)  # 8 cells: stores of few objects
+SMALL_IDS = SMALL_RNG.integers(0, 6, 200)
+SMALL_EDGES = SMALL_RNG.integers(0, 200, (300, 2))
+
 WRITERS = {
     "points": lambda p: zv.write_points(p, POS, **KW),
     "points_ids": lambda p: zv.write_points(p, POS, object_ids=IDS, **KW),
@@ -258,7 +263,8 @@ def test_placement_matches_partitioning_every_record():
     ratios = ((1, 1, 1), (2, 3, 1))
     for coarse_leads in (False, True):
         ours = place_cross_level(records, fine_cells, coarse_cells, coarse_leads=coarse_leads,
-                                 delta=-2 if coarse_leads else 2, anchor_ratios=ratios[::-1] if coarse_leads else ratios,
+                                 delta=-2 if coarse_leads else 2,
+                                 anchor_ratios=ratios[::-1] if coarse_leads else ratios,
                                  total=3 * m + 7)
         fine_ch = fine_cells[partials[0][partial]]
         coarse_ch = coarse_cells[partials[1][partial]]
@@ -302,7 +308,7 @@ def test_cross_level_storage_modes(tmp_path, storage, depth):
 
 def test_rebuild_replaces_levels_and_gives_the_same_bytes(tmp_path):
     store = tmp_path / "r.zv"
-    WRITERS["graph"](str(store))
+    zv.write_graph(str(store), SMALL_POS, SMALL_EDGES, object_ids=SMALL_IDS, **KW)
     before = tree(store)
     args = {"factors": [(2, 2), (2, 1)], "chunk_scale_factors": [2, 1], "cross_level_depth": -1, "sparsity_seed": 4}
     zv.build_pyramid(str(store), **args)
@@ -428,10 +434,8 @@ def test_s3_build_equals_local_build(tmp_path, s3_bucket):
     bucket, options = s3_bucket
     url = f"s3://{bucket}/stores/s.zv"
     local = tmp_path / "stores" / "s.zv"  # same name: same ome.name
-    rng = np.random.default_rng(8)
-    pos, ids = rng.uniform(0, 80, (200, 3)), rng.integers(0, 5, 200)  # 8 cells: few objects to PUT
-    zv.write_points(str(local), pos, object_ids=ids, **KW)
-    zv.write_points(url, pos, object_ids=ids, storage_options=options, **KW)
+    zv.write_points(str(local), SMALL_POS, object_ids=SMALL_IDS, **KW)
+    zv.write_points(url, SMALL_POS, object_ids=SMALL_IDS, storage_options=options, **KW)
     args = {"factors": [(2, 2)], "chunk_scale_factors": [2]}
     zv.build_pyramid(str(local), **args)
     zv.build_pyramid(url, storage_options=options, **args)
@@ -448,7 +452,7 @@ def test_s3_build_equals_local_build(tmp_path, s3_bucket):
 def test_sharded_level0_is_read_through_its_shards(tmp_path):
     sharded, plain = tmp_path / "a" / "s.zv", tmp_path / "b" / "s.zv"
     for s in (sharded, plain):
-        WRITERS["points_ids"](str(s))
+        zv.write_points(str(s), SMALL_POS, object_ids=SMALL_IDS, **KW)
     zv.shard_store(str(sharded), 2)
     for s in (sharded, plain):
         zv.build_pyramid(str(s), factors=[(2, 2)], sparsity_seed=5)

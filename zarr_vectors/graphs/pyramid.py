@@ -2,8 +2,10 @@
 
 Every check runs before anything is written or removed (arguments, the store's kind and
 level 0, reconciled presence lists, the object index, the bin/chunk nesting of every
-new level).  Then levels >= 1 and every cross-level family are removed and the levels
-are built one after the other.  Level ``N`` from level ``N - 1``:
+new level; the presence lists of the level-0 arrays the pyramid does not read are
+listed beside level 1's read-only bin stage).  Then levels >= 1 and every cross-level
+family are removed and the levels are built one after the other.  Level ``N`` from
+level ``N - 1``:
 
 1. **bin** (one task per group of whole source cells): read the cells, keep the
    vertices of surviving objects, sum their positions per ``(cell, bin)``;
@@ -139,7 +141,9 @@ def _check_factors(factors: Any, chunk_scale_factors: Any) -> list[_Factor]:
         )
     if chunk_scale_factors is not None:
         if isinstance(chunk_scale_factors, (str, bytes)) or not isinstance(chunk_scale_factors, Sequence):
-            raise InputError(f"chunk_scale_factors must be a list with one entry per new level, got {chunk_scale_factors!r}")
+            raise InputError(
+                f"chunk_scale_factors must be a list with one entry per new level, got {chunk_scale_factors!r}"
+            )
         if len(chunk_scale_factors) != len(factors):
             raise InputError(
                 f"chunk_scale_factors has {len(chunk_scale_factors)} entries but factors has {len(factors)}: "
@@ -199,7 +203,9 @@ def _delta_of(level: Level, name: str, where: str) -> int:
     try:
         return parse_delta(name)
     except ValueError:
-        raise InputError(f"level {level.number}: {where}/{name} is not a level delta (the store is malformed)") from None
+        raise InputError(
+            f"level {level.number}: {where}/{name} is not a level delta (the store is malformed)"
+        ) from None
 
 
 def _grid_array_paths(level: Level) -> list[str]:
@@ -218,12 +224,13 @@ def _grid_array_paths(level: Level) -> list[str]:
     return out
 
 
-def _check_reconciled(level: Level) -> None:
+def _check_reconciled(level: Level, rels: Sequence[str]) -> None:
+    """Refuse the level when any of the grid arrays ``rels`` lists other cells than it holds."""
+
     def listing(rel: str) -> tuple[GridArray, list[str]]:
         grid = level.array(rel)
         return grid, grid.derive_nonempty_chunks()
 
-    rels = _grid_array_paths(level)
     if level.storage.protocol == "file" or len(rels) < 2:
         listings = [listing(rel) for rel in rels]
     else:  # remote listings are round trips: overlap them
@@ -235,7 +242,9 @@ def _check_reconciled(level: Level) -> None:
         if listed != sorted(set(stamped)):
             missing = sorted(set(listed) - set(stamped))
             extra = sorted(set(stamped) - set(listed))
-            problems.append(f"{grid.path} (cells on disk but not listed: {missing[:3]}; listed but absent: {extra[:3]})")
+            problems.append(
+                f"{grid.path} (cells on disk but not listed: {missing[:3]}; listed but absent: {extra[:3]})"
+            )
     if problems:
         raise InputError(
             f"level {level.number} is not reconciled: nonempty_chunks disagrees with the cells on disk in "
@@ -476,7 +485,10 @@ def _bin_group(
         cell_parts.append(np.full(len(rows), ci, dtype=np.int64))
         row_parts.append(rows)
         m += len(rows)
-    positions = np.concatenate(pos_parts) if len(pos_parts) > 1 else (pos_parts[0] if pos_parts else np.zeros((0, ndim), dtype))
+    if len(pos_parts) == 1:
+        positions = pos_parts[0]
+    else:
+        positions = np.concatenate(pos_parts) if pos_parts else np.zeros((0, ndim), dtype)
     vertex_cell = np.concatenate(cell_parts) if cell_parts else np.zeros(0, np.int64)
     partials = cell_partials(positions, vertex_cell, cells, params.chunk_shape, params.grid)
     lengths = np.concatenate(f_len) if f_len else np.zeros(0, np.int64)
@@ -852,7 +864,9 @@ def _write_minus(level: Level, delta: int, part: LinkPartition | None, ready: in
     return write_link_cells(level, delta, part).num_physical_records
 
 
-def _write_vertices(vertices: GridArray, fragments: GridArray, layout: MetavertexLayout, start: int, stop: int) -> list[str]:
+def _write_vertices(
+    vertices: GridArray, fragments: GridArray, layout: MetavertexLayout, start: int, stop: int
+) -> list[str]:
     """Write the coarse cells ``start:stop``: rows, and one 1-row fragment per metavertex."""
     cells, counts, positions = layout.slice_cells(start, stop)
     vcells: dict[tuple[int, ...], bytes] = {}
@@ -950,9 +964,14 @@ def _reconcile(
     families: list[tuple[Level, int, list[int]]],
     ready: int = 0,
 ) -> list[tuple[int, int, int]]:
-    """The level's single coordinator step (after the family init, ``ready``); safe to run twice."""
+    """The level's single coordinator step (after the family init, ``ready``); safe to run twice.
+
+    Its parts touch disjoint files and are mostly listings and small writes, so they
+    run side by side on a few threads.
+    """
     keys = sorted({k for ks in vertex_keys for k in ks})
-    for grid in arrays:
+
+    def presence(grid: GridArray) -> None:
         listed = grid.derive_nonempty_chunks()
         if listed != keys:
             raise RuntimeError(
@@ -960,13 +979,20 @@ def _reconcile(
                 f"(missing {sorted(set(keys) - set(listed))[:5]}, unexpected {sorted(set(listed) - set(keys))[:5]})"
             )
         grid.set_nonempty_chunks(keys)
-    if objects is not None:
-        _write_object_index(level, source, objects, layout, sequences)
-    out = []
-    for lvl, delta, rows in families:
+
+    def finalize(lvl: Level, delta: int, rows: list[int]) -> tuple[int, int, int]:
         n = int(sum(rows))
         finalize_links(lvl, delta, counts=LinkCounts(n, n))
-        out.append((lvl.number, delta, n))
+        return lvl.number, delta, n
+
+    with ThreadPoolExecutor(4) as pool:
+        jobs = [pool.submit(presence, grid) for grid in arrays]
+        if objects is not None:
+            jobs.append(pool.submit(_write_object_index, level, source, objects, layout, sequences))
+        counted = [pool.submit(finalize, *fam) for fam in families]
+        for job in jobs:
+            job.result()
+        out = [job.result() for job in counted]
     level.write_metadata()
     return out
 
@@ -992,7 +1018,10 @@ def _runs(n: int, groups: int) -> list[slice]:
     return [slice(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
 
 
-def _coarse_grid(bounds: tuple[tuple[float, ...], tuple[float, ...]], cs: Sequence[float], cells: np.ndarray) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def _coarse_grid(
+    bounds: tuple[tuple[float, ...], tuple[float, ...]], cs: Sequence[float], cells: np.ndarray
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(origin, shape) of a new level's arrays: the root bounds' chunks, and every occupied cell."""
     c = np.asarray(cs, dtype=np.float64)
     lo = np.floor(np.asarray(bounds[0], dtype=np.float64) / c).astype(np.int64)
     hi = np.floor(np.asarray(bounds[1], dtype=np.float64) / c).astype(np.int64)
@@ -1020,6 +1049,7 @@ class _Builder:
         self.kind = kind
         self.has_objects = has_objects
         self.storage_mode = storage_mode
+        self.storage_mode_arg, self.depth_arg = storage_mode, depth
         self.max_delta = 0 if storage_mode == "none" else (n_levels if depth == -1 else int(depth))
         self.seed = seed
         vertices = base.level.array("vertices")
@@ -1030,6 +1060,7 @@ class _Builder:
         self.offsets: dict[int, tuple[list[int], int]] = {}  # fine level -> (group offsets, total)
         self.threads = parallelism()
         self.indexes: dict[int, Any] = {}  # object indexes already read (level 0's, by the checks)
+        self.pending_check: Any = None  # the reconciled-store check, to pass before anything is removed
 
     # -- objects ------------------------------------------------------------
     def _object_plan(self, src: _LevelState, new: _NewLevel) -> tuple[_ObjectPlan | None, np.ndarray, np.ndarray]:
@@ -1057,7 +1088,9 @@ class _Builder:
             block_cell=cell,
             block_fragment=frag,
             ordered=self.kind in ORDERED_KINDS,
-            attributes=sorted(n for n in src.level.children("object_attributes") if src.level.has(f"object_attributes/{n}")),
+            attributes=sorted(
+                n for n in src.level.children("object_attributes") if src.level.has(f"object_attributes/{n}")
+            ),
         )
         surviving = unique_sorted((cell << 32) | frag)
         return plan, surviving >> 32, surviving & 0xFFFFFFFF
@@ -1082,12 +1115,19 @@ class _Builder:
         partials = [dask.delayed(_partial_rows)(b) for b in bins]
         combined = dask.delayed(_combine)(_publish(grid), params.dtype, new.chunk_shape, self.ndim, *partials)
         # one graph: bin -> combine -> map; only the layout, the maps and a small summary stay in memory
+        checks = [self.pending_check] if self.pending_check is not None else []
         layout, summary, *maps = runner.persist(
             f"pyramid level {n}: bin",
-            combined, dask.delayed(_layout_summary)(combined, *partials),
+            combined, dask.delayed(_layout_summary)(combined, *partials), *checks,
             *[dask.delayed(_map_group)(b, combined) for b in bins],
         )  # fmt: skip
-        ((cells, counts, members, sizes),) = runner.compute(f"pyramid level {n}: layout", summary)
+        ((cells, counts, members, sizes), *_) = runner.compute(
+            f"pyramid level {n}: layout", summary, *maps[: len(checks)]
+        )
+        maps = maps[len(checks) :]
+        if n == 1:  # every check passed (the deferred one raises otherwise): only now is anything removed
+            self.pending_check = None
+            _clear_pyramid(self.store, self.levels[0].level, self.storage_mode_arg, self.depth_arg)
 
         # init: the level group, its arrays, the root's dataset and tokens
         cs = tuple(float(c) for c in new.chunk_shape)
@@ -1268,7 +1308,9 @@ def build_pyramid(
     if len(kinds) != 1 or kinds[0] not in GEOMETRY_TYPES:
         raise InputError(f"{store.url!r}: pyramids need a store of one known geometry type, found {kinds}")
     base = _level0_state(store)
-    _check_reconciled(base.level)
+    rels = _grid_array_paths(base.level)
+    read_here = [r for r in rels if r in ("vertices", "vertex_fragments")]
+    _check_reconciled(base.level, read_here)  # the arrays the pyramid reads: before anything else
     has_objects = base.level.has("object_index")
     index = read_object_index(base.level) if has_objects else None  # decodes; refuses layouts but v1 (D1)
     if not has_objects and any(f.sparsity != 1 for f in parsed):
@@ -1278,12 +1320,15 @@ def build_pyramid(
         )
     plan = _plan_levels(store, base, parsed)
 
-    _clear_pyramid(store, base.level, cross_level_storage, cross_level_depth)
     builder = _Builder(
         store, base, kinds[0], has_objects, cross_level_storage, int(cross_level_depth), len(plan), int(sparsity_seed)
     )
     if index is not None:
         builder.indexes[0] = index
+    # the presence-list check (it lists every cell of level 0) runs beside level 1's read-only bin
+    # stage; levels >= 1 are removed only once it has passed (``build_level``)
+    rest = [r for r in rels if r not in read_here]
+    builder.pending_check = dask.delayed(_check_reconciled)(_publish(base.level), rest) if rest else None
     levels, families = [], []
     for new in plan:
         result, fams = builder.build_level(new)

@@ -11,6 +11,7 @@ and, under a distributed client, of every finished task, driven from futures.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
@@ -28,7 +29,22 @@ class ProgressCallback(Protocol):
     def on_stage_end(self, stage: str) -> None: ...
 
 
-_CALLBACKS: list[ProgressCallback] = []
+_LOCAL = threading.local()
+
+
+def _callbacks() -> list[ProgressCallback]:
+    """This thread's callbacks.
+
+    Per thread, because several jobs may run in one process at once -- detached jobs
+    share a worker's process, each in its own (seceded) task thread -- and each job's
+    journal must hear only its own stages.  A job registers its callbacks and runs its
+    graphs in one thread (the command line, ``run_build``, a notebook cell).
+    """
+    cbs = getattr(_LOCAL, "callbacks", None)
+    if cbs is None:
+        cbs = _LOCAL.callbacks = []
+    return cbs
+
 
 #: A failed task is retried this many times under a distributed client.  Safe because
 #: every task is idempotent: whole-object writes of deterministic bytes, no appends.
@@ -37,13 +53,14 @@ TASK_RETRIES = 2
 
 @contextmanager
 def callbacks(*cbs: ProgressCallback) -> Iterator[None]:
-    """Register progress callbacks for the graphs run inside the block."""
-    _CALLBACKS.extend(cbs)
+    """Register progress callbacks for the graphs this thread runs inside the block."""
+    registry = _callbacks()
+    registry.extend(cbs)
     try:
         yield
     finally:
         for cb in cbs:
-            _CALLBACKS.remove(cb)
+            registry.remove(cb)
 
 
 def current_client():  # -> distributed.Client | None
@@ -70,23 +87,24 @@ def parallelism() -> int:
 
 
 def _run(stage: str, items: Sequence[Any], *, keep: bool) -> list[Any]:
+    registered = list(_callbacks())
     client = current_client()
     if client is None:
-        for cb in _CALLBACKS:
+        for cb in registered:
             cb.on_stage_start(stage, len(items))
         out = list(dask.persist(*items) if keep else dask.compute(*items))
-        for cb in _CALLBACKS:
+        for cb in registered:
             cb.on_stage_end(stage)
         return out
     from distributed import as_completed
 
     futures = client.compute(list(items), retries=TASK_RETRIES)
-    for cb in _CALLBACKS:
+    for cb in registered:
         cb.on_stage_start(stage, len(futures))
     for _ in as_completed(futures):
-        for cb in _CALLBACKS:
+        for cb in registered:
             cb.on_task_end(stage)
-    for cb in _CALLBACKS:
+    for cb in registered:
         cb.on_stage_end(stage)
     if keep:  # results stay on the workers, as dask.persist would leave them
         return [dask.delayed(f) for f in futures]

@@ -1,0 +1,247 @@
+"""``zv build`` options and exit codes, ``zv info``, ``zv status``, ``zv validate`` on built stores."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pipeline_helpers import journal, points_frame, tree, write_parquet_parts
+
+import zarr_vectors as zv
+from zarr_vectors.graphs import vertices as vertex_stage
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
+
+
+@pytest.fixture
+def table(tmp_path):
+    df = points_frame(3000, seed=21, objects=7, float32=True)
+    src = tmp_path / "pts.parquet"
+    df.to_parquet(src, index=False)
+    return df, src
+
+
+def build(cli, scheduler, src, out, *extra):
+    return cli("build", "points", src, out, "--chunk-shape", "25", "--scheduler-address", scheduler, *extra)
+
+
+# ---------------------------------------------------------------------------
+# --json, --report, info, status
+# ---------------------------------------------------------------------------
+def test_json_summary_reports_stages(tmp_path, cli, scheduler, table):
+    df, src = table
+    out = tmp_path / "s.zv"
+    run = build(cli, scheduler, src, out, "--validate", "4", "--json")
+    assert run.rc == 0, run.err
+    assert run.err == ""  # no progress bars or dashboard line in --json mode
+    summary = run.json()
+    assert summary["ok"] is True and summary["error"] is None
+    assert summary["store"] == str(out)
+    assert list(summary["stages"]) == ["write", "validate"]
+    write, check = summary["stages"]["write"], summary["stages"]["validate"]
+    assert write["status"] == "done" and write["kind"] == "point_cloud"
+    assert (write["num_vertices"], write["num_objects"], write["num_links"]) == (3000, 7, 0)
+    assert write["num_cells"] == len(np.unique(np.floor(df[["x", "y", "z"]].to_numpy(np.float64) / 25), axis=0))
+    assert check == {**check, "status": "done", "level": 4, "errors": 0}
+    assert isinstance(write["seconds"], float) and write["seconds"] > 0
+    assert journal(out)["job_id"] == summary["job_id"]
+
+
+def test_text_output_progress_and_report(tmp_path, cli, scheduler, table):
+    _, src = table
+    out, report = tmp_path / "s.zv", tmp_path / "perf.html"
+    run = build(cli, scheduler, src, out, "--report", report)
+    assert run.rc == 0, run.err
+    # one progress line per runner step, driven from the futures, ending at total/total
+    finals = {line.split("[")[0].strip(): line.split("]")[1].split()[0]
+              for line in run.err.replace("\r", "\n").splitlines() if "[" in line and "]" in line}
+    assert {"scan", "plan", "write vertices", "reconcile"} <= set(finals)
+    assert all(a == b for a, b in (f.split("/") for f in finals.values()))
+    assert "dask dashboard: http" in run.err
+    assert f"performance report: {report}" in run.out
+    html = report.read_text()
+    assert html.lstrip().lower().startswith("<!doctype html") and "Dask Performance Report" in html
+
+
+def test_info(tmp_path, cli, scheduler, table):
+    df, src = table
+    out = tmp_path / "s.zv"
+    assert build(cli, scheduler, src, out).rc == 0
+    run = cli("info", out)
+    assert run.rc == 0, run.err
+    lines = dict(line.split(":", 1) for line in run.out.splitlines())
+    assert lines["store"].strip() == str(out)
+    assert lines["geometry"].strip() == "point_cloud"
+    assert lines["chunk_shape"].strip() == "[25.0, 25.0, 25.0]"
+    assert lines["level 0"].strip().startswith("3000 vertices")
+    lo, hi = json.loads(lines["bounds"].strip())
+    pos = df[["x", "y", "z"]].to_numpy()
+    np.testing.assert_array_equal(lo, pos.min(axis=0))
+    np.testing.assert_array_equal(hi, pos.max(axis=0))
+    assert cli("info", tmp_path / "missing.zv").rc == 2
+
+
+def test_status_by_store_and_by_job_id(tmp_path, cli, scheduler, table):
+    _, src = table
+    out = tmp_path / "s.zv"
+    run = build(cli, scheduler, src, out, "--validate", "3", "--json")
+    assert run.rc == 0, run.err
+    job = run.json()["job_id"]
+    by_id, by_store = cli("status", job, "--json"), cli("status", out, "--json")
+    assert by_id.rc == by_store.rc == 0
+    state = by_id.json()
+    assert state == by_store.json()
+    assert state["job_id"] == job and state["status"] == "done" and state["store"] == str(out)
+    assert state["planned"] == ["write", "validate"]
+    assert [state["stages"][s]["status"] for s in state["planned"]] == ["done", "done"]
+    assert state["stages"]["write"]["num_vertices"] == 3000
+    assert state["stages"]["write"]["tasks_done"] == state["stages"]["write"]["tasks_total"]
+    text = cli("status", job)
+    assert text.rc == 0
+    assert text.out.splitlines()[0] == f"job {job}: done  (store {out})"
+    assert [line.split()[:2] for line in text.out.splitlines()[1:]] == [["write", "done"], ["validate", "done"]]
+    unknown = cli("status", "0123456789ab")
+    assert unknown.rc == 2 and "no job journal" in unknown.err
+
+
+# ---------------------------------------------------------------------------
+# --dry-run
+# ---------------------------------------------------------------------------
+def test_dry_run_prints_a_checked_plan_and_writes_nothing(tmp_path, cli, scheduler, monkeypatch):
+    df = points_frame(6000, seed=22)
+    src = write_parquet_parts(df, tmp_path / "in.parquet", parts=4)
+    out = tmp_path / "s.zv"
+    monkeypatch.setattr(vertex_stage, "MIN_ROWS_PER_TASK", 700)  # several owners for a small input
+    run = build(cli, scheduler, src, out, "--dry-run", "--json", "--validate", "5")
+    assert run.rc == 0, run.err
+    plan = run.json()
+    assert not out.exists() and not Path(str(out) + ".zvjob.json").exists()
+    assert list(tmp_path.iterdir()) == [tmp_path / "home", tmp_path / "in.parquet"]
+    assert plan["kind"] == "points" and plan["vertices"] == 6000 and plan["stages"] == ["write", "validate"]
+    assert plan["checks"] == {"owners_disjoint": True, "every_cell_owned": True}
+    # the occupied cells, in the grid's C order (= lexicographic order of chunk coordinates)
+    chunk = np.floor(df[["x", "y", "z"]].to_numpy(np.float64) / 25).astype(int)
+    cells, counts = np.unique(chunk, axis=0, return_counts=True)
+    keys = [".".join(map(str, c)) for c in cells.tolist()]
+    assert plan["cells"] == len(keys)
+    assert plan["grid"] == {"origin": cells.min(axis=0).tolist(), "shape": (np.ptp(cells, axis=0) + 1).tolist()}
+    owners = plan["owners"]
+    assert len(owners) > 3
+    start = 0
+    for owner in owners:  # consecutive runs: disjoint, and together every cell exactly once
+        assert owner["cells"] >= 1
+        assert owner["first"] == keys[start] and owner["last"] == keys[start + owner["cells"] - 1]
+        assert owner["rows"] == counts[start : start + owner["cells"]].sum()
+        start += owner["cells"]
+    assert start == len(keys) and sum(o["rows"] for o in owners) == 6000
+    # the text form is the same plan, indented
+    text = build(cli, scheduler, src, out, "--dry-run", "--validate", "5")
+    assert text.rc == 0 and json.loads(text.out) == plan
+    assert not out.exists()
+
+
+def test_dry_run_of_a_graph_plans_its_vertex_table(tmp_path, cli, scheduler):
+    from pipeline_helpers import graph_frames
+
+    g = graph_frames(400, 900)
+    vsrc, esrc = tmp_path / "v.parquet", tmp_path / "e.parquet"
+    g.vertices.to_parquet(vsrc, index=False)
+    g.edges.to_parquet(esrc, index=False)
+    run = cli("build", "graph", vsrc, esrc, tmp_path / "g.zv", "--chunk-shape", "50", "--dry-run", "--json",
+              "--scheduler-address", scheduler)
+    assert run.rc == 0, run.err
+    plan = run.json()
+    cells = np.unique(np.floor(g.vertices[["x", "y", "z"]].to_numpy() / 50).astype(int), axis=0)
+    assert (plan["kind"], plan["vertices"], plan["cells"]) == ("graph", 400, len(cells))
+    assert sum(o["cells"] for o in plan["owners"]) == len(cells)
+    assert not (tmp_path / "g.zv").exists()
+
+
+# ---------------------------------------------------------------------------
+# exit codes
+# ---------------------------------------------------------------------------
+def test_exit_2_for_a_missing_input(tmp_path, cli, scheduler):
+    out = tmp_path / "s.zv"
+    run = build(cli, scheduler, tmp_path / "nope.parquet", out)
+    assert run.rc == 2
+    assert f"input not found: '{tmp_path / 'nope.parquet'}'" in run.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]  # no store, no journal
+
+
+def test_exit_2_for_a_bad_kind_is_the_process_exit_code(tmp_path, table):
+    _, src = table
+    proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "build", "pointz", str(src), str(tmp_path / "s.zv")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "invalid choice: 'pointz'" in proc.stderr
+    assert not (tmp_path / "s.zv").exists()
+
+
+@pytest.mark.parametrize("shape, message", [
+    ("abc", "expected comma-separated numbers, got 'abc'"),
+    ("-5", "chunk shape entries must be finite and > 0, found -5.0"),
+    ("0,10,10", "chunk shape entries must be finite and > 0, found [0.0, 10.0, 10.0]"),
+    ("nan", "chunk shape entries must be finite and > 0, found nan"),
+])
+def test_exit_2_for_a_bad_chunk_shape(tmp_path, cli, scheduler, table, shape, message):
+    _, src = table
+    run = cli("build", "points", src, tmp_path / "s.zv", "--chunk-shape", shape, "--scheduler-address", scheduler)
+    assert run.rc == 2
+    assert message in run.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home", "pts.parquet"]
+
+
+def test_exit_2_for_a_chunk_shape_of_the_wrong_rank(tmp_path, cli, scheduler, table):
+    """Only the data says how many axes there are: refused before init, so no store exists."""
+    _, src = table
+    out = tmp_path / "s.zv"
+    run = cli("build", "points", src, out, "--chunk-shape", "10,10", "--scheduler-address", scheduler)
+    assert run.rc == 2
+    assert "chunk_shape has 2 entries but positions have 3 columns" in run.err
+    assert not out.exists()
+    assert journal(out)["status"] == "failed" and "InputError" in journal(out)["error"]
+
+
+def test_exit_2_for_an_existing_store_without_overwrite(tmp_path, cli, scheduler, table):
+    df, src = table
+    out = tmp_path / "s.zv"
+    first = build(cli, scheduler, src, out, "--json")
+    assert first.rc == 0
+    before, journal_before = tree(out), journal(out)
+    again = build(cli, scheduler, src, out)
+    assert again.rc == 2
+    assert "already exists" in again.err and "--overwrite" in again.err
+    assert tree(out) == before
+    assert journal(out) == journal_before  # the refused job leaves the first job's journal alone
+    assert cli("status", out).rc == 0
+    replaced = build(cli, scheduler, src, out, "--overwrite", "--json", "--chunk-shape", "50")
+    assert replaced.rc == 0, replaced.err
+    assert zv.open_store(str(out)).root.chunk_shape == (50.0, 50.0, 50.0)
+    assert journal(out)["job_id"] == replaced.json()["job_id"] != first.json()["job_id"]
+
+
+def test_exit_1_when_validation_finds_errors(tmp_path, cli, scheduler, table):
+    _, src = table
+    out = tmp_path / "s.zv"
+    assert build(cli, scheduler, src, out).rc == 0
+    assert cli("validate", out, "--level", "5").rc == 0
+    # corrupt: drop one vertices cell the level's presence list names
+    cell = sorted((out / "0" / "vertices" / "c").rglob("*"))
+    victim = next(p for p in cell if p.is_file())
+    victim.unlink()
+    check = cli("validate", out, "--level", "3", "--json")
+    assert check.rc == 1
+    result = check.json()
+    assert result["ok"] is False and result["errors"]
+    # the build's own validate stage fails the same way: exit 1, the journal says why
+    run = build(cli, scheduler, src, out, "--resume", "--validate", "3")
+    assert run.rc == 1
+    assert "validation at level 3 found" in run.err
+    state = journal(out)
+    assert state["status"] == "failed" and state["stages"]["validate"]["status"] == "failed"
+    assert state["stages"]["write"]["status"] == "done"  # not redone on resume
+    assert cli("status", out).rc == 1

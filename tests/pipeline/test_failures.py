@@ -1,0 +1,234 @@
+"""Fault injection: a task that fails once, a worker killed mid-write, an interrupted reconcile.
+
+Dask runs a task at least once; every task is idempotent (whole-object writes of
+deterministic bytes), so each of these must end in exactly the store a clean run writes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import numpy as np
+import pandas as pd
+import pytest
+from pipeline_helpers import (
+    graph_frames,
+    journal,
+    points_frame,
+    register_flaky,
+    tree,
+    wait_for,
+    write_parquet_parts,
+)
+
+import zarr_vectors as zv
+from pipeline.cli import main as zv_main
+from zarr_vectors.core.grid import GridArray
+from zarr_vectors.core.store import Level
+from zarr_vectors.graphs import linked, points, runner
+from zarr_vectors.graphs import vertices as vertex_stage
+from zarr_vectors.validate import validate
+
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")]
+
+
+# ---------------------------------------------------------------------------
+# (a) a task that fails once
+# ---------------------------------------------------------------------------
+@pytest.fixture
+def flaky(local_cluster):
+    """``flaky://`` registered here and on the session cluster's workers."""
+    register_flaky()
+    assert set(local_cluster.run(register_flaky).values()) == {"flaky"}
+    return local_cluster
+
+
+def test_a_write_task_that_fails_once_is_retried_to_identical_bytes(tmp_path, cli, flaky, monkeypatch):
+    df = points_frame(20_000, seed=41, objects=30, float32=True)
+    src = write_parquet_parts(df, tmp_path / "in.parquet", parts=4)
+    monkeypatch.setattr(vertex_stage, "MIN_ROWS_PER_TASK", 3000)  # several owner tasks
+    common = ["--chunk-shape", "20", "--bin-shape", "10", "--scheduler-address", flaky.scheduler.address, "--json"]
+    clean = tmp_path / "clean" / "s.zv"
+    assert cli("build", "points", src, clean, *common).rc == 0
+
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    faulty = tmp_path / "faulty" / "s.zv"
+    opts = ["--storage-option", f"fail_dir={faults}", "--storage-option", "fail_on=/0/vertices/c/"]
+    run = cli("build", "points", src, f"flaky://{faulty}", *opts, *common, "--validate", "5")
+    assert run.rc == 0, run.err
+    marker = (faults / "failed-once").read_text()
+    assert "/0/vertices/c/" in marker  # the fault fired, in a cell write of a worker task
+    assert int(marker.split()[0]) in set(flaky.run(os.getpid).values())
+    assert run.json()["stages"]["write"]["num_tasks"] > 1
+    assert tree(faulty) == tree(clean)  # the retry wrote exactly the clean run's bytes
+    assert validate(str(faulty), 5).ok
+
+
+def test_without_retries_the_same_fault_fails_the_job(tmp_path, cli, flaky, monkeypatch):
+    """The retry is what saves the job above: with none, the write stage fails (exit 1, journalled)."""
+    df = points_frame(5000, seed=42)
+    src = tmp_path / "in.parquet"
+    df.to_parquet(src, index=False)
+    monkeypatch.setattr(runner, "TASK_RETRIES", 0)
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    out = tmp_path / "s.zv"
+    run = cli("build", "points", src, f"flaky://{out}", "--chunk-shape", "25",
+              "--storage-option", f"fail_dir={faults}", "--storage-option", "fail_on=/0/vertices/c/",
+              "--scheduler-address", flaky.scheduler.address)
+    assert run.rc == 1
+    assert "injected fault" in run.err
+    state = journal(out)
+    assert state["status"] == "failed" and state["stages"]["write"]["status"] == "failed"
+    assert "injected fault" in state["stages"]["write"]["error"]
+    # and --resume finishes it (the fault has fired; the marker keeps it from firing again)
+    resumed = cli("build", "points", src, f"flaky://{out}", "--chunk-shape", "25", "--resume",
+                  "--storage-option", f"fail_dir={faults}", "--storage-option", "fail_on=/0/vertices/c/",
+                  "--scheduler-address", flaky.scheduler.address)
+    assert resumed.rc == 0, resumed.err
+    assert journal(out)["status"] == "done" and validate(str(out), 5).ok
+    assert len(zv.read(str(out))) == 5000
+
+
+# ---------------------------------------------------------------------------
+# (b) a worker process killed in the middle of the write stage
+# ---------------------------------------------------------------------------
+@pytest.fixture
+def own_cluster():
+    """A dedicated 2-worker cluster: this test kills one of its workers."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        yield client
+
+
+def test_a_worker_killed_during_the_write_stage(tmp_path, own_cluster, monkeypatch):
+    rng = np.random.default_rng(43)
+    n = 3_000_000
+    pos = rng.uniform(0, 1000, (n, 3)).astype(np.float32)
+    df = pd.DataFrame({"x": pos[:, 0], "y": pos[:, 1], "z": pos[:, 2], "w": np.arange(n, dtype=np.int64)})
+    src = write_parquet_parts(df, tmp_path / "in.parquet", parts=12)
+    out = tmp_path / "s.zv"
+    argv = ["build", "points", str(src), str(out), "--chunk-shape", "125", "--json",
+            "--scheduler-address", own_cluster.scheduler.address]
+    result: dict = {}
+    job = threading.Thread(target=lambda: result.update(rc=zv_main(argv)), daemon=True)
+    job.start()
+
+    def writing_worker():
+        for worker, keys in own_cluster.processing().items():
+            if any(str(k).startswith("write_owner") for k in keys):
+                return worker
+        assert job.is_alive(), "the build finished before a write task was seen"
+        return None
+
+    victim = wait_for(writing_worker, timeout=120, interval=0.005, what="a write_owner task to run")
+    pids = own_cluster.run(os.getpid)
+    os.kill(pids[victim], signal.SIGKILL)  # the worker process dies mid-task; its nanny starts a new one
+    job.join(timeout=300)
+    assert not job.is_alive()
+    wait_for(lambda: victim not in own_cluster.scheduler_info()["workers"], 30, what="the scheduler to drop the worker")
+    state = journal(out)
+    if result["rc"] != 0:  # distributed could not recover the stage: --resume must
+        assert state["stages"]["write"]["status"] == "failed"
+        assert zv_main(argv + ["--resume"]) == 0
+        state = journal(out)
+    assert state["status"] == "done" and state["stages"]["write"]["num_vertices"] == n
+    assert validate(str(out), 5).ok
+    data = zv.read(str(out))
+    assert len(data) == n
+    order = np.argsort(data.attributes["w"])  # w is the input row: every record back, exactly once
+    np.testing.assert_array_equal(data.attributes["w"][order], np.arange(n))
+    np.testing.assert_array_equal(data.positions[order], pos)
+
+
+# ---------------------------------------------------------------------------
+# (c) an interrupted reconcile
+# ---------------------------------------------------------------------------
+class Crash(RuntimeError):
+    pass
+
+
+def crash_on_call(monkeypatch, owner, name: str, call: int):
+    """Make ``owner.name`` raise Crash on its ``call``-th call (1-based); earlier calls run."""
+    real = getattr(owner, name)
+    calls = {"n": 0}
+
+    def wrapper(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == call:
+            raise Crash(f"{owner.__name__}.{name}: simulated crash (call {call})")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, wrapper)
+    return calls
+
+
+def capture_reconcile(monkeypatch, module):
+    """Record the reconcile task's arguments (its inputs: the owners' summaries) when it runs."""
+    real = module._reconcile
+    captured: dict = {}
+
+    def recording(*args):
+        captured["args"] = args
+        return real(*args)
+
+    monkeypatch.setattr(module, "_reconcile", recording)
+    return real, captured
+
+
+CRASH_POINTS = {
+    "between presence lists": (GridArray, "set_nonempty_chunks", 2),
+    "before level metadata": (Level, "write_metadata", 1),
+}
+
+
+def write_points_store(url):
+    df = points_frame(4000, seed=44, objects=12)
+    return zv.write_points(
+        url, df[["x", "y", "z"]].to_numpy(), chunk_shape=20, object_ids=df["object_id"].to_numpy(),
+        attributes={"intensity": df["intensity"].to_numpy()},
+        object_attributes={"size": np.arange(12, dtype=np.float32)},
+    )
+
+
+def write_graph_store(url):
+    g = graph_frames(500, 1200, seed=45)
+    index = {v: i for i, v in enumerate(g.vertices["id"].tolist())}
+    edges = np.asarray([[index[a], index[b]] for a, b in g.edges[["src", "dst"]].itertuples(index=False)])
+    return zv.write_graph(url, g.vertices[["x", "y", "z"]].to_numpy(), edges, chunk_shape=25,
+                          edge_attributes={"weight": g.edges["weight"].to_numpy()},
+                          attributes={"mass": g.vertices["mass"].to_numpy()})
+
+
+@pytest.mark.parametrize("kind, write, module", [("points", write_points_store, points),
+                                                 ("graph", write_graph_store, linked)])
+@pytest.mark.parametrize("crash", sorted(CRASH_POINTS))
+def test_an_interrupted_reconcile_rerun_gives_the_same_store(tmp_path, monkeypatch, kind, write, module, crash):
+    clean = tmp_path / "clean" / "s.zv"
+    write(str(clean))  # local threads: monkeypatches below reach the tasks
+    expected = tree(clean)
+
+    store = tmp_path / "crashed" / "s.zv"
+    real, captured = capture_reconcile(monkeypatch, module)
+    with monkeypatch.context() as patch:
+        owner, name, call = CRASH_POINTS[crash]
+        if name == "write_metadata":  # init writes level 0's metadata once before the reconcile
+            call += 1
+        calls = crash_on_call(patch, owner, name, call)
+        with pytest.raises(Crash):
+            write(str(store))
+        assert calls["n"] == call
+    crashed = tree(store)
+    assert crashed != expected  # the crash left a store that is not the finished one
+    assert not validate(str(store), 3).ok
+
+    real(*captured["args"])  # re-run the interrupted reconcile with the same inputs
+    assert tree(store) == expected
+    real(*captured["args"])  # and once more: reconcile is safe to run twice
+    assert tree(store) == expected
+    assert validate(str(store), 5).ok

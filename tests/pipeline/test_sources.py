@@ -1,0 +1,138 @@
+"""``pipeline.sources``: lazy tables in partitions, vertex columns, id resolution (local threads)."""
+
+from __future__ import annotations
+
+import dask
+import numpy as np
+import pandas as pd
+import pytest
+from pipeline_helpers import graph_frames, points_frame, write_parquet_parts
+
+from pipeline import sources
+from zarr_vectors.errors import InputError
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning",
+                                        "ignore:The inplace keyword in DataFrame.reset_index")
+
+
+def test_vertex_columns_of_a_multi_file_parquet_dataset(tmp_path):
+    """Regression: columns projected one by one re-plan the read (dask-expr fuses small
+    files into fewer partitions), so their blocks no longer matched the row counts taken
+    on the whole frame and the graph had missing keys."""
+    df = points_frame(4000, objects=9, float32=True)
+    df["name"] = [f"p{i}" for i in range(len(df))]  # a string column is not an attribute
+    src = write_parquet_parts(df, tmp_path / "in.parquet", parts=3)
+    frame = sources.read_table(str(src))
+    table = sources.vertex_table(frame)
+    pos, ids, intensity, label = dask.compute(table.positions, table.object_ids, table.attributes["intensity"],
+                                              table.attributes["label"], scheduler="sync")
+    np.testing.assert_array_equal(pos, df[["x", "y", "z"]].to_numpy())
+    assert pos.dtype == np.float32 and ids.dtype == np.int64
+    np.testing.assert_array_equal(ids, df["object_id"].to_numpy())
+    np.testing.assert_array_equal(intensity, df["intensity"].to_numpy())
+    np.testing.assert_array_equal(label, df["label"].to_numpy())
+    assert sorted(table.attributes) == ["intensity", "label"]
+    # every block of every column lines up with the same partitions
+    assert table.positions.chunks[0] == table.object_ids.chunks[0] == table.attributes["label"].chunks[0]
+    blocks = table.positions.to_delayed().ravel()
+    assert [len(b) for b in dask.compute(*blocks, scheduler="sync")] == list(table.positions.chunks[0])
+
+
+def test_parquet_partitions_stay_small(tmp_path, monkeypatch):
+    """A file's row groups are read as several partitions, not one (no task holds the whole file)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "rg.parquet"
+    schema = pa.schema([("x", pa.float64()), ("y", pa.float64()), ("z", pa.float64())])
+    with pq.ParquetWriter(path, schema) as writer:
+        rng = np.random.default_rng(0)  # random values: dask sizes row groups by their encoded bytes
+        for i in range(6):
+            v = i + rng.random(50_000)
+            writer.write_table(pa.table({"x": v, "y": v, "z": v}, schema=schema))
+    monkeypatch.setattr(sources, "PARQUET_BLOCKSIZE", "1MiB")  # 1.2 MB per row group
+    table = sources.vertex_table(sources.read_table(str(path)))
+    assert table.positions.chunks[0] == (50_000,) * 6
+    np.testing.assert_array_equal(np.floor(table.positions[:, 0].compute(scheduler="sync")), np.repeat(np.arange(6.0), 50_000))
+
+
+def test_csv_and_npz_tables(tmp_path):
+    df = points_frame(1000, seed=3)
+    df.to_csv(tmp_path / "a.csv", index=False)
+    np.savez(tmp_path / "a.npz", positions=df[["x", "y", "z"]].to_numpy(), label=df["label"].to_numpy())
+    csv = sources.vertex_table(sources.read_table(str(tmp_path / "a.csv")))
+    npz = sources.vertex_table(sources.read_table(str(tmp_path / "a.npz")))
+    np.testing.assert_array_equal(csv.positions.compute(scheduler="sync"), pd.read_csv(tmp_path / "a.csv")[["x", "y", "z"]])
+    np.testing.assert_array_equal(npz.positions.compute(scheduler="sync"), df[["x", "y", "z"]].to_numpy())
+    assert sorted(npz.attributes) == ["label"] and npz.attributes["label"].dtype == df["label"].dtype
+
+
+@pytest.mark.parametrize("name, message", [
+    ("a.txt", "unknown input format"),
+])
+def test_unknown_formats_are_refused(tmp_path, name, message):
+    (tmp_path / name).write_text("x\n1\n")
+    with pytest.raises(InputError, match=message):
+        sources.read_table(str(tmp_path / name))
+
+
+def test_mixed_formats_are_refused(tmp_path):
+    points_frame(10).to_csv(tmp_path / "a.csv", index=False)
+    points_frame(10).to_parquet(tmp_path / "b.parquet", index=False)
+    with pytest.raises(InputError, match="inputs mix formats"):
+        sources.read_table([str(tmp_path / "a.csv"), str(tmp_path / "b.parquet")])
+
+
+def test_missing_coordinates_and_ids_are_refused(tmp_path):
+    frame = sources.read_table(str(_csv(tmp_path, pd.DataFrame({"a": [1.0], "b": [2.0]}))))
+    with pytest.raises(InputError, match="needs coordinate columns x, y"):
+        sources.vertex_table(frame)
+    frame = sources.read_table(str(_csv(tmp_path, pd.DataFrame({"x": [1.0], "y": [2.0]}))))
+    with pytest.raises(InputError, match=r"lacks column\(s\) \['id'\]"):
+        sources.vertex_table(frame, with_ids=True)
+
+
+def _csv(tmp_path, df, name="t.csv"):
+    df.to_csv(tmp_path / name, index=False)
+    return tmp_path / name
+
+
+def test_resolve_ids_maps_non_contiguous_ids_to_rows(tmp_path):
+    g = graph_frames(300, 700)
+    vsrc = write_parquet_parts(g.vertices, tmp_path / "v.parquet", parts=3)
+    g.edges.to_csv(tmp_path / "e.csv", index=False)
+    vertices = sources.read_table(str(vsrc))
+    edges_in = pd.read_csv(tmp_path / "e.csv")
+    with dask.config.set(scheduler="sync"):
+        index, attrs = sources.resolve_ids(sources.read_table(str(tmp_path / "e.csv")), vertices, ["src", "dst"],
+                                           what="edge")
+    ids = g.vertices["id"].to_numpy()
+    np.testing.assert_array_equal(ids[index], edges_in[["src", "dst"]].to_numpy())  # input order kept
+    assert sorted(attrs) == ["weight"]
+    np.testing.assert_array_equal(attrs["weight"], edges_in["weight"].to_numpy())
+
+
+def test_resolve_ids_refuses_unknown_and_duplicate_ids(tmp_path):
+    vertices = sources.read_table(str(_csv(tmp_path, pd.DataFrame({"id": [5, 9], "x": [0.0, 1.0], "y": [0.0, 1.0]}),
+                                           "v.csv")))
+    edges = sources.read_table(str(_csv(tmp_path, pd.DataFrame({"src": [5, 9], "dst": [9, 7]}), "e.csv")))
+    with dask.config.set(scheduler="sync"), pytest.raises(InputError, match=r"edge row 1 names vertex id\(s\) \[9, 7\]"):
+        sources.resolve_ids(edges, vertices, ["src", "dst"], what="edge")
+    dup = sources.read_table(str(_csv(tmp_path, pd.DataFrame({"id": [5, 5], "x": [0.0, 1.0], "y": [0.0, 1.0]}),
+                                      "d.csv")))
+    with dask.config.set(scheduler="sync"), pytest.raises(InputError, match="vertex ids are not unique"):
+        sources.resolve_ids(edges, dup, ["src", "dst"], what="edge")
+
+
+def test_a_build_naming_an_unknown_vertex_id_exits_2_and_writes_no_store(tmp_path, cli, scheduler):
+    g = graph_frames(100, 200)
+    g.vertices.to_parquet(tmp_path / "v.parquet", index=False)
+    edges = g.edges.copy()
+    edges.loc[17, "dst"] = 123  # no such vertex id
+    edges.to_csv(tmp_path / "e.csv", index=False)
+    out = tmp_path / "g.zv"
+    run = cli("build", "graph", tmp_path / "v.parquet", tmp_path / "e.csv", out, "--chunk-shape", "50",
+              "--scheduler-address", scheduler)
+    assert run.rc == 2
+    assert "edge row 17 names vertex id(s)" in run.err and "123" in run.err
+    assert not out.exists()
