@@ -14,18 +14,25 @@ arrays, in its own virtual environment.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
+import sys
 import tempfile
 from pathlib import Path
 
-import graph as graph_bench
 import numpy as np
 import pandas as pd
-from _common import ensure_reference_env, run_reference, timed
 
-from pipeline.cluster import connect
-from pipeline.jobs import BuildSpec, run_build
+# This script's own name shadows the ``pipeline`` package while its folder leads sys.path.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+from pipeline.cluster import connect  # noqa: E402
+from pipeline.jobs import BuildSpec, run_build  # noqa: E402
+
+sys.path.insert(0, _HERE)
+import graph as graph_bench  # noqa: E402
+from _common import ensure_reference_env, run_reference, timed  # noqa: E402
 
 
 def main() -> None:
