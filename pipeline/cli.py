@@ -35,7 +35,7 @@ def _storage_options(pairs: list[str]) -> dict:
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
-            raise SystemExit(f"zv validate: error: --storage-option expects KEY=VALUE, got {pair!r}")
+            raise SystemExit(f"zv: error: --storage-option expects KEY=VALUE, got {pair!r}")
         try:
             value = json.loads(raw)
         except ValueError:
@@ -305,8 +305,6 @@ def _shard(args: argparse.Namespace) -> int:
 
 def _pyramid(args: argparse.Namespace) -> int:
     """``zv pyramid``: exit 0 when built, 2 for bad input, a refused store or an unreachable one."""
-    import json
-
     import zarr_vectors as zv
     from zarr_vectors.errors import ZarrVectorsError
 
@@ -330,19 +328,7 @@ def _pyramid(args: argparse.Namespace) -> int:
             for text in args.chunk_scale:
                 values = numbers(text, "--chunk-scale", float)
                 scales.append(values[0] if len(values) == 1 else tuple(values))
-        for pair in args.storage_option:
-            key, sep, raw = pair.partition("=")
-            if not sep or not key:
-                raise SystemExit(f"zv pyramid: error: --storage-option expects KEY=VALUE, got {pair!r}")
-            try:
-                value = json.loads(raw)
-            except ValueError:
-                value = raw
-            *parents, leaf = key.split(".")
-            target = options
-            for part in parents:
-                target = target.setdefault(part, {})
-            target[leaf] = value
+        options.update(_storage_options(args.storage_option))
     except SystemExit as exc:
         print(exc, file=sys.stderr)
         return 2
