@@ -30,7 +30,7 @@ bench-linked graph|mesh|streamline IN.npz --workdir DIR [--repeat R]
 read-linked-many OUTDIR STORE... [--validate-level N]    batch of the above
 write-linked-many JOBS.json                      batch of write-linked jobs
 pyramid-build STORE --factors C[,S];... [--chunk-scale N[,N,N];...] [--storage S] [--depth D] [--seed S]
-pyramid-read STORE... --outdir DIR [--validate-level N]   every level -> DIR/<store>/level<N>.npz
+pyramid-read STORE... --outdir DIR [--validate-level N]   every level (+ cross-level records) -> npz
 pyramid-write OUTDIR [--seed S]                  small stores of four kinds, each with a reference pyramid
 pyramid-bench points|graph|mesh|streamline IN.npz --workdir DIR [--repeat R]   build_pyramid timed
 
@@ -1038,6 +1038,21 @@ def cmd_pyramid_read(args, zv, info) -> dict:
                     out["obj_part_ids"] = np.asarray(by_obj.part_objects, dtype=np.int64)
                     out["obj_part_lengths"] = np.asarray([len(q) for q in by_obj.polylines], dtype=np.int64)
                 entry["present"] = len(ids)
+            links_dir = os.path.join(store, str(n), "links")
+            deltas = []
+            if os.path.isdir(links_dir):
+                from zarr_vectors.core.arrays import read_link_arrays
+                from zarr_vectors.core.store import get_resolution_level
+
+                lg = get_resolution_level(open_store(store), n)
+                for name in sorted(os.listdir(links_dir)):
+                    if name in ("0", "zarr.json") or not os.path.isdir(os.path.join(links_dir, name)):
+                        continue
+                    chunks, vi = read_link_arrays(lg, delta=int(name))
+                    out[f"links_{name}_chunks"] = np.asarray(chunks, dtype=np.int64).reshape(len(vi), 2, -1)
+                    out[f"links_{name}_vi"] = np.asarray(vi, dtype=np.int64)
+                    deltas.append(name)
+            entry["cross_level"] = deltas
             path = out_dir / f"level{n}.npz"
             np.savez(path, **out)
             entry["out"] = str(path)

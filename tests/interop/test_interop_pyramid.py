@@ -3,9 +3,11 @@
 * pyramids written here (points with and without ids, graph, mesh, streamlines; per-level
   chunk scale; explicit and implicit storage; depth 2 and -1) pass the reference's level-5
   validation, and the reference reads every level back: the same vertices, the same
-  metavertices per object, the same coarse streamlines;
+  metavertices per object, the same coarse streamlines, the same cross-level records
+  (our int32 rows included);
 * pyramids the reference builds (the same kinds and settings) pass our level-5 validation
-  (v2 object index opted in) and read here exactly as the reference reads them.
+  (v2 object index opted in) and read here exactly as the reference reads them, cross-level
+  records included.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 import pytest
 
 import zarr_vectors as zv
+from zarr_vectors.core.arrays import read_links
 from zarr_vectors.core.objects import read_object_index
 from zarr_vectors.validate import validate
 
@@ -53,6 +56,22 @@ def our_objects(store: str, level: int, allow=()) -> dict[int, np.ndarray]:
     for r, c, f in zip(index.block_row.tolist(), index.block_chunk.tolist(), index.block_fragment.tolist()):
         out.setdefault(int(index.ids[r]), []).append(cells[tuple(c)][frags[tuple(c)].rows(f)])
     return {k: np.concatenate(v) for k, v in out.items()}
+
+
+def records(chunks: np.ndarray, vi: np.ndarray) -> list[tuple]:
+    return sorted(zip(map(tuple, chunks.reshape(len(vi), -1).tolist()), map(tuple, vi.tolist())))
+
+
+def compare_cross_level(store: str, level: int, ref_npz: str, deltas: list[str]) -> None:
+    """The reference decodes every cross-level family of the level to the records we decode."""
+    ref = np.load(ref_npz)
+    lvl = zv.open_store(store).level(level)
+    ours = sorted(d for d in lvl.children("links") if d != "0")
+    assert sorted(deltas) == ours
+    for name in deltas:
+        mine = read_links(lvl, int(name))
+        assert len(mine) > 0
+        assert records(ref[f"links_{name}_chunks"], ref[f"links_{name}_vi"]) == records(mine.chunks, mine.vi)
 
 
 def compare_level(store: str, level: int, ref_npz: str, kind: str, allow=()) -> None:
@@ -124,6 +143,7 @@ def test_reference_validates_and_reads_our_pyramid(ours, ref_reads_ours, name):
     assert [lv["level"] for lv in got["levels"]] == levels and len(levels) == len(OURS[name]["factors"]) + 1
     for lv in got["levels"]:
         compare_level(store, lv["level"], lv["out"], KINDS[name])
+        compare_cross_level(store, lv["level"], lv["out"], lv["cross_level"])
 
 
 @pytest.fixture(scope="module")
@@ -145,3 +165,4 @@ def test_reference_pyramids_validate_and_read_here(theirs):
         assert "shared_fragments" in root.format_capabilities
         for lv in reads[store]["levels"]:
             compare_level(store, lv["level"], lv["out"], KINDS[name], allow=V2)
+            compare_cross_level(store, lv["level"], lv["out"], lv["cross_level"])

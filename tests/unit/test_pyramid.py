@@ -338,6 +338,8 @@ def test_codecs_and_object_attributes_carried(tmp_path):
         for seg in (store / fam).iterdir():
             if seg.is_dir():
                 assert codecs(f"{fam}/{seg.name}") == codecs("0/vertices")
+                attrs = json.loads((seg / "zarr.json").read_text())["attributes"]
+                assert attrs["dtype"] == "int32" and attrs["has_perm"] is False  # rows are chunk-local
     kept = sorted(o for o, b in manifests(store, 1).items() if b)
     assert len(kept) == 3
     data = zv.read(str(store), level=1)

@@ -80,6 +80,8 @@ CROSS_LEVEL_STORAGES = ("none", "implicit", "explicit")
 PYRAMID_TOKENS = ("preserved_object_ids", "shared_fragments", "multiscale_links")
 ORDERED_KINDS = ("polyline", "streamline", "line")  # manifests keep traversal order
 TASKS_PER_THREAD = 2
+LINK_ROW_DTYPE = "int32"
+"""Cross-level rows are chunk-local vertex rows, below 2**31 by the 4 GiB cell limit (D13)."""
 
 
 # ---------------------------------------------------------------------------
@@ -727,11 +729,15 @@ def _init_families(
         plus, minus = _family_segments(pairs, fine_cells, coarse_cells, spec)
         create_links_family(fine, spec.k, link_width=2, directed=True, store="canonical", sid_ndim=ndim)
         if plus:
-            create_links_segments(fine, spec.k, plus, extent=(fine_origin, fine_shape), compressor=compressor)
+            create_links_segments(
+                fine, spec.k, plus, extent=(fine_origin, fine_shape), dtype=LINK_ROW_DTYPE, compressor=compressor
+            )
         if spec.explicit:
             create_links_family(coarse, -spec.k, link_width=2, directed=True, store="canonical", sid_ndim=ndim)
             if minus:
-                create_links_segments(coarse, -spec.k, minus, extent=(origin, shape), compressor=compressor)
+                create_links_segments(
+                    coarse, -spec.k, minus, extent=(origin, shape), dtype=LINK_ROW_DTYPE, compressor=compressor
+                )
     return len(families)
 
 
@@ -827,16 +833,13 @@ def _family_segments(
     return plus, minus
 
 
-def _plus_part(parts: _FamilyParts) -> LinkPartition:
-    return parts.plus
-
-
 def _minus_share(parts: _FamilyParts, k: int) -> _Records | None:
     return parts.minus[k]
 
 
-def _write_plus(level: Level, delta: int, part: LinkPartition, ready: int = 0) -> int:
+def _write_plus(level: Level, delta: int, parts: _FamilyParts, ready: int = 0) -> int:
     """Write a fine group's ``+k`` cells (``ready``: the family-init task, which must run first)."""
+    part = parts.plus
     if part.num_physical_records == 0:
         return 0
     return write_link_cells(level, delta, part).num_physical_records
@@ -844,10 +847,15 @@ def _write_plus(level: Level, delta: int, part: LinkPartition, ready: int = 0) -
 
 def _minus_owner_partition(
     target: MetavertexLayout, fine_cells: np.ndarray, spec: _FamilySpec, total: int, j: int,
-    *shares: _Records | None,
+    *shares: _Records | _FamilyParts | None,
 ) -> LinkPartition | None:  # fmt: skip
-    """Owner ``j``'s ``-k`` partition (its whole coarse cells), from every fine group's share."""
-    parts = [s for s in shares if s is not None]
+    """Owner ``j``'s ``-k`` partition (its whole coarse cells), from every fine group's share.
+
+    A share is the group's ``_Records`` for this owner, or (local threads: nothing to
+    ship) the group's whole ``_FamilyParts``.
+    """
+    taken = [s.minus[j] if isinstance(s, _FamilyParts) else s for s in shares]
+    parts = [s for s in taken if s is not None]
     if not parts:
         return None
     lo, hi = spec.owner_starts[j], spec.owner_starts[j + 1]
@@ -1169,7 +1177,7 @@ class _Builder:
         self.store.write_root()
         # coarse owners write the metavertices and the -k records of their cells: size them by the latter
         weight = members + counts
-        owners = split_by_weight(weight, max(1, -(-int(weight.sum()) // (TASKS_PER_THREAD * self.threads))))
+        owners = split_by_weight(weight, max(1, -(-int(weight.sum()) // self.threads)))
         state = _LevelState(
             level=level,
             chunk_shape=cs,
@@ -1223,6 +1231,10 @@ class _Builder:
         ready = dask.delayed(_init_families)(
             level_ref, origin, shape, _publish(cells), self.compressor, self.ndim, families_init
         )
+        # under a distributed client a coarse owner fetches only its share of each group's records;
+        # on local threads nothing moves, so it reads the groups' results directly
+        distributed = current_client() is not None
+        share = (lambda p, j: dask.delayed(_minus_share)(p, j)) if distributed else (lambda p, j: p)  # noqa: E731
         writers = []
         for k in ks:
             spec, spec_ref = specs[k], spec_refs[k]
@@ -1232,11 +1244,11 @@ class _Builder:
                 dask.delayed(_family_parts)(m, a, o, tot, layout, spec_ref, ready)
                 for m, a, o in zip(self.maps[n - k], self.ancestors[n - k], offs)
             ]
-            writers.append((fine_ref, k, [(_write_plus, dask.delayed(_plus_part)(p)) for p in parts]))
+            writers.append((fine_ref, k, [(_write_plus, p) for p in parts]))
             if spec.explicit:
                 minus = [
                     dask.delayed(_minus_owner_partition)(
-                        layout, fine_cells, spec_ref, tot, j, *[dask.delayed(_minus_share)(p, j) for p in parts]
+                        layout, fine_cells, spec_ref, tot, j, *[share(p, j) for p in parts]
                     )
                     for j in range(len(owners))
                 ]
