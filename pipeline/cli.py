@@ -263,26 +263,14 @@ def _stages_of(state: dict) -> list[str]:
 
 def _shard(args: argparse.Namespace) -> int:
     """``zv shard``: exit 0 when done, 2 for bad input, a refused store or an unreachable one."""
-    import json
-
     import zarr_vectors as zv
     from zarr_vectors.errors import ZarrVectorsError
 
-    options: dict = {}
-    for pair in args.storage_option:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            print(f"zv shard: error: --storage-option expects KEY=VALUE, got {pair!r}", file=sys.stderr)
-            return 2
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            value = raw
-        *parents, leaf = key.split(".")
-        target = options
-        for part in parents:
-            target = target.setdefault(part, {})
-        target[leaf] = value
+    try:
+        options = _storage_options(args.storage_option)
+    except SystemExit as exc:
+        print(exc, file=sys.stderr)
+        return 2
     if args.unshard == (args.shard_shape is not None):
         print("zv shard: error: give --shard-shape N (or N,N,N) or --unshard, not both", file=sys.stderr)
         return 2
