@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from _common import ensure_reference_env, report, run_reference, timed
+from _common import ensure_reference_env, report, run_reference, timed, timed_fresh
 
 import zarr_vectors as zv
 
@@ -46,17 +46,13 @@ def main() -> None:
 
     data = make_inputs(args.n, args.seed)
     work = Path(tempfile.mkdtemp(prefix="zv-bench-graph-"))
-    store = work / "ours.zv"
     try:
-        def write() -> None:
+        def write(store: Path) -> None:
             zv.write_graph(str(store), data["positions"], data["edges"], chunk_shape=250.0, bounds=BOUNDS,
                            object_ids=data["object_ids"], edge_attributes={"weight": data["lattr__weight"]})
 
-        def clear() -> None:
-            shutil.rmtree(store, ignore_errors=True)
-
-        write()  # warm-up (imports, thread pools)
-        ours_write = timed(write, args.repeat, setup=clear)
+        write(work / "warm-up.zv")  # imports, thread pools
+        ours_write, store = timed_fresh(write, work, "ours", args.repeat)
         got = zv.read(str(store))
         assert len(got) == args.n and len(got.edges) == len(data["edges"])
         ours_read = timed(lambda: zv.read(str(store)), args.repeat)

@@ -32,7 +32,7 @@ from pipeline.jobs import BuildSpec, run_build  # noqa: E402
 
 sys.path.insert(0, _HERE)
 import graph as graph_bench  # noqa: E402
-from _common import ensure_reference_env, run_reference, timed  # noqa: E402
+from _common import ensure_reference_env, run_reference, timed_fresh  # noqa: E402
 
 
 def main() -> None:
@@ -54,12 +54,13 @@ def main() -> None:
         )
         times: dict[int, list[float]] = {}
         for workers in (1, 2):
-            store = work / f"ours-{workers}.zv"
-            spec = BuildSpec(kind="graph", inputs=[str(work / "vertices.parquet"), str(work / "edges.parquet")],
-                             out=str(store), chunk_shape=250.0, pyramid=[(2.0, 1.0)], validate_level=5, overwrite=True)
+            def build(store: Path) -> None:
+                run_build(BuildSpec(kind="graph", inputs=[str(work / "vertices.parquet"), str(work / "edges.parquet")],
+                                    out=str(store), chunk_shape=250.0, pyramid=[(2.0, 1.0)], validate_level=5))
+
             with connect(workers=workers, threads_per_worker=1):
-                run_build(spec)  # warm-up: worker imports
-                times[workers] = timed(lambda s=spec: run_build(s), args.repeat)
+                build(work / f"warm-up-{workers}.zv")  # worker imports
+                times[workers], _ = timed_fresh(build, work, f"ours-{workers}w", args.repeat)
 
         ensure_reference_env()
         npz = work / "graph.npz"

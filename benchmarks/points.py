@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from _common import ensure_reference_env, report, run_reference, timed
+from _common import ensure_reference_env, report, run_reference, timed, timed_fresh
 
 import zarr_vectors as zv
 
@@ -30,17 +30,13 @@ def main() -> None:
     positions = rng.uniform(0, 1000, (args.n, 3)).astype(np.float32)
     value = rng.standard_normal(args.n).astype(np.float32)
     work = Path(tempfile.mkdtemp(prefix="zv-bench-points-"))
-    store = work / "ours.zv"
     try:
-        def write() -> None:
+        def write(store: Path) -> None:
             zv.write_points(str(store), positions, chunk_shape=250.0, bin_shape=62.5,
                             bounds=[[0, 0, 0], [1000, 1000, 1000]], attributes={"value": value})
 
-        def clear() -> None:
-            shutil.rmtree(store, ignore_errors=True)
-
-        write()  # warm-up (imports, thread pools)
-        ours_write = timed(write, args.repeat, setup=clear)
+        write(work / "warm-up.zv")  # imports, thread pools
+        ours_write, store = timed_fresh(write, work, "ours", args.repeat)
         data = zv.read(str(store))
         assert len(data) == args.n and len(data.attributes["value"]) == args.n
         ours_read = timed(lambda: zv.read(str(store)), args.repeat)

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from _common import ensure_reference_env, report, run_reference, timed
+from _common import ensure_reference_env, report, run_reference, timed_fresh
 
 import zarr_vectors as zv
 
@@ -81,19 +81,18 @@ def main() -> None:
             ensure_reference_env()
         for kind in kinds:
             data = make_inputs(kind, args.scale)
-            base, store = work / f"{kind}_base.zv", work / f"{kind}.zv"
+            base = work / f"{kind}_base.zv"
             write_ours(kind, data, base)
 
-            def fresh() -> None:
-                shutil.rmtree(store, ignore_errors=True)
-                shutil.copytree(base, store)
+            def copy_base(path: Path) -> None:
+                shutil.copytree(base, path)
 
-            def build() -> None:
-                zv.build_pyramid(str(store), factors=[(2.0, 1.0)])
+            def build(path: Path) -> None:
+                zv.build_pyramid(str(path), factors=[(2.0, 1.0)])
 
-            fresh()
-            build()  # warm-up (imports, thread pools)
-            ours = timed(build, args.repeat, setup=fresh)
+            copy_base(work / f"{kind}-warm-up.zv")
+            build(work / f"{kind}-warm-up.zv")  # imports, thread pools
+            ours, store = timed_fresh(build, work, kind, args.repeat, prepare=copy_base)
             level1 = zv.open_store(str(store)).level(1).meta.vertex_count
             line = f"{kind}: {len(data['positions']):,} vertices -> {level1:,} metavertices"
             if args.no_reference:
@@ -107,8 +106,8 @@ def main() -> None:
                 line += f" (reference: {result['level1_vertices']:,})"
             print(line, flush=True)
             rows.append((f"pyramid {kind}", ours, ref))
-            shutil.rmtree(base, ignore_errors=True)
-            shutil.rmtree(store, ignore_errors=True)
+            for path in work.glob(f"{kind}*.zv"):
+                shutil.rmtree(path, ignore_errors=True)
         print(f"one coarser level, factors=[(2.0, 1.0)], explicit cross-level links, {args.repeat} runs each")
         report(rows)
     finally:

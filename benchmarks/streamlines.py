@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from _common import ensure_reference_env, report, run_reference, timed
+from _common import ensure_reference_env, report, run_reference, timed, timed_fresh
 
 import zarr_vectors as zv
 
@@ -43,17 +43,13 @@ def main() -> None:
 
     data = make_inputs(args.count, args.length, args.seed)
     work = Path(tempfile.mkdtemp(prefix="zv-bench-streamlines-"))
-    store = work / "ours.zv"
     try:
-        def write() -> None:
+        def write(store: Path) -> None:
             zv.write_polylines(str(store), data["positions"], data["offsets"], chunk_shape=250.0, bounds=BOUNDS,
                                kind="streamline")
 
-        def clear() -> None:
-            shutil.rmtree(store, ignore_errors=True)
-
-        write()  # warm-up (imports, thread pools)
-        ours_write = timed(write, args.repeat, setup=clear)
+        write(work / "warm-up.zv")  # imports, thread pools
+        ours_write, store = timed_fresh(write, work, "ours", args.repeat)
         got = zv.read(str(store))
         assert np.array_equal(got.offsets, data["offsets"]) and np.array_equal(got.positions, data["positions"])
         ours_read = timed(lambda: zv.read(str(store)), args.repeat)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -848,14 +849,16 @@ def _open_or_create_links_array(
         if check_perm and "has_perm" in attrs and attrs["has_perm"] != policy.has_perm(offsets):
             raise ArrayError(f"{grid.path}: has_perm {attrs['has_perm']} disagrees with the family policy")
         _check_covers(grid, cells)
-        return grid
-    return GridArray.create(
-        level.storage,
-        level.node_path(rel),
-        shape=extent[1],
-        origin=extent[0],
-        attributes=_links_array_attributes(policy, offsets, dtype),
-        compressor=compressor,
+        return level.remember(grid)
+    return level.remember(
+        GridArray.create(
+            level.storage,
+            level.node_path(rel),
+            shape=extent[1],
+            origin=extent[0],
+            attributes=_links_array_attributes(policy, offsets, dtype),
+            compressor=compressor,
+        )
     )
 
 
@@ -865,14 +868,16 @@ def _open_or_create_fragments(
     if level.has(LINK_FRAGMENTS):
         grid = level.array(LINK_FRAGMENTS)
         _check_covers(grid, cells)
-        return grid
-    return GridArray.create(
-        level.storage,
-        level.node_path(LINK_FRAGMENTS),
-        shape=extent[1],
-        origin=extent[0],
-        attributes={"zv_array": "link_fragments", "encoding": "fragment_index_v1"},
-        compressor=compressor,
+        return level.remember(grid)
+    return level.remember(
+        GridArray.create(
+            level.storage,
+            level.node_path(LINK_FRAGMENTS),
+            shape=extent[1],
+            origin=extent[0],
+            attributes={"zv_array": "link_fragments", "encoding": "fragment_index_v1"},
+            compressor=compressor,
+        )
     )
 
 
@@ -1105,6 +1110,7 @@ def write_chunk_links(
 
 
 def _merge_presence(grid: GridArray, cells: Mapping[Chunk, bytes]) -> None:
+    grid = GridArray.open(grid.storage, grid.path)  # the current list, not the writer's copy (Level.known_array)
     present = set(grid.nonempty_chunks)
     for c, payload in cells.items():
         (present.add if payload else present.discard)(format_chunk_key(c))
@@ -1125,12 +1131,13 @@ def _partition_cell_batches(
     for s, cell, start, stop in partition.iter_groups():
         if s not in grids:
             rel = _array_rel(policy.delta, partition.segments[s])
-            if not level.has(rel):
+            grid = level.known_array(rel)
+            if grid is None:
                 raise ArrayError(
                     f"level {level.number}: {rel} does not exist; the coordinator creates arrays "
                     "(create_links_arrays) before cell owners write"
                 )
-            grids[s] = level.array(rel)
+            grids[s] = grid
             cells[s] = {}
         offsets = partition.segment_offsets[s]
         flat = policy.is_flat(offsets)
@@ -1140,9 +1147,9 @@ def _partition_cell_batches(
         cells[s][cell] = payload
         if flat:
             if frag is None:
-                if not level.has(LINK_FRAGMENTS):
+                frag = level.known_array(LINK_FRAGMENTS)
+                if frag is None:
                     raise ArrayError(f"level {level.number}: link_fragments does not exist; create_links_arrays first")
-                frag = level.array(LINK_FRAGMENTS)
             frag_cells[cell] = side or b""
     out = [(grids[s], cells[s]) for s in sorted(grids)]
     if frag is not None:
@@ -1181,6 +1188,7 @@ def list_link_attribute_names(level: Level) -> list[str]:
 
 def _clear_family(level: Level, delta: int) -> None:
     """Remove ``links/<delta>`` with its attribute families (and link_fragments at delta 0)."""
+    level.known_arrays.clear()
     for name in list_link_attribute_names(level):
         rel = link_attributes_group_path(name, delta)
         if level.storage.exists(posixpath.join(level.node_path(rel), "zarr.json")) or level.children(rel):
@@ -1657,18 +1665,20 @@ def _open_or_create_attribute_array(
                 f"{grid.path}: holds {attrs.get('dtype')} rows of shape {attrs.get('row_shape')}, "
                 f"cannot write {dtype.name} rows of shape {list(row_shape)}"
             )
-        return grid
+        return level.remember(grid)
     links_rel = _array_rel(delta, segment)
     if not level.has(links_rel):
         raise ArrayError(f"level {level.number}: {links_rel} does not exist; link attributes mirror link arrays")
     mirror = level.array(links_rel)
-    return GridArray.create(
-        level.storage,
-        level.node_path(rel),
-        shape=mirror.shape,
-        origin=mirror.origin,
-        attributes=_attribute_array_attributes(name, dtype, row_shape, offsets, delta),
-        compressor=compressor,
+    return level.remember(
+        GridArray.create(
+            level.storage,
+            level.node_path(rel),
+            shape=mirror.shape,
+            origin=mirror.origin,
+            attributes=_attribute_array_attributes(name, dtype, row_shape, offsets, delta),
+            compressor=compressor,
+        )
     )
 
 
@@ -1719,9 +1729,10 @@ def _attribute_cell_batches(
     for g, (s, cell, start, stop) in enumerate(partition.iter_groups()):
         if s not in grids:
             rel = _attr_array_rel(name, delta, partition.segments[s])
-            if not level.has(rel):
+            grid = level.known_array(rel)
+            if grid is None:
                 raise ArrayError(f"level {level.number}: {rel} does not exist; create_link_attribute_arrays first")
-            grids[s] = level.array(rel)
+            grids[s] = grid
             cells[s] = {}
         prefix = existing.get(g, b"") if existing else b""
         cells[s][cell] = prefix + physical[start:stop].tobytes()
@@ -1865,6 +1876,7 @@ def write_link_attributes(
 
 
 def _clear_attribute_family(level: Level, name: str, delta: int) -> None:
+    level.known_arrays.clear()
     level.storage.delete_prefix(level.node_path(link_attributes_group_path(name, delta)))
 
 
@@ -1972,18 +1984,25 @@ def finalize_links(
     records in, rows written), are stamped instead of decoding every record.
     """
     policy = _require_policy(level, delta)
-    grids = [level.array(_array_rel(delta, s)) for s in list_link_offsets(level, delta)]
+    rels = [_array_rel(delta, s) for s in list_link_offsets(level, delta)]
     if delta == 0 and level.has(LINK_FRAGMENTS):
-        grids.append(level.array(LINK_FRAGMENTS))
+        rels.append(LINK_FRAGMENTS)
     for name in list_link_attribute_names(level):
         rel = link_attributes_group_path(name, delta)
-        for segment in level.children(rel):
-            if level.has(f"{rel}/{segment}"):
-                grids.append(level.array(f"{rel}/{segment}"))
-    for grid in grids:
+        rels += [f"{rel}/{segment}" for segment in level.children(rel) if level.has(f"{rel}/{segment}")]
+
+    def reconcile(rel: str) -> None:
+        grid = level.array(rel)
         keys = derive_nonempty_chunks(grid)
         if keys != grid.nonempty_chunks:
             grid.set_nonempty_chunks(keys)
+
+    if level.storage.protocol == "file" or len(rels) < 2:
+        for rel in rels:
+            reconcile(rel)
+    else:  # remote: every array is a few round trips (metadata, listing, write); overlap them
+        with ThreadPoolExecutor(min(16, len(rels))) as pool:
+            list(pool.map(reconcile, rels))
     if counts is None:  # not known from the write tasks: decode every record to count them
         records, total = _read_family_records(level, policy, anchor_ratios)
         counts = LinkCounts(_logical_count(policy, records, _family_path(level, delta)), total)

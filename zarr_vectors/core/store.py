@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import posixpath
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from zarr_vectors.core.grid import GridArray
@@ -36,6 +37,11 @@ class Level:
     store: ZVStore
     number: int
     meta: LevelMetadata
+    #: Documents of the arrays a coordinator created (or opened and checked) for the
+    #: write in progress, by path relative to the level.  Cell-owner tasks receive the
+    #: level after that step, so they find each array's grid and codecs here instead of
+    #: reading every ``zarr.json`` again (one S3 GET per array per owner).
+    known_arrays: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def path(self) -> str:
@@ -61,6 +67,23 @@ class Level:
 
     def array(self, relpath: str) -> GridArray:
         return GridArray.open(self.storage, self.node_path(relpath))
+
+    def remember(self, grid: GridArray) -> GridArray:
+        """Keep ``grid``'s document for :meth:`known_array`; returns ``grid``."""
+        self.known_arrays[posixpath.relpath(grid.path, self.path)] = copy.deepcopy(grid.doc)
+        return grid
+
+    def known_array(self, relpath: str) -> GridArray | None:
+        """The array at ``relpath`` for a cell writer: remembered, else read; None if absent.
+
+        Cell writers use only what never changes after creation (grid, codecs, row
+        dtype); array-wide attributes such as ``nonempty_chunks`` must come from
+        :meth:`array`.
+        """
+        doc = self.known_arrays.get(relpath)
+        if doc is not None:
+            return GridArray(self.storage, self.node_path(relpath), copy.deepcopy(doc))
+        return self.array(relpath) if self.has(relpath) else None
 
     def children(self, relpath: str) -> list[str]:
         return [n for n in self.storage.list_dir(self.node_path(relpath)) if n != "zarr.json"]

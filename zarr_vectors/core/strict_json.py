@@ -120,8 +120,22 @@ def find_problems(raw: bytes) -> tuple[dict[str, Any] | None, list[Problem]]:
             duplicates[id(obj)] = (obj, [key for key, count in counts.items() if count > 1])
         return obj
 
+    non_finite_seen = False
+
+    def constant(token: str) -> float:  # NaN, Infinity, -Infinity
+        nonlocal non_finite_seen
+        non_finite_seen = True
+        return float(token)
+
+    def number(token: str) -> float:  # a literal beyond the double range parses to +-inf
+        nonlocal non_finite_seen
+        value = float(token)
+        if not math.isfinite(value):
+            non_finite_seen = True
+        return value
+
     try:
-        doc = json.loads(text, object_pairs_hook=collect)
+        doc = json.loads(text, object_pairs_hook=collect, parse_constant=constant, parse_float=number)
     except json.JSONDecodeError as exc:
         report.add((), f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
         return None, report.problems
@@ -138,7 +152,7 @@ def find_problems(raw: bytes) -> tuple[dict[str, Any] | None, list[Problem]]:
             if entry is not None and entry[0] is obj:
                 for key in entry[1]:
                     report.add(path, f"duplicate key {key!r} (JSON readers disagree on which value wins)")
-    for path in _non_finite(doc, ()):
+    for path in _non_finite(doc, ()) if non_finite_seen else ():  # the walk only when the parser saw one
         report.add(
             path,
             "non-finite number (NaN, Infinity or a literal beyond the double range) is only allowed "
@@ -155,6 +169,10 @@ def dump_document(doc: dict[str, Any]) -> bytes:
     zarr-python writes them too; anywhere else they are refused, since the strict reader
     would refuse the file (a NaN ``fill_value`` must already be the string ``"NaN"``).
     """
+    try:  # the C encoder refuses every non-finite number; only then walk to find where
+        return json.dumps(doc, indent=2, allow_nan=False).encode("utf-8")
+    except ValueError:
+        pass
     path = next(_non_finite(doc, ()), None)
     if path is not None:
         raise MetadataError("non-finite number outside 'attributes' cannot be written", pointer=json_pointer(*path))
