@@ -594,6 +594,22 @@ def partition_records_by_offset(
     r_src = r_trg = None
     if policy.delta != 0:
         r_src, r_trg = _ratios_arg(anchor_ratios, ndim)
+    if policy.delta == 0 and width == 2 and policy.store == "canonical":
+        # edges: one copy each, placed by two-column selects (intra records included)
+        placed = place_records(c, v, delta=0, directed=policy.directed, store=policy.store)
+        names, segment, parsed = segment_names(placed.offsets)
+        order = enumeration_order(segment, placed.cell, placed.record, records_ascending=True)
+        return LinkPartition(
+            policy=policy,
+            num_links=n,
+            segments=tuple(names),
+            segment_offsets=tuple(tuple(tuple(int(x) for x in o) for o in p) for p in parsed),
+            segment=segment[order],
+            cell=np.take(placed.cell, order, axis=0),
+            record=order.astype(np.int64, copy=False),
+            vi=np.take(placed.vi, order, axis=0),
+            perm=placed.perm[order],
+        )
     # Intra records (every endpoint in one chunk) are placed as they come, whatever the
     # policy (FORMAT.md §7.2 rule 1), and their all-zero segment sorts after every other
     # name; so they skip the general placement and are appended, sorted by cell.

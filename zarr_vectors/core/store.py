@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import copy
+import json
 import math
 import os
 import posixpath
@@ -37,11 +37,13 @@ class Level:
     store: ZVStore
     number: int
     meta: LevelMetadata
-    #: Documents of the arrays a coordinator created (or opened and checked) for the
-    #: write in progress, by path relative to the level.  Cell-owner tasks receive the
-    #: level after that step, so they find each array's grid and codecs here instead of
-    #: reading every ``zarr.json`` again (one S3 GET per array per owner).
-    known_arrays: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False, compare=False)
+    #: Documents (JSON text) of the arrays a coordinator created (or opened and checked)
+    #: for the write in progress, by path relative to the level.  Cell-owner tasks
+    #: receive the level after that step, so they find each array's grid and codecs here
+    #: instead of reading every ``zarr.json`` again (one S3 GET per array per owner).
+    #: Text, not dicts: dask walks nested containers in task arguments, and a few hundred
+    #: documents cost more to walk than to parse.
+    known_arrays: dict[str, bytes] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def path(self) -> str:
@@ -70,7 +72,7 @@ class Level:
 
     def remember(self, grid: GridArray) -> GridArray:
         """Keep ``grid``'s document for :meth:`known_array`; returns ``grid``."""
-        self.known_arrays[posixpath.relpath(grid.path, self.path)] = copy.deepcopy(grid.doc)
+        self.known_arrays[posixpath.relpath(grid.path, self.path)] = json.dumps(grid.doc).encode()
         return grid
 
     def known_array(self, relpath: str) -> GridArray | None:
@@ -80,9 +82,9 @@ class Level:
         dtype); array-wide attributes such as ``nonempty_chunks`` must come from
         :meth:`array`.
         """
-        doc = self.known_arrays.get(relpath)
-        if doc is not None:
-            return GridArray(self.storage, self.node_path(relpath), copy.deepcopy(doc))
+        raw = self.known_arrays.get(relpath)
+        if raw is not None:
+            return GridArray(self.storage, self.node_path(relpath), json.loads(raw))
         return self.array(relpath) if self.has(relpath) else None
 
     def children(self, relpath: str) -> list[str]:

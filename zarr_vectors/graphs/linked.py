@@ -81,45 +81,93 @@ def _check_record_attributes(values: Mapping[str, Any] | None, m: int, what: str
 
 
 # ---------------------------------------------------------------------------
-# graph tasks
+# link tasks: route record blocks to cell owners, place, write
 # ---------------------------------------------------------------------------
-def _partition_block(
-    records: np.ndarray, placement: vx.Placement, offset: int, total: int, spec: LinkSpec
-) -> LinkPartition:
+@dataclass(frozen=True)
+class OwnerRecords:
+    """The records one block routes to one cell owner, in input order, with their attribute rows."""
+
+    records: np.ndarray  # (k, L) input vertex indices
+    attributes: dict[str, np.ndarray]
+
+
+def _route_block(
+    records: np.ndarray,
+    attributes: dict[str, np.ndarray],
+    placement: vx.Placement,
+    owner_of_rank: np.ndarray,
+    link: LinkSpec,
+) -> list[OwnerRecords]:
+    """Split a block of records by the owner of the cell(s) they are filed in.
+
+    A record is filed in its source endpoint's cell: endpoint 0 when directed, else the
+    smallest endpoint chunk (cell ranks follow chunk order), and under
+    ``store="duplicate"`` in every distinct endpoint chunk -- then it goes to every
+    owner of one of them.  Order within each share stays input order, so owners see
+    records in ascending input position once the blocks are concatenated in order.
+    """
+    num_owners = int(owner_of_rank.max()) + 1 if owner_of_rank.size else 1
+    ends = np.take(placement.rank, records)
+    if link.store == "duplicate":
+        m, width = records.shape
+        key = np.unique(owner_of_rank[ends].astype(np.int64) * m + np.arange(m)[:, None])  # (owner, record) pairs
+        owner, picked = np.divmod(key, m)
+    else:
+        src = ends[:, 0] if link.directed else ends.min(axis=1)
+        by_owner = owner_of_rank[src]
+        picked = np.argsort(by_owner, kind="stable")
+        owner = by_owner[picked]
+    cuts = np.searchsorted(owner, np.arange(num_owners + 1))
+    shares = []
+    for k in range(num_owners):
+        sel = picked[cuts[k] : cuts[k + 1]]
+        shares.append(OwnerRecords(records[sel], {name: v[sel] for name, v in attributes.items()}))
+    return shares
+
+
+def _share(shares: list[OwnerRecords], k: int) -> OwnerRecords:
+    return shares[k]
+
+
+@dataclass(frozen=True)
+class OwnerLinks:
+    """One cell owner's placed records: its partition (records numbered in the owner's own
+    input order) and the attribute rows in that order."""
+
+    partition: LinkPartition | None
+    attributes: dict[str, np.ndarray]
+
+
+def _place_owner(placement: vx.Placement, plan: vx.VertexPlan, k: int, link: LinkSpec, *shares: OwnerRecords) -> OwnerLinks:
+    """Place every record routed to owner ``k`` (``partition_records_by_offset``) in one pass."""
+    records = np.concatenate([s.records for s in shares]) if shares else np.zeros((0, link.link_width), np.int64)
+    if records.shape[0] == 0:
+        return OwnerLinks(None, {})
     flat = records.reshape(-1)
     chunks = np.take(placement.chunks, flat, axis=0).reshape(records.shape + (placement.chunks.shape[1],))
     part = partition_records_by_offset(
-        chunks, np.take(placement.rows, flat).reshape(records.shape), directed=spec.directed, store=spec.store
+        chunks, np.take(placement.rows, flat).reshape(records.shape), directed=link.directed, store=link.store
     )
-    return part.renumbered(offset, total)
+    if link.store == "duplicate":  # copies filed in other owners' cells are theirs to write
+        cells = part.group_cells()
+        linear = np.ravel_multi_index(tuple((cells - plan.origin).T), plan.grid_shape)
+        part = part.select_groups(plan.owner_of_rank()[plan.rank_of(linear)] == k)
+    names = shares[0].attributes.keys()
+    return OwnerLinks(part, {name: np.concatenate([s.attributes[name] for s in shares]) for name in names})
 
 
-def _segments(part: LinkPartition) -> tuple[str, ...]:
-    return part.segments
+def _segments(owned: OwnerLinks) -> tuple[str, ...]:
+    return owned.partition.segments if owned.partition is not None else ()
 
 
-def _owner_share(part: LinkPartition, plan: vx.VertexPlan, k: int) -> LinkPartition | None:
-    """The cell groups of ``part`` whose source cell owner ``k`` owns."""
-    if part.num_groups == 0:
-        return None
-    cells = part.group_cells()
-    linear = np.ravel_multi_index(tuple((cells - plan.origin).T), plan.grid_shape)
-    owner_of_rank = np.repeat(np.arange(len(plan.owners)), [s.stop - s.start for s in plan.owners])
-    mine = owner_of_rank[plan.rank_of(linear)] == k
-    return part.select_groups(mine) if mine.any() else None
-
-
-def _write_link_owner(
-    level: Level, total: int, attributes: dict[str, np.ndarray], *shares: LinkPartition | None
-) -> int:
-    parts = [p for p in shares if p is not None]
-    if not parts:
+def _write_link_owner(level: Level, owned: OwnerLinks) -> int:
+    part = owned.partition
+    if part is None or part.num_groups == 0:
         return 0
-    merged = LinkPartition.concat(parts, num_links=total)
-    write_link_cells(level, 0, merged)
-    for name, values in attributes.items():
-        write_link_attribute_cells(level, name, 0, values, merged)
-    return merged.num_physical_records
+    write_link_cells(level, 0, part)
+    for name, values in owned.attributes.items():
+        write_link_attribute_cells(level, name, 0, values, part)
+    return part.num_physical_records
 
 
 def _reconcile(
@@ -209,18 +257,28 @@ def write_linked(
     if callable(records):
         (derived,) = runner.persist("derive records", dask.delayed(records)(placement))
         total = int(runner.compute("count records", dask.delayed(len)(derived))[0])
-        record_blocks, offsets = [derived], [0]
+        record_blocks, attr_blocks = [derived], [{}]
     else:
         total = len(records)
         bounds_rows = list(range(0, total, RECORD_BLOCK)) + [total]
-        record_blocks, offsets = vx.publish_blocks(records, bounds_rows), bounds_rows[:-1]
-    attrs = {name: vx.publish_blocks(v, [0, len(v)])[0] for name, v in (record_attributes or {}).items()}
+        record_blocks = vx.publish_blocks(records, bounds_rows)
+        columns = {name: vx.publish_blocks(v, bounds_rows) for name, v in (record_attributes or {}).items()}
+        attr_blocks = [{name: blocks[b] for name, blocks in columns.items()} for b in range(len(record_blocks))]
 
-    parts = runner.persist(
-        "place records",
-        *[dask.delayed(_partition_block)(r, placement, o, total, link) for r, o in zip(record_blocks, offsets)],
+    num_owners = len(plan.owners)
+    owner_of_rank = plan.owner_of_rank()
+    routed = runner.persist(
+        "route records",
+        *[dask.delayed(_route_block)(r, a, placement, owner_of_rank, link) for r, a in zip(record_blocks, attr_blocks)],
     )
-    segments = set().union(*runner.compute("plan links", *[dask.delayed(_segments)(p) for p in parts])) if parts else set()
+    owned = runner.persist(
+        "place records",
+        *[
+            dask.delayed(_place_owner)(placement, plan, k, link, *[dask.delayed(_share)(r, k) for r in routed])
+            for k in range(num_owners)
+        ],
+    )
+    segments = set().union(*runner.compute("plan links", *[dask.delayed(_segments)(o) for o in owned]))
     has_family = bool(segments) or link.always_intra
     if link.always_intra:
         segments.add(format_offsets(intra_offsets(spec.ndim, link.link_width)))
@@ -235,15 +293,7 @@ def write_linked(
             create_link_attribute_arrays(
                 level, name, 0, dtype=values.dtype, row_shape=values.shape[1:], compressor=spec.compressor
             )
-        link_rows = runner.persist(
-            "write links",
-            *[
-                dask.delayed(_write_link_owner)(
-                    level, total, attrs, *[dask.delayed(_owner_share)(p, plan, k) for p in parts]
-                )
-                for k in range(len(plan.owners))
-            ],
-        )
+        link_rows = runner.persist("write links", *[dask.delayed(_write_link_owner)(level, o) for o in owned])
     (done,) = runner.compute(
         "reconcile",
         dask.delayed(_reconcile)(

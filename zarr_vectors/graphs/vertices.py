@@ -282,6 +282,10 @@ class VertexPlan:
     def owner_cells(self, i: int) -> np.ndarray:
         return self.cells[self.owners[i]]
 
+    def owner_of_rank(self) -> np.ndarray:
+        """(cells,) owner task of every occupied cell, by rank."""
+        return np.repeat(np.arange(len(self.owners)), [s.stop - s.start for s in self.owners])
+
     def owner_starts(self) -> np.ndarray:
         """Rank of each owner's first cell, plus the total (cut points in rank order)."""
         return np.asarray([s.start for s in self.owners] + [len(self.cells)], dtype=np.int64)
@@ -661,6 +665,7 @@ class Placement:
 
     chunks: np.ndarray  # (n, D) int64
     rows: np.ndarray  # (n,) int64
+    rank: np.ndarray  # (n,) int64 position of the vertex's cell in ``VertexPlan.cells`` (= chunk order)
 
 
 def assemble_placement(plan: VertexPlan, n: int, *summaries: dict[str, Any]) -> Placement:
@@ -670,4 +675,4 @@ def assemble_placement(plan: VertexPlan, n: int, *summaries: dict[str, Any]) -> 
         gid, r, row = s["placement"]
         rank[gid] = r
         rows[gid] = row
-    return Placement(plan.chunks()[rank], rows)
+    return Placement(plan.chunks()[rank], rows, rank)
