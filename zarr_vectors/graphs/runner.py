@@ -122,19 +122,27 @@ def persist(stage: str, *items: Any) -> list[Any]:
 
 
 def split_by_weight(weights, target: int) -> list[slice]:  # noqa: ANN001 - numpy array of ints
-    """Contiguous runs of items whose summed weight is about ``target`` (each run >= 1 item).
+    """Contiguous runs of items, each summing to about ``target`` (each run >= 1 item).
 
     Used to group whole cells into owner tasks: tasks of a useful size (per-task
-    scheduler overhead is milliseconds), never splitting a cell.
+    scheduler overhead is milliseconds), never splitting a cell.  The number of runs is
+    ``ceil(total / target)`` and each cut goes where the running total is closest to
+    an even share, so runs come out as equal as whole items allow (a task wave is only
+    as fast as its largest task).
     """
     import numpy as np
 
     weights = np.asarray(weights, dtype=np.int64)
-    if len(weights) == 0:
+    n = len(weights)
+    if n == 0:
         return []
-    target = max(1, int(target))
-    run_ids = np.cumsum(weights) // target
-    # a new run starts wherever the cumulative bucket advances
-    starts = np.flatnonzero(np.r_[True, run_ids[1:] != run_ids[:-1]])
-    ends = np.r_[starts[1:], len(weights)]
-    return [slice(int(s), int(e)) for s, e in zip(starts, ends)]
+    total = int(weights.sum())
+    runs = min(n, max(1, -(-total // max(1, int(target)))))
+    cum = np.cumsum(weights)
+    ideal = total * np.arange(1, runs) / runs
+    at = np.searchsorted(cum, ideal)  # first item whose running total reaches the share
+    before = np.maximum(at - 1, 0)
+    ends = np.where((at > 0) & (ideal - cum[before] < cum[at] - ideal), at, at + 1)
+    ends = np.unique(np.clip(ends, 1, n - 1)) if runs > 1 else np.zeros(0, dtype=np.int64)
+    bounds = [0, *ends.tolist(), n]
+    return [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
