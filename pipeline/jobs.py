@@ -112,7 +112,7 @@ def _write_call(spec: BuildSpec) -> Callable[[], zv.WriteResult]:
     rdf = sources.read_table(spec.inputs[1], storage_options=opts)
     if spec.kind == "graph":
         table = sources.vertex_table(vdf, with_ids=True)
-        edges, edge_attrs = sources.resolve_ids(rdf, vdf, ["src", "dst"], what="edge")
+        edges, edge_attrs = sources.resolve_ids(rdf, table, ["src", "dst"], what="edge")
         return lambda: zv.write_graph(
             spec.out, table.positions, edges, directed=spec.directed, store=spec.link_store,
             edge_attributes=edge_attrs, object_ids=table.object_ids, attributes=table.attributes, **common,
@@ -120,7 +120,7 @@ def _write_call(spec: BuildSpec) -> Callable[[], zv.WriteResult]:
     if spec.kind == "mesh":
         table = sources.vertex_table(vdf, with_ids=True)
         corners = [c for c in rdf.columns if len(c) == 1 and c.isalpha()]
-        faces, face_attrs = sources.resolve_ids(rdf, vdf, sorted(corners), what="face")
+        faces, face_attrs = sources.resolve_ids(rdf, table, sorted(corners), what="face")
         return lambda: zv.write_mesh(
             spec.out, table.positions, faces, face_attributes=face_attrs,
             object_ids=table.object_ids, attributes=table.attributes, **common,

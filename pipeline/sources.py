@@ -3,7 +3,8 @@
 Tables are read lazily in partitions with dask.dataframe; vertex columns become
 dask arrays, so no worker holds the whole input and the writers' own shuffle routes
 rows to their cell owners.  Record tables that name vertices by an id column are
-resolved to vertex positions with a dataframe merge on the cluster.
+resolved to vertex rows on the cluster: a broadcast join against the sorted vertex
+ids, or a dataframe merge when the vertex table is too large to broadcast.
 
 Column conventions (all tables):
 
@@ -37,7 +38,7 @@ AXES = ("x", "y", "z")
 #: (256 MiB) puts a 20M-point xyz float32 file in one partition, which a 1 GiB worker
 #: cannot route.  A Parquet row group is never split: write files with row groups of
 #: at most a few million rows.
-PARQUET_BLOCKSIZE = "32MiB"
+PARQUET_BLOCKSIZE = "16MiB"
 CSV_BLOCKSIZE = "64MB"
 RESERVED = {"id", "object_id", "src", "dst", "line", "order", "parent", "_row"}
 
@@ -77,7 +78,7 @@ def read_table(paths: str | Sequence[str], *, storage_options: Mapping[str, Any]
     opts = dict(storage_options or {}) if remote else {}  # S3 options do not apply to local files
     try:
         if kind == "parquet":
-            return dd.read_parquet(paths, storage_options=opts or None, split_row_groups="infer",
+            return dd.read_parquet(paths, storage_options=opts or None, split_row_groups="adaptive",
                                    blocksize=PARQUET_BLOCKSIZE)
         if kind == "csv":
             return dd.read_csv(paths, storage_options=opts or None, blocksize=CSV_BLOCKSIZE)
@@ -161,48 +162,107 @@ def vertex_table(df: dd.DataFrame, *, what: str = "vertex", with_ids: bool = Fal
     )
 
 
-def resolve_ids(
-    records: dd.DataFrame, vertices: dd.DataFrame, columns: Sequence[str], *, what: str
-) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Record columns naming vertex ids -> input vertex indices, by a merge on the cluster.
+#: Vertex tables up to this many rows resolve ids by a broadcast join: the sorted
+#: (id, row) table, 16 bytes a vertex, is built once and shipped to every record
+#: partition task -- no shuffle of the records at all.  Larger tables fall back to a
+#: dataframe merge (a shuffle of records and ids by id).
+BROADCAST_LOOKUP_ROWS = 32_000_000
 
-    Returns the (m, len(columns)) index array in the records' input order and the
-    records' remaining numeric columns (attributes), aligned.
+
+@dataclass(frozen=True)
+class IdLookup:
+    """Vertex ids sorted, with the input row of each."""
+
+    ids: np.ndarray
+    rows: np.ndarray
+
+
+def _id_lookup(*blocks: np.ndarray) -> IdLookup:
+    ids = np.concatenate(blocks) if blocks else np.zeros(0, np.int64)
+    order = np.argsort(ids, kind="stable")
+    ids = ids[order]
+    same = np.flatnonzero(ids[1:] == ids[:-1])
+    if same.size:
+        raise InputError(f"vertex ids are not unique: id {int(ids[same[0]])} appears more than once")
+    return IdLookup(ids, order.astype(np.int64))
+
+
+def _resolve_block(part: Any, lookup: IdLookup, columns: Sequence[str], attrs: Sequence[str], first_row: int, what: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """One record partition: id columns -> input vertex rows (searchsorted), attribute columns as arrays."""
+    named = part[list(columns)].to_numpy()
+    if named.dtype.kind not in "iu":
+        raise InputError(f"{what} columns {list(columns)} must hold integer vertex ids, found {named.dtype}")
+    named = named.astype(np.int64, copy=False)
+    at = np.minimum(np.searchsorted(lookup.ids, named), max(len(lookup.ids) - 1, 0))
+    found = lookup.ids[at] == named if len(lookup.ids) else np.zeros(named.shape, bool)
+    if not found.all():
+        row = int(np.argmax(~found.all(axis=1)))
+        raise InputError(f"{what} row {first_row + row} names vertex id(s) {named[row].tolist()} not in the vertex table")
+    return lookup.rows[at], {c: part[c].to_numpy() for c in attrs}
+
+
+def resolve_ids(
+    records: dd.DataFrame, vertices: VertexTable, columns: Sequence[str], *, what: str
+) -> tuple[da.Array, dict[str, da.Array]]:
+    """Record columns naming vertex ids -> input vertex indices, lazily, on the cluster.
+
+    Returns the (m, len(columns)) index array in the records' input order, one block
+    per record partition, and the records' remaining numeric columns (attributes),
+    aligned block for block.  Nothing is gathered on the client: an unknown or
+    repeated id raises :class:`InputError` when the blocks are computed (the writers
+    check records in a stage of their own, before anything is written).
     """
     _require(records, columns, what)
-    _require(vertices, ["id"], "vertex")
-    lengths = vertices.map_partitions(len).compute().tolist()
-    offsets = np.r_[0, np.cumsum(lengths)[:-1]].astype(np.int64)
-
-    def numbered(part: Any, partition_info: dict | None = None) -> Any:
-        start = offsets[partition_info["number"]] if partition_info else 0
-        return part.assign(_row=np.arange(start, start + len(part), dtype=np.int64))[["id", "_row"]]
-
-    lookup = vertices.map_partitions(numbered, meta={"id": vertices["id"].dtype, "_row": np.int64})
-    if lookup["id"].nunique().compute() != sum(lengths):
-        raise InputError("vertex ids are not unique")
-    rec_lengths = records.map_partitions(len).compute().tolist()
-    rec_offsets = np.r_[0, np.cumsum(rec_lengths)[:-1]].astype(np.int64)
-
-    def rec_numbered(part: Any, partition_info: dict | None = None) -> Any:
-        start = rec_offsets[partition_info["number"]] if partition_info else 0
-        return part.assign(_rec=np.arange(start, start + len(part), dtype=np.int64))
-
-    merged = records.map_partitions(rec_numbered)
-    for c in columns:
-        merged = merged.merge(
-            lookup.rename(columns={"id": c, "_row": f"_idx_{c}"}), on=c, how="left"
+    if vertices.ids is None:
+        raise InputError("the vertex table has no id column; records can only name vertices by id")
+    attrs = [c for c in records.columns if c not in RESERVED and c not in columns and _numeric(records[c].dtype)]
+    if vertices.ids.shape[0] > BROADCAST_LOOKUP_ROWS:
+        return _resolve_by_merge(records, vertices, columns, attrs, what=what)
+    lookup = dask.delayed(_id_lookup)(*vertices.ids.to_delayed().ravel())
+    parts = records[list(columns) + attrs].to_delayed()
+    lengths = [int(n) for n in dask.compute(*[dask.delayed(len)(p) for p in parts])]
+    starts = np.r_[0, np.cumsum(lengths)].astype(int)
+    resolved = [
+        dask.delayed(_resolve_block, nout=2)(p, lookup, list(columns), attrs, int(a), what)
+        for p, a in zip(parts, starts[:-1])
+    ]
+    width = len(columns)
+    index = da.concatenate(
+        [da.from_delayed(r[0], shape=(k, width), dtype=np.int64) for r, k in zip(resolved, lengths)], axis=0
+    )
+    attr_arrays = {
+        c: da.concatenate(
+            [da.from_delayed(r[1][c], shape=(k,), dtype=records[c].dtype) for r, k in zip(resolved, lengths)]
         )
-    out = merged.compute().sort_values("_rec")
-    missing = out[[f"_idx_{c}" for c in columns]].isna().any(axis=1)
-    if missing.any():
-        first = out[missing].iloc[:1]  # a one-row frame keeps each column's dtype (a row Series would upcast)
-        named = first[list(columns)].to_numpy()[0].tolist()
-        raise InputError(f"{what} row {int(first['_rec'].iloc[0])} names vertex id(s) {named} not in the vertex table")
-    index = out[[f"_idx_{c}" for c in columns]].to_numpy(dtype=np.int64)
-    attrs = {
-        c: out[c].to_numpy()
-        for c in records.columns
-        if c not in RESERVED and c not in columns and _numeric(out[c].dtype)
+        for c in attrs
     }
-    return index, attrs
+    return index, attr_arrays
+
+
+def _resolve_by_merge(
+    records: dd.DataFrame, vertices: VertexTable, columns: Sequence[str], attrs: Sequence[str], *, what: str
+) -> tuple[da.Array, dict[str, da.Array]]:
+    """The shuffle join for vertex tables too large to broadcast: merge on id, then sort by record."""
+    if int(dd.from_dask_array(vertices.ids).nunique().compute()) != vertices.ids.shape[0]:
+        raise InputError("vertex ids are not unique")
+    lookup = dd.from_dask_array(
+        da.stack([vertices.ids, da.arange(vertices.ids.shape[0], chunks=vertices.ids.chunks[0], dtype=np.int64)], axis=1),
+        columns=["id", "_row"],
+    )
+    merged = records.assign(_rec=1).assign(_rec=lambda d: d["_rec"].cumsum() - 1)
+    for c in columns:
+        merged = merged.merge(lookup.rename(columns={"id": c, "_row": f"_idx_{c}"}), on=c, how="left")
+    merged = merged.sort_values("_rec")
+    idx_cols = [f"_idx_{c}" for c in columns]
+
+    def checked(part: Any) -> Any:
+        missing = part[idx_cols].isna().any(axis=1)
+        if missing.any():
+            first = part[missing].iloc[:1]
+            named = first[list(columns)].to_numpy()[0].tolist()
+            raise InputError(f"{what} row {int(first['_rec'].iloc[0])} names vertex id(s) {named} not in the vertex table")
+        return part
+
+    merged = merged.map_partitions(checked, meta=merged._meta)
+    index = merged[idx_cols].astype(np.int64).to_dask_array(lengths=True)
+    return index, {c: merged[c].to_dask_array(lengths=True) for c in attrs}

@@ -97,31 +97,39 @@ def _csv(tmp_path, df, name="t.csv"):
     return tmp_path / name
 
 
-def test_resolve_ids_maps_non_contiguous_ids_to_rows(tmp_path):
+@pytest.mark.parametrize("join", ["broadcast", "merge"])
+def test_resolve_ids_maps_non_contiguous_ids_to_rows(tmp_path, monkeypatch, join):
+    if join == "merge":  # the shuffle join that vertex tables too large to broadcast take
+        monkeypatch.setattr(sources, "BROADCAST_LOOKUP_ROWS", 10)
     g = graph_frames(300, 700)
     vsrc = write_parquet_parts(g.vertices, tmp_path / "v.parquet", parts=3)
-    g.edges.to_csv(tmp_path / "e.csv", index=False)
-    vertices = sources.read_table(str(vsrc))
-    edges_in = pd.read_csv(tmp_path / "e.csv")
+    write_parquet_parts(g.edges, tmp_path / "e.parquet", parts=4)
+    vertices = sources.vertex_table(sources.read_table(str(vsrc)), with_ids=True)
+    edges_in = pd.read_parquet(tmp_path / "e.parquet")
     with dask.config.set(scheduler="sync"):
-        index, attrs = sources.resolve_ids(sources.read_table(str(tmp_path / "e.csv")), vertices, ["src", "dst"],
+        index, attrs = sources.resolve_ids(sources.read_table(str(tmp_path / "e.parquet")), vertices, ["src", "dst"],
                                            what="edge")
+        assert index.numblocks[0] > 1 or join == "merge"  # one block per record partition, never gathered
+        index, weight = dask.compute(index, attrs["weight"])
     ids = g.vertices["id"].to_numpy()
     np.testing.assert_array_equal(ids[index], edges_in[["src", "dst"]].to_numpy())  # input order kept
     assert sorted(attrs) == ["weight"]
-    np.testing.assert_array_equal(attrs["weight"], edges_in["weight"].to_numpy())
+    np.testing.assert_array_equal(weight, edges_in["weight"].to_numpy())
 
 
-def test_resolve_ids_refuses_unknown_and_duplicate_ids(tmp_path):
-    vertices = sources.read_table(str(_csv(tmp_path, pd.DataFrame({"id": [5, 9], "x": [0.0, 1.0], "y": [0.0, 1.0]}),
-                                           "v.csv")))
+@pytest.mark.parametrize("join", ["broadcast", "merge"])
+def test_resolve_ids_refuses_unknown_and_duplicate_ids(tmp_path, monkeypatch, join):
+    if join == "merge":
+        monkeypatch.setattr(sources, "BROADCAST_LOOKUP_ROWS", 1)
+    vertices = sources.vertex_table(sources.read_table(str(_csv(
+        tmp_path, pd.DataFrame({"id": [5, 9], "x": [0.0, 1.0], "y": [0.0, 1.0]}), "v.csv"))), with_ids=True)
     edges = sources.read_table(str(_csv(tmp_path, pd.DataFrame({"src": [5, 9], "dst": [9, 7]}), "e.csv")))
     with dask.config.set(scheduler="sync"), pytest.raises(InputError, match=r"edge row 1 names vertex id\(s\) \[9, 7\]"):
-        sources.resolve_ids(edges, vertices, ["src", "dst"], what="edge")
-    dup = sources.read_table(str(_csv(tmp_path, pd.DataFrame({"id": [5, 5], "x": [0.0, 1.0], "y": [0.0, 1.0]}),
-                                      "d.csv")))
+        dask.compute(sources.resolve_ids(edges, vertices, ["src", "dst"], what="edge"))
+    dup = sources.vertex_table(sources.read_table(str(_csv(
+        tmp_path, pd.DataFrame({"id": [5, 5], "x": [0.0, 1.0], "y": [0.0, 1.0]}), "d.csv"))), with_ids=True)
     with dask.config.set(scheduler="sync"), pytest.raises(InputError, match="vertex ids are not unique"):
-        sources.resolve_ids(edges, dup, ["src", "dst"], what="edge")
+        dask.compute(sources.resolve_ids(edges, dup, ["src", "dst"], what="edge"))
 
 
 def test_a_build_naming_an_unknown_vertex_id_exits_2_and_writes_no_store(tmp_path, cli, scheduler):

@@ -598,6 +598,15 @@ def test_dask_inputs_write_the_same_bytes(tmp_path, monkeypatch):
         object_ids=da.from_array(ids, chunks=500), attributes={"vid": da.from_array(vid, chunks=450)}, **kw,
     )  # fmt: skip
     assert tree(tmp_path / "np" / "s.zv") == tree(tmp_path / "da" / "s.zv")
+    # dask edge attributes alongside dask edges, blocks not aligned with the edges'
+    zv.write_graph(str(tmp_path / "da2" / "s.zv"), pos, da.from_array(edges, chunks=(700, 2)), object_ids=ids,
+                   attributes={"vid": vid}, **{**kw, "edge_attributes": {"w": da.from_array(w, chunks=400)}})
+    assert tree(tmp_path / "np" / "s.zv") == tree(tmp_path / "da2" / "s.zv")
+    faces = np.sort(rng.choice(n, (900, 3), replace=True), axis=1)
+    faces = faces[(faces[:, 0] != faces[:, 1]) & (faces[:, 1] != faces[:, 2])]
+    zv.write_mesh(str(tmp_path / "np" / "m.zv"), pos, faces, chunk_shape=50)
+    zv.write_mesh(str(tmp_path / "da" / "m.zv"), pos, da.from_array(faces, chunks=(250, 3)), chunk_shape=50)
+    assert tree(tmp_path / "np" / "m.zv") == tree(tmp_path / "da" / "m.zv")
 
     lengths = rng.integers(1, 30, 100)
     ppos, offsets = random_walks(rng, lengths)

@@ -74,6 +74,17 @@ def test_graph_edges_out_of_range(tmp_path, edges, texts):
     refuses(tmp_path, "graph", InputError, *texts, edges=np.array(edges))
 
 
+def test_dask_records_are_checked_per_block_before_anything_is_written(tmp_path):
+    import dask.array as da
+
+    edges = da.from_array(np.array([[0, 1], [1, 2], [2, 3], [3, 9], [4, 5]]), chunks=(2, 2))
+    refuses(tmp_path, "graph", InputError, "edges row 3 names vertex 9", "outside 0..5", edges=edges,
+            edge_attributes={"w": da.from_array(np.arange(5.0), chunks=2)})
+    faces = da.from_array(np.array([[0, 1, 2], [2, 3, 4], [1, 4, 1]]), chunks=(2, 3))
+    refuses(tmp_path, "mesh", InputError, "faces row 2 repeats a vertex", faces=faces)
+    refuses(tmp_path, "graph", InputError, "dtype float64", edges=da.from_array(np.zeros((3, 2)), chunks=2))
+
+
 @pytest.mark.parametrize(
     ("edges", "text"),
     [

@@ -1,36 +1,60 @@
 """Input topology of the linked kinds: checks and the records each kind stores (FORMAT.md §8).
 
-Pure numpy; indices are global input vertex indices.  Everything here runs on the
-client before anything is written, so every check can name the offending record.
+Pure numpy; indices are global input vertex indices.  Everything here runs before
+anything is written -- on the client, or per block in a check stage for records given
+as dask arrays -- so every check can name the offending record.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
 from zarr_vectors.errors import InputError
 
 
-def check_records(records: np.ndarray, n_vertices: int, *, what: str, width: int | None = None) -> np.ndarray:
-    """Integer (m, L) vertex-index records, every index in range."""
+def check_record_shape(records: Any, *, what: str, width: int | None = None) -> None:
+    """(m, L) integers: what can be checked without reading the values (numpy or dask)."""
+    if records.ndim != 2 or records.shape[1] < 1:
+        raise InputError(f"{what} must have shape (m, L), found {tuple(records.shape)}")
+    if width is not None and records.shape[1] != width:
+        raise InputError(f"{what} must have {width} columns, found {records.shape[1]}")
+    if records.dtype.kind not in "iu":
+        raise InputError(f"{what} dtype {records.dtype} is unsupported: pass integer vertex indices")
+
+
+def check_records(
+    records: np.ndarray, n_vertices: int, *, what: str, width: int | None = None, first_row: int = 0
+) -> np.ndarray:
+    """Integer (m, L) vertex-index records, every index in range (rows named from ``first_row``)."""
     arr = np.asarray(records)
-    if arr.ndim != 2 or arr.shape[1] < 1:
-        raise InputError(f"{what} must have shape (m, L), found {arr.shape}")
-    if width is not None and arr.shape[1] != width:
-        raise InputError(f"{what} must have {width} columns, found {arr.shape[1]}")
-    if arr.dtype.kind not in "iu":
-        raise InputError(f"{what} dtype {arr.dtype} is unsupported: pass integer vertex indices")
+    check_record_shape(arr, what=what, width=width)
     arr = arr.astype(np.int64, copy=False)
     bad = (arr < 0) | (arr >= n_vertices)
     if bad.any():
         row, col = np.argwhere(bad)[0]
         raise InputError(
-            f"{what} row {row} names vertex {arr[row, col]}, outside 0..{n_vertices - 1}; nothing was written"
+            f"{what} row {first_row + row} names vertex {arr[row, col]}, outside 0..{n_vertices - 1}; "
+            "nothing was written"
         )
     return arr
 
 
-def check_distinct(records: np.ndarray, *, what: str) -> None:
+def record_block_problem(
+    block: np.ndarray, n_vertices: int, first_row: int, what: str, distinct: bool
+) -> str | None:
+    """The first problem of one block of a lazily given record array, or None (a Dask check task)."""
+    try:
+        arr = check_records(block, n_vertices, what=what, first_row=first_row)
+        if distinct:
+            check_distinct(arr, what=what, first_row=first_row)
+    except InputError as exc:
+        return str(exc)
+    return None
+
+
+def check_distinct(records: np.ndarray, *, what: str, first_row: int = 0) -> None:
     """Every record names L distinct vertices (a face may not repeat a corner)."""
     width = records.shape[1]
     if width <= 4:  # a handful of column comparisons beat a row-wise sort
@@ -43,7 +67,7 @@ def check_distinct(records: np.ndarray, *, what: str) -> None:
         dup = (s[:, 1:] == s[:, :-1]).any(axis=1)
     if dup.any():
         row = int(np.argmax(dup))
-        raise InputError(f"{what} row {row} repeats a vertex: {records[row].tolist()}; nothing was written")
+        raise InputError(f"{what} row {first_row + row} repeats a vertex: {records[row].tolist()}; nothing was written")
 
 
 def check_offsets(offsets: np.ndarray, n_vertices: int, *, exact_length: int | None = None) -> np.ndarray:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import dask
+import dask.array as da
 import numpy as np
 
 from zarr_vectors.core.arrays import (
@@ -60,6 +61,14 @@ class LinkSpec:
     always_intra: bool  # graph / mesh / skeleton keep links/0/<all-zero> allocated even when empty
 
 
+def _records_in(records: Any, n: int, *, what: str, width: int | None = None) -> np.ndarray | da.Array:
+    """Numpy records checked whole now; dask records checked for shape now, values per block later."""
+    if isinstance(records, da.Array):
+        topology.check_record_shape(records, what=what, width=width)
+        return records
+    return topology.check_records(records, n, what=what, width=width)
+
+
 def _check_policy(directed: Any, store: Any) -> None:
     if not isinstance(directed, bool):
         raise InputError(f"directed must be True or False, found {directed!r}")
@@ -67,11 +76,12 @@ def _check_policy(directed: Any, store: Any) -> None:
         raise InputError(f"store must be 'canonical' or 'duplicate', found {store!r}")
 
 
-def _check_record_attributes(values: Mapping[str, Any] | None, m: int, what: str) -> dict[str, np.ndarray]:
+def _check_record_attributes(values: Mapping[str, Any] | None, m: int, what: str) -> dict[str, Any]:
+    """Attribute columns (numpy or dask), one row per record."""
     out = {}
     for name, value in (values or {}).items():
         vx.check_name(name, what)
-        arr = np.asarray(value)
+        arr = value if isinstance(value, da.Array) else np.asarray(value)
         if arr.ndim not in (1, 2) or arr.shape[0] != m:
             raise InputError(f"{what} {name!r} has shape {arr.shape}; expected ({m},) or ({m}, channels), one row per record")
         if arr.dtype.kind not in vx.ATTRIBUTE_KINDS:
@@ -196,12 +206,58 @@ def _reconcile(
 RecordSource = Callable[[vx.Placement], np.ndarray]
 
 
+@dataclass(frozen=True)
+class RecordCheck:
+    """What to check, per block, of records given as a dask array (a numpy array is
+    checked whole by the public writer before it gets here)."""
+
+    what: str
+    distinct: bool = False
+
+
+def _record_blocks(
+    records: np.ndarray | da.Array,
+    attributes: Mapping[str, Any],
+    n_vertices: int,
+    check: RecordCheck,
+) -> tuple[list[Any], list[dict[str, Any]]]:
+    """Record blocks and their attribute blocks as graph references, checked.
+
+    A dask array keeps its own blocks (one per source partition: no rechunk, so no
+    data moves), is read once into cluster memory (``persist``) and checked block by
+    block before anything is written; a numpy array is cut into ``RECORD_BLOCK`` rows.
+    """
+    if isinstance(records, da.Array):
+        rec = records.rechunk({1: -1})
+        rows = np.r_[0, np.cumsum(rec.chunks[0])].astype(int).tolist()
+        columns = {name: vx.publish_blocks(v, rows) for name, v in attributes.items()}
+        blocks = rec.to_delayed().ravel().tolist()
+        flat = runner.persist("read records", *blocks, *[b for bs in columns.values() for b in bs])
+        record_blocks, rest = flat[: len(blocks)], flat[len(blocks) :]
+        columns = {name: rest[i * len(blocks) : (i + 1) * len(blocks)] for i, name in enumerate(columns)}
+        problems = runner.compute(
+            "check records",
+            *[
+                dask.delayed(topology.record_block_problem)(b, n_vertices, first, check.what, check.distinct)
+                for b, first in zip(record_blocks, rows[:-1])
+            ],
+        )
+        for problem in problems:
+            if problem is not None:
+                raise InputError(problem)
+    else:
+        rows = list(range(0, len(records), RECORD_BLOCK)) + [len(records)]
+        record_blocks = vx.publish_blocks(records, rows)
+        columns = {name: vx.publish_blocks(v, rows) for name, v in attributes.items()}
+    return record_blocks, [{name: bs[b] for name, bs in columns.items()} for b in range(len(record_blocks))]
+
+
 def write_linked(
     url: str,
     kind: str,
     positions: Any,
     *,
-    records: np.ndarray | RecordSource,
+    records: np.ndarray | da.Array | RecordSource,
     link: LinkSpec,
     links_convention: str,
     fragment_mode: vx.FragmentMode,
@@ -216,12 +272,14 @@ def write_linked(
     storage_options: Mapping[str, Any] | None,
     overwrite: bool,
     fragment_breaks: np.ndarray | None = None,
+    record_check: RecordCheck | None = None,
 ) -> WriteResult:
     """Write vertices, then the kind's records, as one job on the current scheduler.
 
-    ``records`` is either an (m, L) array of input vertex indices (already checked)
-    or a function deriving them from the vertex placement (polyline bridges,
-    skeleton parents not implied by row order).
+    ``records`` is an (m, L) numpy array of input vertex indices (already checked), a
+    dask array of them (checked here per block, by ``record_check``, before anything
+    is written), or a function deriving them from the vertex placement (polyline
+    bridges, skeleton parents not implied by row order).
     """
     spec, blocks = vx.normalise_vertex_inputs(
         positions,
@@ -239,6 +297,11 @@ def write_linked(
     storage.check_reachable()
     plan = vx.plan_vertices(spec, blocks)
     vx.check_object_attribute_rows(obj_attrs, plan.num_objects)
+    if not callable(records):
+        record_blocks, attr_blocks = _record_blocks(
+            records, record_attributes or {}, spec.n, record_check or RecordCheck("records")
+        )
+        total = int(records.shape[0])
 
     store = create_store(
         storage,
@@ -258,12 +321,6 @@ def write_linked(
         (derived,) = runner.persist("derive records", dask.delayed(records)(placement))
         total = int(runner.compute("count records", dask.delayed(len)(derived))[0])
         record_blocks, attr_blocks = [derived], [{}]
-    else:
-        total = len(records)
-        bounds_rows = list(range(0, total, RECORD_BLOCK)) + [total]
-        record_blocks = vx.publish_blocks(records, bounds_rows)
-        columns = {name: vx.publish_blocks(v, bounds_rows) for name, v in (record_attributes or {}).items()}
-        attr_blocks = [{name: blocks[b] for name, blocks in columns.items()} for b in range(len(record_blocks))]
 
     num_owners = len(plan.owners)
     owner_of_rank = plan.owner_of_rank()
@@ -328,19 +385,22 @@ def write_graph(
 ) -> WriteResult:
     """A graph: vertices (one fragment per object per chunk; all object 0 without ids) and edges.
 
-    ``edges`` (m, 2) input vertex indices; ``directed`` and ``store`` are the family
-    policy (all four combinations).  Edge attributes have one row per edge.
+    ``edges`` (m, 2) input vertex indices, numpy or dask (a dask array is checked
+    block by block on the cluster, still before anything is written); ``directed`` and
+    ``store`` are the family policy (all four combinations).  Edge attributes have one
+    row per edge (dask arrays alongside dask edges).
     """
     _check_policy(directed, store)
     n = int(np.shape(positions)[0]) if np.ndim(positions) == 2 else 0
-    rec = topology.check_records(edges, n, what="edges", width=2)
+    rec = _records_in(edges, n, what="edges", width=2)
     return write_linked(
         url, "graph", positions,
         records=rec, link=LinkSpec(2, directed, store, True), links_convention="explicit", fragment_mode="objects",
         chunk_shape=chunk_shape, bin_shape=bin_shape, bounds=bounds, object_ids=object_ids, attributes=attributes,
         object_attributes=object_attributes,
-        record_attributes=_check_record_attributes(edge_attributes, len(rec), "edge attribute"),
+        record_attributes=_check_record_attributes(edge_attributes, rec.shape[0], "edge attribute"),
         compressor=compressor, storage_options=storage_options, overwrite=overwrite,
+        record_check=RecordCheck("edges"),
     )  # fmt: skip
 
 
@@ -360,19 +420,24 @@ def write_mesh(
     storage_options: Mapping[str, Any] | None = None,
     overwrite: bool = False,
 ) -> WriteResult:
-    """A mesh: faces (m, L >= 3) of distinct vertices, undirected canonical; winding kept via perm_idx."""
+    """A mesh: faces (m, L >= 3) of distinct vertices, undirected canonical; winding kept via perm_idx.
+
+    ``faces`` numpy or dask, as the edges of :func:`write_graph`.
+    """
     n = int(np.shape(positions)[0]) if np.ndim(positions) == 2 else 0
-    rec = topology.check_records(faces, n, what="faces")
+    rec = _records_in(faces, n, what="faces")
     if rec.shape[1] < 3:
         raise InputError(f"faces must have at least 3 vertices each, found {rec.shape[1]}")
-    topology.check_distinct(rec, what="faces")
+    if isinstance(rec, np.ndarray):
+        topology.check_distinct(rec, what="faces")
     return write_linked(
         url, "mesh", positions,
         records=rec, link=LinkSpec(rec.shape[1], False, "canonical", True), links_convention="explicit",
         fragment_mode="objects", chunk_shape=chunk_shape, bin_shape=bin_shape, bounds=bounds, object_ids=object_ids,
         attributes=attributes, object_attributes=object_attributes,
-        record_attributes=_check_record_attributes(face_attributes, len(rec), "face attribute"),
+        record_attributes=_check_record_attributes(face_attributes, rec.shape[0], "face attribute"),
         compressor=compressor, storage_options=storage_options, overwrite=overwrite,
+        record_check=RecordCheck("faces", distinct=True),
     )  # fmt: skip
 
 
