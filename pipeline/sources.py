@@ -169,36 +169,63 @@ def vertex_table(df: dd.DataFrame, *, what: str = "vertex", with_ids: bool = Fal
 BROADCAST_LOOKUP_ROWS = 32_000_000
 
 
+#: Ids spanning at most this many times the vertex count are looked up in a direct
+#: table (one gather per id) rather than by binary search.
+DENSE_ID_SPAN = 4
+
+
 @dataclass(frozen=True)
 class IdLookup:
-    """Vertex ids sorted, with the input row of each."""
+    """Vertex id -> input row: a direct table over ``[low, low + len(table))`` when the
+    ids are dense enough (-1 marks a hole), else the ids sorted with their rows."""
 
-    ids: np.ndarray
-    rows: np.ndarray
+    low: int
+    table: np.ndarray | None
+    ids: np.ndarray | None
+    rows: np.ndarray | None
+
+    def rows_of(self, named: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, found) of an integer array of ids."""
+        if self.table is not None:
+            offset = named - self.low
+            inside = (offset >= 0) & (offset < len(self.table))
+            rows = self.table[np.where(inside, offset, 0)] if len(self.table) else np.full(named.shape, -1)
+            return rows, inside & (rows >= 0)
+        assert self.ids is not None and self.rows is not None
+        at = np.minimum(np.searchsorted(self.ids, named), len(self.ids) - 1)
+        return self.rows[at], self.ids[at] == named
 
 
 def _id_lookup(*blocks: np.ndarray) -> IdLookup:
-    ids = np.concatenate(blocks) if blocks else np.zeros(0, np.int64)
+    ids = np.concatenate(blocks).astype(np.int64, copy=False) if blocks else np.zeros(0, np.int64)
+    if ids.size == 0:
+        return IdLookup(0, np.zeros(0, np.int64), None, None)
+    low, high = int(ids.min()), int(ids.max())
+    if high - low < DENSE_ID_SPAN * ids.size:
+        table = np.full(high - low + 1, -1, dtype=np.int64)
+        table[ids - low] = np.arange(ids.size)
+        if int((table >= 0).sum()) != ids.size:  # a later row overwrote an earlier one
+            counts = np.bincount(ids - low)
+            raise InputError(f"vertex ids are not unique: id {low + int(np.argmax(counts > 1))} appears more than once")
+        return IdLookup(low, table, None, None)
     order = np.argsort(ids, kind="stable")
     ids = ids[order]
     same = np.flatnonzero(ids[1:] == ids[:-1])
     if same.size:
         raise InputError(f"vertex ids are not unique: id {int(ids[same[0]])} appears more than once")
-    return IdLookup(ids, order.astype(np.int64))
+    return IdLookup(low, None, ids, order.astype(np.int64))
 
 
 def _resolve_block(part: Any, lookup: IdLookup, columns: Sequence[str], attrs: Sequence[str], first_row: int, what: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """One record partition: id columns -> input vertex rows (searchsorted), attribute columns as arrays."""
+    """One record partition: id columns -> input vertex rows, attribute columns as arrays."""
     named = part[list(columns)].to_numpy()
     if named.dtype.kind not in "iu":
         raise InputError(f"{what} columns {list(columns)} must hold integer vertex ids, found {named.dtype}")
-    named = named.astype(np.int64, copy=False)
-    at = np.minimum(np.searchsorted(lookup.ids, named), max(len(lookup.ids) - 1, 0))
-    found = lookup.ids[at] == named if len(lookup.ids) else np.zeros(named.shape, bool)
+    rows, found = lookup.rows_of(named.astype(np.int64, copy=False))
     if not found.all():
         row = int(np.argmax(~found.all(axis=1)))
         raise InputError(f"{what} row {first_row + row} names vertex id(s) {named[row].tolist()} not in the vertex table")
-    return lookup.rows[at], {c: part[c].to_numpy() for c in attrs}
+    return rows, {c: part[c].to_numpy() for c in attrs}
 
 
 def resolve_ids(

@@ -97,10 +97,11 @@ def _csv(tmp_path, df, name="t.csv"):
     return tmp_path / name
 
 
-@pytest.mark.parametrize("join", ["broadcast", "merge"])
+@pytest.mark.parametrize("join", ["dense", "sorted", "merge"])
 def test_resolve_ids_maps_non_contiguous_ids_to_rows(tmp_path, monkeypatch, join):
     if join == "merge":  # the shuffle join that vertex tables too large to broadcast take
         monkeypatch.setattr(sources, "BROADCAST_LOOKUP_ROWS", 10)
+    monkeypatch.setattr(sources, "DENSE_ID_SPAN", 10**6 if join == "dense" else 0)
     g = graph_frames(300, 700)
     vsrc = write_parquet_parts(g.vertices, tmp_path / "v.parquet", parts=3)
     write_parquet_parts(g.edges, tmp_path / "e.parquet", parts=4)
@@ -117,10 +118,11 @@ def test_resolve_ids_maps_non_contiguous_ids_to_rows(tmp_path, monkeypatch, join
     np.testing.assert_array_equal(weight, edges_in["weight"].to_numpy())
 
 
-@pytest.mark.parametrize("join", ["broadcast", "merge"])
+@pytest.mark.parametrize("join", ["dense", "sorted", "merge"])
 def test_resolve_ids_refuses_unknown_and_duplicate_ids(tmp_path, monkeypatch, join):
     if join == "merge":
         monkeypatch.setattr(sources, "BROADCAST_LOOKUP_ROWS", 1)
+    monkeypatch.setattr(sources, "DENSE_ID_SPAN", 10**6 if join == "dense" else 0)
     vertices = sources.vertex_table(sources.read_table(str(_csv(
         tmp_path, pd.DataFrame({"id": [5, 9], "x": [0.0, 1.0], "y": [0.0, 1.0]}), "v.csv"))), with_ids=True)
     edges = sources.read_table(str(_csv(tmp_path, pd.DataFrame({"src": [5, 9], "dst": [9, 7]}), "e.csv")))
