@@ -402,16 +402,34 @@ def _check_attribute_rows(a: ArraySpec, payload: bytes | None, c: Chunk, expecte
         out.append(make(code, a.path, f"{rows} rows but the chunk has {expected} {what}", cell=_key(c)))
 
 
+def _bin_bounds(frag: np.ndarray, c: Chunk, bpc: np.ndarray, bs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(lo, hi, tolerance) of the bins that fragments ``frag`` claim in chunk ``c``."""
+    local = np.stack(np.unravel_index(frag, tuple(bpc)), axis=1)
+    lo = (np.asarray(c, dtype=np.int64) * bpc + local) * bs
+    hi = lo + bs
+    return lo, hi, 1e-6 * np.maximum(np.maximum(np.abs(lo), np.abs(hi)), bs)
+
+
 def _check_bins(positions: np.ndarray, index: FragmentIndex, c: Chunk, spec: VertexLevelSpec, key: str,
                 out: list[Finding]) -> None:
     bpc = np.asarray(spec.bins_per_chunk, dtype=np.int64)
     bs = np.asarray(spec.bin_shape, dtype=np.float64)
     frag, rows = index.expand()
-    local = np.stack(np.unravel_index(frag, tuple(bpc)), axis=1)
-    lo = (np.asarray(c, dtype=np.int64) * bpc + local) * bs
-    hi = lo + bs
-    p = positions[rows].astype(np.float64)
-    tol = 1e-6 * np.maximum(np.maximum(np.abs(lo), np.abs(hi)), bs)
+    if rows.size == 0:
+        return
+    # per fragment first: its rows' extent against its bin (reduceat over the rows in fragment
+    # order); only a fragment that fails is looked at row by row, for the message
+    counts = np.bincount(frag, minlength=index.num_fragments)
+    used = np.flatnonzero(counts)
+    starts = (np.cumsum(counts) - counts)[used]
+    p = positions[rows]
+    lo, hi, tol = _bin_bounds(used, c, bpc, bs)
+    low = np.minimum.reduceat(p, starts, axis=0).astype(np.float64)
+    high = np.maximum.reduceat(p, starts, axis=0).astype(np.float64)
+    if not ((low < lo - tol) | (high >= hi + tol)).any():
+        return
+    lo, hi, tol = _bin_bounds(frag, c, bpc, bs)
+    p = p.astype(np.float64)
     outside = ((p < lo - tol) | (p >= hi + tol)).any(axis=1)
     if outside.any():
         i = int(np.argmax(outside))
@@ -829,8 +847,8 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestSummar
             "vertices_ok": vertices is not None and not vertices.unreadable,
             "num_present": (model.nodes[f"{lpath}/object_index"].attrs.get("num_present") if has_objects else None),
         }
-        level_reduces.append(dask.delayed(reduce_level, pure=False)(level_info, tables[number],
-                                                                    manifests.get(number)))
+        summary_d = dask.delayed(manifests.get(number), traverse=False)  # its tables need no walking
+        level_reduces.append(dask.delayed(reduce_level, pure=False)(level_info, tables[number], summary_d))
         _arrays_present(model, number, static)
     for number, lpath in sorted(model.levels.items()):
         family_reduces.extend(_link_graph(model, number, tables, static))

@@ -57,6 +57,7 @@ def list_objects(storage: Storage) -> dict[str, int]:
         root = storage.root
         if not os.path.isdir(root):
             return out
+        prefix = os.path.join(root, "")
         stack = [root]
         while stack:
             directory = stack.pop()
@@ -70,7 +71,7 @@ def list_objects(storage: Storage) -> dict[str, int]:
                 if entry.is_dir(follow_symlinks=True):
                     stack.append(entry.path)
                 else:
-                    rel = os.path.relpath(entry.path, root).replace(os.sep, "/")
+                    rel = entry.path[len(prefix) :].replace(os.sep, "/")  # scandir paths extend root
                     out[rel] = entry.stat().st_size
         return out
     base = storage.root.rstrip("/")
