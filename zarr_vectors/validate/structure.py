@@ -22,7 +22,7 @@ from zarr_vectors.core.paths import parse_delta, parse_offsets
 from zarr_vectors.core.storage import Storage
 from zarr_vectors.core.strict_json import find_problems
 from zarr_vectors.encoding import unframe_items, unframe_single
-from zarr_vectors.errors import EncodingError, MetadataError
+from zarr_vectors.errors import MetadataError
 from zarr_vectors.validate.findings import Finding, Report, crashed, make
 
 LEVEL_NAME = re.compile(r"0|[1-9][0-9]*")
