@@ -281,8 +281,11 @@ class LinkPartition:
     def __post_init__(self) -> None:
         count = self.record.size
         change = np.ones(count, dtype=bool)
-        if count:
-            change[1:] = (self.segment[1:] != self.segment[:-1]) | (self.cell[1:] != self.cell[:-1]).any(axis=1)
+        if count > 1:  # column by column: a strided (P, D) any(axis=1) is ~9x slower on millions
+            differs = self.segment[1:] != self.segment[:-1]
+            for d in range(self.cell.shape[1]):
+                differs |= self.cell[1:, d] != self.cell[:-1, d]
+            change[1:] = differs
         starts = np.append(np.flatnonzero(change), count).astype(np.int64)
         object.__setattr__(self, "group_starts", starts)
         if self.base_rows is None:
