@@ -315,7 +315,9 @@ def write_linked(
     level = store.level(0)
     arrays = vx.create_vertex_arrays(level, spec, plan)
     vertex_owners = runner.persist("write vertices", *vx.write_graph(arrays, spec, plan, blocks, with_gid=True))
-    (placement,) = runner.persist("placement", dask.delayed(vx.assemble_placement)(plan, spec.n, *vertex_owners))
+    (placement,) = runner.persist(
+        "placement", dask.delayed(vx.assemble_placement)(plan, spec.n, *vertex_owners), everywhere=True
+    )
 
     if callable(records):
         (derived,) = runner.persist("derive records", dask.delayed(records)(placement))

@@ -86,7 +86,7 @@ def parallelism() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def _run(stage: str, items: Sequence[Any], *, keep: bool) -> list[Any]:
+def _run(stage: str, items: Sequence[Any], *, keep: bool, everywhere: bool = False) -> list[Any]:
     registered = list(_callbacks())
     client = current_client()
     if client is None:
@@ -107,6 +107,8 @@ def _run(stage: str, items: Sequence[Any], *, keep: bool) -> list[Any]:
     for cb in registered:
         cb.on_stage_end(stage)
     if keep:  # results stay on the workers, as dask.persist would leave them
+        if everywhere and len(client.nthreads()) > 1:
+            client.replicate(futures)
         return [dask.delayed(f) for f in futures]
     return client.gather(futures)
 
@@ -116,9 +118,15 @@ def compute(stage: str, *items: Any) -> list[Any]:
     return _run(stage, items, keep=False)
 
 
-def persist(stage: str, *items: Any) -> list[Any]:
-    """``dask.persist`` of ``items`` as one named stage; results stay where they were computed."""
-    return _run(stage, items, keep=True)
+def persist(stage: str, *items: Any, everywhere: bool = False) -> list[Any]:
+    """``dask.persist`` of ``items`` as one named stage; results stay where they were computed.
+
+    ``everywhere``: under a distributed client, copy the results to every worker as
+    soon as they exist.  For a large result that many later tasks read (the vertex
+    placement): otherwise the scheduler keeps those tasks on the one worker holding
+    it, to save the transfer, and the other workers wait for work stealing.
+    """
+    return _run(stage, items, keep=True, everywhere=everywhere)
 
 
 def split_by_weight(weights, target: int) -> list[slice]:  # noqa: ANN001 - numpy array of ints
