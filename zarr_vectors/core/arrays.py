@@ -2016,7 +2016,7 @@ def finalize_links(
         if keys != grid.nonempty_chunks:
             grid.set_nonempty_chunks(keys)
 
-    if level.storage.protocol == "file" or len(rels) < 2:
+    if not level.storage.is_remote or len(rels) < 2:
         for rel in rels:
             reconcile(rel)
     else:  # remote: every array is a few round trips (metadata, listing, write); overlap them

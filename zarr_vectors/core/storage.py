@@ -84,6 +84,16 @@ class Storage:
         return f"Storage({self.url!r})"
 
     # -- paths -------------------------------------------------------------
+    @property
+    def is_remote(self) -> bool:
+        """Whether requests are network round trips worth overlapping on threads.
+
+        Not for a local directory (measured slower) nor for ``memory://``, whose
+        filesystem is a plain dict: a listing on one thread while another writes
+        fails with "dictionary changed size during iteration".
+        """
+        return self.protocol not in ("file", "memory")
+
     def full_path(self, key: str) -> str:
         return posixpath.join(self.root, key) if key else self.root
 
@@ -150,14 +160,19 @@ class Storage:
                     f if rel == "." else f"{rel}/{f}" for f in files if not f.startswith(".tmp-")
                 )
             return sorted(out)
-        try:
-            self.fs.invalidate_cache(path)  # s3fs caches listings: a reconcile must see what tasks just wrote
-            found = self.fs.find(path)
-        except FileNotFoundError:
-            return []
+        if self.protocol == "memory":
+            # fsspec's find walks the live dict, which fails ("dictionary changed size during
+            # iteration") while a task on another thread writes; list(dict) copies it atomically
+            below = path.rstrip("/") + "/"
+            found = [k for k in list(self.fs.store) if k.startswith(below) or k == path]
+        else:
+            try:
+                self.fs.invalidate_cache(path)  # s3fs caches listings: a reconcile must see what tasks just wrote
+                found = self.fs.find(path)
+            except FileNotFoundError:
+                return []
         root = self.root.rstrip("/") + "/"
-        strip = root if not self.protocol == "memory" else root
-        return sorted(p[len(strip):] if p.startswith(strip) else p for p in (str(x) for x in found))
+        return sorted(p[len(root):] if p.startswith(root) else p for p in (str(x) for x in found))
 
     # -- writes ------------------------------------------------------------
     def put(self, key: str, data: bytes) -> None:

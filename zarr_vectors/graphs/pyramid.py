@@ -233,7 +233,7 @@ def _check_reconciled(level: Level, rels: Sequence[str]) -> None:
         grid = level.array(rel)
         return grid, grid.derive_nonempty_chunks()
 
-    if level.storage.protocol == "file" or len(rels) < 2:
+    if not level.storage.is_remote or len(rels) < 2:
         listings = [listing(rel) for rel in rels]
     else:  # remote listings are round trips: overlap them
         with ThreadPoolExecutor(min(16, len(rels))) as pool:
