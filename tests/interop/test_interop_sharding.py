@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -24,6 +23,7 @@ import zarr_vectors as zv
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from refenv import ensure_reference_env, run_reference  # noqa: E402
+from file_tree import tree
 
 pytestmark = [pytest.mark.interop, pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")]
 
@@ -39,15 +39,6 @@ INTENSITY = RNG.standard_normal(N).astype(np.float32)
 @pytest.fixture(scope="module", autouse=True)
 def reference_env() -> Path:
     return ensure_reference_env()
-
-
-def tree(root: Path) -> dict[str, bytes]:
-    out = {}
-    for dirpath, _, files in os.walk(root):
-        for f in files:
-            full = Path(dirpath) / f
-            out[full.relative_to(root).as_posix()] = full.read_bytes()
-    return out
 
 
 def rows_sorted(*columns: np.ndarray) -> np.ndarray:

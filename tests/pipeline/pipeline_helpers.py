@@ -35,16 +35,6 @@ class Run:
 # ---------------------------------------------------------------------------
 # store snapshots
 # ---------------------------------------------------------------------------
-def tree(root: Path) -> dict[str, bytes]:
-    """Every file below ``root`` (relative posix path -> bytes)."""
-    out = {}
-    for dirpath, _, files in os.walk(root):
-        for f in files:
-            full = Path(dirpath) / f
-            out[full.relative_to(root).as_posix()] = full.read_bytes()
-    return out
-
-
 def rows(*columns: np.ndarray) -> list[tuple]:
     """Columns (1-D or 2-D) side by side as a sorted list of row tuples: a multiset."""
     parts = [np.asarray(c, dtype=np.float64).reshape(len(c), -1) for c in columns]

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from pipeline_helpers import journal, points_frame, tree, write_parquet_parts
+from file_tree import tree
+from pipeline_helpers import journal, points_frame, write_parquet_parts
 
 import zarr_vectors as zv
 from zarr_vectors.graphs import vertices as vertex_stage

@@ -13,12 +13,12 @@ import threading
 import numpy as np
 import pandas as pd
 import pytest
+from file_tree import tree
 from pipeline_helpers import (
     graph_frames,
     journal,
     points_frame,
     register_flaky,
-    tree,
     wait_for,
     write_parquet_parts,
 )

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from pipeline_helpers import journal, sorted_rows, tree, wait_for, write_parquet_parts
+from file_tree import tree
+from pipeline_helpers import journal, sorted_rows, wait_for, write_parquet_parts
 
 import zarr_vectors as zv
 from zarr_vectors.validate import validate

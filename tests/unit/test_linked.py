@@ -27,6 +27,7 @@ from zarr_vectors.core import arrays as links_api
 from zarr_vectors.core.store import open_store
 from zarr_vectors.graphs import linked as linked_stage
 from zarr_vectors.graphs import vertices as vertex_stage
+from file_tree import tree
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 
@@ -36,15 +37,6 @@ POLICIES = [(False, "canonical"), (False, "duplicate"), (True, "canonical"), (Tr
 # ---------------------------------------------------------------------------
 # helpers: independent expectations and by-hand decoding
 # ---------------------------------------------------------------------------
-def tree(root: Path) -> dict[str, bytes]:
-    out = {}
-    for dirpath, _, files in os.walk(root):
-        for f in files:
-            full = Path(dirpath) / f
-            out[full.relative_to(root).as_posix()] = full.read_bytes()
-    return out
-
-
 def doc(root: Path, rel: str = "") -> dict:
     return json.loads((root / rel / "zarr.json").read_bytes())
 

@@ -14,6 +14,7 @@ import zarr_vectors as zv
 from zarr_vectors.core import arrays as A
 from zarr_vectors.core.store import open_store
 from zarr_vectors.errors import ArrayError, InputError, StoreExistsError
+from file_tree import tree
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 
@@ -22,15 +23,6 @@ EDGES = np.array([[0, 1], [1, 2], [2, 3], [3, 4], [4, 5]])
 FACES = np.array([[0, 1, 2], [2, 3, 4], [1, 4, 5]])
 PARENTS = np.array([-1, 0, 1, 1, 3, -1])
 OFFSETS = np.array([0, 2, 5, 6])
-
-
-def tree(root: Path) -> dict[str, bytes]:
-    out = {}
-    for dirpath, _, files in os.walk(root):
-        for f in files:
-            full = Path(dirpath) / f
-            out[full.relative_to(root).as_posix()] = full.read_bytes()
-    return out
 
 
 def call(kind: str, url: str, **kw):

@@ -25,6 +25,7 @@ import zarr_vectors as zv
 from zarr_vectors.encoding import FragmentIndex, decode_manifest
 from zarr_vectors.errors import StoreExistsError
 from zarr_vectors.graphs import vertices as vertex_stage
+from file_tree import tree
 
 ZSTD = {"name": "zstd", "configuration": {"level": 0, "checksum": False}}
 BLOSC = {
@@ -40,16 +41,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWa
 # ---------------------------------------------------------------------------
 # helpers: independent expectations and by-hand decoding
 # ---------------------------------------------------------------------------
-def tree(root: Path) -> dict[str, bytes]:
-    """Every file below ``root`` (relative posix path -> bytes)."""
-    out = {}
-    for dirpath, _, files in os.walk(root):
-        for f in files:
-            full = Path(dirpath) / f
-            out[full.relative_to(root).as_posix()] = full.read_bytes()
-    return out
-
-
 def doc(root: Path, rel: str) -> dict:
     return json.loads((root / rel / "zarr.json").read_bytes() if rel else (root / "zarr.json").read_bytes())
 

@@ -15,19 +15,11 @@ import zarr
 import zarr_vectors as zv
 from zarr_vectors.errors import InputError, StoreExistsError, StoreNotFoundError, UnsupportedLayoutError
 from zarr_vectors.graphs import vertices as vertex_stage
+from file_tree import tree
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 
 POS = np.array([[1, 1, 1], [2, 2, 2], [60, 1, 1], [61, 70, 1], [5, 90, 99]], "f8")
-
-
-def tree(root: Path) -> dict[str, bytes]:
-    out = {}
-    for dirpath, _, files in os.walk(root):
-        for f in files:
-            full = Path(dirpath) / f
-            out[full.relative_to(root).as_posix()] = full.read_bytes()
-    return out
 
 
 def refuses(tmp_path: Path, error: type[Exception], *patterns: str, positions=POS, **kw) -> Exception:

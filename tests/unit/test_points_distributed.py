@@ -3,8 +3,6 @@ bytes the same write on local threads does."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 
 import dask.array as da
 import numpy as np
@@ -14,17 +12,9 @@ from distributed import get_task_stream
 import zarr_vectors as zv
 from zarr_vectors.graphs import vertices as vertex_stage
 from zarr_vectors.graphs.runner import current_client
+from file_tree import tree
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
-
-
-def tree(root: Path) -> dict[str, bytes]:
-    out = {}
-    for dirpath, _, files in os.walk(root):
-        for f in files:
-            full = Path(dirpath) / f
-            out[full.relative_to(root).as_posix()] = full.read_bytes()
-    return out
 
 
 def storage_order(pos, cs, ids):

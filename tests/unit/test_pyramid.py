@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +25,7 @@ from zarr_vectors.multiresolution import (
     select_objects,
 )
 from zarr_vectors.validate import validate
+from file_tree import tree
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 
@@ -33,15 +33,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWa
 # ---------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------
-def tree(root: Path) -> dict[str, bytes]:
-    out = {}
-    for dirpath, _, files in os.walk(root):
-        for f in files:
-            full = Path(dirpath) / f
-            out[full.relative_to(root).as_posix()] = full.read_bytes()
-    return out
-
-
 def level_cells(store: Path, number: int) -> dict[tuple[int, ...], np.ndarray]:
     """Rows of every vertex cell of a level, read through the grid arrays (not the reader)."""
     lvl = zv.open_store(str(store)).level(number)

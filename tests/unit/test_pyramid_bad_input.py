@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -12,17 +11,9 @@ import pytest
 
 import zarr_vectors as zv
 from zarr_vectors.errors import InputError, StoreNotFoundError, UnsupportedLayoutError
+from file_tree import tree
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
-
-
-def tree(root: Path) -> dict[str, bytes]:
-    out = {}
-    for dirpath, _, files in os.walk(root):
-        for f in files:
-            full = Path(dirpath) / f
-            out[full.relative_to(root).as_posix()] = full.read_bytes()
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import time
-from pathlib import Path
 
 import boto3
 import numpy as np
@@ -12,6 +10,7 @@ import pytest
 
 import zarr_vectors as zv
 from zarr_vectors.errors import InputError, StoreExistsError, StoreNotFoundError
+from file_tree import tree as local_tree
 
 pytestmark = [pytest.mark.s3, pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")]
 
@@ -34,15 +33,6 @@ def s3_tree(options, bucket: str, prefix: str) -> dict[str, bytes]:
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/"):
         for obj in page.get("Contents", []):
             out[obj["Key"][len(prefix) + 1 :]] = client.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
-    return out
-
-
-def local_tree(root: Path) -> dict[str, bytes]:
-    out = {}
-    for dirpath, _, files in os.walk(root):
-        for f in files:
-            full = Path(dirpath) / f
-            out[full.relative_to(root).as_posix()] = full.read_bytes()
     return out
 
 

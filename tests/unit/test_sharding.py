@@ -36,6 +36,7 @@ from zarr_vectors.encoding import frame_single
 from zarr_vectors.errors import ArrayError, EncodingError, InputError
 from zarr_vectors.sharding import PresenceMismatchError, shard
 from zarr_vectors.sharding.shard import STAGING, grid_array_paths
+from file_tree import tree
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 
@@ -45,15 +46,6 @@ ZSTD = numcodecs.Zstd(level=0, checksum=False)
 # ---------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------
-def tree(root: Path) -> dict[str, bytes]:
-    out = {}
-    for dirpath, _, files in os.walk(root):
-        for f in files:
-            full = Path(dirpath) / f
-            out[full.relative_to(root).as_posix()] = full.read_bytes()
-    return out
-
-
 def doc(root: Path, rel: str) -> dict:
     return json.loads((root / rel / "zarr.json").read_bytes())
 

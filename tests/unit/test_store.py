@@ -24,17 +24,9 @@ from zarr_vectors.errors import (
     StoreExistsError,
     StoreNotFoundError,
 )
+from file_tree import tree
 
 ZSTD = {"name": "zstd", "configuration": {"level": 0, "checksum": False}}
-
-
-def tree(root: Path) -> dict[str, bytes]:
-    out = {}
-    for dirpath, _, files in os.walk(root):
-        for f in files:
-            full = Path(dirpath) / f
-            out[full.relative_to(root).as_posix()] = full.read_bytes()
-    return out
 
 
 def make_store(path: Path, **kw):
