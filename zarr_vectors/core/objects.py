@@ -1,4 +1,4 @@
-"""Reading a level's object index (FORMAT.md §6.7) under the layout policy of D1.
+"""A level's object index (FORMAT.md §6.7): writing layout v1, reading under the policy of D1.
 
 Only ``vlen_manifests_v1`` (row = id) is read by default.  ``vlen_manifests_v2``
 (rows + an ``object_ids`` table, what the reference writes) is read only when the
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from zarr_vectors.core.metadata import OBJECT_INDEX_LAYOUT, OBJECT_INDEX_LAYOUT_V2
-from zarr_vectors.core.nodes import require_node
+from zarr_vectors.core.nodes import group_document, require_node, write_node
 from zarr_vectors.core.store import Level
-from zarr_vectors.core.tables import read_table, read_vlen_rows
+from zarr_vectors.core.tables import read_table, read_vlen_rows, write_vlen_rows
 from zarr_vectors.encoding import decode_manifest_table
 from zarr_vectors.errors import EncodingError, MetadataError, UnsupportedLayoutError
 
@@ -33,6 +33,26 @@ class ObjectIndex:
     def blocks_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(object id, chunk coords, fragment) per referenced fragment, in manifest order."""
         return self.ids[self.block_row], self.block_chunk, self.block_fragment
+
+
+def write_object_index(
+    level: Level, manifests: list[bytes], *, num_objects: int, num_present: int, sid_ndim: int
+) -> None:
+    """The ``object_index`` group (layout v1: manifest row = object id) and its manifests."""
+    write_node(
+        level.storage,
+        level.node_path("object_index"),
+        group_document(
+            {
+                "zv_array": "object_index",
+                "num_objects": num_objects,
+                "num_present": num_present,
+                "sid_ndim": sid_ndim,
+                "layout": OBJECT_INDEX_LAYOUT,
+            }
+        ),
+    )
+    write_vlen_rows(level.storage, level.node_path("object_index/manifests"), manifests)
 
 
 def read_object_index(level: Level, *, allow_layouts: Collection[str] = ()) -> ObjectIndex | None:

@@ -49,10 +49,10 @@ from zarr_vectors.core.arrays import (
 from zarr_vectors.core.grid import GridArray, read_cells_many, write_cells_many
 from zarr_vectors.core.metadata import GEOMETRY_TYPES, OBJECT_INDEX_LAYOUT, LevelMetadata, RootMetadata
 from zarr_vectors.core.nodes import fill_value_from_json, group_document, read_node, write_node
-from zarr_vectors.core.objects import read_object_index
+from zarr_vectors.core.objects import read_object_index, write_object_index
 from zarr_vectors.core.paths import format_chunk_key, format_delta, parse_delta
 from zarr_vectors.core.store import Level, ZVStore, open_store
-from zarr_vectors.core.tables import read_table, write_table, write_vlen_rows
+from zarr_vectors.core.tables import read_table, write_table
 from zarr_vectors.encoding import FragmentIndex, encode_mode0_manifests
 from zarr_vectors.errors import EncodingError, InputError
 from zarr_vectors.graphs import runner
@@ -900,20 +900,10 @@ def _write_object_index(
     )
     chunks, rows = layout.chunk_rows(mv)
     manifests = encode_mode0_manifests(obj, chunks, rows, plan.num_objects)
-    write_node(
-        level.storage,
-        level.node_path("object_index"),
-        group_document(
-            {
-                "zv_array": "object_index",
-                "num_objects": plan.num_objects,
-                "num_present": int(unique_sorted(obj).size),
-                "sid_ndim": level.store.root.sid_ndim,
-                "layout": OBJECT_INDEX_LAYOUT,
-            }
-        ),
+    write_object_index(
+        level, manifests, num_objects=plan.num_objects, num_present=int(unique_sorted(obj).size),
+        sid_ndim=level.store.root.sid_ndim,
     )
-    write_vlen_rows(level.storage, level.node_path("object_index/manifests"), manifests)
     if plan.attributes:
         write_node(level.storage, level.node_path("object_attributes"), group_document())
     for name in plan.attributes:

@@ -28,13 +28,13 @@ import dask
 import dask.array as da
 import numpy as np
 
+from zarr_vectors.core import objects as object_index
 from zarr_vectors.core.codecs import compressor_config
 from zarr_vectors.core.grid import MAX_CELL_BYTES, GridArray, write_cells_many
-from zarr_vectors.core.metadata import OBJECT_INDEX_LAYOUT
 from zarr_vectors.core.nodes import group_document, write_node
 from zarr_vectors.core.paths import format_chunk_key
 from zarr_vectors.core.store import Level
-from zarr_vectors.core.tables import write_table, write_vlen_rows
+from zarr_vectors.core.tables import write_table
 from zarr_vectors.encoding import FragmentIndex, encode_mode0_manifests
 from zarr_vectors.errors import InputError
 from zarr_vectors.geometry.points import cells_and_bins, chunk_coords, column_extent, stable_order, take_rows
@@ -623,20 +623,9 @@ def write_object_index(level: Level, spec: VertexSpec, plan: VertexPlan, tables:
     ids, chunks, frags, order_key = (np.concatenate([t[i] for t in tables]) for i in range(4))
     order = np.lexsort((frags, order_key, ids))
     rows = encode_mode0_manifests(ids[order], chunks[order], frags[order], plan.num_objects)
-    write_node(
-        level.storage,
-        level.node_path("object_index"),
-        group_document(
-            {
-                "zv_array": "object_index",
-                "num_objects": plan.num_objects,
-                "num_present": int(len(np.unique(ids))),
-                "sid_ndim": spec.ndim,
-                "layout": OBJECT_INDEX_LAYOUT,
-            }
-        ),
+    object_index.write_object_index(
+        level, rows, num_objects=plan.num_objects, num_present=int(len(np.unique(ids))), sid_ndim=spec.ndim
     )
-    write_vlen_rows(level.storage, level.node_path("object_index/manifests"), rows)
 
 
 def write_object_attributes(level: Level, spec: VertexSpec, values: Mapping[str, np.ndarray]) -> None:
