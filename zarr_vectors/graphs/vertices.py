@@ -449,9 +449,11 @@ def route_block(
             pieces.append(None)
             continue
         sel = order[lo:hi]
-        piece = {"pos": take_rows(pos, sel), "rank": rank[lo:hi], "sub": sub[lo:hi]}
+        # copies, not views: a view pins the whole block's array in worker memory, where
+        # dask counts only the view (unmanaged memory it can neither see nor spill)
+        piece = {"pos": take_rows(pos, sel), "rank": rank[lo:hi].copy(), "sub": sub[lo:hi].copy()}
         if gid is not None:
-            piece["gid"] = gid[lo:hi]
+            piece["gid"] = gid[lo:hi].copy()
         if breaks is not None:
             piece["brk"] = breaks[sel]
         for name, values in attrs.items():
