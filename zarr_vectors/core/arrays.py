@@ -1986,6 +1986,36 @@ def _logical_count(policy: LinkPolicy, records: LinkRecords, where: str) -> int:
     return int((mult // copies).sum())
 
 
+def link_presence_arrays(level: Level, delta: int) -> list[str]:
+    """Every array of the family whose ``nonempty_chunks`` :func:`finalize_links` rebuilds:
+    the offsets arrays, ``link_fragments`` (delta 0) and the link attribute arrays."""
+    rels = [_array_rel(delta, s) for s in list_link_offsets(level, delta)]
+    if delta == 0 and level.has(LINK_FRAGMENTS):
+        rels.append(LINK_FRAGMENTS)
+    for name in list_link_attribute_names(level):
+        rel = link_attributes_group_path(name, delta)
+        rels += [f"{rel}/{segment}" for segment in level.children(rel) if level.has(f"{rel}/{segment}")]
+    return rels
+
+
+def reconcile_presence(level: Level, rels: Sequence[str]) -> None:
+    """Rewrite the ``nonempty_chunks`` of the arrays ``rels`` from a listing, where it changed.
+
+    The presence half of :func:`finalize_links`; arrays are independent, so a job may
+    run it over disjoint runs of :func:`link_presence_arrays` side by side.
+    """
+    for rel in rels:
+        grid = level.array(rel)
+        keys = derive_nonempty_chunks(grid)
+        if keys != grid.nonempty_chunks:
+            grid.set_nonempty_chunks(keys)
+
+
+def stamp_link_counts(level: Level, delta: int, counts: LinkCounts) -> None:
+    """The counting half of :func:`finalize_links`: stamp counts the write tasks know."""
+    _stamp_counts(level, delta, counts, attributes=True)
+
+
 def finalize_links(
     level: Level,
     delta: int,
@@ -2003,27 +2033,14 @@ def finalize_links(
     records in, rows written), are stamped instead of decoding every record.
     """
     policy = _require_policy(level, delta)
-    rels = [_array_rel(delta, s) for s in list_link_offsets(level, delta)]
-    if delta == 0 and level.has(LINK_FRAGMENTS):
-        rels.append(LINK_FRAGMENTS)
-    for name in list_link_attribute_names(level):
-        rel = link_attributes_group_path(name, delta)
-        rels += [f"{rel}/{segment}" for segment in level.children(rel) if level.has(f"{rel}/{segment}")]
-
-    def reconcile(rel: str) -> None:
-        grid = level.array(rel)
-        keys = derive_nonempty_chunks(grid)
-        if keys != grid.nonempty_chunks:
-            grid.set_nonempty_chunks(keys)
-
+    rels = link_presence_arrays(level, delta)
     if not level.storage.is_remote or len(rels) < 2:
-        for rel in rels:
-            reconcile(rel)
+        reconcile_presence(level, rels)
     else:  # remote: every array is a few round trips (metadata, listing, write); overlap them
         with ThreadPoolExecutor(min(16, len(rels))) as pool:
-            list(pool.map(reconcile, rels))
+            list(pool.map(lambda rel: reconcile_presence(level, [rel]), rels))
     if counts is None:  # not known from the write tasks: decode every record to count them
         records, total = _read_family_records(level, policy, anchor_ratios)
         counts = LinkCounts(_logical_count(policy, records, _family_path(level, delta)), total)
-    _stamp_counts(level, delta, counts, attributes=True)
+    stamp_link_counts(level, delta, counts)
     return counts

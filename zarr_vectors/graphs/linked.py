@@ -4,14 +4,20 @@ Every kind is the shared vertex stage (``graphs.vertices``) followed by one link
 stage over the records the kind stores (FORMAT.md §8):
 
 1. vertex owners write their cells and report where every input vertex landed;
-2. one task assembles that placement (input vertex -> chunk, chunk-local row);
-3. per block of records: endpoints resolved through the placement and placed
-   (``partition_records_by_offset``, the single place placement is decided);
-4. the coordinator stamps the family and creates every offsets / attribute array
-   the blocks need (metadata only);
-5. per cell owner: its share of every block's partition, merged, written whole with
-   ``record_presence=False`` (links, ``link_fragments``, link attributes);
-6. one reconcile task: vertex presence lists and object index, ``finalize_links``
+2. one task assembles that placement (input vertex -> chunk, chunk-local row, cell
+   rank), copied to every worker;
+3. per block of records: the cell each record is filed in (its source endpoint's),
+   sorted by cell; the per-cell counts come back to the coordinator;
+4. link owners are runs of whole cells of even record counts -- not the vertex
+   owners: undirected records are filed in their smallest endpoint cell, which
+   crowds the first cells -- and each takes its cells' records from every block
+   and places them in one pass (``partition_records_by_offset``, the single place
+   placement is decided);
+5. the coordinator stamps the family and creates every offsets / attribute array
+   the owners' partitions need (metadata only);
+6. every link owner writes its cells whole with ``record_presence=False`` (links,
+   ``link_fragments``, link attributes);
+7. one reconcile task: vertex presence lists and object index, ``finalize_links``
    with the counts the tasks report, level metadata.
 
 Intermediate results stay where they were computed (``runner.persist``): on the
@@ -21,7 +27,7 @@ workers under a distributed client, in memory on local threads.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import dask
@@ -34,7 +40,9 @@ from zarr_vectors.core.arrays import (
     create_link_attribute_arrays,
     create_links_family,
     create_links_segments,
-    finalize_links,
+    link_presence_arrays,
+    reconcile_presence,
+    stamp_link_counts,
     partition_records_by_offset,
     write_link_attribute_cells,
     write_link_cells,
@@ -49,6 +57,9 @@ from zarr_vectors.graphs import vertices as vx
 from zarr_vectors.graphs.points import WriteResult
 
 RECORD_BLOCK = 1_000_000
+#: Link arrays whose presence list one reconcile task rebuilds (each is a listing and
+#: a small write: a task's worth is a few dozen of them).
+PRESENCE_ARRAYS_PER_TASK = 32
 
 
 @dataclass(frozen=True)
@@ -95,61 +106,71 @@ def _check_record_attributes(values: Mapping[str, Any] | None, m: int, what: str
 # ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class OwnerRecords:
-    """The records one block routes to one cell owner, in input order, with their attribute rows."""
+    """The records one block sends to one link owner, with their attribute rows."""
 
     records: np.ndarray  # (k, L) input vertex indices
     attributes: dict[str, np.ndarray]
 
 
-def _route_block(
-    records: np.ndarray,
-    attributes: dict[str, np.ndarray],
-    placement: vx.Placement,
-    owner_of_rank: np.ndarray,
-    link: LinkSpec,
-) -> list[OwnerRecords]:
-    """Split a block of records by the owner of the cell(s) they are filed in.
+@dataclass(frozen=True)
+class FiledRecords:
+    """A block of records and the cell (by rank) each copy is filed in, ascending.
 
     A record is filed in its source endpoint's cell: endpoint 0 when directed, else the
     smallest endpoint chunk (cell ranks follow chunk order), and under
-    ``store="duplicate"`` in every distinct endpoint chunk -- then it goes to every
-    owner of one of them.  Order within each share stays input order, so owners see
-    records in ascending input position once the blocks are concatenated in order.
+    ``store="duplicate"`` once in every distinct endpoint chunk.  ``index[i]`` is the
+    block row of copy ``i``; copies of one cell keep input order.
     """
-    num_owners = int(owner_of_rank.max()) + 1 if owner_of_rank.size else 1
+
+    records: np.ndarray
+    attributes: dict[str, np.ndarray]
+    filed: np.ndarray  # (copies,) cell rank, ascending
+    index: np.ndarray  # (copies,) block row
+
+    def counts(self, num_cells: int) -> np.ndarray:
+        return np.bincount(self.filed, minlength=num_cells)
+
+    def share(self, cells: slice, duplicate: bool) -> OwnerRecords:
+        """The records filed in the cells of ranks ``cells``, each once."""
+        lo, hi = np.searchsorted(self.filed, [cells.start, cells.stop])
+        rows = self.index[lo:hi]
+        if duplicate:  # a record filed in two cells of this owner's run is placed (and copied) once
+            rows = np.unique(rows)
+        return OwnerRecords(self.records[rows], {name: v[rows] for name, v in self.attributes.items()})
+
+
+def _file_block(records: np.ndarray, attributes: dict[str, np.ndarray], placement: vx.Placement, link: LinkSpec) -> FiledRecords:
     ends = np.take(placement.rank, records)
     if link.store == "duplicate":
-        m, width = records.shape
-        key = np.unique(owner_of_rank[ends].astype(np.int64) * m + np.arange(m)[:, None])  # (owner, record) pairs
-        owner, picked = np.divmod(key, m)
+        m = records.shape[0]
+        key = np.unique(ends.astype(np.int64) * m + np.arange(m)[:, None])  # (cell, record) pairs, each once
+        filed, index = np.divmod(key, m)
     else:
         src = ends[:, 0] if link.directed else ends.min(axis=1)
-        by_owner = owner_of_rank[src]
-        picked = np.argsort(by_owner, kind="stable")
-        owner = by_owner[picked]
-    cuts = np.searchsorted(owner, np.arange(num_owners + 1))
-    shares = []
-    for k in range(num_owners):
-        sel = picked[cuts[k] : cuts[k + 1]]
-        shares.append(OwnerRecords(records[sel], {name: v[sel] for name, v in attributes.items()}))
-    return shares
+        index = np.argsort(src, kind="stable")
+        filed = src[index]
+    return FiledRecords(records, attributes, filed, index)
 
 
-def _share(shares: list[OwnerRecords], k: int) -> OwnerRecords:
-    return shares[k]
+def _counts(filed: FiledRecords, num_cells: int) -> np.ndarray:
+    return filed.counts(num_cells)
+
+
+def _share(filed: FiledRecords, cells: slice, duplicate: bool) -> OwnerRecords:
+    return filed.share(cells, duplicate)
 
 
 @dataclass(frozen=True)
 class OwnerLinks:
-    """One cell owner's placed records: its partition (records numbered in the owner's own
+    """One link owner's placed records: its partition (records numbered in the owner's own
     input order) and the attribute rows in that order."""
 
     partition: LinkPartition | None
     attributes: dict[str, np.ndarray]
 
 
-def _place_owner(placement: vx.Placement, plan: vx.VertexPlan, k: int, link: LinkSpec, *shares: OwnerRecords) -> OwnerLinks:
-    """Place every record routed to owner ``k`` (``partition_records_by_offset``) in one pass."""
+def _place_owner(placement: vx.Placement, plan: vx.VertexPlan, cells: slice, link: LinkSpec, *shares: OwnerRecords) -> OwnerLinks:
+    """Place every record filed in the cells of ranks ``cells`` (``partition_records_by_offset``) in one pass."""
     records = np.concatenate([s.records for s in shares]) if shares else np.zeros((0, link.link_width), np.int64)
     if records.shape[0] == 0:
         return OwnerLinks(None, {})
@@ -159,9 +180,9 @@ def _place_owner(placement: vx.Placement, plan: vx.VertexPlan, k: int, link: Lin
         chunks, np.take(placement.rows, flat).reshape(records.shape), directed=link.directed, store=link.store
     )
     if link.store == "duplicate":  # copies filed in other owners' cells are theirs to write
-        cells = part.group_cells()
-        linear = np.ravel_multi_index(tuple((cells - plan.origin).T), plan.grid_shape)
-        part = part.select_groups(plan.owner_of_rank()[plan.rank_of(linear)] == k)
+        group_cells = part.group_cells()
+        rank = plan.rank_of(np.ravel_multi_index(tuple((group_cells - plan.origin).T), plan.grid_shape))
+        part = part.select_groups((rank >= cells.start) & (rank < cells.stop))
     names = shares[0].attributes.keys()
     return OwnerLinks(part, {name: np.concatenate([s.attributes[name] for s in shares]) for name in names})
 
@@ -180,24 +201,42 @@ def _write_link_owner(level: Level, owned: OwnerLinks) -> int:
     return part.num_physical_records
 
 
+def _finish_level(level: Level, families: list[str], vertex_count: int, counts: LinkCounts | None, *done: None) -> None:
+    """Stamp the family's counts and write the level metadata, once every part is reconciled."""
+    if counts is not None:
+        stamp_link_counts(level, 0, counts)
+    level.meta.vertex_count = vertex_count
+    level.meta.arrays_present = families
+    level.write_metadata()
+
+
+def _link_counts(total: int, *link_rows: int) -> LinkCounts:
+    return LinkCounts(total, int(sum(link_rows)))
+
+
 def _reconcile(
     level: Level,
-    arrays: vx.VertexArrays,
     spec: vx.VertexSpec,
     plan: vx.VertexPlan,
-    object_attributes: Mapping[str, np.ndarray],
-    vertex_summaries: Sequence[dict[str, Any]],
+    vertex_parts: list[Any],
+    link_rows: Sequence[Any],
     total: int,
     has_family: bool,
-    *link_rows: int,
-) -> dict[str, int]:
-    present = vx.reconcile_vertices(level, arrays, spec, plan, object_attributes, vertex_summaries)
-    if has_family:
-        finalize_links(level, 0, counts=LinkCounts(total, int(sum(link_rows))))
-        present.append("links")
-    level.meta.arrays_present = present
-    level.write_metadata()
-    return {"cells": len(plan.cells), "rows": level.meta.vertex_count, "links": total}
+) -> None:
+    """The reconcile step as side-by-side tasks (they touch disjoint files): the vertex
+    parts (started as soon as the vertices were written) and runs of the link arrays'
+    presence lists; one last task stamps the counts and writes the level metadata."""
+    bare = replace(level, known_arrays={})  # these tasks read presence lists, never the remembered documents
+    rels = link_presence_arrays(level, 0) if has_family else []
+    parts = vertex_parts + [
+        dask.delayed(reconcile_presence)(bare, rels[run])
+        for run in runner.task_runs(np.ones(len(rels), dtype=np.int64), PRESENCE_ARRAYS_PER_TASK)
+    ]
+    counts = dask.delayed(_link_counts)(total, *link_rows) if has_family else None
+    families = vx.vertex_families(spec) + (["links"] if has_family else [])
+    runner.compute(
+        "reconcile", dask.delayed(_finish_level)(bare, families, int(plan.counts.sum()), counts, *parts)
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -318,23 +357,29 @@ def write_linked(
     (placement,) = runner.persist(
         "placement", dask.delayed(vx.assemble_placement)(plan, spec.n, *vertex_owners), everywhere=True
     )
+    # the vertex half of the reconcile step needs nothing of the links: it runs beside them
+    vertex_parts = runner.start(
+        *vx.reconcile_tasks(replace(level, known_arrays={}), arrays, spec, plan, obj_attrs, vertex_owners)
+    )
 
     if callable(records):
         (derived,) = runner.persist("derive records", dask.delayed(records)(placement))
         total = int(runner.compute("count records", dask.delayed(len)(derived))[0])
         record_blocks, attr_blocks = [derived], [{}]
 
-    num_owners = len(plan.owners)
-    owner_of_rank = plan.owner_of_rank()
-    routed = runner.persist(
-        "route records",
-        *[dask.delayed(_route_block)(r, a, placement, owner_of_rank, link) for r, a in zip(record_blocks, attr_blocks)],
+    filed = runner.persist(
+        "file records",
+        *[dask.delayed(_file_block)(r, a, placement, link) for r, a in zip(record_blocks, attr_blocks)],
     )
+    per_cell = np.zeros(len(plan.cells), dtype=np.int64)
+    for counts in runner.compute("count records", *[dask.delayed(_counts)(f, len(plan.cells)) for f in filed]):
+        per_cell += counts
+    duplicate = link.store == "duplicate"
     owned = runner.persist(
         "place records",
         *[
-            dask.delayed(_place_owner)(placement, plan, k, link, *[dask.delayed(_share)(r, k) for r in routed])
-            for k in range(num_owners)
+            dask.delayed(_place_owner)(placement, plan, cells, link, *[dask.delayed(_share)(f, cells, duplicate) for f in filed])
+            for cells in runner.task_runs(per_cell, vx.MIN_ROWS_PER_TASK)
         ],
     )
     segments = set().union(*runner.compute("plan links", *[dask.delayed(_segments)(o) for o in owned]))
@@ -353,15 +398,8 @@ def write_linked(
                 level, name, 0, dtype=values.dtype, row_shape=values.shape[1:], compressor=spec.compressor
             )
         link_rows = runner.persist("write links", *[dask.delayed(_write_link_owner)(level, o) for o in owned])
-    (done,) = runner.compute(
-        "reconcile",
-        dask.delayed(_reconcile)(
-            level, arrays, spec, plan, obj_attrs, list(vertex_owners), total, has_family, *link_rows
-        )
-    )
-    return WriteResult(
-        storage.url, kind, done["rows"], done["cells"], len(plan.owners), plan.num_objects, done["links"]
-    )
+    _reconcile(level, spec, plan, vertex_parts, link_rows, total, has_family)
+    return WriteResult(storage.url, kind, int(plan.counts.sum()), len(plan.cells), len(plan.owners), plan.num_objects, total)
 
 
 # ---------------------------------------------------------------------------

@@ -38,18 +38,25 @@ class WriteResult:
         )
 
 
+def _finish_level(level: Level, families: list[str], vertex_count: int, *done: None) -> None:
+    level.meta.arrays_present = families
+    level.meta.vertex_count = vertex_count
+    level.meta.fragments_tile = True  # every cell's fragments are ranges tiling its rows
+    level.write_metadata()
+
+
 def _reconcile(
     level: Level,
     arrays: vx.VertexArrays,
     spec: vx.VertexSpec,
     plan: vx.VertexPlan,
     object_attributes: Mapping[str, Any],
-    *summaries: dict[str, Any],
-) -> dict[str, int]:
-    level.meta.arrays_present = vx.reconcile_vertices(level, arrays, spec, plan, object_attributes, summaries)
-    level.meta.fragments_tile = True  # every cell's fragments are ranges tiling its rows
-    level.write_metadata()
-    return {"cells": len(plan.cells), "rows": level.meta.vertex_count}
+    summaries: list[Any],
+) -> None:
+    """Presence lists and object tables side by side, then the level metadata."""
+    parts = vx.reconcile_tasks(level, arrays, spec, plan, object_attributes, summaries)
+    families, rows = vx.vertex_families(spec), int(plan.counts.sum())
+    runner.compute("reconcile", dask.delayed(_finish_level)(level, families, rows, *parts))
 
 
 def write_points(
@@ -100,5 +107,7 @@ def write_points(
     level = store.level(0)
     arrays = vx.create_vertex_arrays(level, spec, plan)
     owners = runner.persist("write vertices", *vx.write_graph(arrays, spec, plan, blocks))
-    (done,) = runner.compute("reconcile", dask.delayed(_reconcile)(level, arrays, spec, plan, obj_attrs, *owners))
-    return WriteResult(storage.url, "point_cloud", done["rows"], done["cells"], len(plan.owners), plan.num_objects)
+    _reconcile(level, arrays, spec, plan, obj_attrs, owners)
+    return WriteResult(
+        storage.url, "point_cloud", int(plan.counts.sum()), len(plan.cells), len(plan.owners), plan.num_objects
+    )

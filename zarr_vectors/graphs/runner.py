@@ -129,6 +129,33 @@ def persist(stage: str, *items: Any, everywhere: bool = False) -> list[Any]:
     return _run(stage, items, keep=True, everywhere=everywhere)
 
 
+#: Tasks per worker thread a stage aims for: enough that a slow task (or a busy core) is
+#: absorbed by the others, few enough that per-task overhead stays small.
+TASKS_PER_THREAD = 4
+
+
+def task_runs(weights, minimum: int) -> list[slice]:  # noqa: ANN001 - numpy array / sequence of ints
+    """Contiguous runs of items for one stage's tasks: about ``TASKS_PER_THREAD`` per
+    worker thread, each weighing at least ``minimum`` (rows, cells...) when there is that much."""
+    import numpy as np
+
+    total = int(np.sum(weights, dtype=np.int64))
+    return split_by_weight(weights, max(minimum, -(-total // (TASKS_PER_THREAD * parallelism()))))
+
+
+def start(*items: Any) -> list[Any]:
+    """Start ``items`` now and return references to them without waiting for them.
+
+    For work nothing needs until a later stage: under a distributed client it runs
+    beside the stages in between (a failure surfaces in the stage that needs it); on
+    local threads the items come back as they are and run with that stage.
+    """
+    client = current_client()
+    if client is None:
+        return list(items)
+    return [dask.delayed(f) for f in client.compute(list(items), retries=TASK_RETRIES)]
+
+
 def split_by_weight(weights, target: int) -> list[slice]:  # noqa: ANN001 - numpy array of ints
     """Contiguous runs of items, each summing to about ``target`` (each run >= 1 item).
 

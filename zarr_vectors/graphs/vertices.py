@@ -39,7 +39,7 @@ from zarr_vectors.encoding import FragmentIndex, encode_mode0_manifests
 from zarr_vectors.errors import InputError
 from zarr_vectors.geometry.points import cells_and_bins, chunk_coords, column_extent, stable_order, take_rows
 from zarr_vectors.graphs import runner
-from zarr_vectors.graphs.runner import current_client, parallelism, split_by_weight
+from zarr_vectors.graphs.runner import current_client, task_runs
 
 FragmentMode = Literal["bins", "objects", "runs"]
 
@@ -361,8 +361,7 @@ def plan_vertices(spec: VertexSpec, blocks: InputBlocks) -> VertexPlan:
             f"({counts[worst] * spec.row_bytes()} bytes in one cell); a cell must stay below 4 GiB: "
             "use a smaller chunk_shape. Nothing was written."
         )
-    target = max(MIN_ROWS_PER_TASK, -(-spec.n // (4 * parallelism())))
-    return VertexPlan(origin, shape, cells, counts, split_by_weight(counts, target), bounds, num_objects)
+    return VertexPlan(origin, shape, cells, counts, task_runs(counts, MIN_ROWS_PER_TASK), bounds, num_objects)
 
 
 # ---------------------------------------------------------------------------
@@ -587,18 +586,10 @@ def check_object_attribute_rows(values: Mapping[str, np.ndarray], num_objects: i
             )
 
 
-def reconcile_vertices(
-    level: Level,
-    arrays: VertexArrays,
-    spec: VertexSpec,
-    plan: VertexPlan,
-    object_attributes: Mapping[str, np.ndarray],
-    summaries: Sequence[dict[str, Any]],
-) -> list[str]:
-    """Presence lists, object index and object attributes; returns the families present.
+def set_vertex_presence(arrays: VertexArrays, *summaries: dict[str, Any]) -> None:
+    """Every vertex array's ``nonempty_chunks``, from the owners' summaries.
 
-    ``nonempty_chunks`` comes from the owners' summaries and must agree with a
-    listing of the cells on disk. Safe to run twice.
+    They must agree with a listing of the cells on disk. Safe to run twice.
     """
     keys = sorted({k for s in summaries for k in s["keys"]})
     for grid in arrays.all():
@@ -611,13 +602,36 @@ def reconcile_vertices(
                 f"(missing {missing[:5]}, unexpected {extra[:5]}); the store is not complete"
             )
         grid.set_nonempty_chunks(keys)
-    present = ["vertices"] + (["vertex_attributes"] if spec.attributes else [])
+
+
+def write_objects(
+    level: Level, spec: VertexSpec, plan: VertexPlan, object_attributes: Mapping[str, np.ndarray],
+    *summaries: dict[str, Any],
+) -> None:  # fmt: skip
+    """The object index (from the owners' fragment tables) and the object attributes."""
+    write_object_index(level, spec, plan, [s["fragments"] for s in summaries if "fragments" in s])
+    write_object_attributes(level, spec, object_attributes)
+
+
+def reconcile_tasks(
+    level: Level,
+    arrays: VertexArrays,
+    spec: VertexSpec,
+    plan: VertexPlan,
+    object_attributes: Mapping[str, np.ndarray],
+    summaries: Sequence[Any],
+) -> list[Any]:
+    """The vertex part of a level's reconcile step: presence lists and, with object ids,
+    the object tables -- independent tasks (they touch disjoint files)."""
+    tasks = [dask.delayed(set_vertex_presence)(arrays, *summaries)]
     if spec.has_objects:
-        write_object_index(level, spec, plan, [s["fragments"] for s in summaries if "fragments" in s])
-        write_object_attributes(level, spec, object_attributes)
-        present.append("object_index")
-    level.meta.vertex_count = int(sum(s["rows"] for s in summaries))
-    return present
+        tasks.append(dask.delayed(write_objects)(level, spec, plan, object_attributes, *summaries))
+    return tasks
+
+
+def vertex_families(spec: VertexSpec) -> list[str]:
+    """The vertex families a level written from ``spec`` holds (its ``arrays_present``)."""
+    return ["vertices"] + (["vertex_attributes"] if spec.attributes else []) + (["object_index"] if spec.has_objects else [])
 
 
 def write_object_index(level: Level, spec: VertexSpec, plan: VertexPlan, tables: list[tuple[np.ndarray, ...]]) -> None:

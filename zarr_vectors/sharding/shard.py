@@ -410,7 +410,7 @@ def _check_presence(store: ZVStore, grids: list[GridArray]) -> None:
     weights = [len(g.nonempty_chunks) + 1 for g in grids]
     tasks = [
         dask.delayed(_derive_task, pure=False)(_Opaque([_light(g) for g in grids[s]]))
-        for s in runner.split_by_weight(weights, max(MIN_CELLS_PER_TASK, sum(weights) // (4 * runner.parallelism())))
+        for s in runner.task_runs(weights, MIN_CELLS_PER_TASK)
     ]
     derived = [keys for part in runner.compute("check presence", *tasks) for keys in part]
     bad = []
@@ -449,9 +449,8 @@ def _plan(grids: list[GridArray], shard_shape: tuple[int, ...] | None) -> tuple[
         for g, key in enumerate(keys.tolist()):
             units.append((a, tuple(key), index[order[bounds[g] : bounds[g + 1]]]))
     total = sum(len(u[2]) for u in units)
-    target = max(MIN_CELLS_PER_TASK, math.ceil(total / (4 * runner.parallelism())))
     tasks: list[list[_Job]] = []
-    for run in runner.split_by_weight([len(u[2]) for u in units], target):
+    for run in runner.task_runs([len(u[2]) for u in units], MIN_CELLS_PER_TASK):
         jobs: list[_Job] = []
         for a, key, cells in units[run]:
             if not jobs or jobs[-1].source.path != grids[a].path:
@@ -474,7 +473,7 @@ def _plan(grids: list[GridArray], shard_shape: tuple[int, ...] | None) -> tuple[
 
 def split_commits(weights: Sequence[int]) -> list[slice]:
     """Runs of arrays committed by one task (a commit costs per array and per object)."""
-    return runner.split_by_weight(weights, max(256, sum(weights) // (4 * runner.parallelism())))
+    return runner.task_runs(weights, 256)
 
 
 def _new_keys(grid: GridArray, shard_shape: tuple[int, ...] | None) -> list[str]:
