@@ -139,32 +139,21 @@ def _single_table_call(spec: BuildSpec) -> Callable[[], zv.WriteResult]:
         "overwrite": spec.overwrite,
     }
     if spec.kind in ("polylines", "streamlines"):
-        for c in ("line", "order"):
-            if c not in df.columns:
-                raise InputError(f"{spec.kind} table lacks column {c!r}; it has {list(df.columns)}")
-        # reset the index: from_pandas sorts by it, which would undo the sort (and a
-        # multi-file input's index repeats 0..k per file)
-        pdf = df.compute().sort_values(["line", "order"], kind="stable").reset_index(drop=True)
-        table = sources.vertex_table(sources.dd.from_pandas(pdf, npartitions=1, sort=False))
-        lines = pdf["line"].to_numpy()
-        offsets = np.r_[0, np.flatnonzero(lines[1:] != lines[:-1]) + 1, len(lines)]
+        table = sources.polyline_table(df, what=spec.kind[:-1])
         kind = "streamline" if spec.kind == "streamlines" else "polyline"
         return lambda: zv.write_polylines(
-            spec.out, table.positions.compute(), offsets, kind=kind,
-            attributes={k: v.compute() for k, v in table.attributes.items()}, **common,
+            spec.out, table.vertices.positions, table.offsets, kind=kind, attributes=table.vertices.attributes,
+            **common,
         )  # fmt: skip
     if spec.kind == "skeleton":
         for c in ("id", "parent"):
             if c not in df.columns:
                 raise InputError(f"skeleton table lacks column {c!r}; it has {list(df.columns)}")
-        pdf = df.compute().reset_index(drop=True)  # row k is node k (see polylines above)
-        index = {int(i): k for k, i in enumerate(pdf["id"].to_numpy())}
-        if len(index) != len(pdf):
-            raise InputError("skeleton node ids are not unique")
-        try:
-            parents = np.asarray([index[int(p)] if p >= 0 else -1 for p in pdf["parent"].to_numpy()], np.int64)
-        except KeyError as exc:
-            raise InputError(f"skeleton parent id {exc.args[0]} is not a node id") from None
+        # The depth-first storage order is a traversal of the whole forest, so the skeleton
+        # writer takes numpy arrays: the table is read to the client. Reset the index: a
+        # multi-file input's index repeats 0..k per file, and row k must be node k.
+        pdf = df.compute().reset_index(drop=True)
+        parents = sources.parent_rows(pdf["id"].to_numpy(), pdf["parent"].to_numpy())
         table = sources.vertex_table(sources.dd.from_pandas(pdf, npartitions=1, sort=False))
         return lambda: zv.write_skeleton(
             spec.out, table.positions.compute(), parents,

@@ -162,6 +162,61 @@ def vertex_table(df: dd.DataFrame, *, what: str = "vertex", with_ids: bool = Fal
     )
 
 
+@dataclass
+class PolylineTable:
+    """Polyline vertices ordered by (line, order), and the polylines' CSR offsets into them."""
+
+    vertices: VertexTable
+    offsets: np.ndarray  # (lines + 1,) int64
+
+
+def _line_runs(part: Any, what: str) -> tuple[int, tuple[Any, Any] | None, tuple[Any, Any] | None, np.ndarray]:
+    """One sorted partition: its length, first and last (line, order), where a new line starts."""
+    line, order = part["line"].to_numpy(), part["order"].to_numpy()
+    if line.dtype.kind not in "iu":
+        raise InputError(f"{what} column 'line' must hold integer polyline ids, found {line.dtype}")
+    if order.dtype.kind not in "iuf" or (order.dtype.kind == "f" and not np.isfinite(order).all()):
+        raise InputError(f"{what} column 'order' must hold finite numbers, found {order.dtype} with gaps or NaN")
+    if len(line) == 0:
+        return 0, None, None, np.zeros(0, np.int64)
+    same_line = line[1:] == line[:-1]
+    repeated = np.flatnonzero(same_line & (order[1:] == order[:-1]))
+    if repeated.size:
+        k = int(repeated[0])
+        raise InputError(f"{what} {int(line[k])} has two vertices with order {order[k].item()!r}: the order is ambiguous")
+    ends = (line[0].item(), order[0].item()), (line[-1].item(), order[-1].item())
+    return len(line), ends[0], ends[1], np.flatnonzero(~same_line) + 1
+
+
+def polyline_table(df: dd.DataFrame, *, what: str = "polyline") -> PolylineTable:
+    """Vertices sorted by (``line``, ``order``) on the cluster, and the polyline offsets.
+
+    The sort is dask's (sample, shuffle, sort within partitions); the sorted partitions
+    are kept in cluster memory (spilled if need be) so that counting them and reading
+    their columns does not sort again.  Only the offsets -- one integer per polyline --
+    reach the client.
+    """
+    from zarr_vectors.graphs import runner
+
+    _require(df, ["line", "order"], what)
+    ordered = df.sort_values(["line", "order"])
+    parts = runner.persist(f"sort {what} vertices", *ordered.to_delayed())
+    runs = runner.compute(f"count {what}s", *[dask.delayed(_line_runs)(p, what) for p in parts])
+    starts, last, breaks = 0, None, [np.zeros(1, np.int64)]
+    for length, first, final, local in runs:
+        if not length:
+            continue
+        if last is not None:
+            if first == last:
+                raise InputError(f"{what} {first[0]} has two vertices with order {first[1]!r}: the order is ambiguous")
+            if first[0] != last[0]:
+                breaks.append(np.asarray([starts], np.int64))
+        breaks.append(local.astype(np.int64) + starts)
+        starts, last = starts + length, final
+    offsets = np.concatenate(breaks + [np.asarray([starts], np.int64)]) if starts else np.zeros(1, np.int64)
+    return PolylineTable(vertex_table(dd.from_delayed(parts, meta=ordered._meta), what=what), offsets)
+
+
 #: Vertex tables up to this many rows resolve ids by a broadcast join: the sorted
 #: (id, row) table, 16 bytes a vertex, is built once and shipped to every record
 #: partition task -- no shuffle of the records at all.  Larger tables fall back to a
@@ -214,6 +269,20 @@ def _id_lookup(*blocks: np.ndarray) -> IdLookup:
     if same.size:
         raise InputError(f"vertex ids are not unique: id {int(ids[same[0]])} appears more than once")
     return IdLookup(low, None, ids, order.astype(np.int64))
+
+
+def parent_rows(ids: np.ndarray, parents: np.ndarray) -> np.ndarray:
+    """Skeleton ``parent`` ids -> parent rows (-1 for roots, any negative id), vectorised."""
+    if ids.dtype.kind not in "iu" or parents.dtype.kind not in "iu":
+        raise InputError(f"skeleton columns 'id' and 'parent' must hold integers, found {ids.dtype} and {parents.dtype}")
+    lookup = _id_lookup(ids)
+    out = np.full(len(parents), -1, dtype=np.int64)
+    linked = parents >= 0
+    rows, found = lookup.rows_of(parents[linked].astype(np.int64, copy=False))
+    if not found.all():
+        raise InputError(f"skeleton parent id {int(parents[linked][np.argmin(found)])} is not a node id")
+    out[linked] = rows
+    return out
 
 
 def _resolve_block(part: Any, lookup: IdLookup, columns: Sequence[str], attrs: Sequence[str], first_row: int, what: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:

@@ -6,7 +6,7 @@ import dask
 import numpy as np
 import pandas as pd
 import pytest
-from pipeline_helpers import graph_frames, points_frame, write_parquet_parts
+from pipeline_helpers import graph_frames, points_frame, polyline_frame, write_parquet_parts
 
 from pipeline import sources
 from zarr_vectors.errors import InputError
@@ -146,3 +146,47 @@ def test_a_build_naming_an_unknown_vertex_id_exits_2_and_writes_no_store(tmp_pat
     assert run.rc == 2
     assert "edge row 17 names vertex id(s)" in run.err and "123" in run.err
     assert not out.exists()
+
+
+def test_polyline_table_sorts_on_the_cluster_and_finds_every_line(tmp_path):
+    df = polyline_frame(lines=40)
+    src = write_parquet_parts(df, tmp_path / "lines.parquet", parts=5)  # every line spread over files
+    with dask.config.set(scheduler="sync"):
+        table = sources.polyline_table(sources.read_table(str(src)), what="polyline")
+        assert table.vertices.positions.numblocks[0] > 1  # stays in partitions, never one block
+        pos, speed = dask.compute(table.vertices.positions, table.vertices.attributes["speed"])
+    want = df.sort_values(["line", "order"])
+    np.testing.assert_array_equal(pos, want[["x", "y", "z"]].to_numpy())
+    np.testing.assert_array_equal(speed, want["speed"].to_numpy())
+    starts = np.flatnonzero(np.r_[True, want["line"].to_numpy()[1:] != want["line"].to_numpy()[:-1]])
+    np.testing.assert_array_equal(table.offsets, np.r_[starts, len(df)])
+
+
+@pytest.mark.parametrize(
+    "rows, message",
+    [
+        ({"line": [1, 1, 2], "order": [3, 3, 0]}, r"line 1 has two vertices with order 3"),
+        ({"line": [1.5, 1.5, 2.0], "order": [0, 1, 0]}, r"'line' must hold integer polyline ids"),
+        ({"line": [1, 1, 2], "order": [0.0, np.nan, 0.0]}, r"'order' must hold finite numbers"),
+    ],
+)
+def test_polyline_table_refuses_ambiguous_or_malformed_lines(tmp_path, rows, message):
+    df = pd.DataFrame({**rows, "x": [0.0, 1.0, 2.0], "y": [0.0, 1.0, 2.0]})
+    with dask.config.set(scheduler="sync"), pytest.raises(InputError, match=message):
+        sources.polyline_table(sources.read_table(str(_csv(tmp_path, df))), what="polyline")
+
+
+def test_a_repeated_order_in_a_line_spread_over_files_is_refused(tmp_path):
+    df = pd.DataFrame({"line": [7] * 6, "order": [0, 1, 2, 2, 3, 4], "x": np.arange(6.0), "y": np.zeros(6)})
+    src = write_parquet_parts(df, tmp_path / "lines.parquet", parts=3)
+    with dask.config.set(scheduler="sync"), pytest.raises(InputError, match="line 7 has two vertices with order 2"):
+        sources.polyline_table(sources.read_table(str(src)), what="polyline")
+
+
+def test_parent_rows_maps_parent_ids_vectorised():
+    ids = np.array([40, 7, 93, 12])
+    np.testing.assert_array_equal(sources.parent_rows(ids, np.array([-1, 40, 7, -1])), [-1, 0, 1, -1])
+    with pytest.raises(InputError, match="skeleton parent id 5 is not a node id"):
+        sources.parent_rows(ids, np.array([-1, 40, 5, -1]))
+    with pytest.raises(InputError, match="vertex ids are not unique"):
+        sources.parent_rows(np.array([3, 3]), np.array([-1, 3]))

@@ -541,6 +541,24 @@ def write_skeleton(
     )  # fmt: skip
 
 
+def _ids_between(offsets: np.ndarray, start: int, stop: int) -> np.ndarray:
+    return np.searchsorted(offsets, np.arange(start, stop, dtype=np.int64), side="right") - 1
+
+
+def _polyline_ids(offsets: np.ndarray, positions: Any) -> np.ndarray | da.Array:
+    """Object id (polyline number) of every vertex; for dask positions a dask array with
+    their blocks, so the per-vertex ids are never built on the client."""
+    if not isinstance(positions, da.Array):
+        return np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets))
+    (shared,) = vx.publish_blocks(offsets, [0, len(offsets)])
+    bounds = np.r_[0, np.cumsum(positions.chunks[0])].astype(int).tolist()
+    blocks = [
+        da.from_delayed(dask.delayed(_ids_between)(shared, a, b), shape=(b - a,), dtype=np.int64)
+        for a, b in zip(bounds[:-1], bounds[1:])
+    ]
+    return da.concatenate(blocks) if len(blocks) > 1 else blocks[0]
+
+
 def write_polylines(
     url: str,
     positions: Any,
@@ -567,7 +585,7 @@ def write_polylines(
         raise InputError(f"kind must be 'polyline', 'streamline' or 'line', found {kind!r}")
     n = int(np.shape(positions)[0]) if np.ndim(positions) == 2 else 0
     off = topology.check_offsets(offsets, n, exact_length=2 if kind == "line" else None)
-    ids = np.repeat(np.arange(len(off) - 1, dtype=np.int64), np.diff(off))
+    ids = _polyline_ids(off, positions)
 
     def bridges(placement: vx.Placement) -> np.ndarray:
         return topology.polyline_bridges(off, placement.chunks)
