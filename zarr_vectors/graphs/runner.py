@@ -134,13 +134,15 @@ def persist(stage: str, *items: Any, everywhere: bool = False) -> list[Any]:
 TASKS_PER_THREAD = 4
 
 
-def task_runs(weights, minimum: int) -> list[slice]:  # noqa: ANN001 - numpy array / sequence of ints
+def task_runs(weights, minimum: int, maximum: int | None = None) -> list[slice]:  # noqa: ANN001 - array of ints
     """Contiguous runs of items for one stage's tasks: about ``TASKS_PER_THREAD`` per
-    worker thread, each weighing at least ``minimum`` (rows, cells...) when there is that much."""
+    worker thread, each weighing at least ``minimum`` (rows, cells...) when there is that
+    much, and about ``maximum`` at most (a bound on one task's memory)."""
     import numpy as np
 
     total = int(np.sum(weights, dtype=np.int64))
-    return split_by_weight(weights, max(minimum, -(-total // (TASKS_PER_THREAD * parallelism()))))
+    target = max(minimum, -(-total // (TASKS_PER_THREAD * parallelism())))
+    return split_by_weight(weights, target if maximum is None else max(1, min(target, maximum)))
 
 
 def start(*items: Any) -> list[Any]:

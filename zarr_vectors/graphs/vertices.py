@@ -45,6 +45,11 @@ FragmentMode = Literal["bins", "objects", "runs"]
 
 BLOCK_ROWS = 1_000_000
 MIN_ROWS_PER_TASK = 250_000
+#: Rows of one owner task, in bytes: every routed piece waits in worker memory until the
+#: owners run, and an owner holds a few copies of its rows while it merges and encodes
+#: them, so on small workers (1 GiB) the owners must stay small (32 MiB of rows: ~1.2M
+#: float64 xyz points with an attribute).
+MAX_TASK_BYTES = 32 << 20
 MAX_BINS_PER_CHUNK = 1 << 20
 MAX_OBJECT_ID = (1 << 26) - 1
 ATTRIBUTE_KINDS = "biuf"
@@ -361,7 +366,8 @@ def plan_vertices(spec: VertexSpec, blocks: InputBlocks) -> VertexPlan:
             f"({counts[worst] * spec.row_bytes()} bytes in one cell); a cell must stay below 4 GiB: "
             "use a smaller chunk_shape. Nothing was written."
         )
-    return VertexPlan(origin, shape, cells, counts, task_runs(counts, MIN_ROWS_PER_TASK), bounds, num_objects)
+    owners = task_runs(counts, MIN_ROWS_PER_TASK, MAX_TASK_BYTES // spec.row_bytes())
+    return VertexPlan(origin, shape, cells, counts, owners, bounds, num_objects)
 
 
 # ---------------------------------------------------------------------------
@@ -448,9 +454,16 @@ def route_block(
             pieces.append(None)
             continue
         sel = order[lo:hi]
-        # copies, not views: a view pins the whole block's array in worker memory, where
-        # dask counts only the view (unmanaged memory it can neither see nor spill)
-        piece = {"pos": take_rows(pos, sel), "rank": rank[lo:hi].copy(), "sub": sub[lo:hi].copy()}
+        owned = plan.owners[k]
+        # Copies, not views: a view pins the whole block's array in worker memory, where
+        # dask counts only the view (unmanaged memory it can neither see nor spill).  Every
+        # piece waits in memory until all blocks are routed, so it is kept small: rows per
+        # owned cell instead of a rank per row, and bins / object ids (< 2**26) as int32.
+        piece = {
+            "cells": np.bincount(rank[lo:hi] - owned.start, minlength=owned.stop - owned.start),
+            "pos": take_rows(pos, sel),
+            "sub": sub[lo:hi].astype(np.int32),
+        }
         if gid is not None:
             piece["gid"] = gid[lo:hi].copy()
         if breaks is not None:
@@ -465,10 +478,12 @@ def pick(routed: list[Any], k: int) -> Any:
     return routed[k]
 
 
-def _merge_pieces(spec: VertexSpec, parts: list[dict[str, np.ndarray]], first_rank: int, n_cells: int) -> dict[str, np.ndarray]:
-    data = {c: np.concatenate([p[c] for p in parts]) if len(parts) > 1 else parts[0][c] for c in parts[0]}
+def _merge_pieces(spec: VertexSpec, parts: list[dict[str, np.ndarray]], n_cells: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """An owner's rows from every block, ordered as they sit in its cells; and rows per cell."""
+    counts = np.sum([p["cells"] for p in parts], axis=0)
+    data = {c: np.concatenate([p[c] for p in parts]) if len(parts) > 1 else parts[0][c] for c in parts[0] if c != "cells"}
     if len(parts) > 1:  # merge blocks: stable, so input order holds within a bin / object / cell
-        local = data["rank"] - first_rank
+        local = np.concatenate([np.repeat(np.arange(n_cells), p["cells"]) for p in parts])
         if spec.mode == "bins":
             order = stable_order(local * spec.n_bins + data["sub"], n_cells * spec.n_bins)
         elif spec.mode == "objects":
@@ -476,7 +491,7 @@ def _merge_pieces(spec: VertexSpec, parts: list[dict[str, np.ndarray]], first_ra
         else:
             order = np.lexsort((data["gid"], local))
         data = {c: take_rows(v, order) for c, v in data.items()}
-    return data
+    return data, counts
 
 
 def _cell_fragments(
@@ -504,9 +519,9 @@ def write_owner(
     first_rank = plan.owners[k].start
     n_cells = plan.owners[k].stop - first_rank
     chunks = plan.chunk_of(plan.owner_cells(k))
-    data = _merge_pieces(spec, parts, first_rank, n_cells)
+    data, per_cell = _merge_pieces(spec, parts, n_cells)
     pos, sub, gid, brk = data["pos"], data["sub"], data.get("gid"), data.get("brk")
-    ends = np.searchsorted(data["rank"], np.arange(first_rank, first_rank + n_cells), side="right")
+    ends = np.cumsum(per_cell)
     starts = np.r_[0, ends[:-1]]
     grids = arrays.all()
     cells: list[dict[tuple[int, ...], bytes]] = [{} for _ in grids]  # parallel to ``grids``
@@ -524,14 +539,15 @@ def write_owner(
         if spec.has_objects:
             f = np.arange(len(counts), dtype=np.int64)
             order_key = gid[s + first] if spec.mode == "runs" else np.full(len(counts), first_rank + c, np.int64)
-            frag_tables.append((sub[s + first], np.repeat(chunks[c : c + 1], len(counts), axis=0), f, order_key))
+            ids = sub[s + first].astype(np.int64)
+            frag_tables.append((ids, np.repeat(chunks[c : c + 1], len(counts), axis=0), f, order_key))
     write_cells_many(list(zip(grids, cells)))
     summary: dict[str, Any] = {"keys": [format_chunk_key(c) for c in cells[0]], "rows": int(len(pos))}
     if frag_tables:
         summary["fragments"] = tuple(np.concatenate([t[i] for t in frag_tables]) for i in range(4))
     if gid is not None:
-        rows = np.arange(len(pos)) - np.repeat(starts, ends - starts)
-        summary["placement"] = (gid, data["rank"], rows)
+        rows = np.arange(len(pos)) - np.repeat(starts, per_cell)
+        summary["placement"] = (gid, np.repeat(np.arange(first_rank, first_rank + n_cells), per_cell), rows)
     return summary
 
 
