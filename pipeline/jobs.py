@@ -149,17 +149,15 @@ def _single_table_call(spec: BuildSpec) -> Callable[[], zv.WriteResult]:
         for c in ("id", "parent"):
             if c not in df.columns:
                 raise InputError(f"skeleton table lacks column {c!r}; it has {list(df.columns)}")
-        # The depth-first storage order is a traversal of the whole forest, so the skeleton
-        # writer takes numpy arrays: the table is read to the client. Reset the index: a
-        # multi-file input's index repeats 0..k per file, and row k must be node k.
-        pdf = df.compute().reset_index(drop=True)
-        parents = sources.parent_rows(pdf["id"].to_numpy(), pdf["parent"].to_numpy())
-        table = sources.vertex_table(sources.dd.from_pandas(pdf, npartitions=1, sort=False))
+        # The storage order is a depth-first traversal of the whole forest: the id and
+        # parent columns (the structure) come to this process; positions and attributes
+        # stay lazy and are permuted on the cluster.
+        table = sources.vertex_table(df)
+        structure = df[["id", "parent"]].compute()
+        parents = sources.parent_rows(structure["id"].to_numpy(), structure["parent"].to_numpy())
         return lambda: zv.write_skeleton(
-            spec.out, table.positions.compute(), parents,
-            object_ids=table.object_ids.compute() if table.object_ids is not None else None,
-            attributes={k: v.compute() for k, v in table.attributes.items()}, **common,
-        )  # fmt: skip
+            spec.out, table.positions, parents, object_ids=table.object_ids, attributes=table.attributes, **common
+        )
     raise InputError(f"unknown kind {spec.kind!r}; expected one of {list(KINDS)}")
 
 

@@ -608,6 +608,15 @@ def test_dask_inputs_write_the_same_bytes(tmp_path, monkeypatch):
     assert tree(tmp_path / "np" / "p.zv") == tree(tmp_path / "da" / "p.zv")
     np.testing.assert_array_equal(zv.read(str(tmp_path / "da" / "p.zv")).positions, ppos)
 
+    # skeleton: dask positions, object ids and attributes, permuted into depth-first order on the cluster
+    spos, parents = random_forest(rng, 900, 4)
+    sids, radius = rng.integers(0, 3, 900), rng.random(900).astype("f4")
+    zv.write_skeleton(str(tmp_path / "np" / "k.zv"), spos, parents, chunk_shape=10, object_ids=sids,
+                      attributes={"radius": radius})
+    zv.write_skeleton(str(tmp_path / "da" / "k.zv"), da.from_array(spos, chunks=(250, 3)), parents, chunk_shape=10,
+                      object_ids=da.from_array(sids, chunks=300), attributes={"radius": da.from_array(radius, chunks=200)})
+    assert tree(tmp_path / "np" / "k.zv") == tree(tmp_path / "da" / "k.zv")
+
 
 def test_several_blocks_and_owners_give_the_same_store(tmp_path, monkeypatch):
     rng = np.random.default_rng(71)

@@ -513,28 +513,41 @@ def write_skeleton(
 ) -> WriteResult:
     """A skeleton (forest): ``parents[i]`` is node i's parent, -1 for roots.
 
+    The forest's structure -- ``parents`` and the object ids (dask ones are computed) --
+    is held in this process: the storage order is a traversal of the whole forest.
+    Positions and attributes may be dask arrays; they are permuted on the cluster.
+
     Nodes are stored depth-first from each root, so most parent links are implied by
     row order (``implicit_sequential_with_branches``); the rest are explicit
     ``[child, parent]`` records, directed (D5).  Vertex order on read is that
     depth-first order.
     """
-    pos = np.asarray(positions)
+    pos = positions if isinstance(positions, da.Array) else np.asarray(positions)
     n = int(pos.shape[0]) if pos.ndim == 2 else 0
     par = topology.check_parents(parents, n)
     order = topology.depth_first_order(par)
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.arange(n)
     new_parents = np.where(par[order] >= 0, rank[np.maximum(par[order], 0)], -1)
-    ids = np.zeros(n, np.int64) if object_ids is None else np.asarray(object_ids)
+    # the explicit-edge test needs every node's object id in one task, like the parents
+    ids = np.zeros(n, np.int64) if object_ids is None else np.asarray(
+        object_ids.compute() if isinstance(object_ids, da.Array) else object_ids
+    )
     if ids.shape != (n,):
         raise InputError(f"object_ids must have shape ({n},), found {ids.shape}")
     ids = ids[order]
-    reordered_attrs = {k: np.asarray(v)[order] if np.ndim(v) >= 1 and len(v) == n else v for k, v in (attributes or {}).items()}
+
+    def reordered(v: Any) -> Any:  # dask columns are permuted on the cluster
+        if isinstance(v, da.Array):
+            return v[order] if v.ndim >= 1 and v.shape[0] == n else v
+        return np.asarray(v)[order] if np.ndim(v) >= 1 and len(v) == n else v
+
     return write_linked(
-        url, "skeleton", pos[order],
+        url, "skeleton", reordered(pos),
         records=_skeleton_records(new_parents, ids.astype(np.int64)), link=LinkSpec(2, True, "canonical", True),
         links_convention="implicit_sequential_with_branches", fragment_mode="objects",
-        chunk_shape=chunk_shape, bin_shape=bin_shape, bounds=bounds, object_ids=ids, attributes=reordered_attrs,
+        chunk_shape=chunk_shape, bin_shape=bin_shape, bounds=bounds, object_ids=ids,
+        attributes={k: reordered(v) for k, v in (attributes or {}).items()},
         object_attributes=object_attributes, record_attributes=None,
         compressor=compressor, storage_options=storage_options, overwrite=overwrite,
         fragment_breaks=new_parents < 0,  # a root never continues a fragment: its row-1 is not its parent
