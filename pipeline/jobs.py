@@ -149,14 +149,15 @@ def _single_table_call(spec: BuildSpec) -> Callable[[], zv.WriteResult]:
         for c in ("id", "parent"):
             if c not in df.columns:
                 raise InputError(f"skeleton table lacks column {c!r}; it has {list(df.columns)}")
-        # The storage order is a depth-first traversal of the whole forest: the id and
-        # parent columns (the structure) come to this process; positions and attributes
-        # stay lazy and are permuted on the cluster.
+        # The storage order is a depth-first traversal of the whole forest: the structure
+        # (id, parent, object_id) comes to this process, read once; positions and
+        # attributes stay lazy and are permuted on the cluster.
         table = sources.vertex_table(df)
-        structure = df[["id", "parent"]].compute()
+        structure = df[["id", "parent"] + (["object_id"] if table.object_ids is not None else [])].compute()
         parents = sources.parent_rows(structure["id"].to_numpy(), structure["parent"].to_numpy())
+        ids = structure["object_id"].to_numpy(dtype=np.int64) if table.object_ids is not None else None
         return lambda: zv.write_skeleton(
-            spec.out, table.positions, parents, object_ids=table.object_ids, attributes=table.attributes, **common
+            spec.out, table.positions, parents, object_ids=ids, attributes=table.attributes, **common
         )
     raise InputError(f"unknown kind {spec.kind!r}; expected one of {list(KINDS)}")
 

@@ -170,6 +170,10 @@ class PolylineTable:
     offsets: np.ndarray  # (lines + 1,) int64
 
 
+def _ambiguous(what: str, line: Any, order: Any) -> InputError:
+    return InputError(f"{what} {line} has two vertices with order {order!r}: the order is ambiguous")
+
+
 def _line_runs(part: Any, what: str) -> tuple[int, tuple[Any, Any] | None, tuple[Any, Any] | None, np.ndarray]:
     """One sorted partition: its length, first and last (line, order), where a new line starts."""
     line, order = part["line"].to_numpy(), part["order"].to_numpy()
@@ -183,7 +187,7 @@ def _line_runs(part: Any, what: str) -> tuple[int, tuple[Any, Any] | None, tuple
     repeated = np.flatnonzero(same_line & (order[1:] == order[:-1]))
     if repeated.size:
         k = int(repeated[0])
-        raise InputError(f"{what} {int(line[k])} has two vertices with order {order[k].item()!r}: the order is ambiguous")
+        raise _ambiguous(what, int(line[k]), order[k].item())
     ends = (line[0].item(), order[0].item()), (line[-1].item(), order[-1].item())
     return len(line), ends[0], ends[1], np.flatnonzero(~same_line) + 1
 
@@ -208,7 +212,7 @@ def polyline_table(df: dd.DataFrame, *, what: str = "polyline") -> PolylineTable
             continue
         if last is not None:
             if first == last:
-                raise InputError(f"{what} {first[0]} has two vertices with order {first[1]!r}: the order is ambiguous")
+                raise _ambiguous(what, *first)
             if first[0] != last[0]:
                 breaks.append(np.asarray([starts], np.int64))
         breaks.append(local.astype(np.int64) + starts)

@@ -185,8 +185,11 @@ def test_polylines_from_shuffled_rows(tmp_path, cli, scheduler, kind):
     assert sorted(data.attributes) == ["speed"]
 
 
-def test_skeleton_id_parent(tmp_path, cli, scheduler):
+@pytest.mark.parametrize("objects", [False, True])
+def test_skeleton_id_parent(tmp_path, cli, scheduler, objects):
     df = skeleton_frame()
+    if objects:  # object ids travel with the structure (id, parent), not with the lazy columns
+        df["object_id"] = df["id"] % 3
     srcs = [tmp_path / "nodes-0.csv", tmp_path / "nodes-1.csv"]  # two files: the row index repeats
     df.iloc[:250].to_csv(srcs[0], index=False)
     df.iloc[250:].to_csv(srcs[1], index=False)
@@ -200,6 +203,9 @@ def test_skeleton_id_parent(tmp_path, cli, scheduler):
     back = input_rows_of(data.positions, df[["x", "y", "z"]].to_numpy())
     ids = df["id"].to_numpy()
     np.testing.assert_array_equal(data.attributes["radius"], df["radius"].to_numpy()[back])
+    assert sorted(data.attributes) == ["radius"]
+    if objects:
+        np.testing.assert_array_equal(data.object_ids, df["object_id"].to_numpy()[back])
     got = edge_set(ids[back[data.edges]], directed=True)  # [child, parent]
     has_parent = df["parent"].to_numpy() >= 0
     want = edge_set(np.stack([ids[has_parent], df["parent"].to_numpy()[has_parent]], 1), directed=True)

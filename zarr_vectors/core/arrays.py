@@ -869,16 +869,10 @@ def _open_or_create_links_array(
             raise ArrayError(f"{grid.path}: has_perm {attrs['has_perm']} disagrees with the family policy")
         _check_covers(grid, cells)
         return level.remember(grid)
-    return level.remember(
-        GridArray.create(
-            level.storage,
-            level.node_path(rel),
-            shape=extent[1],
-            origin=extent[0],
-            attributes=_links_array_attributes(policy, offsets, dtype),
-            compressor=compressor,
-        )
-    )
+    return level.create_array(
+        rel, shape=extent[1], origin=extent[0], attributes=_links_array_attributes(policy, offsets, dtype),
+        compressor=compressor,
+    )  # fmt: skip
 
 
 def _open_or_create_fragments(
@@ -888,16 +882,10 @@ def _open_or_create_fragments(
         grid = level.array(LINK_FRAGMENTS)
         _check_covers(grid, cells)
         return level.remember(grid)
-    return level.remember(
-        GridArray.create(
-            level.storage,
-            level.node_path(LINK_FRAGMENTS),
-            shape=extent[1],
-            origin=extent[0],
-            attributes={"zv_array": "link_fragments", "encoding": "fragment_index_v1"},
-            compressor=compressor,
-        )
-    )
+    return level.create_array(
+        LINK_FRAGMENTS, shape=extent[1], origin=extent[0],
+        attributes={"zv_array": "link_fragments", "encoding": "fragment_index_v1"}, compressor=compressor,
+    )  # fmt: skip
 
 
 def _check_partition_policy(level: Level, partition: LinkPartition) -> LinkPolicy:
@@ -1689,16 +1677,10 @@ def _open_or_create_attribute_array(
     if not level.has(links_rel):
         raise ArrayError(f"level {level.number}: {links_rel} does not exist; link attributes mirror link arrays")
     mirror = level.array(links_rel)
-    return level.remember(
-        GridArray.create(
-            level.storage,
-            level.node_path(rel),
-            shape=mirror.shape,
-            origin=mirror.origin,
-            attributes=_attribute_array_attributes(name, dtype, row_shape, offsets, delta),
-            compressor=compressor,
-        )
-    )
+    return level.create_array(
+        rel, shape=mirror.shape, origin=mirror.origin,
+        attributes=_attribute_array_attributes(name, dtype, row_shape, offsets, delta), compressor=compressor,
+    )  # fmt: skip
 
 
 def create_link_attribute_arrays(

@@ -70,6 +70,23 @@ class Level:
     def array(self, relpath: str) -> GridArray:
         return GridArray.open(self.storage, self.node_path(relpath))
 
+    def create_array(
+        self,
+        relpath: str,
+        *,
+        shape: Sequence[int],
+        origin: Sequence[int],
+        attributes: dict[str, Any],
+        compressor: dict[str, Any] | None,
+    ) -> GridArray:
+        """Create the grid array at ``relpath`` (metadata only) and :meth:`remember` it."""
+        return self.remember(
+            GridArray.create(
+                self.storage, self.node_path(relpath), shape=shape, origin=origin, attributes=attributes,
+                compressor=compressor,
+            )
+        )  # fmt: skip
+
     def remember(self, grid: GridArray) -> GridArray:
         """Keep ``grid``'s document for :meth:`known_array`; returns ``grid``."""
         self.known_arrays[posixpath.relpath(grid.path, self.path)] = json.dumps(grid.doc).encode()

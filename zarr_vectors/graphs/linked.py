@@ -152,13 +152,6 @@ def _file_block(records: np.ndarray, attributes: dict[str, np.ndarray], placemen
     return FiledRecords(records, attributes, filed, index)
 
 
-def _counts(filed: FiledRecords, num_cells: int) -> np.ndarray:
-    return filed.counts(num_cells)
-
-
-def _share(filed: FiledRecords, cells: slice, duplicate: bool) -> OwnerRecords:
-    return filed.share(cells, duplicate)
-
 
 @dataclass(frozen=True)
 class OwnerLinks:
@@ -215,7 +208,7 @@ def _link_counts(total: int, *link_rows: int) -> LinkCounts:
 
 
 def _reconcile(
-    level: Level,
+    bare: Level,
     spec: vx.VertexSpec,
     plan: vx.VertexPlan,
     vertex_parts: list[Any],
@@ -225,9 +218,9 @@ def _reconcile(
 ) -> None:
     """The reconcile step as side-by-side tasks (they touch disjoint files): the vertex
     parts (started as soon as the vertices were written) and runs of the link arrays'
-    presence lists; one last task stamps the counts and writes the level metadata."""
-    bare = replace(level, known_arrays={})  # these tasks read presence lists, never the remembered documents
-    rels = link_presence_arrays(level, 0) if has_family else []
+    presence lists; one last task stamps the counts and writes the level metadata.
+    ``bare``: the level without its remembered array documents, which these tasks never read."""
+    rels = link_presence_arrays(bare, 0) if has_family else []
     parts = vertex_parts + [
         dask.delayed(reconcile_presence)(bare, rels[run])
         for run in runner.task_runs(np.ones(len(rels), dtype=np.int64), PRESENCE_ARRAYS_PER_TASK)
@@ -358,9 +351,8 @@ def write_linked(
         "placement", dask.delayed(vx.assemble_placement)(plan, spec.n, *vertex_owners), everywhere=True
     )
     # the vertex half of the reconcile step needs nothing of the links: it runs beside them
-    vertex_parts = runner.start(
-        *vx.reconcile_tasks(replace(level, known_arrays={}), arrays, spec, plan, obj_attrs, vertex_owners)
-    )
+    bare = replace(level, known_arrays={})  # reconcile tasks read presence lists, not remembered documents
+    vertex_parts = runner.start(*vx.reconcile_tasks(bare, arrays, spec, plan, obj_attrs, vertex_owners))
 
     if callable(records):
         (derived,) = runner.persist("derive records", dask.delayed(records)(placement))
@@ -372,13 +364,15 @@ def write_linked(
         *[dask.delayed(_file_block)(r, a, placement, link) for r, a in zip(record_blocks, attr_blocks)],
     )
     per_cell = np.zeros(len(plan.cells), dtype=np.int64)
-    for counts in runner.compute("count records", *[dask.delayed(_counts)(f, len(plan.cells)) for f in filed]):
+    for counts in runner.compute("records per cell", *[dask.delayed(FiledRecords.counts)(f, len(plan.cells)) for f in filed]):
         per_cell += counts
     duplicate = link.store == "duplicate"
     owned = runner.persist(
         "place records",
         *[
-            dask.delayed(_place_owner)(placement, plan, cells, link, *[dask.delayed(_share)(f, cells, duplicate) for f in filed])
+            dask.delayed(_place_owner)(
+                placement, plan, cells, link, *[dask.delayed(FiledRecords.share)(f, cells, duplicate) for f in filed]
+            )
             for cells in runner.task_runs(per_cell, vx.MIN_ROWS_PER_TASK)
         ],
     )
@@ -398,7 +392,7 @@ def write_linked(
                 level, name, 0, dtype=values.dtype, row_shape=values.shape[1:], compressor=spec.compressor
             )
         link_rows = runner.persist("write links", *[dask.delayed(_write_link_owner)(level, o) for o in owned])
-    _reconcile(level, spec, plan, vertex_parts, link_rows, total, has_family)
+    _reconcile(bare, spec, plan, vertex_parts, link_rows, total, has_family)
     return WriteResult(storage.url, kind, int(plan.counts.sum()), len(plan.cells), len(plan.owners), plan.num_objects, total)
 
 

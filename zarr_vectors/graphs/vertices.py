@@ -287,10 +287,6 @@ class VertexPlan:
     def owner_cells(self, i: int) -> np.ndarray:
         return self.cells[self.owners[i]]
 
-    def owner_of_rank(self) -> np.ndarray:
-        """(cells,) owner task of every occupied cell, by rank."""
-        return np.repeat(np.arange(len(self.owners)), [s.stop - s.start for s in self.owners])
-
     def owner_starts(self) -> np.ndarray:
         """Rank of each owner's first cell, plus the total (cut points in rank order)."""
         return np.asarray([s.start for s in self.owners] + [len(self.cells)], dtype=np.int64)
