@@ -370,8 +370,9 @@ def plan_summary(spec: BuildSpec) -> dict[str, Any]:
 
     One entry per owner task: how many cells and rows it writes and its first and
     last cell (owners own runs of cells in ascending C order of the chunk grid).
-    Graph and mesh plan their vertex table (the first input); records follow their
-    source vertex's cell owner.
+    Graph and mesh plan their vertex table (the first input).  Their records are
+    filed by cell on the cluster during the build and cut into link owners of even
+    record counts then, so that split is not known before the records are read.
     """
     from zarr_vectors.core.paths import format_chunk_key
     from zarr_vectors.graphs import vertices as vx

@@ -299,12 +299,6 @@ class VertexPlan:
             return lut[linear]
         return np.searchsorted(self.cells, linear)
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "cells": len(self.cells),
-            "owners": [{"cells": int(s.stop - s.start), "rows": int(self.counts[s].sum())} for s in self.owners],
-        }
-
 
 def _grid_for(bounds: tuple[tuple[float, ...], tuple[float, ...]], cs: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
     lo = chunk_coords(np.asarray([bounds[0]]), cs)[0]
