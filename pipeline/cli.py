@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -14,6 +15,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _info(args: argparse.Namespace) -> int:
     import zarr_vectors as zv
+    from zarr_vectors.core.consolidated import is_consolidated
 
     store = zv.open_store(args.store, storage_options=_storage_options(args.storage_option))
     root = store.root
@@ -24,6 +26,7 @@ def _info(args: argparse.Namespace) -> int:
     for n in store.level_numbers():
         level = store.level(n)
         print(f"level {n}:        {level.meta.vertex_count} vertices, arrays {level.meta.arrays_present}")
+    print(f"consolidated:   {'yes' if is_consolidated(store.storage) else 'no'}")
     return 0
 
 
@@ -48,28 +51,36 @@ def _storage_options(pairs: list[str]) -> dict:
     return out
 
 
+def _on_store(command: str, args: argparse.Namespace, run: Callable[[dict], int]) -> int:
+    """``run(storage_options)`` for a command on an existing store.
+
+    Exit 2, with one line naming the command, for a bad ``--storage-option`` (or other
+    argument: ``run``'s own SystemExit), a refused store or an unreachable one.
+    """
+    from zarr_vectors.errors import ZarrVectorsError
+
+    try:
+        return run(_storage_options(args.storage_option))
+    except SystemExit as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    except (ZarrVectorsError, OSError) as exc:
+        print(f"zv {command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
 def _validate(args: argparse.Namespace) -> int:
     """Exit 0 when the store has no error, 1 when it has, 2 for usage errors or an unreachable store."""
     import json
 
-    from zarr_vectors.errors import ZarrVectorsError
     from zarr_vectors.validate import validate
 
-    try:
-        options = _storage_options(args.storage_option)
-    except SystemExit as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    try:
+    def run(options: dict) -> int:
         result = validate(args.store, args.level, allow_layouts=tuple(args.allow_layout), storage_options=options)
-    except (ZarrVectorsError, OSError) as exc:
-        print(f"zv validate: error: {exc}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(result.to_json()))
-    else:
-        print(result.summary())
-    return 0 if result.ok else 1
+        print(json.dumps(result.to_json()) if args.json else result.summary())
+        return 0 if result.ok else 1
+
+    return _on_store("validate", args, run)
 
 
 def _cluster_args(p: argparse.ArgumentParser) -> None:
@@ -131,6 +142,7 @@ def _build(args: argparse.Namespace) -> int:
             pyramid=parse_factors(args.pyramid or []),
             shard_shape=_shard_shape(args.shard_shape),
             validate_level=args.validate,
+            consolidate=args.consolidate,
             directed=args.directed,
             link_store=args.link_store,
             storage_options=_storage_options(args.storage_option),
@@ -264,49 +276,54 @@ def _stages_of(state: dict) -> list[str]:
 def _shard(args: argparse.Namespace) -> int:
     """``zv shard``: exit 0 when done, 2 for bad input, a refused store or an unreachable one."""
     import zarr_vectors as zv
-    from zarr_vectors.errors import ZarrVectorsError
 
-    try:
-        options = _storage_options(args.storage_option)
-    except SystemExit as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    if args.unshard == (args.shard_shape is not None):
-        print("zv shard: error: give --shard-shape N (or N,N,N) or --unshard, not both", file=sys.stderr)
-        return 2
-    try:
+    def run(options: dict) -> int:
+        if args.unshard == (args.shard_shape is not None):
+            raise SystemExit("zv shard: error: give --shard-shape N (or N,N,N) or --unshard, not both")
         if args.unshard:
-            result = zv.unshard_store(args.store, storage_options=options)
-        else:
-            try:
-                values = [int(v) for v in args.shard_shape.split(",")]
-            except ValueError:
-                print(f"zv shard: error: --shard-shape expects N or N,N,..., got {args.shard_shape!r}", file=sys.stderr)
-                return 2
-            result = zv.shard_store(args.store, values[0] if len(values) == 1 else values, storage_options=options)
-    except (ZarrVectorsError, OSError) as exc:
-        print(f"zv shard: error: {exc}", file=sys.stderr)
-        return 2
-    print(result)
-    return 0
+            print(zv.unshard_store(args.store, storage_options=options))
+            return 0
+        values = _numbers("shard", "--shard-shape", args.shard_shape, int)
+        print(zv.shard_store(args.store, values[0] if len(values) == 1 else values, storage_options=options))
+        return 0
+
+    return _on_store("shard", args, run)
+
+
+def _consolidate(args: argparse.Namespace) -> int:
+    """``zv consolidate``: exit 0 when done, 2 for a missing, refused or unreachable store."""
+    import zarr_vectors as zv
+    from zarr_vectors.core.consolidated import drop_consolidated
+    from zarr_vectors.core.storage import Storage
+
+    def run(options: dict) -> int:
+        if not args.drop:
+            print(f"{args.store}: {zv.consolidate_store(args.store, storage_options=options)} nodes consolidated")
+            return 0
+        storage = Storage(args.store, options)
+        storage.check_reachable()
+        dropped = drop_consolidated(storage)
+        print(f"{storage.url}: {'consolidated metadata removed' if dropped else 'was not consolidated'}")
+        return 0
+
+    return _on_store("consolidate", args, run)
+
+
+def _numbers(command: str, option: str, text: str, kind: type) -> list:
+    try:
+        return [kind(v) for v in text.split(",")]
+    except ValueError:
+        raise SystemExit(f"zv {command}: error: {option} expects N or N,N,... numbers, got {text!r}") from None
 
 
 def _pyramid(args: argparse.Namespace) -> int:
     """``zv pyramid``: exit 0 when built, 2 for bad input, a refused store or an unreachable one."""
     import zarr_vectors as zv
-    from zarr_vectors.errors import ZarrVectorsError
 
-    def numbers(text: str, what: str, kind: type) -> list:
-        try:
-            return [kind(v) for v in text.split(",")]
-        except ValueError:
-            raise SystemExit(f"zv pyramid: error: {what} expects comma-separated numbers, got {text!r}") from None
-
-    options: dict = {}
-    try:
+    def run(options: dict) -> int:
         factors = []
         for text in args.factor:
-            values = numbers(text, "--factor", float)
+            values = _numbers("pyramid", "--factor", text, float)
             if len(values) not in (1, 2):
                 raise SystemExit(f"zv pyramid: error: --factor expects FACTOR or FACTOR,SPARSITY, got {text!r}")
             factors.append((values[0], values[1] if len(values) == 2 else 1.0))
@@ -314,22 +331,15 @@ def _pyramid(args: argparse.Namespace) -> int:
         if args.chunk_scale:
             scales = []
             for text in args.chunk_scale:
-                values = numbers(text, "--chunk-scale", float)
+                values = _numbers("pyramid", "--chunk-scale", text, float)
                 scales.append(values[0] if len(values) == 1 else tuple(values))
-        options.update(_storage_options(args.storage_option))
-    except SystemExit as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    try:
-        result = zv.build_pyramid(
+        print(zv.build_pyramid(
             args.store, factors=factors, chunk_scale_factors=scales, cross_level_storage=args.cross_level_storage,
             cross_level_depth=args.cross_level_depth, sparsity_seed=args.seed, storage_options=options,
-        )  # fmt: skip
-    except (ZarrVectorsError, OSError) as exc:
-        print(f"zv pyramid: error: {exc}", file=sys.stderr)
-        return 2
-    print(result)
-    return 0
+        ))  # fmt: skip
+        return 0
+
+    return _on_store("pyramid", args, run)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -356,7 +366,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                        help="fsspec storage option (VALUE parsed as JSON when possible; dotted KEY nests); repeatable")
     check.set_defaults(func=_validate)
-    build = sub.add_parser("build", help="build a store from tables: write -> [pyramid] -> [shard] -> [validate]")
+    build = sub.add_parser("build", help="build a store from tables: write -> [pyramid] -> [shard] -> [consolidate] "
+                           "-> [validate]")
     build.add_argument("kind", choices=["points", "graph", "skeleton", "mesh", "polylines", "streamlines"])
     build.add_argument("paths", nargs="+", metavar="INPUT... OUT",
                        help="input tables (.parquet/.csv/.npz; graph: vertices edges; mesh: vertices faces) then the store")
@@ -365,6 +376,8 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--pyramid", action="append", metavar="FACTOR[,SPARSITY]", help="add a coarser level; repeatable")
     build.add_argument("--shard-shape", metavar="N", help="shard the grid arrays at the end: N cells per shard "
                        "on every axis, or N,N,N per axis")
+    build.add_argument("--consolidate", action="store_true", help="copy every node's metadata into the root "
+                       "zarr.json at the end (zarr readers open the store with one read)")
     build.add_argument("--validate", type=int, choices=range(1, 6), metavar="LEVEL", help="validate at the end")
     build.add_argument("--directed", action="store_true", help="graph: directed edges")
     build.add_argument("--link-store", choices=["canonical", "duplicate"], default="canonical")
@@ -389,6 +402,14 @@ def build_parser() -> argparse.ArgumentParser:
     shard.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                        help="fsspec storage option (VALUE parsed as JSON when possible; dotted KEY nests); repeatable")
     shard.set_defaults(func=_shard)
+    consolidate = sub.add_parser("consolidate", help="copy every node's metadata into the root zarr.json (or drop "
+                                 "the copy)")
+    consolidate.add_argument("store", help="path or URL (file://, memory://, s3://bucket/prefix)")
+    consolidate.add_argument("--drop", action="store_true", help="remove the copy instead")
+    consolidate.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+                             help="fsspec storage option (VALUE parsed as JSON when possible; dotted KEY nests); "
+                             "repeatable")
+    consolidate.set_defaults(func=_consolidate)
     pyramid = sub.add_parser("pyramid", help="build (or rebuild) the coarser levels of a store")
     pyramid.add_argument("store", help="path or URL (file://, memory://, s3://bucket/prefix)")
     pyramid.add_argument("--factor", action="append", required=True, metavar="FACTOR[,SPARSITY]",

@@ -57,9 +57,11 @@ def run_demo(
     print(f"synthesised {n_points:,} points and a graph of {n_vertices:,} vertices / {n_edges:,} edges in {root / 'inputs'}")
     jobs = [
         BuildSpec(kind="points", inputs=[str(tables["points"])], out=str(root / "points.zv"), chunk_shape=250.0,
-                  bin_shape=62.5, pyramid=[(2.0, 1.0)], shard_shape=2, validate_level=5, overwrite=True),
+                  bin_shape=62.5, pyramid=[(2.0, 1.0)], shard_shape=2, consolidate=True, validate_level=5,
+                  overwrite=True),
         BuildSpec(kind="graph", inputs=[str(tables["vertices"]), str(tables["edges"])], out=str(root / "graph.zv"),
-                  chunk_shape=250.0, pyramid=[(2.0, 1.0)], shard_shape=2, validate_level=5, overwrite=True),
+                  chunk_shape=250.0, pyramid=[(2.0, 1.0)], shard_shape=2, consolidate=True, validate_level=5,
+                  overwrite=True),
     ]  # fmt: skip
     report = root / "dask-report.html"
     results = []

@@ -1,4 +1,4 @@
-"""Jobs: ``build`` = sources -> write -> [pyramid] -> [shard] -> [validate], and the journal.
+"""Jobs: ``build`` = sources -> write -> [pyramid] -> [shard] -> [consolidate] -> [validate], and the journal.
 
 A job runs its stages in order on the current Dask client and records each stage's
 state in a small JSON journal (beside the store, on the same storage), which is what
@@ -39,6 +39,7 @@ class BuildSpec:
     pyramid: list[tuple[float, float]] = field(default_factory=list)
     shard_shape: int | list[int] | None = None  # cells per shard: one for every axis, or one per axis
     validate_level: int | None = None
+    consolidate: bool = False  # copy every node's metadata into the root (one read to open, for zarr readers)
     directed: bool = False
     link_store: str = "canonical"
     compressor: str = "zstd"
@@ -51,6 +52,7 @@ class BuildSpec:
             ["write"]
             + (["pyramid"] if self.pyramid else [])
             + (["shard"] if self.shard_shape else [])
+            + (["consolidate"] if self.consolidate else [])
             + (["validate"] if self.validate_level else [])
         )
 
@@ -198,6 +200,9 @@ def _stage_functions(spec: BuildSpec) -> dict[str, Callable[[], dict[str, Any]]]
         zv.shard_store(spec.out, shard_shape=spec.shard_shape, storage_options=spec.storage_options)
         return {"shard_shape": spec.shard_shape}
 
+    def consolidate() -> dict[str, Any]:
+        return {"nodes": zv.consolidate_store(spec.out, storage_options=spec.storage_options)}
+
     def validate() -> dict[str, Any]:
         from zarr_vectors.validate import validate as run_validate
 
@@ -206,11 +211,11 @@ def _stage_functions(spec: BuildSpec) -> dict[str, Callable[[], dict[str, Any]]]
             raise RuntimeError(f"validation at level {spec.validate_level} found {len(result.errors)} error(s): {result.errors[:3]}")
         return {"level": spec.validate_level, "errors": 0, "warnings": len(result.warnings)}
 
-    return {"write": write, "pyramid": pyramid, "shard": shard, "validate": validate}
+    return {"write": write, "pyramid": pyramid, "shard": shard, "consolidate": consolidate, "validate": validate}
 
 
 #: Spec fields a resumed job must share with the journalled one (everything that decides
-#: what the stages already done wrote); ``validate_level`` may change on resume.
+#: what the stages already done wrote); ``validate_level`` and ``consolidate`` may change on resume.
 RESUME_FIELDS = ("kind", "inputs", "out", "chunk_shape", "bin_shape", "pyramid", "shard_shape", "directed",
                  "link_store", "compressor")
 

@@ -1,12 +1,15 @@
 """Zarr Vectors: chunked vector geometry on Zarr v3, written and checked as Dask graphs.
 
 The public API: writers (``write_points``, ``write_graph``, ``write_mesh``,
-``write_skeleton``, ``write_polylines``), the reader (``read``) and the store
-layer (``create_store``, ``open_store``, ``get_resolution_level``).
+``write_skeleton``, ``write_polylines``), the reader (``read``), the store
+operations (``build_pyramid``, ``shard_store`` / ``unshard_store``,
+``consolidate_store``) and the store layer (``create_store``, ``open_store``,
+``get_resolution_level``).
 """
 
 from __future__ import annotations
 
+from zarr_vectors.core.consolidated import consolidate_store
 from zarr_vectors.core.store import create_store, get_resolution_level, open_store
 from zarr_vectors.graphs.linked import write_graph, write_mesh, write_polylines, write_skeleton
 from zarr_vectors.graphs.points import WriteResult, write_points
@@ -19,6 +22,7 @@ __all__ = [
     "VectorData",
     "WriteResult",
     "build_pyramid",
+    "consolidate_store",
     "create_store",
     "get_resolution_level",
     "open_store",

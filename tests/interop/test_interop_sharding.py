@@ -164,3 +164,24 @@ def test_multilevel_reference_store_sharded_here(tmp_path):
         np.testing.assert_array_equal(new.edges, old.edges)
         np.testing.assert_array_equal(new.object_ids, old.object_ids)
     assert_reference_validates(store)
+
+
+def test_reference_validates_and_reads_our_consolidated_store(tmp_path):
+    """zarr-python opens a consolidated store from the root's copy: the reference must see the same store."""
+    d = ((POS[:, None, :] - POS[None, :, :]) ** 2).sum(-1)
+    np.fill_diagonal(d, np.inf)
+    edges = np.stack([np.arange(N), np.argmin(d, axis=1)], axis=1)
+    store = tmp_path / "graph.zv"
+    zv.write_graph(str(store), POS, edges, chunk_shape=30)
+    zv.build_pyramid(str(store), factors=[2.0])
+    zv.shard_store(str(store), 2)
+    zv.consolidate_store(str(store))
+    assert "1/vertices" in json.loads((store / "zarr.json").read_bytes())["consolidated_metadata"]["metadata"]
+    assert_reference_validates(store)
+    out = tmp_path / "graph.npz"
+    run_reference("shard-read-graph", str(store), "--out", str(out))
+    got = np.load(out)
+    np.testing.assert_array_equal(rows_sorted(got["positions"]), rows_sorted(POS))
+    ours = zv.read(str(store))
+    np.testing.assert_array_equal(got["positions"], ours.positions)
+    np.testing.assert_array_equal(got["edges"], ours.edges)

@@ -22,6 +22,7 @@ import pytest
 from pipeline_helpers import endpoint_env, graph_frames, input_rows_of, points_frame, rows
 
 import zarr_vectors as zv
+from zarr_vectors.core.nodes import read_node
 from zarr_vectors.validate import validate
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow,
@@ -30,8 +31,6 @@ pytestmark = [pytest.mark.s3, pytest.mark.slow,
 AWS_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
 FAST_FAIL = ["--storage-option", "config_kwargs.connect_timeout=1", "--storage-option", "config_kwargs.read_timeout=1",
              "--storage-option", "config_kwargs.retries.max_attempts=1"]
-HAS_PYRAMID = hasattr(zv, "build_pyramid")
-HAS_SHARD = hasattr(zv, "shard_store")
 
 
 @pytest.fixture(autouse=True)
@@ -100,11 +99,11 @@ def build_points_on_s3(tmp_path, cli, s3_bucket, env_cluster, name: str, *stages
 
 def test_points_on_s3_through_the_aws_environment(tmp_path, cli, s3_bucket, env_cluster):
     bucket, options = s3_bucket
-    stages = ["--pyramid", "2"] if HAS_PYRAMID else []
-    df, url, run = build_points_on_s3(tmp_path, cli, s3_bucket, env_cluster, "points", *stages, "--validate", "5")
+    df, url, run = build_points_on_s3(tmp_path, cli, s3_bucket, env_cluster, "points", "--pyramid", "2",
+                                      "--validate", "5")
     assert run.rc == 0, run.err
     summary = run.json()
-    assert list(summary["stages"]) == ["write"] + (["pyramid"] if HAS_PYRAMID else []) + ["validate"]
+    assert list(summary["stages"]) == ["write", "pyramid", "validate"]
     assert all(s["status"] == "done" for s in summary["stages"].values())
     assert summary["stages"]["validate"]["errors"] == 0
     # everything is in the bucket, nothing local
@@ -117,34 +116,35 @@ def test_points_on_s3_through_the_aws_environment(tmp_path, cli, s3_bucket, env_
         data = zv.read(url, storage_options=options)
         assert validate(url, 5, storage_options=options).ok
         store = zv.open_store(url, storage_options=options)
-        coarse = zv.read(url, level=1, storage_options=options) if HAS_PYRAMID else None
+        coarse = zv.read(url, level=1, storage_options=options)
     finally:
         os.environ["AWS_ENDPOINT_URL"] = saved
     assert rows(data.positions, data.attributes["intensity"], data.attributes["label"], data.object_ids) == rows(
         df[["x", "y", "z"]].to_numpy(), df["intensity"].to_numpy(), df["label"].to_numpy(), df["object_id"].to_numpy())
-    assert store.level_numbers() == ([0, 1] if HAS_PYRAMID else [0])
-    if HAS_PYRAMID:
-        assert 0 < len(coarse) <= len(df)
-        assert set(np.unique(coarse.object_ids)) <= set(range(40))
+    assert store.level_numbers() == [0, 1]
+    assert 0 < len(coarse) <= len(df)
+    assert set(np.unique(coarse.object_ids)) <= set(range(40))
     status = cli("status", url, "--json")  # the journal on S3, through the environment
     assert status.rc == 0 and status.json()["status"] == "done"
     info = cli("info", url)
     assert info.rc == 0 and "20000 vertices" in info.out
 
 
-@pytest.mark.skipif(not (HAS_PYRAMID and HAS_SHARD), reason="needs zarr_vectors.build_pyramid and shard_store")
-def test_points_on_s3_pyramid_shard_validate(tmp_path, cli, s3_bucket, env_cluster):
-    """The whole job on S3: write -> pyramid -> shard -> validate 5, then every record reads back."""
+def test_points_on_s3_pyramid_shard_consolidate_validate(tmp_path, cli, s3_bucket, env_cluster):
+    """The whole job on S3: write -> pyramid -> shard -> consolidate -> validate 5, then every record reads back."""
     bucket, options = s3_bucket
     df, url, run = build_points_on_s3(tmp_path, cli, s3_bucket, env_cluster, "full",
-                                      "--pyramid", "2", "--shard-shape", "2", "--validate", "5")
+                                      "--pyramid", "2", "--shard-shape", "2", "--consolidate", "--validate", "5")
     assert run.rc == 0, run.err
     stages = run.json()["stages"]
-    assert list(stages) == ["write", "pyramid", "shard", "validate"]
+    assert list(stages) == ["write", "pyramid", "shard", "consolidate", "validate"]
     assert all(s["status"] == "done" for s in stages.values()) and stages["validate"]["errors"] == 0
     store = zv.open_store(url, storage_options=options)
     assert store.level_numbers() == [0, 1]
     assert all(store.level(n).array("vertices").is_sharded for n in (0, 1))
+    copy = read_node(store.storage, "")["consolidated_metadata"]["metadata"]  # the sharded documents
+    assert copy["1/vertices"] == read_node(store.storage, "1/vertices")
+    assert stages["consolidate"]["nodes"] == len(copy)
     data = zv.read(url, storage_options=options)
     assert rows(data.positions, data.attributes["intensity"], data.object_ids) == rows(
         df[["x", "y", "z"]].to_numpy(), df["intensity"].to_numpy(), df["object_id"].to_numpy())
@@ -165,7 +165,7 @@ def test_graph_on_s3_through_storage_options(tmp_path, cli, s3_bucket, local_clu
     url = f"s3://{bucket}/out/graph.zv"
     opts = ["--storage-option", f"endpoint_url={options['endpoint_url']}", "--storage-option", "key=test",
             "--storage-option", "secret=test", "--storage-option", "client_kwargs.region_name=us-east-1"]
-    stages = (["--pyramid", "2"] if HAS_PYRAMID else []) + (["--shard-shape", "2"] if HAS_SHARD else [])
+    stages = ["--pyramid", "2", "--shard-shape", "2"]
     run = cli("build", "graph", vsrc, esrc, url, "--chunk-shape", "50", "--json", *stages, "--validate", "5", *opts,
               "--scheduler-address", local_cluster.scheduler.address)
     assert run.rc == 0, run.err
@@ -173,9 +173,8 @@ def test_graph_on_s3_through_storage_options(tmp_path, cli, s3_bucket, local_clu
     data = zv.read(url, storage_options=options)
     assert validate(url, 5, storage_options=options).ok
     store = zv.open_store(url, storage_options=options)
-    assert store.level_numbers() == ([0, 1] if HAS_PYRAMID else [0])
-    if HAS_SHARD:
-        assert store.level(0).array("vertices").is_sharded
+    assert store.level_numbers() == [0, 1]
+    assert store.level(0).array("vertices").is_sharded
     ids = g.vertices["id"].to_numpy()
     back = input_rows_of(data.positions, g.vertices[["x", "y", "z"]].to_numpy())
     assert sorted(back.tolist()) == list(range(len(ids)))

@@ -227,8 +227,14 @@ def _points_sharded(path: Path) -> None:
     zv.shard_store(str(path), 2)
 
 
+def _pyramid_consolidated(path: Path) -> None:
+    _pyramid(path)
+    zv.consolidate_store(str(path))
+
+
 BUILDERS: dict[str, Callable[[Path], None]] = {
     "pyramid": _pyramid,
+    "pyramid_consolidated": _pyramid_consolidated,
     "points_fattr": _fragment_attributes,
     "points": lambda p: _points(p, ids=False),
     "points_ids": lambda p: _points(p, ids=True),

@@ -141,6 +141,27 @@ def consolidated_null(s: Path) -> None:
     edit_json(s, "", lambda d: d.__setitem__("consolidated_metadata", None))
 
 
+@mutation("pyramid_consolidated", "L1_CONSOLIDATED_STALE")
+def node_edited_after_consolidating(s: Path) -> None:
+    edit_attrs(s, "1/vertices", lambda a: a.__setitem__("note", "edited after the copy was taken"))
+
+
+@mutation("pyramid_consolidated", "L1_CONSOLIDATED_STALE")
+def consolidated_copy_leaves_out_a_node(s: Path) -> None:
+    edit_json(s, "", lambda d: d["consolidated_metadata"]["metadata"].pop("1/vertex_fragments"))
+
+
+@mutation("pyramid_consolidated", "L1_CONSOLIDATED_STALE")
+def consolidated_copy_names_a_missing_node(s: Path) -> None:
+    ghost = {"attributes": {}, "zarr_format": 3, "node_type": "group"}
+    edit_json(s, "", lambda d: d["consolidated_metadata"]["metadata"].__setitem__("3", ghost))
+
+
+@mutation("pyramid_consolidated", "L1_CONSOLIDATED_FORM")
+def consolidated_kind_not_inline(s: Path) -> None:
+    edit_json(s, "", lambda d: d["consolidated_metadata"].__setitem__("kind", "remote"))
+
+
 @mutation("points", "L1_JSON_DIMENSION_NAMES", ref_misses=True)
 def dimension_names_short(s: Path) -> None:
     edit_json(s, "0/vertices", lambda d: d.__setitem__("dimension_names", ["x"]))
@@ -836,7 +857,7 @@ def family_targets_missing_level(s: Path) -> None:
 # the tests
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize("base", ["points", "points_ids", "points_raw", "points_fattr", "graph",
-                                  "graph_directed_duplicate", "pyramid"])
+                                  "graph_directed_duplicate", "pyramid", "pyramid_consolidated"])
 def test_untouched_store_is_clean(base_stores: dict[str, Path], base: str) -> None:
     assert_clean(base_stores[base])
 

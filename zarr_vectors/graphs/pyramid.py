@@ -46,6 +46,7 @@ from zarr_vectors.core.arrays import (
     partition_records_by_offset,
     write_link_cells,
 )
+from zarr_vectors.core.consolidated import reconsolidating
 from zarr_vectors.core.grid import GridArray, read_cells_many, write_cells_many
 from zarr_vectors.core.metadata import GEOMETRY_TYPES, OBJECT_INDEX_LAYOUT, LevelMetadata, RootMetadata
 from zarr_vectors.core.nodes import fill_value_from_json, group_document, read_node, write_node
@@ -1308,8 +1309,9 @@ def build_pyramid(
     rest = [r for r in rels if r not in read_here]
     builder.pending_check = dask.delayed(_check_reconciled)(_publish(base.level), rest) if rest else None
     levels, families = [], []
-    for new in plan:
-        result, fams = builder.build_level(new)
-        levels.append(result)
-        families += fams
+    with reconsolidating(store.storage):
+        for new in plan:
+            result, fams = builder.build_level(new)
+            levels.append(result)
+            families += fams
     return PyramidResult(store.url, levels, cross_level_storage, int(cross_level_depth), families)

@@ -63,6 +63,7 @@ import dask
 import numpy as np
 
 from zarr_vectors.core.codecs import MAX_CELLS_PER_SHARD, ShardingSpec
+from zarr_vectors.core.consolidated import reconsolidating
 from zarr_vectors.core.grid import GridArray, read_stored_cells_many
 from zarr_vectors.core.nodes import meta_key, write_node
 from zarr_vectors.core.paths import format_chunk_key
@@ -502,16 +503,17 @@ def _relayout(url: Any, shard_shape: Any, storage_options: Mapping[str, Any] | N
     # from here on the store may change
     storage.delete_prefix(STAGING)  # orphans of an interrupted pack stage: incomplete, never journaled
     tasks, cells = _plan(todo, target)
-    packed = runner.compute(
-        "pack shards" if target is not None else "unpack shards",
-        *[dask.delayed(_pack_task, pure=False)(storage, _Opaque(jobs)) for jobs in tasks],
-    )
-    # commits only once every pack task succeeded; grouped into tasks of a useful size
-    commits = [(g.path, target_document(g.doc, target), _new_keys(g, target)) for g in todo]
-    runs = split_commits([len(keys) + 8 for _, _, keys in commits])
-    runner.compute(
-        "commit", *[dask.delayed(_commit_task, pure=False)(storage, _Opaque(commits[r])) for r in runs]
-    )
+    with reconsolidating(storage):
+        packed = runner.compute(
+            "pack shards" if target is not None else "unpack shards",
+            *[dask.delayed(_pack_task, pure=False)(storage, _Opaque(jobs)) for jobs in tasks],
+        )
+        # commits only once every pack task succeeded; grouped into tasks of a useful size
+        commits = [(g.path, target_document(g.doc, target), _new_keys(g, target)) for g in todo]
+        runs = split_commits([len(keys) + 8 for _, _, keys in commits])
+        runner.compute(
+            "commit", *[dask.delayed(_commit_task, pure=False)(storage, _Opaque(commits[r])) for r in runs]
+        )
     storage.delete_prefix(STAGING)
     return ShardResult(
         url=storage.url,

@@ -44,6 +44,10 @@ RULES: list[Rule] = [
         ("L1_JSON_CHUNK_LENGTH", _E, "regular-grid (and shard) chunk lengths are integers >= 1, one per dimension"),
         ("L1_JSON_CONSOLIDATED", _E, "consolidated_metadata is an object when present"),
         ("L1_JSON_DIMENSION_NAMES", _E, "dimension_names has one entry per dimension when present"),
+        ("L1_CONSOLIDATED_FORM", _E, "a group's consolidated_metadata has kind 'inline' and its metadata maps "
+                                     "node paths to node documents"),
+        ("L1_CONSOLIDATED_STALE", _E, "a group's consolidated_metadata copies exactly the nodes below it (zarr "
+                                      "readers trust the copy)"),
         ("L1_MISSING_NODE", _E, "every directory holding nodes is itself a node (has a zarr.json)"),
         ("L1_STRAY_OBJECT", _W, "objects other than zarr.json and array chunks are not expected in the store"),
         ("L1_ROOT_NOT_GROUP", _E, "the root is a group"),

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.core.codecs import Compressor, Pipeline, ShardingSpec
+from zarr_vectors.core.consolidated import MEMBER
 from zarr_vectors.core.paths import parse_delta, parse_offsets
 from zarr_vectors.core.storage import Storage
 from zarr_vectors.core.strict_json import find_problems
@@ -395,6 +396,7 @@ def check_structure(model: StoreModel, report: Report) -> None:
         return
     report.ran_rule("L1_STORE_EMPTY")
     _check_tree(model, report)
+    _check_consolidated(model, report)
     if root.doc is None:
         return
     report.ran_rule("L1_ROOT_NOT_GROUP")
@@ -417,6 +419,59 @@ def check_structure(model: StoreModel, report: Report) -> None:
             _check_level(model, number, report)
         except Exception as exc:  # noqa: BLE001 - a crash is a finding
             report.add(crashed(1, model.levels[number], exc, what="level structure"))
+
+
+def _check_consolidated(model: StoreModel, report: Report) -> None:
+    """A group's consolidated copy against the nodes below it, as zarr-python would use it.
+
+    zarr-python opens a consolidated group from the copy alone, so an entry that
+    differs from the node's own ``zarr.json``, names a node that is not there, or
+    leaves one out shows readers a store other than the one on disk.  Group entries
+    carry zarr-python's own (empty) ``consolidated_metadata``, which is not compared.
+    """
+    report.ran_rule("L1_CONSOLIDATED_FORM")
+    report.ran_rule("L1_CONSOLIDATED_STALE")
+    for path, node in sorted(model.nodes.items()):
+        block = node.doc.get(MEMBER) if node.node_type == "group" else None
+        if not isinstance(block, dict):
+            continue  # absent, or not an object (L1_JSON_CONSOLIDATED)
+        where = display(path)
+        entries = block.get("metadata")
+        if block.get("kind") != "inline" or not isinstance(entries, dict):
+            report.add(make("L1_CONSOLIDATED_FORM", where, f"must be {{\"kind\": \"inline\", "
+                            f"\"metadata\": {{path: document}}}}, found kind {block.get('kind')!r} and metadata of "
+                            f"type {type(entries).__name__}", pointer="/consolidated_metadata"))
+            continue
+        prefix = f"{path}/" if path else ""
+        below = {p[len(prefix):]: n for p, n in model.nodes.items() if p.startswith(prefix) and p != path}
+        stale = []
+        for rel, entry in sorted(entries.items()):
+            node_below = below.get(rel)
+            if node_below is None:
+                stale.append(f"the copy names {rel!r}, which is not a node of the store")
+            elif node_below.doc is not None and _without_member(entry) != _without_member(node_below.doc):
+                stale.append(f"the copy of {rel!r} differs from {posixpath.join(path, rel)}/zarr.json "
+                             f"({_first_difference(_without_member(entry), _without_member(node_below.doc))})")
+        stale += [f"the copy leaves out node {rel!r}" for rel in sorted(set(below) - set(entries))]
+        for problem in stale[:20]:
+            report.add(make("L1_CONSOLIDATED_STALE", where, f"{problem}: zarr readers that use the copy see another "
+                            "store (consolidate again)", pointer="/consolidated_metadata"))
+        if len(stale) > 20:
+            report.add(make("L1_CONSOLIDATED_STALE", where, f"... and {len(stale) - 20} more stale entries",
+                            pointer="/consolidated_metadata"))
+
+
+def _without_member(doc: Any) -> Any:
+    return {k: v for k, v in doc.items() if k != MEMBER} if isinstance(doc, dict) else doc
+
+
+def _first_difference(copy: Any, actual: Any) -> str:
+    if not isinstance(copy, dict) or not isinstance(actual, dict):
+        return "not an object" if not isinstance(copy, dict) else "differs"
+    for key in sorted(set(copy) | set(actual)):
+        if copy.get(key, ...) != actual.get(key, ...):
+            return f"member {key!r}"
+    return "differs"
 
 
 def _check_tree(model: StoreModel, report: Report) -> None:

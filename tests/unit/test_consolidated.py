@@ -1,0 +1,164 @@
+"""Consolidated metadata: zarr-python's layout, byte for byte, kept current by every store operation."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+from pathlib import Path
+
+import dask
+import numpy as np
+import pytest
+import zarr
+from file_tree import tree
+
+import zarr_vectors as zv
+from zarr_vectors.core.consolidated import consolidate, drop_consolidated, is_consolidated, node_documents
+from zarr_vectors.core.nodes import read_node
+from zarr_vectors.core.storage import Storage
+from zarr_vectors.errors import InputError
+from zarr_vectors.graphs import pyramid as pyramid_graph
+from zarr_vectors.validate import validate
+
+RNG = np.random.default_rng(11)
+POS = RNG.uniform(0, 100, (1500, 3)).astype(np.float32)
+EDGES = RNG.integers(0, len(POS), (3000, 2))
+
+
+def graph_store(path: Path) -> str:
+    zv.write_graph(str(path), POS, EDGES, chunk_shape=40, object_ids=np.arange(len(POS)) % 7,
+                   edge_attributes={"w": RNG.standard_normal(len(EDGES)).astype(np.float32)})
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def pyramided(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("consolidated") / "graph.zv"
+    graph_store(path)
+    zv.build_pyramid(str(path), factors=[2.0])
+    return path
+
+
+def copy_of(store: Path, tmp_path: Path) -> Path:
+    out = tmp_path / store.name
+    shutil.copytree(store, out)
+    return out
+
+
+def root_doc(store: Path) -> dict:
+    return json.loads((store / "zarr.json").read_bytes())
+
+
+def assert_current(store: Path) -> None:
+    """The copy holds every node exactly as its own zarr.json, and the store validates clean."""
+    storage = Storage(str(store))
+    copy = root_doc(store)["consolidated_metadata"]["metadata"]
+    nodes = node_documents(storage)
+    assert list(copy) == list(nodes)
+    for path, doc in nodes.items():
+        entry = dict(copy[path])
+        if doc["node_type"] == "group":
+            assert entry.pop("consolidated_metadata") == {"kind": "inline", "must_understand": False, "metadata": {}}
+        assert entry == doc, path
+    result = validate(str(store), 5)
+    assert result.ok and not result.warnings, result.summary()
+
+
+def test_same_bytes_as_zarr_python(pyramided, tmp_path):
+    ours, theirs = copy_of(pyramided, tmp_path / "ours"), copy_of(pyramided, tmp_path / "theirs")
+    count = zv.consolidate_store(str(ours))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zarr: consolidated metadata and vlen-bytes are not in the v3 spec
+        zarr.consolidate_metadata(str(theirs))
+    assert (ours / "zarr.json").read_bytes() == (theirs / "zarr.json").read_bytes()
+    assert count == len(root_doc(ours)["consolidated_metadata"]["metadata"]) > 40
+    assert {k: v for k, v in tree(ours).items() if k != "zarr.json"} == {
+        k: v for k, v in tree(pyramided).items() if k != "zarr.json"}  # only the root document changed
+    assert_current(ours)
+
+
+def test_zarr_opens_the_store_from_the_copy_alone(pyramided, tmp_path):
+    store = copy_of(pyramided, tmp_path)
+    zv.consolidate_store(str(store))
+    expected = sorted(node_documents(Storage(str(store))))
+    for doc in store.rglob("zarr.json"):  # zarr must not need the nodes' own documents
+        if doc.parent != store:
+            doc.write_text("not json")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        group = zarr.open_group(str(store), mode="r", use_consolidated=True)
+        members = sorted(path for path, _ in group.members(max_depth=None))
+    assert members == expected
+
+
+def test_pyramid_and_sharding_keep_the_copy_current(tmp_path):
+    store = tmp_path / "graph.zv"
+    graph_store(store)
+    zv.consolidate_store(str(store))
+    zv.build_pyramid(str(store), factors=[2.0, 2.0])
+    assert "2/vertices" in root_doc(store)["consolidated_metadata"]["metadata"]
+    assert_current(store)
+    zv.shard_store(str(store), 2)
+    assert root_doc(store)["consolidated_metadata"]["metadata"]["0/vertices"]["codecs"][0]["name"] == "sharding_indexed"
+    assert_current(store)
+    zv.unshard_store(str(store))
+    assert_current(store)
+    before = zv.read(str(store))
+    np.testing.assert_array_equal(np.sort(before.positions, axis=0), np.sort(POS, axis=0))
+
+
+def test_an_unconsolidated_store_stays_unconsolidated(pyramided, tmp_path):
+    store = copy_of(pyramided, tmp_path)
+    zv.shard_store(str(store), 2)
+    assert "consolidated_metadata" not in root_doc(store)
+
+
+def test_an_interrupted_pyramid_leaves_no_stale_copy(tmp_path, monkeypatch):
+    store = tmp_path / "graph.zv"
+    graph_store(store)
+    zv.consolidate_store(str(store))
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("worker lost while writing level 1")
+
+    monkeypatch.setattr(pyramid_graph, "write_cells_many", crash)
+    with pytest.raises(RuntimeError, match="worker lost"), dask.config.set(scheduler="synchronous"):
+        zv.build_pyramid(str(store), factors=[2.0])
+    assert "consolidated_metadata" not in root_doc(store)  # dropped before the first change, not rewritten
+    codes = {f.code for f in validate(str(store), 1).findings}
+    assert not {c for c in codes if c.startswith("L1_CONSOLIDATED")}
+    monkeypatch.undo()
+    zv.build_pyramid(str(store), factors=[2.0])  # a re-run builds the level; consolidating is the caller's call
+    zv.consolidate_store(str(store))
+    assert_current(store)
+
+
+def test_drop_and_memory_store():
+    url = "memory://consolidated/graph.zv"
+    graph_store(url)
+    storage = Storage(url)
+    assert not is_consolidated(storage)
+    assert consolidate(storage) == len(node_documents(storage))
+    assert is_consolidated(storage) and validate(url, 5).ok
+    assert drop_consolidated(storage) and not drop_consolidated(storage)
+    assert "consolidated_metadata" not in read_node(storage, "")
+    storage.delete_prefix("")
+
+
+def test_nothing_to_consolidate(tmp_path):
+    with pytest.raises(InputError, match="no such store"):
+        zv.consolidate_store(str(tmp_path / "missing.zv"))
+
+
+def test_command_line(pyramided, tmp_path, capsys):
+    from pipeline.cli import main
+
+    store = copy_of(pyramided, tmp_path)
+    assert main(["consolidate", str(store)]) == 0
+    assert "nodes consolidated" in capsys.readouterr().out
+    assert main(["info", str(store)]) == 0
+    assert "consolidated:   yes" in capsys.readouterr().out
+    assert main(["consolidate", str(store), "--drop"]) == 0
+    assert "consolidated_metadata" not in root_doc(store)
+    assert main(["consolidate", str(tmp_path / "missing.zv")]) == 2
