@@ -42,13 +42,26 @@ def connect(
         with Client(address) as client:
             yield client
         return
+    with local_cluster(workers=workers, threads_per_worker=threads_per_worker, memory_limit=memory_limit) as cluster, \
+            Client(cluster) as client:
+        yield client
+
+
+def local_cluster(
+    *, workers: int | None = None, threads_per_worker: int = 1, memory_limit: str | None = None
+) -> LocalCluster:
+    """The embedded cluster: worker processes sized to the machine, a dashboard on a free port.
+
+    For a notebook, ``Client(local_cluster())`` keeps it for the session; jobs use
+    :func:`connect`, which closes it.
+    """
     n = workers or max(1, (os.cpu_count() or 1) // threads_per_worker)
     environ = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **WORKER_ENVIRON}
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}), LocalCluster(
-        n_workers=n,
-        threads_per_worker=threads_per_worker,
-        processes=True,
-        memory_limit=memory_limit or "auto",
-        dashboard_address=":0",
-    ) as cluster, Client(cluster) as client:
-        yield client
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
+        return LocalCluster(
+            n_workers=n,
+            threads_per_worker=threads_per_worker,
+            processes=True,
+            memory_limit=memory_limit or "auto",
+            dashboard_address=":0",
+        )

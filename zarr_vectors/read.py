@@ -37,7 +37,8 @@ class VectorData:
     level's object-index rows and ``object_attributes`` aligned with them;
     ``edges`` (graph, skeleton as ``[child, parent]``) and ``faces`` (mesh) index
     into ``positions``, in input endpoint order, with ``edge_attributes`` aligned;
-    ``offsets`` delimits polylines in ``positions``.
+    ``offsets`` delimits polylines in ``positions``; ``axes`` names the position
+    columns (the store's multiscales axes).
     """
 
     kind: str
@@ -50,9 +51,49 @@ class VectorData:
     edge_attributes: dict[str, np.ndarray] = field(default_factory=dict)
     faces: np.ndarray | None = None
     offsets: np.ndarray | None = None
+    axes: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.positions)
+
+    def to_xarray(self) -> Any:  # -> xarray.Dataset (imported on use: it is slow to import)
+        """The result as an ``xarray.Dataset``, for exploring in a notebook.
+
+        Dimensions ``vertex`` and ``axis`` (labelled with the store's axis names) hold
+        the positions, with ``object_id`` as a vertex coordinate and each vertex
+        attribute a variable (extra components on ``<name>_component``); ``edge`` /
+        ``face`` hold the records and their attributes, ``object`` the object
+        attributes, and ``polyline_boundary`` the ``offsets`` (one more than the
+        polylines).  An attribute whose name is taken is prefixed with its dimension
+        (``edge_weight``).  Arrays are shared, not copied.
+        """
+        import xarray as xr
+
+        axes = list(self.axes) if len(self.axes) == self.positions.shape[1] else [
+            f"d{i}" for i in range(self.positions.shape[1])]
+        coords: dict[str, Any] = {"axis": axes}
+        if self.object_ids is not None:
+            coords["object_id"] = ("vertex", self.object_ids)
+        if self.objects is not None:
+            coords["object"] = self.objects
+        variables: dict[str, Any] = {"positions": (("vertex", "axis"), self.positions)}
+        record_dim = "face" if self.faces is not None else "edge"
+        records = self.faces if self.faces is not None else self.edges
+        if records is not None:
+            variables[f"{record_dim}s"] = ((record_dim, "corner" if record_dim == "face" else "end"), records)
+        for dim, values in (("vertex", self.attributes), ("object", self.object_attributes),
+                            (record_dim, self.edge_attributes)):
+            for name, v in values.items():
+                key = name if name not in variables and name not in coords else f"{dim}_{name}"
+                variables[key] = _labelled(dim, key, v)
+        if self.offsets is not None:
+            variables["offsets"] = (("polyline_boundary",), self.offsets)
+        return xr.Dataset(variables, coords=coords, attrs={"kind": self.kind})
+
+
+def _labelled(dim: str, name: str, values: np.ndarray) -> tuple[tuple[str, ...], np.ndarray]:
+    extra = tuple(f"{name}_component{'' if i == 0 else i}" for i in range(values.ndim - 1))
+    return (dim, *extra), values
 
 
 def _bbox(bbox: Any, ndim: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -263,6 +304,7 @@ def read(
         attributes=table.attributes,
         objects=table.objects.ids if table.objects is not None else None,
         object_attributes=_object_attributes(lvl) if table.objects is not None else {},
+        axes=tuple(str(a["name"]) for a in store.root.axes),
     )
     gaps = None
     if kind in POLYLINE_KINDS:
