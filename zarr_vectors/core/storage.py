@@ -226,6 +226,15 @@ class Storage:
         """Remove everything below ``prefix`` (the prefix itself included)."""
         path = self.full_path(prefix)
         self._made_dirs.clear()
+        if self.protocol == "memory":
+            # fsspec's rm walks the live dict (and rmdir's the directories it derived
+            # from it), which fails while a task on another thread writes; pop keys
+            # from an atomic copy of the key list instead, as list_files reads them
+            below = path.rstrip("/") + "/"
+            for key in [k for k in list(self.fs.store) if k.startswith(below) or k == path]:
+                self.fs.store.pop(key, None)
+            self.fs.pseudo_dirs[:] = [d for d in list(self.fs.pseudo_dirs) if not (d == path or d.startswith(below))]
+            return
         if self.fs.exists(path):
             self.fs.rm(path, recursive=True)
 
