@@ -39,13 +39,17 @@ def empty_block() -> dict[str, Any]:
 def node_documents(storage: Storage) -> dict[str, dict[str, Any]]:
     """Every node below the root, by path, in zarr-python's order (by depth, then path).
 
-    Walks the hierarchy group by group (arrays' chunks are never listed); a directory
-    without a ``zarr.json`` is not a node and is skipped, as zarr-python skips it.
+    Walks the hierarchy a depth at a time -- the groups of one depth listed, and their
+    children's documents read, concurrently on a remote store -- so arrays' chunks are
+    never listed; a directory without a ``zarr.json`` is not a node and is skipped, as
+    zarr-python skips it.
     """
     found: dict[str, dict[str, Any]] = {}
     groups = [""]
     while groups:
-        children = [f"{g}/{name}" if g else name for g in groups for name in storage.list_dir(g) if name != "zarr.json"]
+        listings = storage.list_dirs(groups)
+        children = [f"{g}/{name}" if g else name for g, names in zip(groups, listings) for name in names
+                    if name != "zarr.json"]
         raws = storage.get_many(meta_key(path) for path in children)
         groups = []
         for path, raw in sorted(zip(children, raws)):

@@ -71,8 +71,14 @@ class Storage:
         self.storage_options = dict(storage_options or {})
         self.protocol, self.root = _split_url(self.url)
         fs_options = dict(self.storage_options)
-        if self.protocol == "s3":  # listings must show what other tasks just wrote (reconcile, exists checks)
+        if self.protocol == "s3":
+            # listings must show what other tasks just wrote (reconcile, exists checks)
             fs_options.setdefault("use_listings_cache", False)
+            # With max_concurrency > 1 (its default), s3fs (2026.2+) HEADs every object
+            # before a whole-object GET, to split large ones into ranged parts.  Ours are cells and
+            # documents read many at a time: the HEAD doubled the requests (zv.read of a
+            # 200k-vertex graph on a loopback S3 server: 59.5 s -> 33.8 s without it).
+            fs_options.setdefault("max_concurrency", 1)
         self.fs = fsspec.filesystem(self.protocol, **fs_options)
         self._local = self.protocol == "file"
         self._made_dirs: set[str] = set()  # local directories known to exist
@@ -148,6 +154,13 @@ class Storage:
             return []
         names = [posixpath.basename(str(e).rstrip("/")) for e in entries]
         return sorted(n for n in names if n and not n.startswith(".tmp-"))
+
+    def list_dirs(self, prefixes: Iterable[str]) -> list[list[str]]:
+        """:meth:`list_dir` of many prefixes, in order; concurrent on remote stores."""
+        prefixes = list(prefixes)
+        if not self.is_remote or len(prefixes) <= 1:
+            return [self.list_dir(p) for p in prefixes]
+        return list(io_pool().map(self.list_dir, prefixes))
 
     def list_files(self, prefix: str) -> list[str]:
         """Keys of every object below ``prefix``, relative to the store root."""
