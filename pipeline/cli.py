@@ -14,6 +14,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
+    """Levels, counts, arrays and what each holds on storage (one listing of the store)."""
     import zarr_vectors as zv
     from zarr_vectors.core.consolidated import is_consolidated
 
@@ -23,11 +24,37 @@ def _info(args: argparse.Namespace) -> int:
     print(f"geometry:       {', '.join(root.geometry_types)}")
     print(f"chunk_shape:    {list(root.chunk_shape)}")
     print(f"bounds:         {[list(root.bounds[0]), list(root.bounds[1])]}")
+    print(f"consolidated:   {'yes' if is_consolidated(store.storage) else 'no'}")
+    stored = _stored_by_array(store.storage.object_sizes())
     for n in store.level_numbers():
         level = store.level(n)
-        print(f"level {n}:        {level.meta.vertex_count} vertices, arrays {level.meta.arrays_present}")
-    print(f"consolidated:   {'yes' if is_consolidated(store.storage) else 'no'}")
+        arrays = {name: v for (lvl, name), v in stored.items() if lvl == str(n)}
+        objects, size = sum(c for c, _ in arrays.values()), sum(b for _, b in arrays.values())
+        print(f"level {n}:        {level.meta.vertex_count} vertices, arrays {level.meta.arrays_present}; "
+              f"{objects} objects, {_size(size)}")
+        for name, (count, nbytes) in sorted(arrays.items()):
+            print(f"  {name:<22}{count:>8} objects {_size(nbytes):>12}")
+    total = sum(b for _, b in stored.values())
+    print(f"total:          {sum(c for c, _ in stored.values())} objects, {_size(total)}")
     return 0
+
+
+def _stored_by_array(sizes: dict[str, int]) -> dict[tuple[str, str], tuple[int, int]]:
+    """(level, array or group under it -- or its own zarr.json) -> (objects, bytes); the root's under ''."""
+    out: dict[tuple[str, str], tuple[int, int]] = {}
+    for key, nbytes in sizes.items():
+        parts = key.split("/")
+        where = (parts[0], parts[1]) if len(parts) > 1 else ("", parts[0])
+        count, total = out.get(where, (0, 0))
+        out[where] = (count + 1, total + nbytes)
+    return out
+
+
+def _size(nbytes: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{nbytes} B"
 
 
 def _storage_options(pairs: list[str]) -> dict:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -74,11 +75,16 @@ def test_info(tmp_path, cli, scheduler, table):
     assert build(cli, scheduler, src, out).rc == 0
     run = cli("info", out)
     assert run.rc == 0, run.err
-    lines = dict(line.split(":", 1) for line in run.out.splitlines())
+    lines = dict(line.split(":", 1) for line in run.out.splitlines() if ":" in line)
     assert lines["store"].strip() == str(out)
     assert lines["geometry"].strip() == "point_cloud"
     assert lines["chunk_shape"].strip() == "[25.0, 25.0, 25.0]"
     assert lines["level 0"].strip().startswith("3000 vertices")
+    assert lines["consolidated"].strip() == "no"
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert lines["total"].strip().startswith(f"{len(files)} objects")  # every object, by level and array
+    vertices = [p for p in files if p.relative_to(out).parts[:2] == ("0", "vertices")]
+    assert re.search(rf"^  vertices +{len(vertices)} objects +", run.out, re.M)
     lo, hi = json.loads(lines["bounds"].strip())
     pos = df[["x", "y", "z"]].to_numpy()
     np.testing.assert_array_equal(lo, pos.min(axis=0))

@@ -187,6 +187,46 @@ class Storage:
         root = self.root.rstrip("/") + "/"
         return sorted(p[len(root):] if p.startswith(root) else p for p in (str(x) for x in found))
 
+    def object_sizes(self) -> dict[str, int]:
+        """Every object key below the store root with its size in bytes (one listing)."""
+        out: dict[str, int] = {}
+        if self._local:
+            if not os.path.isdir(self.root):
+                return out
+            prefix = os.path.join(self.root, "")
+            stack = [self.root]
+            while stack:
+                directory = stack.pop()
+                try:
+                    entries = list(os.scandir(directory))
+                except (FileNotFoundError, NotADirectoryError):
+                    continue
+                for entry in entries:
+                    if entry.name.startswith(".tmp-"):
+                        continue
+                    if entry.is_dir(follow_symlinks=True):
+                        stack.append(entry.path)
+                    else:
+                        rel = entry.path[len(prefix) :].replace(os.sep, "/")  # scandir paths extend root
+                        out[rel] = entry.stat().st_size
+            return out
+        base = self.root.rstrip("/")
+        try:
+            found = self.fs.find(base, detail=True)
+        except FileNotFoundError:
+            return out
+        strip = base + "/"
+        for path, info in found.items():
+            p = str(path)
+            if self.protocol == "memory" and not p.startswith("/"):
+                p = "/" + p
+            if not p.startswith(strip):
+                continue
+            rel = p[len(strip) :]
+            if rel and info.get("type", "file") != "directory":
+                out[rel] = int(info.get("size") or 0)
+        return out
+
     # -- writes ------------------------------------------------------------
     def put(self, key: str, data: bytes) -> None:
         """Write a whole object atomically (temp + rename locally)."""

@@ -8,7 +8,6 @@ zarr-python.
 
 from __future__ import annotations
 
-import os
 import posixpath
 import re
 from collections.abc import Iterable
@@ -46,51 +45,6 @@ RAW = "raw"  # an array with no discriminator (object_index/manifests, object_id
 
 def display(path: str) -> str:
     return path or "/"
-
-
-# ---------------------------------------------------------------------------
-# listing
-# ---------------------------------------------------------------------------
-def list_objects(storage: Storage) -> dict[str, int]:
-    """Every object key below the store root with its size in bytes."""
-    out: dict[str, int] = {}
-    if storage.protocol == "file":
-        root = storage.root
-        if not os.path.isdir(root):
-            return out
-        prefix = os.path.join(root, "")
-        stack = [root]
-        while stack:
-            directory = stack.pop()
-            try:
-                entries = list(os.scandir(directory))
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            for entry in entries:
-                if entry.name.startswith(".tmp-"):
-                    continue
-                if entry.is_dir(follow_symlinks=True):
-                    stack.append(entry.path)
-                else:
-                    rel = entry.path[len(prefix) :].replace(os.sep, "/")  # scandir paths extend root
-                    out[rel] = entry.stat().st_size
-        return out
-    base = storage.root.rstrip("/")
-    try:
-        found = storage.fs.find(base, detail=True)
-    except FileNotFoundError:
-        return out
-    strip = base + "/"
-    for path, info in found.items():
-        p = str(path)
-        if storage.protocol == "memory" and not p.startswith("/"):
-            p = "/" + p
-        if not p.startswith(strip):
-            continue
-        rel = p[len(strip):]
-        if rel and info.get("type", "file") != "directory":
-            out[rel] = int(info.get("size") or 0)
-    return out
 
 
 # ---------------------------------------------------------------------------
@@ -238,7 +192,7 @@ class StoreModel:
 
 def load_model(storage: Storage, report: Report) -> StoreModel:
     """List the store and read every ``zarr.json`` strictly (problems become L1 findings)."""
-    objects = list_objects(storage)
+    objects = storage.object_sizes()
     meta_keys = sorted(k for k in objects if k == "zarr.json" or k.endswith("/zarr.json"))
     raws = storage.get_many(meta_keys)
     nodes: dict[str, Node] = {}
