@@ -78,16 +78,38 @@ def _storage_options(pairs: list[str]) -> dict:
     return out
 
 
-def _on_store(command: str, args: argparse.Namespace, run: Callable[[dict], int]) -> int:
+def _on_store(command: str, args: argparse.Namespace, run: Callable[[dict], int], *, on_cluster: bool = False) -> int:
     """``run(storage_options)`` for a command on an existing store.
 
     Exit 2, with one line naming the command, for a bad ``--storage-option`` (or other
-    argument: ``run``'s own SystemExit), a refused store or an unreachable one.
+    argument: ``run``'s own SystemExit), a refused store or an unreachable one.  With
+    ``on_cluster`` the store is checked first, then ``run`` goes to the selected cluster
+    (the ``--scheduler-*`` options, ``DASK_SCHEDULER_ADDRESS``, else an embedded one) with
+    a progress bar per stage on stderr.
     """
-    from zarr_vectors.errors import ZarrVectorsError
+    from contextlib import nullcontext
+
+    from pipeline.cluster import connect
+    from pipeline.progress import TextProgress
+    from zarr_vectors.core.storage import Storage
+    from zarr_vectors.errors import StoreNotFoundError, ZarrVectorsError
+    from zarr_vectors.graphs.runner import callbacks
 
     try:
-        return run(_storage_options(args.storage_option))
+        options = _storage_options(args.storage_option)
+        if not on_cluster:
+            return run(options)
+        storage = Storage(args.store, options)
+        storage.check_reachable()
+        if not storage.list_dir(""):  # before a cluster starts
+            raise StoreNotFoundError(f"nothing at {storage.url!r}: no such store")
+        with connect(scheduler_address=args.scheduler_address, scheduler_file=args.scheduler_file,
+                     workers=args.workers, memory_limit=args.memory_limit) as client:
+            quiet = getattr(args, "json", False)
+            if not quiet:
+                print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr)
+            with callbacks(TextProgress()) if not quiet else nullcontext():
+                return run(options)
     except SystemExit as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -107,7 +129,7 @@ def _validate(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_json()) if args.json else result.summary())
         return 0 if result.ok else 1
 
-    return _on_store("validate", args, run)
+    return _on_store("validate", args, run, on_cluster=True)
 
 
 def _cluster_args(p: argparse.ArgumentParser) -> None:
@@ -304,17 +326,22 @@ def _shard(args: argparse.Namespace) -> int:
     """``zv shard``: exit 0 when done, 2 for bad input, a refused store or an unreachable one."""
     import zarr_vectors as zv
 
-    def run(options: dict) -> int:
+    try:
         if args.unshard == (args.shard_shape is not None):
             raise SystemExit("zv shard: error: give --shard-shape N (or N,N,N) or --unshard, not both")
-        if args.unshard:
+        values = None if args.unshard else _numbers("shard", "--shard-shape", args.shard_shape, int)
+    except SystemExit as exc:
+        print(exc, file=sys.stderr)
+        return 2
+
+    def run(options: dict) -> int:
+        if values is None:
             print(zv.unshard_store(args.store, storage_options=options))
-            return 0
-        values = _numbers("shard", "--shard-shape", args.shard_shape, int)
-        print(zv.shard_store(args.store, values[0] if len(values) == 1 else values, storage_options=options))
+        else:
+            print(zv.shard_store(args.store, values[0] if len(values) == 1 else values, storage_options=options))
         return 0
 
-    return _on_store("shard", args, run)
+    return _on_store("shard", args, run, on_cluster=True)
 
 
 def _consolidate(args: argparse.Namespace) -> int:
@@ -347,7 +374,7 @@ def _pyramid(args: argparse.Namespace) -> int:
     """``zv pyramid``: exit 0 when built, 2 for bad input, a refused store or an unreachable one."""
     import zarr_vectors as zv
 
-    def run(options: dict) -> int:
+    try:
         factors = []
         for text in args.factor:
             values = _numbers("pyramid", "--factor", text, float)
@@ -360,13 +387,18 @@ def _pyramid(args: argparse.Namespace) -> int:
             for text in args.chunk_scale:
                 values = _numbers("pyramid", "--chunk-scale", text, float)
                 scales.append(values[0] if len(values) == 1 else tuple(values))
+    except SystemExit as exc:
+        print(exc, file=sys.stderr)
+        return 2
+
+    def run(options: dict) -> int:
         print(zv.build_pyramid(
             args.store, factors=factors, chunk_scale_factors=scales, cross_level_storage=args.cross_level_storage,
             cross_level_depth=args.cross_level_depth, sparsity_seed=args.seed, storage_options=options,
         ))  # fmt: skip
         return 0
 
-    return _on_store("pyramid", args, run)
+    return _on_store("pyramid", args, run, on_cluster=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -392,6 +424,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="also read this object_index layout (e.g. vlen_manifests_v2); repeatable")
     check.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                        help="fsspec storage option (VALUE parsed as JSON when possible; dotted KEY nests); repeatable")
+    _cluster_args(check)
     check.set_defaults(func=_validate)
     build = sub.add_parser("build", help="build a store from tables: write -> [pyramid] -> [shard] -> [consolidate] "
                            "-> [validate]")
@@ -428,6 +461,7 @@ def build_parser() -> argparse.ArgumentParser:
     shard.add_argument("--unshard", action="store_true", help="go back to one object per cell")
     shard.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                        help="fsspec storage option (VALUE parsed as JSON when possible; dotted KEY nests); repeatable")
+    _cluster_args(shard)
     shard.set_defaults(func=_shard)
     consolidate = sub.add_parser("consolidate", help="copy every node's metadata into the root zarr.json (or drop "
                                  "the copy)")
@@ -448,6 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
     pyramid.add_argument("--seed", type=int, default=0, help="object sparsity seed (default: %(default)s)")
     pyramid.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                          help="fsspec storage option (VALUE parsed as JSON when possible; dotted KEY nests); repeatable")
+    _cluster_args(pyramid)
     pyramid.set_defaults(func=_pyramid)
     return parser
 

@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from pipeline_helpers import journal, points_frame, write_parquet_parts
 
 import zarr_vectors as zv
 from zarr_vectors.graphs import vertices as vertex_stage
+from zarr_vectors.validate import validate
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 
@@ -90,6 +92,23 @@ def test_info(tmp_path, cli, scheduler, table):
     np.testing.assert_array_equal(lo, pos.min(axis=0))
     np.testing.assert_array_equal(hi, pos.max(axis=0))
     assert cli("info", tmp_path / "missing.zv").rc == 2
+
+
+def test_store_commands_run_on_the_cluster_given(tmp_path, cli, scheduler, local_cluster, table):
+    """zv pyramid / shard / validate on a running cluster: their tasks run on its workers."""
+    _, src = table
+    out = tmp_path / "s.zv"
+    assert build(cli, scheduler, src, out).rc == 0
+    local_cluster.get_task_stream()  # registers the scheduler's task stream from here on
+    start = time.time()
+    for argv in (["pyramid", out, "--factor", "2"], ["shard", out, "--shard-shape", "2"], ["validate", out]):
+        run = cli(*argv, "--scheduler-address", scheduler)
+        assert run.rc == 0, run.err
+        assert "dask dashboard: http" in run.err
+    ran = {str(t["key"][0] if isinstance(t["key"], tuple) else t["key"]).rsplit("-", 1)[0].rsplit("-", 4)[0]
+           for t in local_cluster.get_task_stream(start=start)}
+    assert {"_bin_group", "_pack_task", "decode_manifest_chunk"} <= ran, sorted(ran)
+    assert len(zv.read(str(out), level=1)) > 0 and validate(str(out), 5).ok
 
 
 def test_status_by_store_and_by_job_id(tmp_path, cli, scheduler, table):
