@@ -70,7 +70,7 @@ def consolidated_block(documents: Mapping[str, dict[str, Any]]) -> dict[str, Any
         if doc.get("node_type") == "group":
             doc = _with_member(doc, empty_block())
         metadata[path] = doc
-    return {"kind": "inline", "must_understand": False, "metadata": metadata}
+    return {**empty_block(), "metadata": metadata}
 
 
 def _with_member(doc: dict[str, Any], block: dict[str, Any]) -> dict[str, Any]:
