@@ -132,6 +132,13 @@ def _validate(args: argparse.Namespace) -> int:
     return _on_store("validate", args, run, on_cluster=True)
 
 
+def _store_args(p: argparse.ArgumentParser) -> None:
+    """The store a command works on, and how to reach it."""
+    p.add_argument("store", help="path or URL (file://, memory://, s3://bucket/prefix)")
+    p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="fsspec storage option (VALUE parsed as JSON when possible; dotted KEY nests); repeatable")
+
+
 def _cluster_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("cluster (default: an embedded LocalCluster sized to the machine)")
     g.add_argument("--scheduler-address", help="connect to a running scheduler (else $DASK_SCHEDULER_ADDRESS)")
@@ -140,13 +147,14 @@ def _cluster_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--memory-limit", help="embedded cluster: memory limit per worker, e.g. 2GiB")
 
 
-def _floats(text: str | None) -> list[float] | None:
+def _floats(text: str | None, option: str = "") -> list[float] | None:
     if text is None:
         return None
     try:
         return [float(v) for v in text.split(",")]
     except ValueError:
-        raise SystemExit(f"zv: error: expected comma-separated numbers, got {text!r}") from None
+        raise SystemExit(f"zv: error: {option + ' ' if option else ''}expected comma-separated numbers, "
+                         f"got {text!r}") from None
 
 
 def _shape(text: str | None) -> float | list[float] | None:
@@ -329,16 +337,16 @@ def _shard(args: argparse.Namespace) -> int:
     try:
         if args.unshard == (args.shard_shape is not None):
             raise SystemExit("zv shard: error: give --shard-shape N (or N,N,N) or --unshard, not both")
-        values = None if args.unshard else _numbers("shard", "--shard-shape", args.shard_shape, int)
+        shape = _shard_shape(args.shard_shape)
     except SystemExit as exc:
         print(exc, file=sys.stderr)
         return 2
 
     def run(options: dict) -> int:
-        if values is None:
+        if shape is None:
             print(zv.unshard_store(args.store, storage_options=options))
         else:
-            print(zv.shard_store(args.store, values[0] if len(values) == 1 else values, storage_options=options))
+            print(zv.shard_store(args.store, shape, storage_options=options))
         return 0
 
     return _on_store("shard", args, run, on_cluster=True)
@@ -363,13 +371,6 @@ def _consolidate(args: argparse.Namespace) -> int:
     return _on_store("consolidate", args, run)
 
 
-def _numbers(command: str, option: str, text: str, kind: type) -> list:
-    try:
-        return [kind(v) for v in text.split(",")]
-    except ValueError:
-        raise SystemExit(f"zv {command}: error: {option} expects N or N,N,... numbers, got {text!r}") from None
-
-
 def _pyramid(args: argparse.Namespace) -> int:
     """``zv pyramid``: exit 0 when built, 2 for bad input, a refused store or an unreachable one."""
     import zarr_vectors as zv
@@ -377,7 +378,7 @@ def _pyramid(args: argparse.Namespace) -> int:
     try:
         factors = []
         for text in args.factor:
-            values = _numbers("pyramid", "--factor", text, float)
+            values = _floats(text, "--factor")
             if len(values) not in (1, 2):
                 raise SystemExit(f"zv pyramid: error: --factor expects FACTOR or FACTOR,SPARSITY, got {text!r}")
             factors.append((values[0], values[1] if len(values) == 2 else 1.0))
@@ -385,7 +386,7 @@ def _pyramid(args: argparse.Namespace) -> int:
         if args.chunk_scale:
             scales = []
             for text in args.chunk_scale:
-                values = _numbers("pyramid", "--chunk-scale", text, float)
+                values = _floats(text, "--chunk-scale")
                 scales.append(values[0] if len(values) == 1 else tuple(values))
     except SystemExit as exc:
         print(exc, file=sys.stderr)
@@ -411,19 +412,15 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--points", type=int, default=1_000_000, help="number of points (default: %(default)s)")
     demo.set_defaults(func=_demo)
     info = sub.add_parser("info", help="summarise a store")
-    info.add_argument("store")
-    info.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
-                      help="fsspec storage option (VALUE parsed as JSON when possible; dotted KEY nests); repeatable")
+    _store_args(info)
     info.set_defaults(func=_info)
     check = sub.add_parser("validate", help="check a store against the format (levels 1-5); exit 1 on errors")
-    check.add_argument("store", help="path or URL (file://, memory://, s3://bucket/prefix)")
+    _store_args(check)
     check.add_argument("--level", type=int, choices=range(1, 6), default=5, metavar="N",
                        help="conformance level 1..5, cumulative (default: %(default)s)")
     check.add_argument("--json", action="store_true", help="print one JSON object instead of a summary")
     check.add_argument("--allow-layout", action="append", default=[], metavar="NAME",
                        help="also read this object_index layout (e.g. vlen_manifests_v2); repeatable")
-    check.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
-                       help="fsspec storage option (VALUE parsed as JSON when possible; dotted KEY nests); repeatable")
     _cluster_args(check)
     check.set_defaults(func=_validate)
     build = sub.add_parser("build", help="build a store from tables: write -> [pyramid] -> [shard] -> [consolidate] "
@@ -456,23 +453,18 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
     status.set_defaults(func=_status)
     shard = sub.add_parser("shard", help="repack a store's grid arrays into sharding_indexed shards (or back)")
-    shard.add_argument("store", help="path or URL (file://, memory://, s3://bucket/prefix)")
+    _store_args(shard)
     shard.add_argument("--shard-shape", metavar="N", help="cells per shard: N for every axis, or N,N,N per axis")
     shard.add_argument("--unshard", action="store_true", help="go back to one object per cell")
-    shard.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
-                       help="fsspec storage option (VALUE parsed as JSON when possible; dotted KEY nests); repeatable")
     _cluster_args(shard)
     shard.set_defaults(func=_shard)
     consolidate = sub.add_parser("consolidate", help="copy every node's metadata into the root zarr.json (or drop "
                                  "the copy)")
-    consolidate.add_argument("store", help="path or URL (file://, memory://, s3://bucket/prefix)")
+    _store_args(consolidate)
     consolidate.add_argument("--drop", action="store_true", help="remove the copy instead")
-    consolidate.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
-                             help="fsspec storage option (VALUE parsed as JSON when possible; dotted KEY nests); "
-                             "repeatable")
     consolidate.set_defaults(func=_consolidate)
     pyramid = sub.add_parser("pyramid", help="build (or rebuild) the coarser levels of a store")
-    pyramid.add_argument("store", help="path or URL (file://, memory://, s3://bucket/prefix)")
+    _store_args(pyramid)
     pyramid.add_argument("--factor", action="append", required=True, metavar="FACTOR[,SPARSITY]",
                          help="one per new level: bin coarsening (>= 1) and object sparsity (>= 1, default 1)")
     pyramid.add_argument("--chunk-scale", action="append", metavar="N[,N,N]",
@@ -480,8 +472,6 @@ def build_parser() -> argparse.ArgumentParser:
     pyramid.add_argument("--cross-level-storage", choices=("none", "implicit", "explicit"), default="explicit")
     pyramid.add_argument("--cross-level-depth", type=int, default=1, help="largest |N| linked; -1 = every pair")
     pyramid.add_argument("--seed", type=int, default=0, help="object sparsity seed (default: %(default)s)")
-    pyramid.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
-                         help="fsspec storage option (VALUE parsed as JSON when possible; dotted KEY nests); repeatable")
     _cluster_args(pyramid)
     pyramid.set_defaults(func=_pyramid)
     return parser
