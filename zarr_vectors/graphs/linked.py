@@ -152,7 +152,6 @@ def _file_block(records: np.ndarray, attributes: dict[str, np.ndarray], placemen
     return FiledRecords(records, attributes, filed, index)
 
 
-
 @dataclass(frozen=True)
 class OwnerLinks:
     """One link owner's placed records: its partition (records numbered in the owner's own
@@ -198,9 +197,7 @@ def _finish_level(level: Level, families: list[str], vertex_count: int, counts: 
     """Stamp the family's counts and write the level metadata, once every part is reconciled."""
     if counts is not None:
         stamp_link_counts(level, 0, counts)
-    level.meta.vertex_count = vertex_count
-    level.meta.arrays_present = families
-    level.write_metadata()
+    vx.finish_level(level, families, vertex_count)
 
 
 def _link_counts(total: int, *link_rows: int) -> LinkCounts:

@@ -38,13 +38,6 @@ class WriteResult:
         )
 
 
-def _finish_level(level: Level, families: list[str], vertex_count: int, *done: None) -> None:
-    level.meta.arrays_present = families
-    level.meta.vertex_count = vertex_count
-    level.meta.fragments_tile = True  # every cell's fragments are ranges tiling its rows
-    level.write_metadata()
-
-
 def _reconcile(
     level: Level,
     arrays: vx.VertexArrays,
@@ -56,7 +49,8 @@ def _reconcile(
     """Presence lists and object tables side by side, then the level metadata."""
     parts = vx.reconcile_tasks(level, arrays, spec, plan, object_attributes, summaries)
     families, rows = vx.vertex_families(spec), int(plan.counts.sum())
-    runner.compute("reconcile", dask.delayed(_finish_level)(level, families, rows, *parts))
+    # every cell's fragments are ranges tiling its rows
+    runner.compute("reconcile", dask.delayed(vx.finish_level)(level, families, rows, *parts, fragments_tile=True))
 
 
 def write_points(

@@ -635,6 +635,15 @@ def reconcile_tasks(
     return tasks
 
 
+def finish_level(level: Level, families: list[str], vertex_count: int, *done: None, fragments_tile: bool = False) -> None:
+    """The last step of a level's reconcile, once every part of it (``done``) has run:
+    the level metadata (``fragments_tile`` when every cell's fragments tile its rows)."""
+    level.meta.arrays_present = families
+    level.meta.vertex_count = vertex_count
+    level.meta.fragments_tile = fragments_tile
+    level.write_metadata()
+
+
 def vertex_families(spec: VertexSpec) -> list[str]:
     """The vertex families a level written from ``spec`` holds (its ``arrays_present``)."""
     return ["vertices"] + (["vertex_attributes"] if spec.attributes else []) + (["object_index"] if spec.has_objects else [])
