@@ -162,6 +162,16 @@ class Storage:
             return [self.list_dir(p) for p in prefixes]
         return list(io_pool().map(self.list_dir, prefixes))
 
+    def _memory_keys(self, path: str) -> list[str]:
+        """Keys of a ``memory://`` store at or below ``path``.
+
+        fsspec's own walks (find, rm) iterate the live dict, which fails ("dictionary
+        changed size during iteration") while a task on another thread writes;
+        ``list(dict)`` copies the keys atomically.
+        """
+        below = path.rstrip("/") + "/"
+        return [k for k in list(self.fs.store) if k.startswith(below) or k == path]
+
     def list_files(self, prefix: str) -> list[str]:
         """Keys of every object below ``prefix``, relative to the store root."""
         path = self.full_path(prefix)
@@ -174,10 +184,7 @@ class Storage:
                 )
             return sorted(out)
         if self.protocol == "memory":
-            # fsspec's find walks the live dict, which fails ("dictionary changed size during
-            # iteration") while a task on another thread writes; list(dict) copies it atomically
-            below = path.rstrip("/") + "/"
-            found = [k for k in list(self.fs.store) if k.startswith(below) or k == path]
+            found = self._memory_keys(path)
         else:
             try:
                 self.fs.invalidate_cache(path)  # s3fs caches listings: a reconcile must see what tasks just wrote
@@ -279,13 +286,10 @@ class Storage:
         """Remove everything below ``prefix`` (the prefix itself included)."""
         path = self.full_path(prefix)
         self._made_dirs.clear()
-        if self.protocol == "memory":
-            # fsspec's rm walks the live dict (and rmdir's the directories it derived
-            # from it), which fails while a task on another thread writes; pop keys
-            # from an atomic copy of the key list instead, as list_files reads them
-            below = path.rstrip("/") + "/"
-            for key in [k for k in list(self.fs.store) if k.startswith(below) or k == path]:
+        if self.protocol == "memory":  # fsspec's rm would walk the live dict, and rmdir what it derived from it
+            for key in self._memory_keys(path):
                 self.fs.store.pop(key, None)
+            below = path.rstrip("/") + "/"
             self.fs.pseudo_dirs[:] = [d for d in list(self.fs.pseudo_dirs) if not (d == path or d.startswith(below))]
             return
         if self.fs.exists(path):
