@@ -5,8 +5,9 @@ either worker may hold -- is written in batches, never held whole in the test
 process; the job reads it lazily in partitions; the store is checked by its level
 metadata, the job's level-5 validation on those workers, and a bbox read compared
 with the input regenerated batch by batch.  The write's shuffle holds every routed
-row until the owners run (~280 MB a worker here, peaks of ~850 MB process memory
-measured); dask spills it if it must, and the test prints how much it spilled.
+row until the owners run (32 bytes a row, ~320 MB a worker here; peaks of ~600 MiB
+process memory measured, docs/DESIGN.md); dask spills it if it must, and the test
+prints how much it spilled.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 
 import dask
+import numpy as np
 
 
 class ProgressCallback(Protocol):
@@ -138,8 +139,6 @@ def task_runs(weights, minimum: int, maximum: int | None = None) -> list[slice]:
     """Contiguous runs of items for one stage's tasks: about ``TASKS_PER_THREAD`` per
     worker thread, each weighing at least ``minimum`` (rows, cells...) when there is that
     much, and about ``maximum`` at most (a bound on one task's memory)."""
-    import numpy as np
-
     total = int(np.sum(weights, dtype=np.int64))
     target = max(minimum, -(-total // (TASKS_PER_THREAD * parallelism())))
     return split_by_weight(weights, target if maximum is None else max(1, min(target, maximum)))
@@ -167,8 +166,6 @@ def split_by_weight(weights, target: int) -> list[slice]:  # noqa: ANN001 - nump
     an even share, so runs come out as equal as whole items allow (a task wave is only
     as fast as its largest task).
     """
-    import numpy as np
-
     weights = np.asarray(weights, dtype=np.int64)
     n = len(weights)
     if n == 0:
