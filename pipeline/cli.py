@@ -16,7 +16,7 @@ def _demo(args: argparse.Namespace) -> int:
 def _info(args: argparse.Namespace) -> int:
     """Levels, counts, arrays and what each holds on storage (one listing of the store)."""
     import zarr_vectors as zv
-    from zarr_vectors.core.consolidated import is_consolidated
+    from zarr_vectors.store.consolidated import is_consolidated
 
     store = zv.open_store(args.store, storage_options=_storage_options(args.storage_option))
     root = store.root
@@ -91,9 +91,9 @@ def _on_store(command: str, args: argparse.Namespace, run: Callable[[dict], int]
 
     from pipeline.cluster import connect
     from pipeline.progress import TextProgress
-    from zarr_vectors.core.storage import Storage
     from zarr_vectors.errors import StoreNotFoundError, ZarrVectorsError
-    from zarr_vectors.graphs.runner import callbacks
+    from zarr_vectors.execution.runner import callbacks
+    from zarr_vectors.store.backend import Storage
 
     try:
         options = _storage_options(args.storage_option)
@@ -184,7 +184,7 @@ def _build(args: argparse.Namespace) -> int:
     from pipeline.jobs import BuildSpec, parse_factors, plan_summary, preflight, run_build
     from pipeline.progress import TextProgress
     from zarr_vectors.errors import ZarrVectorsError
-    from zarr_vectors.graphs.runner import callbacks
+    from zarr_vectors.execution.runner import callbacks
 
     def located(path: str) -> str:  # local paths absolute: a detached job runs elsewhere
         return path if "://" in path else os.path.abspath(path)
@@ -355,8 +355,8 @@ def _shard(args: argparse.Namespace) -> int:
 def _consolidate(args: argparse.Namespace) -> int:
     """``zv consolidate``: exit 0 when done, 2 for a missing, refused or unreachable store."""
     import zarr_vectors as zv
-    from zarr_vectors.core.consolidated import drop_consolidated
-    from zarr_vectors.core.storage import Storage
+    from zarr_vectors.store.backend import Storage
+    from zarr_vectors.store.consolidated import drop_consolidated
 
     def run(options: dict) -> int:
         if not args.drop:

@@ -19,7 +19,7 @@ import zarr_vectors as zv
 from pipeline.cluster import connect
 from pipeline.jobs import BuildSpec, run_build
 from pipeline.progress import TextProgress
-from zarr_vectors.graphs.runner import callbacks
+from zarr_vectors.execution.runner import callbacks
 
 
 def _tables(out: Path, n_points: int, n_vertices: int, n_edges: int, seed: int) -> dict[str, Path]:

@@ -21,8 +21,8 @@ import numpy as np
 
 import zarr_vectors as zv
 from pipeline import sources
-from zarr_vectors.core.storage import Storage
 from zarr_vectors.errors import InputError
+from zarr_vectors.store.backend import Storage
 
 KINDS = ("points", "graph", "skeleton", "mesh", "polylines", "streamlines")
 
@@ -310,7 +310,7 @@ def run_build(spec: BuildSpec, *, resume: bool = False) -> JobResult:
     must match in every field that decides what was written); stages done are skipped,
     and an unfinished write is redone from scratch (a half-written store is replaced).
     """
-    from zarr_vectors.graphs.runner import callbacks
+    from zarr_vectors.execution.runner import callbacks
 
     preflight(spec, resume=resume)
     previous = None
@@ -379,8 +379,8 @@ def plan_summary(spec: BuildSpec) -> dict[str, Any]:
     filed by cell on the cluster during the build and cut into link owners of even
     record counts then, so that split is not known before the records are read.
     """
-    from zarr_vectors.core.paths import format_chunk_key
-    from zarr_vectors.graphs import vertices as vx
+    from zarr_vectors.format.paths import format_chunk_key
+    from zarr_vectors.write import vertices as vx
 
     preflight(spec, resume=True)  # the store may exist: a dry run writes nothing either way
     vertex_inputs = spec.inputs[:1] if spec.kind in ("graph", "mesh") else spec.inputs

@@ -1,6 +1,6 @@
 """Progress bars for attached runs: one line per stage, driven from futures.
 
-Registered with :func:`zarr_vectors.graphs.runner.callbacks`; under a distributed
+Registered with :func:`zarr_vectors.execution.runner.callbacks`; under a distributed
 client the runner reports every finished task (``as_completed`` on the stage's
 futures), so the bar moves as the cluster works.
 """

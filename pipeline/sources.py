@@ -200,7 +200,7 @@ def polyline_table(df: dd.DataFrame, *, what: str = "polyline") -> PolylineTable
     their columns does not sort again.  Only the offsets -- one integer per polyline --
     reach the client.
     """
-    from zarr_vectors.graphs import runner
+    from zarr_vectors.execution import runner
 
     _require(df, ["line", "order"], what)
     ordered = df.sort_values(["line", "order"])

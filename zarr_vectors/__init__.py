@@ -9,13 +9,13 @@ operations (``build_pyramid``, ``shard_store`` / ``unshard_store``,
 
 from __future__ import annotations
 
-from zarr_vectors.core.consolidated import consolidate_store
-from zarr_vectors.core.store import create_store, get_resolution_level, open_store
-from zarr_vectors.graphs.linked import write_graph, write_mesh, write_polylines, write_skeleton
-from zarr_vectors.graphs.points import WriteResult, write_points
-from zarr_vectors.graphs.pyramid import PyramidResult, build_pyramid
+from zarr_vectors.pyramid.build import PyramidResult, build_pyramid
 from zarr_vectors.read import VectorData, read
 from zarr_vectors.sharding import shard_store, unshard_store
+from zarr_vectors.store.consolidated import consolidate_store
+from zarr_vectors.store.groups import create_store, get_resolution_level, open_store
+from zarr_vectors.write.linked import write_graph, write_mesh, write_polylines, write_skeleton
+from zarr_vectors.write.points import WriteResult, write_points
 
 __all__ = [
     "PyramidResult",

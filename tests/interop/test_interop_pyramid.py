@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 import zarr_vectors as zv
-from zarr_vectors.core.arrays import read_links
-from zarr_vectors.core.objects import read_object_index
+from zarr_vectors.store.link_arrays import read_links
+from zarr_vectors.store.object_index import read_object_index
 from zarr_vectors.validate import validate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

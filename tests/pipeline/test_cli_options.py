@@ -15,8 +15,8 @@ from file_tree import tree
 from pipeline_helpers import journal, points_frame, write_parquet_parts
 
 import zarr_vectors as zv
-from zarr_vectors.graphs import vertices as vertex_stage
 from zarr_vectors.validate import validate
+from zarr_vectors.write import vertices as vertex_stage
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 

@@ -26,11 +26,12 @@ from pipeline_helpers import (
 
 import zarr_vectors as zv
 from pipeline.cli import main as zv_main
-from zarr_vectors.core.grid import GridArray
-from zarr_vectors.core.store import Level
-from zarr_vectors.graphs import linked, points, runner
-from zarr_vectors.graphs import vertices as vertex_stage
+from zarr_vectors.execution import runner
+from zarr_vectors.store.grid import GridArray
+from zarr_vectors.store.groups import Level
 from zarr_vectors.validate import validate
+from zarr_vectors.write import linked, points
+from zarr_vectors.write import vertices as vertex_stage
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")]
 

@@ -183,7 +183,7 @@ def test_concurrent_jobs_hear_only_their_own_progress(tmp_path):
     jobs do on a worker) each journal their own steps, not each other's."""
     import threading
 
-    from zarr_vectors.graphs.runner import callbacks
+    from zarr_vectors.execution.runner import callbacks
 
     class Recorder:
         def __init__(self):

@@ -22,7 +22,7 @@ import pytest
 from pipeline_helpers import endpoint_env, graph_frames, input_rows_of, points_frame, rows
 
 import zarr_vectors as zv
-from zarr_vectors.core.nodes import read_node
+from zarr_vectors.store.nodes import read_node
 from zarr_vectors.validate import validate
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow,

@@ -14,11 +14,11 @@ import zarr
 from file_tree import tree
 
 import zarr_vectors as zv
-from zarr_vectors.core.consolidated import consolidate, drop_consolidated, is_consolidated, node_documents
-from zarr_vectors.core.nodes import read_node
-from zarr_vectors.core.storage import Storage
 from zarr_vectors.errors import InputError
-from zarr_vectors.graphs import pyramid as pyramid_graph
+from zarr_vectors.pyramid import build as pyramid_graph
+from zarr_vectors.store.backend import Storage
+from zarr_vectors.store.consolidated import consolidate, drop_consolidated, is_consolidated, node_documents
+from zarr_vectors.store.nodes import read_node
 from zarr_vectors.validate import validate
 
 RNG = np.random.default_rng(11)

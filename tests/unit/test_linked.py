@@ -21,13 +21,13 @@ import dask.array as da
 import numcodecs
 import numpy as np
 import pytest
+from file_tree import tree
 
 import zarr_vectors as zv
-from zarr_vectors.core import arrays as links_api
-from zarr_vectors.core.store import open_store
-from zarr_vectors.graphs import linked as linked_stage
-from zarr_vectors.graphs import vertices as vertex_stage
-from file_tree import tree
+from zarr_vectors.store import link_arrays as links_api
+from zarr_vectors.store.groups import open_store
+from zarr_vectors.write import linked as linked_stage
+from zarr_vectors.write import vertices as vertex_stage
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 
@@ -634,7 +634,7 @@ def test_several_blocks_and_owners_give_the_same_store(tmp_path, monkeypatch):
 def test_local_cluster_writes_the_same_bytes(tmp_path, local_cluster, monkeypatch):
     from distributed import get_task_stream
 
-    from zarr_vectors.graphs.runner import current_client
+    from zarr_vectors.execution.runner import current_client
 
     monkeypatch.setattr(vertex_stage, "BLOCK_ROWS", 900)
     monkeypatch.setattr(vertex_stage, "MIN_ROWS_PER_TASK", 500)

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from file_tree import tree
 
 import zarr_vectors as zv
-from zarr_vectors.core import arrays as A
-from zarr_vectors.core.store import open_store
 from zarr_vectors.errors import ArrayError, InputError, StoreExistsError
-from file_tree import tree
+from zarr_vectors.store import link_arrays as A
+from zarr_vectors.store.groups import open_store
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 

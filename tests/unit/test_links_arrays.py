@@ -8,12 +8,12 @@ import struct
 import numpy as np
 import pytest
 
-from zarr_vectors.core import arrays as A
-from zarr_vectors.core.grid import GridArray
-from zarr_vectors.core.metadata import LevelMetadata
-from zarr_vectors.core.store import Level, create_store, open_store
 from zarr_vectors.encoding import lehmer_encode
 from zarr_vectors.errors import ArrayError, InputError, MetadataError
+from zarr_vectors.format.metadata import LevelMetadata
+from zarr_vectors.store import link_arrays as A
+from zarr_vectors.store.grid import GridArray
+from zarr_vectors.store.groups import Level, create_store, open_store
 
 
 # -- helpers --------------------------------------------------------------------------------

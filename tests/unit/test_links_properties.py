@@ -12,11 +12,11 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zarr_vectors.core import arrays as A
-from zarr_vectors.core.grid import GridArray
-from zarr_vectors.core.metadata import LevelMetadata
-from zarr_vectors.core.store import Level, create_store, open_store
-from zarr_vectors.geometry.links import copies_per_record
+from zarr_vectors.format.links import copies_per_record
+from zarr_vectors.format.metadata import LevelMetadata
+from zarr_vectors.store import link_arrays as A
+from zarr_vectors.store.grid import GridArray
+from zarr_vectors.store.groups import Level, create_store, open_store
 
 OWNING_LEVEL = 2
 ROOT_CHUNK = 10.0

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zarr_vectors.core.paths import (
+from zarr_vectors.format.paths import (
     format_chunk_key,
     format_delta,
     format_offsets,

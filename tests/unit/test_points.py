@@ -20,12 +20,12 @@ import numcodecs
 import numpy as np
 import pytest
 import zarr
+from file_tree import tree
 
 import zarr_vectors as zv
 from zarr_vectors.encoding import FragmentIndex, decode_manifest
 from zarr_vectors.errors import StoreExistsError
-from zarr_vectors.graphs import vertices as vertex_stage
-from file_tree import tree
+from zarr_vectors.write import vertices as vertex_stage
 
 ZSTD = {"name": "zstd", "configuration": {"level": 0, "checksum": False}}
 BLOSC = {

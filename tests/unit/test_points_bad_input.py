@@ -11,11 +11,11 @@ import dask.array as da
 import numpy as np
 import pytest
 import zarr
+from file_tree import tree
 
 import zarr_vectors as zv
 from zarr_vectors.errors import InputError, StoreExistsError, StoreNotFoundError, UnsupportedLayoutError
-from zarr_vectors.graphs import vertices as vertex_stage
-from file_tree import tree
+from zarr_vectors.write import vertices as vertex_stage
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 

@@ -3,16 +3,15 @@ bytes the same write on local threads does."""
 
 from __future__ import annotations
 
-
 import dask.array as da
 import numpy as np
 import pytest
 from distributed import get_task_stream
+from file_tree import tree
 
 import zarr_vectors as zv
-from zarr_vectors.graphs import vertices as vertex_stage
-from zarr_vectors.graphs.runner import current_client
-from file_tree import tree
+from zarr_vectors.execution.runner import current_client
+from zarr_vectors.write import vertices as vertex_stage
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 

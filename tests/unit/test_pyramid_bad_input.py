@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from file_tree import tree
 
 import zarr_vectors as zv
 from zarr_vectors.errors import InputError, StoreNotFoundError, UnsupportedLayoutError
-from file_tree import tree
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 

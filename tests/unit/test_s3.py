@@ -7,10 +7,10 @@ import time
 import boto3
 import numpy as np
 import pytest
+from file_tree import tree as local_tree
 
 import zarr_vectors as zv
 from zarr_vectors.errors import InputError, StoreExistsError, StoreNotFoundError
-from file_tree import tree as local_tree
 
 pytestmark = [pytest.mark.s3, pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")]
 

@@ -25,18 +25,18 @@ import dask
 import numcodecs
 import numpy as np
 import pytest
+from file_tree import tree
 
 import zarr_vectors as zv
-from zarr_vectors.core import arrays as links_api
-from zarr_vectors.core.codecs import ShardingSpec, crc32c, morton_codes
-from zarr_vectors.core.grid import GridArray
-from zarr_vectors.core.storage import Storage
-from zarr_vectors.core.store import open_store
 from zarr_vectors.encoding import frame_single
 from zarr_vectors.errors import ArrayError, EncodingError, InputError
 from zarr_vectors.sharding import PresenceMismatchError, shard
 from zarr_vectors.sharding.shard import STAGING, grid_array_paths
-from file_tree import tree
+from zarr_vectors.store import link_arrays as links_api
+from zarr_vectors.store.backend import Storage
+from zarr_vectors.store.codecs import ShardingSpec, crc32c, morton_codes
+from zarr_vectors.store.grid import GridArray
+from zarr_vectors.store.groups import open_store
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 

@@ -11,12 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from file_tree import tree
 
 import zarr_vectors as zv
-from zarr_vectors.core.codecs import compressor_config
-from zarr_vectors.core.grid import GridArray
-from zarr_vectors.core.storage import Storage
-from zarr_vectors.core.tables import read_table, read_vlen_rows, write_table, write_vlen_rows
 from zarr_vectors.errors import (
     ArrayError,
     InputError,
@@ -24,7 +21,10 @@ from zarr_vectors.errors import (
     StoreExistsError,
     StoreNotFoundError,
 )
-from file_tree import tree
+from zarr_vectors.store.backend import Storage
+from zarr_vectors.store.codecs import compressor_config
+from zarr_vectors.store.grid import GridArray
+from zarr_vectors.store.tables import read_table, read_vlen_rows, write_table, write_vlen_rows
 
 ZSTD = {"name": "zstd", "configuration": {"level": 0, "checksum": False}}
 

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zarr_vectors.core.strict_json import (
+from zarr_vectors.errors import MetadataError
+from zarr_vectors.store.strict_json import (
     MAX_DEPTH,
     Problem,
     check_document,
@@ -23,7 +24,6 @@ from zarr_vectors.core.strict_json import (
     json_pointer,
     load_document,
 )
-from zarr_vectors.errors import MetadataError
 
 FILE = "0/links/0/0.0.0/zarr.json"
 

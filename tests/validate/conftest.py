@@ -109,7 +109,7 @@ def _local_rows(chunks: np.ndarray) -> np.ndarray:
 
 def _graph(path: Path, *, directed: bool = False, store: str = "canonical") -> None:
     """A graph: vertices by the point writer (one fragment per chunk), links by the links API."""
-    from zarr_vectors.core.arrays import write_link_attributes, write_links
+    from zarr_vectors.store.link_arrays import write_link_attributes, write_links
 
     rng = np.random.default_rng(5)
     n = 300
@@ -150,8 +150,8 @@ def _placement(positions: np.ndarray, ids: np.ndarray, cs: float) -> tuple[np.nd
 def _pyramid(path: Path, levels: int = 3) -> None:
     """Three levels by this project's APIs: level k = per-(object, bin) centroids of level k-1 (bin x2),
     written by write_points and moved into place; +1/-1 families by the links API (directed, canonical)."""
-    from zarr_vectors.core.arrays import write_links
-    from zarr_vectors.core.metadata import RootMetadata
+    from zarr_vectors.format.metadata import RootMetadata
+    from zarr_vectors.store.link_arrays import write_links
 
     rng = np.random.default_rng(3)
     n, cs, base = 800, 50.0, 25.0
@@ -201,9 +201,9 @@ def _pyramid(path: Path, levels: int = 3) -> None:
 
 def _fragment_attributes(path: Path) -> None:
     """The point store plus a fragment attribute (one int32 per bin fragment), via the grid-array API."""
-    from zarr_vectors.core.grid import GridArray
-    from zarr_vectors.core.nodes import group_document, write_node
     from zarr_vectors.encoding import FragmentIndex
+    from zarr_vectors.store.grid import GridArray
+    from zarr_vectors.store.nodes import group_document, write_node
 
     _points(path, ids=False)
     store = zv.open_store(str(path))

@@ -62,16 +62,16 @@ from typing import Any
 import dask
 import numpy as np
 
-from zarr_vectors.core.codecs import MAX_CELLS_PER_SHARD, ShardingSpec
-from zarr_vectors.core.consolidated import reconsolidating
-from zarr_vectors.core.grid import GridArray, read_stored_cells_many
-from zarr_vectors.core.nodes import meta_key, write_node
-from zarr_vectors.core.paths import format_chunk_key
-from zarr_vectors.core.storage import Storage
-from zarr_vectors.core.store import ZVStore, open_store
-from zarr_vectors.core.strict_json import load_document
 from zarr_vectors.errors import ArrayError, EncodingError, InputError
-from zarr_vectors.graphs import runner
+from zarr_vectors.execution import runner
+from zarr_vectors.format.paths import format_chunk_key
+from zarr_vectors.store.backend import Storage
+from zarr_vectors.store.codecs import MAX_CELLS_PER_SHARD, ShardingSpec
+from zarr_vectors.store.consolidated import reconsolidating
+from zarr_vectors.store.grid import GridArray, read_stored_cells_many
+from zarr_vectors.store.groups import ZVStore, open_store
+from zarr_vectors.store.nodes import meta_key, write_node
+from zarr_vectors.store.strict_json import load_document
 
 STAGING = ".zv-shard-staging"
 JOURNAL = "commit.json"

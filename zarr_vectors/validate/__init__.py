@@ -15,9 +15,9 @@ from typing import Any
 
 import dask
 
-from zarr_vectors.core.storage import Storage
-from zarr_vectors.graphs import runner
 from zarr_vectors.errors import InputError, StoreNotFoundError
+from zarr_vectors.execution import runner
+from zarr_vectors.store.backend import Storage
 from zarr_vectors.validate.findings import CATALOGUE, ERROR, WARNING, Finding, Report, crashed, make
 from zarr_vectors.validate.structure import (
     ManifestSummary,

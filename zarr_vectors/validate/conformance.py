@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from zarr_vectors.core.paths import format_delta, parse_delta
+from zarr_vectors.format.paths import format_delta, parse_delta
 from zarr_vectors.validate.findings import Report, crashed, make
 from zarr_vectors.validate.metadata import level_chunk_shape, level_transform
 from zarr_vectors.validate.structure import StoreModel

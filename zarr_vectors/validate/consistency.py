@@ -28,15 +28,21 @@ from typing import Any
 import dask
 import numpy as np
 
-from zarr_vectors.core.codecs import ShardingSpec
-from zarr_vectors.core.grid import get_ranges
-from zarr_vectors.core.paths import format_chunk_key, format_delta, is_intra, parse_chunk_key, parse_delta, \
-    parse_offsets
-from zarr_vectors.core.storage import Storage
-from zarr_vectors.graphs import runner
 from zarr_vectors.encoding import FragmentIndex, decode_ragged_blob, decode_ragged_ints, lehmer_decode_rows
 from zarr_vectors.errors import EncodingError
-from zarr_vectors.graphs.runner import parallelism
+from zarr_vectors.execution import runner
+from zarr_vectors.execution.runner import parallelism
+from zarr_vectors.format.paths import (
+    format_chunk_key,
+    format_delta,
+    is_intra,
+    parse_chunk_key,
+    parse_delta,
+    parse_offsets,
+)
+from zarr_vectors.store.backend import Storage
+from zarr_vectors.store.codecs import ShardingSpec
+from zarr_vectors.store.grid import get_ranges
 from zarr_vectors.validate.findings import Finding, crashed, make
 from zarr_vectors.validate.metadata import (
     attribute_layout,
@@ -48,7 +54,7 @@ from zarr_vectors.validate.metadata import (
 from zarr_vectors.validate.structure import CellCodec, ManifestSummary, Node, StoreModel, origin_of
 
 try:  # the single definition lives with the links API (Links page)
-    from zarr_vectors.core.arrays import links_has_perm
+    from zarr_vectors.store.link_arrays import links_has_perm
 except Exception:  # pragma: no cover - only while that module is being written
 
     def links_has_perm(offsets: Sequence[Sequence[int]], *, delta: int, directed: bool, store: str) -> bool:

@@ -1,6 +1,6 @@
 """Level 2 — metadata: root, level, family and array attributes, checked without reading cells.
 
-Every problem is collected (the typed models of :mod:`zarr_vectors.core.metadata` stop at
+Every problem is collected (the typed models of :mod:`zarr_vectors.format.metadata` stop at
 the first), and each becomes a finding with a stable code and a JSON pointer.
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.core.metadata import (
+from zarr_vectors.format.metadata import (
     CROSS_CHUNK_STRATEGIES,
     CROSS_LEVEL_STORAGES,
     GEOMETRY_TYPES,
@@ -22,7 +22,7 @@ from zarr_vectors.core.metadata import (
     OBJECT_INDEX_LAYOUT,
     parse_version,
 )
-from zarr_vectors.core.paths import format_delta, parse_chunk_key, parse_delta, parse_offsets
+from zarr_vectors.format.paths import format_delta, parse_chunk_key, parse_delta, parse_offsets
 from zarr_vectors.validate.findings import Report, crashed, make
 from zarr_vectors.validate.structure import CellCodec, StoreModel, origin_of
 

@@ -16,13 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.core.codecs import Compressor, Pipeline, ShardingSpec
-from zarr_vectors.core.consolidated import MEMBER
-from zarr_vectors.core.paths import parse_delta, parse_offsets
-from zarr_vectors.core.storage import Storage
-from zarr_vectors.core.strict_json import find_problems
 from zarr_vectors.encoding import unframe_items, unframe_single
 from zarr_vectors.errors import MetadataError
+from zarr_vectors.format.paths import parse_delta, parse_offsets
+from zarr_vectors.store.backend import Storage
+from zarr_vectors.store.codecs import Compressor, Pipeline, ShardingSpec
+from zarr_vectors.store.consolidated import MEMBER
+from zarr_vectors.store.strict_json import find_problems
 from zarr_vectors.validate.findings import Finding, Report, crashed, make
 
 LEVEL_NAME = re.compile(r"0|[1-9][0-9]*")
@@ -213,8 +213,8 @@ class CellCodec:
 
     A sharded array (FORMAT.md §9) is one ``sharding_indexed`` codec whose inner chunks
     (one cell each) use such a pipeline; ``sharding`` is then its
-    :class:`~zarr_vectors.core.codecs.ShardingSpec` and :meth:`payload` decodes an
-    inner chunk.  The codecs are the library's own (:mod:`zarr_vectors.core.codecs`).
+    :class:`~zarr_vectors.store.codecs.ShardingSpec` and :meth:`payload` decodes an
+    inner chunk.  The codecs are the library's own (:mod:`zarr_vectors.store.codecs`).
     """
 
     def __init__(self, doc: dict[str, Any], *, file: str) -> None:
@@ -576,7 +576,7 @@ def _check_node(model: StoreModel, number: int, node: Node, rel: tuple[str, ...]
 
 def _check_offsets_name(model: StoreModel, number: int, node: Node, delta: int, segment: str,
                         report: Report) -> None:
-    from zarr_vectors.core.paths import format_delta
+    from zarr_vectors.format.paths import format_delta
 
     family = model.nodes.get(f"{model.levels[number]}/links/{format_delta(delta)}")
     fattrs = family.attrs if family else {}

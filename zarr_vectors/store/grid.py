@@ -27,12 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.core.codecs import Pipeline, ShardingSpec
-from zarr_vectors.core.nodes import array_document, meta_key, require_node, write_node
-from zarr_vectors.core.paths import format_chunk_key, parse_chunk_key
-from zarr_vectors.core.storage import Storage
 from zarr_vectors.encoding import frame_single, unframe_single
 from zarr_vectors.errors import ArrayError, EncodingError, InputError, MetadataError
+from zarr_vectors.format.paths import format_chunk_key, parse_chunk_key
+from zarr_vectors.store.backend import Storage
+from zarr_vectors.store.codecs import Pipeline, ShardingSpec
+from zarr_vectors.store.nodes import array_document, meta_key, require_node, write_node
 
 Chunk = tuple[int, ...]
 MAX_CELL_BYTES = 2**32 - 1

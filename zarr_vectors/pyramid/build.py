@@ -10,7 +10,7 @@ level ``N - 1``:
 1. **bin** (one task per group of whole source cells): read the cells, keep the
    vertices of surviving objects, sum their positions per ``(cell, bin)``;
    **combine** (one task): one metavertex per occupied bin = the centroid of its
-   surviving vertices, its coarse cell and row (:mod:`zarr_vectors.multiresolution`);
+   surviving vertices, its coarse cell and row (:mod:`zarr_vectors.format.coarsen`, :mod:`zarr_vectors.format.crosslevel`);
    **map** (per source group): every surviving vertex's metavertex.  Kept in memory.
 2. **init** (client, metadata only): the level group, its vertex arrays, the root's NGFF
    dataset and capability tokens.
@@ -37,7 +37,34 @@ from typing import Any
 import dask
 import numpy as np
 
-from zarr_vectors.core.arrays import (
+from zarr_vectors.encoding import FragmentIndex, encode_mode0_manifests
+from zarr_vectors.errors import EncodingError, InputError
+from zarr_vectors.execution import runner
+from zarr_vectors.execution.runner import current_client, parallelism, split_by_weight
+from zarr_vectors.format.coarsen import (
+    BinGrid,
+    CellPartials,
+    MetavertexLayout,
+    cell_partials,
+    centroids_in_bins,
+    combine_partials,
+    layout_metavertices,
+    select_objects,
+    unique_inverse,
+    unique_sorted,
+)
+from zarr_vectors.format.crosslevel import (
+    compose_parents,
+    cross_level_records,
+    fragment_sequences,
+    object_metavertices,
+)
+from zarr_vectors.format.metadata import GEOMETRY_TYPES, OBJECT_INDEX_LAYOUT, LevelMetadata, RootMetadata
+from zarr_vectors.format.paths import format_chunk_key, format_delta, parse_delta
+from zarr_vectors.store.consolidated import reconsolidating
+from zarr_vectors.store.grid import GridArray, read_cells_many, write_cells_many
+from zarr_vectors.store.groups import Level, ZVStore, open_store
+from zarr_vectors.store.link_arrays import (
     LinkCounts,
     LinkPartition,
     create_links_family,
@@ -46,34 +73,9 @@ from zarr_vectors.core.arrays import (
     partition_records_by_offset,
     write_link_cells,
 )
-from zarr_vectors.core.consolidated import reconsolidating
-from zarr_vectors.core.grid import GridArray, read_cells_many, write_cells_many
-from zarr_vectors.core.metadata import GEOMETRY_TYPES, OBJECT_INDEX_LAYOUT, LevelMetadata, RootMetadata
-from zarr_vectors.core.nodes import fill_value_from_json, group_document, read_node, write_node
-from zarr_vectors.core.objects import read_object_index, write_object_index
-from zarr_vectors.core.paths import format_chunk_key, format_delta, parse_delta
-from zarr_vectors.core.store import Level, ZVStore, open_store
-from zarr_vectors.core.tables import read_table, write_table
-from zarr_vectors.encoding import FragmentIndex, encode_mode0_manifests
-from zarr_vectors.errors import EncodingError, InputError
-from zarr_vectors.graphs import runner
-from zarr_vectors.graphs.runner import current_client, parallelism, split_by_weight
-from zarr_vectors.multiresolution import (
-    BinGrid,
-    CellPartials,
-    MetavertexLayout,
-    cell_partials,
-    centroids_in_bins,
-    combine_partials,
-    compose_parents,
-    cross_level_records,
-    fragment_sequences,
-    layout_metavertices,
-    object_metavertices,
-    select_objects,
-    unique_inverse,
-    unique_sorted,
-)
+from zarr_vectors.store.nodes import fill_value_from_json, group_document, read_node, write_node
+from zarr_vectors.store.object_index import read_object_index, write_object_index
+from zarr_vectors.store.tables import read_table, write_table
 
 __all__ = ["PyramidLevel", "PyramidResult", "build_pyramid"]
 

@@ -28,18 +28,18 @@ import dask
 import dask.array as da
 import numpy as np
 
-from zarr_vectors.core import objects as object_index
-from zarr_vectors.core.codecs import compressor_config
-from zarr_vectors.core.grid import MAX_CELL_BYTES, GridArray, write_cells_many
-from zarr_vectors.core.nodes import group_document, write_node
-from zarr_vectors.core.paths import format_chunk_key
-from zarr_vectors.core.store import Level
-from zarr_vectors.core.tables import write_table
 from zarr_vectors.encoding import FragmentIndex, encode_mode0_manifests
 from zarr_vectors.errors import InputError
-from zarr_vectors.geometry.points import cells_and_bins, chunk_coords, column_extent, stable_order, take_rows
-from zarr_vectors.graphs import runner
-from zarr_vectors.graphs.runner import current_client, task_runs
+from zarr_vectors.execution import runner
+from zarr_vectors.execution.runner import current_client, task_runs
+from zarr_vectors.format.paths import format_chunk_key
+from zarr_vectors.format.points import cells_and_bins, chunk_coords, column_extent, stable_order, take_rows
+from zarr_vectors.store import object_index
+from zarr_vectors.store.codecs import compressor_config
+from zarr_vectors.store.grid import MAX_CELL_BYTES, GridArray, write_cells_many
+from zarr_vectors.store.groups import Level
+from zarr_vectors.store.nodes import group_document, write_node
+from zarr_vectors.store.tables import write_table
 
 FragmentMode = Literal["bins", "objects", "runs"]
 

@@ -11,11 +11,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from zarr_vectors.core.grid import GridArray
-from zarr_vectors.core.metadata import GEOMETRY_TYPES, LevelMetadata, RootMetadata
-from zarr_vectors.core.nodes import group_document, read_node, require_node, write_node
-from zarr_vectors.core.storage import Storage
 from zarr_vectors.errors import InputError, MetadataError, StoreExistsError, StoreNotFoundError
+from zarr_vectors.format.metadata import GEOMETRY_TYPES, LevelMetadata, RootMetadata
+from zarr_vectors.store.backend import Storage
+from zarr_vectors.store.grid import GridArray
+from zarr_vectors.store.nodes import group_document, read_node, require_node, write_node
 
 _LEVEL_NAME = re.compile(r"^(0|[1-9][0-9]*)$")
 _NAME_SUFFIXES = (".zarrvectors", ".zv", ".zarr")

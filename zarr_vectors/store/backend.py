@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 import posixpath
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import fsspec
 
@@ -22,6 +22,9 @@ from zarr_vectors.errors import InputError, StoreNotFoundError
 
 _IO_THREADS = 16
 _POOL: ThreadPoolExecutor | None = None
+_OVERLAP_POOL: ThreadPoolExecutor | None = None
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def io_pool() -> ThreadPoolExecutor:
@@ -34,6 +37,15 @@ def io_pool() -> ThreadPoolExecutor:
     if _POOL is None:
         _POOL = ThreadPoolExecutor(_IO_THREADS, thread_name_prefix="zv-io")
     return _POOL
+
+
+def _overlap_pool() -> ThreadPoolExecutor:
+    """A pool for :meth:`Storage.overlap`, apart from :func:`io_pool`: its calls read
+    through the I/O pool themselves, and nesting them in it could starve it."""
+    global _OVERLAP_POOL
+    if _OVERLAP_POOL is None:
+        _OVERLAP_POOL = ThreadPoolExecutor(_IO_THREADS, thread_name_prefix="zv-overlap")
+    return _OVERLAP_POOL
 
 
 def _split_url(url: str | os.PathLike[str]) -> tuple[str, str]:
@@ -99,6 +111,17 @@ class Storage:
         fails with "dictionary changed size during iteration".
         """
         return self.protocol not in ("file", "memory")
+
+    def overlap(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        """``[fn(x) for x in items]``, overlapped when each call is a few remote round trips.
+
+        The one place callers choose between one-after-the-other (local, ``memory://``;
+        see :attr:`is_remote`) and concurrent calls; ``fn`` may itself read concurrently.
+        """
+        todo = list(items)
+        if not self.is_remote or len(todo) < 2:
+            return [fn(x) for x in todo]
+        return list(_overlap_pool().map(fn, todo))
 
     def full_path(self, key: str) -> str:
         return posixpath.join(self.root, key) if key else self.root

@@ -14,8 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.core.codecs import ZSTD_DEFAULT, Pipeline
-from zarr_vectors.core.nodes import (
+from zarr_vectors.encoding import frame_items, unframe_items
+from zarr_vectors.errors import EncodingError, MetadataError
+from zarr_vectors.store.backend import Storage
+from zarr_vectors.store.codecs import ZSTD_DEFAULT, Pipeline
+from zarr_vectors.store.nodes import (
     array_document,
     fill_value_from_json,
     fill_value_json,
@@ -23,9 +26,6 @@ from zarr_vectors.core.nodes import (
     require_node,
     write_node,
 )
-from zarr_vectors.core.storage import Storage
-from zarr_vectors.encoding import frame_items, unframe_items
-from zarr_vectors.errors import EncodingError, MetadataError
 
 MANIFEST_CHUNK_ROWS = 16384
 OBJECT_ATTRIBUTE_CHUNK_ROWS = 65536

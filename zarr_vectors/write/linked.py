@@ -34,27 +34,27 @@ import dask
 import dask.array as da
 import numpy as np
 
-from zarr_vectors.core.arrays import (
+from zarr_vectors.errors import InputError
+from zarr_vectors.execution import runner
+from zarr_vectors.format import topology
+from zarr_vectors.format.paths import format_offsets, intra_offsets
+from zarr_vectors.store.backend import Storage
+from zarr_vectors.store.groups import Level, create_store
+from zarr_vectors.store.link_arrays import (
     LinkCounts,
     LinkPartition,
     create_link_attribute_arrays,
     create_links_family,
     create_links_segments,
     link_presence_arrays,
+    partition_records_by_offset,
     reconcile_presence,
     stamp_link_counts,
-    partition_records_by_offset,
     write_link_attribute_cells,
     write_link_cells,
 )
-from zarr_vectors.core.paths import format_offsets, intra_offsets
-from zarr_vectors.core.storage import Storage
-from zarr_vectors.core.store import Level, create_store
-from zarr_vectors.errors import InputError
-from zarr_vectors.geometry import topology
-from zarr_vectors.graphs import runner
-from zarr_vectors.graphs import vertices as vx
-from zarr_vectors.graphs.points import WriteResult
+from zarr_vectors.write import vertices as vx
+from zarr_vectors.write.points import WriteResult
 
 RECORD_BLOCK = 1_000_000
 #: Link arrays whose presence list one reconcile task rebuilds (each is a listing and

@@ -9,7 +9,7 @@ Connectivity of a level lives in one family per level delta::
     link_attributes/<name>/<delta>/<offsets>/   grid array mirroring the link array cell for cell
 
 Where a record goes is decided in one place, :func:`partition_records_by_offset`
-(which wraps the vectorised rules of :mod:`zarr_vectors.geometry.links`); whether an
+(which wraps the vectorised rules of :mod:`zarr_vectors.format.links`); whether an
 array carries a ``perm_idx`` column in one place, :func:`links_has_perm`; and the order
 in which records (and attribute rows) come back in one place, the family enumeration
 shared by :func:`read_links`, :func:`read_link_attributes` and
@@ -39,10 +39,25 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-from zarr_vectors.core.codecs import ZSTD_DEFAULT, compressor_config
-from zarr_vectors.core.grid import GridArray, read_cells_many, write_cells_many
-from zarr_vectors.core.nodes import group_document, read_node, write_node
-from zarr_vectors.core.paths import (
+from zarr_vectors.encoding import (
+    FragmentIndex,
+    decode_ragged_blob,
+    decode_ragged_ints,
+    encode_ragged_blob,
+    encode_ragged_ints,
+    lehmer_decode_rows,
+)
+from zarr_vectors.errors import ArrayError, EncodingError, InputError, MetadataError
+from zarr_vectors.format.links import (
+    STORE_POLICIES,
+    anchor_chunks,
+    copies_per_record,
+    enumeration_order,
+    intra_mask,
+    place_records,
+    segment_names,
+)
+from zarr_vectors.format.paths import (
     format_chunk_key,
     format_delta,
     format_offsets,
@@ -53,25 +68,10 @@ from zarr_vectors.core.paths import (
     parse_delta,
     parse_offsets,
 )
-from zarr_vectors.core.store import Level
-from zarr_vectors.encoding import (
-    FragmentIndex,
-    decode_ragged_blob,
-    decode_ragged_ints,
-    encode_ragged_blob,
-    encode_ragged_ints,
-    lehmer_decode_rows,
-)
-from zarr_vectors.errors import ArrayError, EncodingError, InputError, MetadataError
-from zarr_vectors.geometry.links import (
-    STORE_POLICIES,
-    anchor_chunks,
-    copies_per_record,
-    enumeration_order,
-    intra_mask,
-    place_records,
-    segment_names,
-)
+from zarr_vectors.store.codecs import ZSTD_DEFAULT, compressor_config
+from zarr_vectors.store.grid import GridArray, read_cells_many, write_cells_many
+from zarr_vectors.store.groups import Level
+from zarr_vectors.store.nodes import group_document, read_node, write_node
 
 __all__ = [
     "LinkCell",

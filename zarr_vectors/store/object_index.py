@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zarr_vectors.core.metadata import OBJECT_INDEX_LAYOUT, OBJECT_INDEX_LAYOUT_V2
-from zarr_vectors.core.nodes import group_document, require_node, write_node
-from zarr_vectors.core.store import Level
-from zarr_vectors.core.tables import read_table, read_vlen_rows, write_vlen_rows
 from zarr_vectors.encoding import decode_manifest_table
 from zarr_vectors.errors import EncodingError, MetadataError, UnsupportedLayoutError
+from zarr_vectors.format.metadata import OBJECT_INDEX_LAYOUT, OBJECT_INDEX_LAYOUT_V2
+from zarr_vectors.store.groups import Level
+from zarr_vectors.store.nodes import group_document, require_node, write_node
+from zarr_vectors.store.tables import read_table, read_vlen_rows, write_vlen_rows
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,11 @@ from typing import Any
 
 import dask
 
-from zarr_vectors.core.storage import Storage
-from zarr_vectors.core.store import Level, create_store
-from zarr_vectors.graphs import runner
-from zarr_vectors.graphs import vertices as vx
+from zarr_vectors.execution import runner
+from zarr_vectors.store.backend import Storage
+from zarr_vectors.store.groups import Level, create_store
+from zarr_vectors.write import vertices as vx
+
 
 @dataclass(frozen=True)
 class WriteResult:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from zarr_vectors.multiresolution.coarsen import unique_sorted
+from zarr_vectors.format.coarsen import unique_sorted
 
 __all__ = ["compose_parents", "cross_level_records", "fragment_sequences", "object_metavertices"]
 

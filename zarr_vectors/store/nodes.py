@@ -1,7 +1,7 @@
 """Zarr v3 node documents (``zarr.json``): building, writing and strict reading.
 
 Every metadata read in the project goes through :func:`read_node`, i.e. through
-the strict reader of :mod:`zarr_vectors.core.strict_json` (DECISIONS.md D10).
+the strict reader of :mod:`zarr_vectors.store.strict_json` (DECISIONS.md D10).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.core.storage import Storage
-from zarr_vectors.core.strict_json import dump_document, load_document
 from zarr_vectors.errors import MetadataError
+from zarr_vectors.store.backend import Storage
+from zarr_vectors.store.strict_json import dump_document, load_document
 
 
 def meta_key(path: str) -> str:

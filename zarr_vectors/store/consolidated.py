@@ -23,10 +23,10 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from zarr_vectors.core.nodes import meta_key, require_node, write_node
-from zarr_vectors.core.storage import Storage
-from zarr_vectors.core.strict_json import load_document
 from zarr_vectors.errors import InputError
+from zarr_vectors.store.backend import Storage
+from zarr_vectors.store.nodes import meta_key, require_node, write_node
+from zarr_vectors.store.strict_json import load_document
 
 MEMBER = "consolidated_metadata"
 

@@ -1,0 +1,59 @@
+"""Tuning knobs, in dask.config's ``zarr_vectors`` namespace.
+
+Task sizes, batch sizes, retries and thread counts are settings, not constants: set them
+the way every Dask setting is set -- ``dask.config.set({"zarr_vectors.write.block-rows":
+...})``, a YAML file under ``~/.config/dask/``, or ``DASK_ZARR_VECTORS__WRITE__BLOCK_ROWS``.
+They are read in the client when a graph is planned and travel to the workers inside
+the tasks' arguments, so a setting made in a notebook reaches a remote cluster.
+
+Limits of the format itself (the 4 GiB cell, the vlen item size, cells per shard) are
+not settings: they live with the code that enforces them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dask.config
+
+MIB = 1 << 20
+
+DEFAULTS: dict[str, Any] = {
+    "zarr_vectors": {
+        # every graph: target tasks per worker thread, and retries of a failed task
+        # under a distributed client (safe: every task is idempotent)
+        "tasks-per-thread": 4,
+        "task-retries": 2,
+        "write": {
+            "block-rows": 1_000_000,  # input rows per scan/route block
+            "min-rows-per-task": 250_000,  # a vertex owner task holds at least this many rows ...
+            "max-task-bytes": 32 * MIB,  # ... and at most about this many bytes of them
+            "record-block": 1_000_000,  # link records per filing block
+            "presence-arrays-per-task": 32,  # link arrays one reconcile task lists
+        },
+        "pyramid": {
+            "tasks-per-thread": 2,  # bin/map groups per worker thread
+        },
+        "shard": {
+            "min-cells-per-task": 2048,
+            "cells-per-batch": 512,
+        },
+        "validate": {
+            "min-batch-bytes": 4 * MIB,  # cells read by one level-3 task
+            "max-batch-bytes": 48 * MIB,
+        },
+        "io": {
+            "threads": 16,  # concurrent object requests of one process
+        },
+    }
+}
+
+dask.config.update_defaults(DEFAULTS)
+
+
+def get(key: str) -> Any:
+    """The current value of ``zarr_vectors.<key>`` (dotted, e.g. ``"write.block-rows"``)."""
+    return dask.config.get(f"zarr_vectors.{key}")
+
+
+__all__ = ["DEFAULTS", "get"]
