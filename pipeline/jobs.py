@@ -358,57 +358,23 @@ def job_status(out: str, storage_options: Mapping[str, Any] | None = None) -> di
     return state
 
 
-def check_plan(plan: Any) -> dict[str, bool]:
-    """The plan's invariants: owners are disjoint runs of whole cells and every occupied cell is owned."""
-    owned = np.concatenate([plan.owner_cells(k) for k in range(len(plan.owners))]) if plan.owners else np.zeros(0, int)
-    checks = {
-        "owners_disjoint": len(np.unique(owned)) == len(owned) and all(s.stop > s.start for s in plan.owners),
-        "every_cell_owned": np.array_equal(np.sort(owned), plan.cells),
-    }
-    if not all(checks.values()):
-        raise RuntimeError(f"plan check failed: {checks}")
-    return checks
-
-
 def plan_summary(spec: BuildSpec) -> dict[str, Any]:
-    """What the write stage would do, without writing: the vertex plan, checked.
+    """What the write stage would do, without writing: the writer's own plan, checked.
 
-    One entry per owner task: how many cells and rows it writes and its first and
-    last cell (owners own runs of cells in ascending C order of the chunk grid).
-    Graph and mesh plan their vertex table (the first input).  Their records are
-    filed by cell on the cluster during the build and cut into link owners of even
-    record counts then, so that split is not known before the records are read.
+    Graph and mesh plan their vertex table (the first input).  Their records are filed
+    by cell on the cluster during the build and cut into link owners of even record
+    counts then, so that split is not known before the records are read.
     """
-    from zarr_vectors.format.paths import format_chunk_key
-    from zarr_vectors.write import vertices as vx
-
     preflight(spec, resume=True)  # the store may exist: a dry run writes nothing either way
     vertex_inputs = spec.inputs[:1] if spec.kind in ("graph", "mesh") else spec.inputs
     table = sources.vertex_table(sources.read_table(vertex_inputs, storage_options=spec.storage_options),
                                  with_ids=spec.kind in ("graph", "mesh"))
-    vspec, blocks = vx.normalise_vertex_inputs(
-        table.positions, chunk_shape=spec.chunk_shape, bin_shape=spec.bin_shape, bounds=None,
+    plan = zv.plan_write(
+        table.positions,
+        options=zv.WriteOptions(chunk_shape=spec.chunk_shape, bin_shape=spec.bin_shape, compressor=spec.compressor),
         object_ids=table.object_ids if spec.kind == "points" else None, attributes=table.attributes,
-        compressor=spec.compressor,
     )  # fmt: skip
-    plan = vx.plan_vertices(vspec, blocks)
-    checks = check_plan(plan)
-    chunks = plan.chunks()
-    owners = [
-        {"cells": int(s.stop - s.start), "rows": int(plan.counts[s].sum()),
-         "first": format_chunk_key(chunks[s.start].tolist()), "last": format_chunk_key(chunks[s.stop - 1].tolist())}
-        for s in plan.owners
-    ]  # fmt: skip
-    return {
-        "kind": spec.kind,
-        "store": spec.out,
-        "stages": spec.stages(),
-        "vertices": vspec.n,
-        "cells": len(plan.cells),
-        "grid": {"origin": [int(v) for v in plan.origin], "shape": list(plan.grid_shape)},
-        "owners": owners,
-        "checks": checks,
-    }
+    return {"kind": spec.kind, "store": spec.out, "stages": spec.stages(), **plan.summary()}
 
 
 def parse_factors(values: Sequence[str]) -> list[tuple[float, float]]:

@@ -1,34 +1,70 @@
 """Zarr Vectors: chunked vector geometry on Zarr v3, written and checked as Dask graphs.
 
 The public API: writers (``write_points``, ``write_graph``, ``write_mesh``,
-``write_skeleton``, ``write_polylines``), the reader (``read``), the store
-operations (``build_pyramid``, ``shard_store`` / ``unshard_store``,
-``consolidate_store``) and the store layer (``create_store``, ``open_store``,
-``get_resolution_level``).
+``write_skeleton``, ``write_polylines``) with their shared settings (``WriteOptions``)
+and plan (``plan_write``), the reader (``read``), the store operations
+(``build_pyramid``, ``shard_store`` / ``unshard_store``, ``consolidate_store``), the
+validator (``validate``), progress callbacks (``callbacks``, ``ProgressCallback``), the
+store layer (``create_store``, ``open_store``, ``get_resolution_level``) and every
+exception this package raises on purpose (all subclasses of ``ZarrVectorsError``).
+The single-process Links page API is :mod:`zarr_vectors.links_api`.
 """
 
 from __future__ import annotations
 
+from zarr_vectors.errors import (
+    ArrayError,
+    EncodingError,
+    InputError,
+    InternalError,
+    MetadataError,
+    PresenceMismatchError,
+    StoreExistsError,
+    StoreNotFoundError,
+    UnsupportedLayoutError,
+    ZarrVectorsError,
+)
+from zarr_vectors.execution.runner import ProgressCallback, callbacks
 from zarr_vectors.pyramid.build import PyramidResult, build_pyramid
 from zarr_vectors.read import VectorData, read
 from zarr_vectors.sharding import shard_store, unshard_store
 from zarr_vectors.store.consolidated import consolidate_store
 from zarr_vectors.store.groups import create_store, get_resolution_level, open_store
+from zarr_vectors.validate import ValidationResult, validate
 from zarr_vectors.write.linked import write_graph, write_mesh, write_polylines, write_skeleton
+from zarr_vectors.write.options import WriteOptions
+from zarr_vectors.write.plan import WritePlan, plan_write
 from zarr_vectors.write.points import WriteResult, write_points
 
 __all__ = [
+    "ArrayError",
+    "EncodingError",
+    "InputError",
+    "InternalError",
+    "MetadataError",
+    "PresenceMismatchError",
+    "ProgressCallback",
     "PyramidResult",
+    "StoreExistsError",
+    "StoreNotFoundError",
+    "UnsupportedLayoutError",
+    "ValidationResult",
     "VectorData",
+    "WriteOptions",
+    "WritePlan",
     "WriteResult",
+    "ZarrVectorsError",
     "build_pyramid",
+    "callbacks",
     "consolidate_store",
     "create_store",
     "get_resolution_level",
     "open_store",
+    "plan_write",
     "read",
     "shard_store",
     "unshard_store",
+    "validate",
     "write_graph",
     "write_mesh",
     "write_points",

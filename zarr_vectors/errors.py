@@ -48,3 +48,15 @@ class StoreNotFoundError(ZarrVectorsError, FileNotFoundError):
 
 class ArrayError(ZarrVectorsError):
     """A request that would corrupt an array family (conflicting policy, wrong arity...)."""
+
+
+class InternalError(ZarrVectorsError, RuntimeError):
+    """A check of this package's own invariants failed: a bug to report, not a problem of the input."""
+
+
+class PresenceMismatchError(ArrayError):
+    """A grid array's ``nonempty_chunks`` does not list exactly the cells on storage.
+
+    Raised by every step that relies on presence lists (the writers' reconcile, the
+    pyramid, sharding) before it changes anything (docs/decisions.md D15).
+    """

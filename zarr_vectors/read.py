@@ -20,7 +20,8 @@ from zarr_vectors.encoding import FragmentIndex
 from zarr_vectors.errors import EncodingError, InputError, MetadataError
 from zarr_vectors.store.grid import GridArray, read_cells_many
 from zarr_vectors.store.groups import Level, open_store
-from zarr_vectors.store.link_arrays import list_link_attribute_names, read_link_attributes, read_links
+from zarr_vectors.store.link_family import list_link_attribute_names
+from zarr_vectors.store.link_read import read_link_attributes, read_links
 from zarr_vectors.store.object_index import ObjectIndex, read_object_index
 from zarr_vectors.store.tables import read_table
 

@@ -424,8 +424,8 @@ def test_we_read_reference_lines_despite_fragment_index_vi(theirs):
     np.testing.assert_array_equal(data.positions, pos)
     np.testing.assert_array_equal(data.attributes["t"], np.arange(len(pos)))
     # the quirk is really there: line 1's endpoint in chunk 0.0.0 is row 2, stored as vi 1
-    from zarr_vectors.store.link_arrays import read_links
     from zarr_vectors.store.groups import open_store
+    from zarr_vectors.store.link_read import read_links
 
     records = read_links(open_store(str(path)).level(0), 0)
     stored = {tuple(map(tuple, c)): v for c, v in zip(records.chunks.tolist(), records.vi.tolist())}

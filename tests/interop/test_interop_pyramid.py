@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import zarr_vectors as zv
-from zarr_vectors.store.link_arrays import read_links
+from zarr_vectors.store.link_read import read_links
 from zarr_vectors.store.object_index import read_object_index
 from zarr_vectors.validate import validate
 

@@ -22,8 +22,8 @@ import pytest
 import zarr_vectors as zv
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from refenv import ensure_reference_env, run_reference  # noqa: E402
 from file_tree import tree
+from refenv import ensure_reference_env, run_reference  # noqa: E402
 
 pytestmark = [pytest.mark.interop, pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")]
 

@@ -26,7 +26,6 @@ from pipeline_helpers import (
 
 import zarr_vectors as zv
 from pipeline.cli import main as zv_main
-from zarr_vectors.execution import runner
 from zarr_vectors.store.grid import GridArray
 from zarr_vectors.store.groups import Level
 from zarr_vectors.validate import validate
@@ -69,30 +68,30 @@ def test_a_write_task_that_fails_once_is_retried_to_identical_bytes(tmp_path, cl
     assert validate(str(faulty), 5).ok
 
 
-def test_without_retries_the_same_fault_fails_the_job(tmp_path, cli, flaky, monkeypatch):
+def test_without_retries_the_same_fault_fails_the_job(tmp_path, cli, flaky):
     """The retry is what saves the job above: with none, the write stage fails (exit 1, journalled)."""
     df = points_frame(5000, seed=42)
     src = tmp_path / "in.parquet"
     df.to_parquet(src, index=False)
-    monkeypatch.setattr(runner, "TASK_RETRIES", 0)
-    faults = tmp_path / "faults"
-    faults.mkdir()
-    out = tmp_path / "s.zv"
-    run = cli("build", "points", src, f"flaky://{out}", "--chunk-shape", "25",
-              "--storage-option", f"fail_dir={faults}", "--storage-option", "fail_on=/0/vertices/c/",
-              "--scheduler-address", flaky.scheduler.address)
-    assert run.rc == 1
-    assert "injected fault" in run.err
-    state = journal(out)
-    assert state["status"] == "failed" and state["stages"]["write"]["status"] == "failed"
-    assert "injected fault" in state["stages"]["write"]["error"]
-    # and --resume finishes it (the fault has fired; the marker keeps it from firing again)
-    resumed = cli("build", "points", src, f"flaky://{out}", "--chunk-shape", "25", "--resume",
+    with dask.config.set({"zarr_vectors.task-retries": 0}):
+        faults = tmp_path / "faults"
+        faults.mkdir()
+        out = tmp_path / "s.zv"
+        run = cli("build", "points", src, f"flaky://{out}", "--chunk-shape", "25",
                   "--storage-option", f"fail_dir={faults}", "--storage-option", "fail_on=/0/vertices/c/",
                   "--scheduler-address", flaky.scheduler.address)
-    assert resumed.rc == 0, resumed.err
-    assert journal(out)["status"] == "done" and validate(str(out), 5).ok
-    assert len(zv.read(str(out))) == 5000
+        assert run.rc == 1
+        assert "injected fault" in run.err
+        state = journal(out)
+        assert state["status"] == "failed" and state["stages"]["write"]["status"] == "failed"
+        assert "injected fault" in state["stages"]["write"]["error"]
+        # and --resume finishes it (the fault has fired; the marker keeps it from firing again)
+        resumed = cli("build", "points", src, f"flaky://{out}", "--chunk-shape", "25", "--resume",
+                      "--storage-option", f"fail_dir={faults}", "--storage-option", "fail_on=/0/vertices/c/",
+                      "--scheduler-address", flaky.scheduler.address)
+        assert resumed.rc == 0, resumed.err
+        assert journal(out)["status"] == "done" and validate(str(out), 5).ok
+        assert len(zv.read(str(out))) == 5000
 
 
 # ---------------------------------------------------------------------------

@@ -24,7 +24,7 @@ import pytest
 from file_tree import tree
 
 import zarr_vectors as zv
-from zarr_vectors.store import link_arrays as links_api
+from zarr_vectors import links_api as links_api
 from zarr_vectors.store.groups import open_store
 from zarr_vectors.write import linked as linked_stage
 from zarr_vectors.write import vertices as vertex_stage

@@ -12,8 +12,8 @@ import pytest
 from file_tree import tree
 
 import zarr_vectors as zv
+from zarr_vectors import links_api as A
 from zarr_vectors.errors import ArrayError, InputError, StoreExistsError
-from zarr_vectors.store import link_arrays as A
 from zarr_vectors.store.groups import open_store
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")

@@ -8,10 +8,10 @@ import struct
 import numpy as np
 import pytest
 
+from zarr_vectors import links_api as A
 from zarr_vectors.encoding import lehmer_encode
 from zarr_vectors.errors import ArrayError, InputError, MetadataError
 from zarr_vectors.format.metadata import LevelMetadata
-from zarr_vectors.store import link_arrays as A
 from zarr_vectors.store.grid import GridArray
 from zarr_vectors.store.groups import Level, create_store, open_store
 

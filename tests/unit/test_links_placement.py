@@ -14,9 +14,14 @@ from hypothesis import strategies as st
 
 from zarr_vectors.encoding import lehmer_encode
 from zarr_vectors.errors import ArrayError, InputError
-from zarr_vectors.format.links import anchor_chunks, copies_per_record
+from zarr_vectors.format.links import (
+    LinkPartition,
+    anchor_chunks,
+    copies_per_record,
+    links_has_perm,
+    partition_records_by_offset,
+)
 from zarr_vectors.format.paths import format_offsets
-from zarr_vectors.store.link_arrays import LinkPartition, links_has_perm, partition_records_by_offset
 
 
 def placements(p: LinkPartition) -> list[tuple[str, tuple[int, ...], list[int], int]]:

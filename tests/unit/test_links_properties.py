@@ -12,9 +12,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from zarr_vectors import links_api as A
 from zarr_vectors.format.links import copies_per_record
 from zarr_vectors.format.metadata import LevelMetadata
-from zarr_vectors.store import link_arrays as A
 from zarr_vectors.store.grid import GridArray
 from zarr_vectors.store.groups import Level, create_store, open_store
 

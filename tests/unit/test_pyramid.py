@@ -17,8 +17,10 @@ from file_tree import tree
 import zarr_vectors as zv
 from zarr_vectors.format.coarsen import BinGrid, centroids_in_bins, select_objects
 from zarr_vectors.format.crosslevel import fragment_sequences, object_metavertices
+from zarr_vectors.format.links import partition_records_by_offset
 from zarr_vectors.pyramid.build import _Records, place_cross_level
-from zarr_vectors.store.link_arrays import link_family_policy, partition_records_by_offset, read_links
+from zarr_vectors.store.link_family import link_family_policy
+from zarr_vectors.store.link_read import read_links
 from zarr_vectors.store.object_index import read_object_index
 from zarr_vectors.validate import validate
 

@@ -28,11 +28,11 @@ import pytest
 from file_tree import tree
 
 import zarr_vectors as zv
+from zarr_vectors import links_api as links_api
 from zarr_vectors.encoding import frame_single
 from zarr_vectors.errors import ArrayError, EncodingError, InputError
 from zarr_vectors.sharding import PresenceMismatchError, shard
 from zarr_vectors.sharding.shard import STAGING, grid_array_paths
-from zarr_vectors.store import link_arrays as links_api
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.codecs import ShardingSpec, crc32c, morton_codes
 from zarr_vectors.store.grid import GridArray
@@ -334,7 +334,7 @@ def test_links_api_and_presence_on_sharded_arrays(stores, tmp_path):
     for path in grid_docs(store):
         grid = GridArray.open(level.storage, path)
         assert grid.is_sharded
-        assert links_api.derive_nonempty_chunks(grid) == grid.nonempty_chunks  # from the shard indexes
+        assert grid.derive_nonempty_chunks() == grid.nonempty_chunks  # from the shard indexes
     before = tree(store)
     links_api.finalize_links(level, 0)  # reconcile works on a sharded family and changes nothing
     assert tree(store) == before

@@ -109,7 +109,7 @@ def _local_rows(chunks: np.ndarray) -> np.ndarray:
 
 def _graph(path: Path, *, directed: bool = False, store: str = "canonical") -> None:
     """A graph: vertices by the point writer (one fragment per chunk), links by the links API."""
-    from zarr_vectors.store.link_arrays import write_link_attributes, write_links
+    from zarr_vectors.links_api import write_link_attributes, write_links
 
     rng = np.random.default_rng(5)
     n = 300
@@ -151,7 +151,7 @@ def _pyramid(path: Path, levels: int = 3) -> None:
     """Three levels by this project's APIs: level k = per-(object, bin) centroids of level k-1 (bin x2),
     written by write_points and moved into place; +1/-1 families by the links API (directed, canonical)."""
     from zarr_vectors.format.metadata import RootMetadata
-    from zarr_vectors.store.link_arrays import write_links
+    from zarr_vectors.links_api import write_links
 
     rng = np.random.default_rng(3)
     n, cs, base = 800, 50.0, 25.0

@@ -19,6 +19,8 @@ from typing import Any, Protocol
 import dask
 import numpy as np
 
+from zarr_vectors import config
+
 
 class ProgressCallback(Protocol):
     """Receives stage and task events; all methods optional in spirit, all called."""
@@ -47,11 +49,6 @@ def _callbacks() -> list[ProgressCallback]:
     return cbs
 
 
-#: A failed task is retried this many times under a distributed client.  Safe because
-#: every task is idempotent: whole-object writes of deterministic bytes, no appends.
-TASK_RETRIES = 2
-
-
 @contextmanager
 def callbacks(*cbs: ProgressCallback) -> Iterator[None]:
     """Register progress callbacks for the graphs this thread runs inside the block."""
@@ -65,7 +62,15 @@ def callbacks(*cbs: ProgressCallback) -> Iterator[None]:
 
 
 def current_client():  # -> distributed.Client | None
-    """The active distributed client, if any."""
+    """The distributed client graphs run on, if any.
+
+    None when ``dask.config`` names another scheduler (``dask.config.set(scheduler=
+    "synchronous")`` inside a client context is the usual way to debug a task in this
+    process): the setting wins over the client, as it does for ``dask.compute``.
+    """
+    scheduler = dask.config.get("scheduler", None)
+    if scheduler is not None and scheduler not in ("dask.distributed", "distributed"):
+        return None
     try:
         from distributed import default_client
     except ImportError:  # pragma: no cover - distributed is a dependency
@@ -99,7 +104,7 @@ def _run(stage: str, items: Sequence[Any], *, keep: bool, everywhere: bool = Fal
         return out
     from distributed import as_completed
 
-    futures = client.compute(list(items), retries=TASK_RETRIES)
+    futures = client.compute(list(items), retries=config.get("task-retries"))
     for cb in registered:
         cb.on_stage_start(stage, len(futures))
     for _ in as_completed(futures):
@@ -130,17 +135,17 @@ def persist(stage: str, *items: Any, everywhere: bool = False) -> list[Any]:
     return _run(stage, items, keep=True, everywhere=everywhere)
 
 
-#: Tasks per worker thread a stage aims for: enough that a slow task (or a busy core) is
-#: absorbed by the others, few enough that per-task overhead stays small.
-TASKS_PER_THREAD = 4
-
-
-def task_runs(weights, minimum: int, maximum: int | None = None) -> list[slice]:  # noqa: ANN001 - array of ints
-    """Contiguous runs of items for one stage's tasks: about ``TASKS_PER_THREAD`` per
-    worker thread, each weighing at least ``minimum`` (rows, cells...) when there is that
-    much, and about ``maximum`` at most (a bound on one task's memory)."""
+def task_runs(
+    weights, minimum: int, maximum: int | None = None, *, tasks_per_thread: int | None = None  # noqa: ANN001
+) -> list[slice]:
+    """Contiguous runs of items for one stage's tasks: about ``tasks_per_thread`` (default
+    ``zarr_vectors.tasks-per-thread``: enough that a slow task or a busy core is absorbed
+    by the others, few enough that per-task overhead stays small) per worker thread, each
+    weighing at least ``minimum`` (rows, cells...) when there is that much, and about
+    ``maximum`` at most (a bound on one task's memory).  The one task-sizing policy."""
+    per_thread = config.get("tasks-per-thread") if tasks_per_thread is None else tasks_per_thread
     total = int(np.sum(weights, dtype=np.int64))
-    target = max(minimum, -(-total // (TASKS_PER_THREAD * parallelism())))
+    target = max(minimum, -(-total // (per_thread * parallelism())))
     return split_by_weight(weights, target if maximum is None else max(1, min(target, maximum)))
 
 
@@ -154,7 +159,7 @@ def start(*items: Any) -> list[Any]:
     client = current_client()
     if client is None:
         return list(items)
-    return [dask.delayed(f) for f in client.compute(list(items), retries=TASK_RETRIES)]
+    return [dask.delayed(f) for f in client.compute(list(items), retries=config.get("task-retries"))]
 
 
 def split_by_weight(weights, target: int) -> list[slice]:  # noqa: ANN001 - numpy array of ints

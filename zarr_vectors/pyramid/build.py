@@ -59,20 +59,15 @@ from zarr_vectors.format.crosslevel import (
     fragment_sequences,
     object_metavertices,
 )
+from zarr_vectors.format.links import LinkCounts, LinkPartition, partition_records_by_offset
 from zarr_vectors.format.metadata import GEOMETRY_TYPES, OBJECT_INDEX_LAYOUT, LevelMetadata, RootMetadata
 from zarr_vectors.format.paths import format_chunk_key, format_delta, parse_delta
+from zarr_vectors.reconcile import confirm_presence, finalize_links, require_reconciled
 from zarr_vectors.store.consolidated import reconsolidating
 from zarr_vectors.store.grid import GridArray, read_cells_many, write_cells_many
 from zarr_vectors.store.groups import Level, ZVStore, open_store
-from zarr_vectors.store.link_arrays import (
-    LinkCounts,
-    LinkPartition,
-    create_links_family,
-    create_links_segments,
-    finalize_links,
-    partition_records_by_offset,
-    write_link_cells,
-)
+from zarr_vectors.store.link_cells import write_link_cells
+from zarr_vectors.store.link_family import create_links_family, create_links_segments
 from zarr_vectors.store.nodes import fill_value_from_json, group_document, read_node, write_node
 from zarr_vectors.store.object_index import read_object_index, write_object_index
 from zarr_vectors.store.tables import read_table, write_table
@@ -231,31 +226,9 @@ def _grid_array_paths(level: Level) -> list[str]:
 
 def _check_reconciled(level: Level, rels: Sequence[str]) -> None:
     """Refuse the level when any of the grid arrays ``rels`` lists other cells than it holds."""
-
-    def listing(rel: str) -> tuple[GridArray, list[str]]:
-        grid = level.array(rel)
-        return grid, grid.derive_nonempty_chunks()
-
-    if not level.storage.is_remote or len(rels) < 2:
-        listings = [listing(rel) for rel in rels]
-    else:  # remote listings are round trips: overlap them
-        with ThreadPoolExecutor(min(16, len(rels))) as pool:
-            listings = list(pool.map(listing, rels))
-    problems = []
-    for grid, listed in listings:
-        stamped = grid.nonempty_chunks
-        if listed != sorted(set(stamped)):
-            missing = sorted(set(listed) - set(stamped))
-            extra = sorted(set(stamped) - set(listed))
-            problems.append(
-                f"{grid.path} (cells on disk but not listed: {missing[:3]}; listed but absent: {extra[:3]})"
-            )
-    if problems:
-        raise InputError(
-            f"level {level.number} is not reconciled: nonempty_chunks disagrees with the cells on disk in "
-            f"{'; '.join(problems[:3])}{' ...' if len(problems) > 3 else ''}. Run the writer's reconcile step "
-            "(e.g. finalize_links) first; nothing was changed."
-        )
+    grids = [level.array(rel) for rel in rels]
+    listings = level.storage.overlap(GridArray.derive_nonempty_chunks, grids)
+    require_reconciled(f"level {level.number}", grids, listings)
 
 
 def _compressor(grid: GridArray) -> dict[str, Any] | None:
@@ -948,22 +921,13 @@ def _reconcile(
     """
     keys = sorted({k for ks in vertex_keys for k in ks})
 
-    def presence(grid: GridArray) -> None:
-        listed = grid.derive_nonempty_chunks()
-        if listed != keys:
-            raise RuntimeError(
-                f"{grid.path}: cells on disk disagree with the write tasks' summaries "
-                f"(missing {sorted(set(keys) - set(listed))[:5]}, unexpected {sorted(set(listed) - set(keys))[:5]})"
-            )
-        grid.set_nonempty_chunks(keys)
-
     def finalize(lvl: Level, delta: int, rows: list[int]) -> tuple[int, int, int]:
         n = int(sum(rows))
         finalize_links(lvl, delta, counts=LinkCounts(n, n))
         return lvl.number, delta, n
 
     with ThreadPoolExecutor(4) as pool:
-        jobs = [pool.submit(presence, grid) for grid in arrays]
+        jobs = [pool.submit(confirm_presence, grid, keys) for grid in arrays]
         if objects is not None:
             jobs.append(pool.submit(_write_object_index, level, source, objects, layout, sequences))
         counted = [pool.submit(finalize, *fam) for fam in families]

@@ -54,7 +54,7 @@ from zarr_vectors.validate.metadata import (
 from zarr_vectors.validate.structure import CellCodec, ManifestSummary, Node, StoreModel, origin_of
 
 try:  # the single definition lives with the links API (Links page)
-    from zarr_vectors.store.link_arrays import links_has_perm
+    from zarr_vectors.format.links import links_has_perm
 except Exception:  # pragma: no cover - only while that module is being written
 
     def links_has_perm(offsets: Sequence[Sequence[int]], *, delta: int, directed: bool, store: str) -> bool:

@@ -33,27 +33,22 @@ from typing import Any
 import dask
 import dask.array as da
 import numpy as np
+from typing_extensions import Unpack
 
+from zarr_vectors import reconcile
 from zarr_vectors.errors import InputError
 from zarr_vectors.execution import runner
 from zarr_vectors.format import topology
+from zarr_vectors.format.links import LinkCounts, LinkPartition, partition_records_by_offset
 from zarr_vectors.format.paths import format_offsets, intra_offsets
+from zarr_vectors.reconcile import link_presence_arrays, rebuild_presence, stamp_link_counts
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.groups import Level, create_store
-from zarr_vectors.store.link_arrays import (
-    LinkCounts,
-    LinkPartition,
-    create_link_attribute_arrays,
-    create_links_family,
-    create_links_segments,
-    link_presence_arrays,
-    partition_records_by_offset,
-    reconcile_presence,
-    stamp_link_counts,
-    write_link_attribute_cells,
-    write_link_cells,
-)
+from zarr_vectors.store.link_cells import create_link_attribute_arrays, write_link_attribute_cells, write_link_cells
+from zarr_vectors.store.link_family import create_links_family, create_links_segments
 from zarr_vectors.write import vertices as vx
+from zarr_vectors.write.options import SharedOptions, WriteOptions
+from zarr_vectors.write.plan import plan_write
 from zarr_vectors.write.points import WriteResult
 
 RECORD_BLOCK = 1_000_000
@@ -197,7 +192,7 @@ def _finish_level(level: Level, families: list[str], vertex_count: int, counts: 
     """Stamp the family's counts and write the level metadata, once every part is reconciled."""
     if counts is not None:
         stamp_link_counts(level, 0, counts)
-    vx.finish_level(level, families, vertex_count)
+    reconcile.finish_level(level, families, vertex_count)
 
 
 def _link_counts(total: int, *link_rows: int) -> LinkCounts:
@@ -219,7 +214,7 @@ def _reconcile(
     ``bare``: the level without its remembered array documents, which these tasks never read."""
     rels = link_presence_arrays(bare, 0) if has_family else []
     parts = vertex_parts + [
-        dask.delayed(reconcile_presence)(bare, rels[run])
+        dask.delayed(rebuild_presence)(bare, rels[run])
         for run in runner.task_runs(np.ones(len(rels), dtype=np.int64), PRESENCE_ARRAYS_PER_TASK)
     ]
     counts = dask.delayed(_link_counts)(total, *link_rows) if has_family else None
@@ -290,16 +285,11 @@ def write_linked(
     link: LinkSpec,
     links_convention: str,
     fragment_mode: vx.FragmentMode,
-    chunk_shape: Sequence[float] | float,
-    bin_shape: Sequence[float] | float | None,
-    bounds: Any,
+    options: WriteOptions,
     object_ids: Any,
     attributes: Mapping[str, Any] | None,
     object_attributes: Mapping[str, Any] | None,
     record_attributes: Mapping[str, np.ndarray] | None,
-    compressor: Any,
-    storage_options: Mapping[str, Any] | None,
-    overwrite: bool,
     fragment_breaks: np.ndarray | None = None,
     record_check: RecordCheck | None = None,
 ) -> WriteResult:
@@ -310,22 +300,14 @@ def write_linked(
     is written), or a function deriving them from the vertex placement (polyline
     bridges, skeleton parents not implied by row order).
     """
-    spec, blocks = vx.normalise_vertex_inputs(
-        positions,
-        chunk_shape=chunk_shape,
-        bin_shape=bin_shape,
-        bounds=bounds,
-        object_ids=object_ids,
-        attributes=attributes,
-        compressor=compressor,
-        mode=fragment_mode,
-        breaks=fragment_breaks,
-    )
-    obj_attrs = vx.check_object_attributes(object_attributes, has_ids=True)
-    storage = Storage(url, storage_options)
+    storage = Storage(url, options.storage_options)
     storage.check_reachable()
-    plan = vx.plan_vertices(spec, blocks)
-    vx.check_object_attribute_rows(obj_attrs, plan.num_objects)
+    planned = plan_write(
+        positions, options=options, object_ids=object_ids, attributes=attributes,
+        object_attributes=object_attributes, fragment_mode=fragment_mode, fragment_breaks=fragment_breaks,
+        objects_required=True,
+    )  # fmt: skip
+    spec, blocks, plan, obj_attrs = planned.spec, planned.blocks, planned.vertices, planned.object_attributes
     if not callable(records):
         record_blocks, attr_blocks = _record_blocks(
             records, record_attributes or {}, spec.n, record_check or RecordCheck("records")
@@ -339,7 +321,7 @@ def write_linked(
         geometry_type=kind,
         base_bin_shape=spec.bin_shape,
         links_convention=links_convention,
-        overwrite=overwrite,
+        overwrite=options.overwrite,
     )
     level = store.level(0)
     arrays = vx.create_vertex_arrays(level, spec, plan)
@@ -401,18 +383,14 @@ def write_graph(
     positions: Any,
     edges: Any,
     *,
-    chunk_shape: Sequence[float] | float,
     directed: bool = False,
     store: str = "canonical",
     edge_attributes: Mapping[str, Any] | None = None,
-    bin_shape: Sequence[float] | float | None = None,
-    bounds: Any = None,
     object_ids: Any = None,
     attributes: Mapping[str, Any] | None = None,
     object_attributes: Mapping[str, Any] | None = None,
-    compressor: str | dict[str, Any] | None = "zstd",
-    storage_options: Mapping[str, Any] | None = None,
-    overwrite: bool = False,
+    options: WriteOptions | None = None,
+    **shared: Unpack[SharedOptions],
 ) -> WriteResult:
     """A graph: vertices (one fragment per object per chunk; all object 0 without ids) and edges.
 
@@ -421,16 +399,16 @@ def write_graph(
     ``store`` are the family policy (all four combinations).  Edge attributes have one
     row per edge (dask arrays alongside dask edges).
     """
+    opts = WriteOptions.resolve("write_graph", options, shared)
     _check_policy(directed, store)
     n = int(np.shape(positions)[0]) if np.ndim(positions) == 2 else 0
     rec = _records_in(edges, n, what="edges", width=2)
     return write_linked(
         url, "graph", positions,
         records=rec, link=LinkSpec(2, directed, store, True), links_convention="explicit", fragment_mode="objects",
-        chunk_shape=chunk_shape, bin_shape=bin_shape, bounds=bounds, object_ids=object_ids, attributes=attributes,
+        options=opts, object_ids=object_ids, attributes=attributes,
         object_attributes=object_attributes,
         record_attributes=_check_record_attributes(edge_attributes, rec.shape[0], "edge attribute"),
-        compressor=compressor, storage_options=storage_options, overwrite=overwrite,
         record_check=RecordCheck("edges"),
     )  # fmt: skip
 
@@ -440,21 +418,18 @@ def write_mesh(
     positions: Any,
     faces: Any,
     *,
-    chunk_shape: Sequence[float] | float,
     face_attributes: Mapping[str, Any] | None = None,
-    bin_shape: Sequence[float] | float | None = None,
-    bounds: Any = None,
     object_ids: Any = None,
     attributes: Mapping[str, Any] | None = None,
     object_attributes: Mapping[str, Any] | None = None,
-    compressor: str | dict[str, Any] | None = "zstd",
-    storage_options: Mapping[str, Any] | None = None,
-    overwrite: bool = False,
+    options: WriteOptions | None = None,
+    **shared: Unpack[SharedOptions],
 ) -> WriteResult:
     """A mesh: faces (m, L >= 3) of distinct vertices, undirected canonical; winding kept via perm_idx.
 
     ``faces`` numpy or dask, as the edges of :func:`write_graph`.
     """
+    opts = WriteOptions.resolve("write_mesh", options, shared)
     n = int(np.shape(positions)[0]) if np.ndim(positions) == 2 else 0
     rec = _records_in(faces, n, what="faces")
     if rec.shape[1] < 3:
@@ -464,10 +439,9 @@ def write_mesh(
     return write_linked(
         url, "mesh", positions,
         records=rec, link=LinkSpec(rec.shape[1], False, "canonical", True), links_convention="explicit",
-        fragment_mode="objects", chunk_shape=chunk_shape, bin_shape=bin_shape, bounds=bounds, object_ids=object_ids,
+        fragment_mode="objects", options=opts, object_ids=object_ids,
         attributes=attributes, object_attributes=object_attributes,
         record_attributes=_check_record_attributes(face_attributes, rec.shape[0], "face attribute"),
-        compressor=compressor, storage_options=storage_options, overwrite=overwrite,
         record_check=RecordCheck("faces", distinct=True),
     )  # fmt: skip
 
@@ -492,15 +466,11 @@ def write_skeleton(
     positions: Any,
     parents: Any,
     *,
-    chunk_shape: Sequence[float] | float,
-    bin_shape: Sequence[float] | float | None = None,
-    bounds: Any = None,
     object_ids: Any = None,
     attributes: Mapping[str, Any] | None = None,
     object_attributes: Mapping[str, Any] | None = None,
-    compressor: str | dict[str, Any] | None = "zstd",
-    storage_options: Mapping[str, Any] | None = None,
-    overwrite: bool = False,
+    options: WriteOptions | None = None,
+    **shared: Unpack[SharedOptions],
 ) -> WriteResult:
     """A skeleton (forest): ``parents[i]`` is node i's parent, -1 for roots.
 
@@ -513,6 +483,7 @@ def write_skeleton(
     ``[child, parent]`` records, directed (D5).  Vertex order on read is that
     depth-first order.
     """
+    opts = WriteOptions.resolve("write_skeleton", options, shared)
     pos = positions if isinstance(positions, da.Array) else np.asarray(positions)
     n = int(pos.shape[0]) if pos.ndim == 2 else 0
     par = topology.check_parents(parents, n)
@@ -537,10 +508,9 @@ def write_skeleton(
         url, "skeleton", reordered(pos),
         records=_skeleton_records(new_parents, ids.astype(np.int64)), link=LinkSpec(2, True, "canonical", True),
         links_convention="implicit_sequential_with_branches", fragment_mode="objects",
-        chunk_shape=chunk_shape, bin_shape=bin_shape, bounds=bounds, object_ids=ids,
+        options=opts, object_ids=ids,
         attributes={k: reordered(v) for k, v in (attributes or {}).items()},
         object_attributes=object_attributes, record_attributes=None,
-        compressor=compressor, storage_options=storage_options, overwrite=overwrite,
         fragment_breaks=new_parents < 0,  # a root never continues a fragment: its row-1 is not its parent
     )  # fmt: skip
 
@@ -568,15 +538,11 @@ def write_polylines(
     positions: Any,
     offsets: Any,
     *,
-    chunk_shape: Sequence[float] | float,
     kind: str = "polyline",
-    bin_shape: Sequence[float] | float | None = None,
-    bounds: Any = None,
     attributes: Mapping[str, Any] | None = None,
     object_attributes: Mapping[str, Any] | None = None,
-    compressor: str | dict[str, Any] | None = "zstd",
-    storage_options: Mapping[str, Any] | None = None,
-    overwrite: bool = False,
+    options: WriteOptions | None = None,
+    **shared: Unpack[SharedOptions],
 ) -> WriteResult:
     """Polylines, streamlines or lines: ``offsets`` are CSR boundaries into ``positions``.
 
@@ -585,6 +551,7 @@ def write_polylines(
     bridges -- directed for streamlines (D4), undirected canonical otherwise.  Lines
     have exactly two vertices each.  Object attributes have one row per polyline.
     """
+    opts = WriteOptions.resolve("write_polylines", options, shared)
     if kind not in ("polyline", "streamline", "line"):
         raise InputError(f"kind must be 'polyline', 'streamline' or 'line', found {kind!r}")
     n = int(np.shape(positions)[0]) if np.ndim(positions) == 2 else 0
@@ -598,7 +565,6 @@ def write_polylines(
         url, kind, positions,
         records=bridges, link=LinkSpec(2, kind == "streamline", "canonical", False),
         links_convention="implicit_sequential", fragment_mode="runs",
-        chunk_shape=chunk_shape, bin_shape=bin_shape, bounds=bounds, object_ids=ids, attributes=attributes,
+        options=opts, object_ids=ids, attributes=attributes,
         object_attributes=object_attributes, record_attributes=None,
-        compressor=compressor, storage_options=storage_options, overwrite=overwrite,
     )  # fmt: skip

@@ -7,16 +7,20 @@ owner writes (``record_presence=False``) -> one reconcile task.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import dask
+from typing_extensions import Unpack
 
+from zarr_vectors import reconcile
 from zarr_vectors.execution import runner
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.groups import Level, create_store
 from zarr_vectors.write import vertices as vx
+from zarr_vectors.write.options import SharedOptions, WriteOptions
+from zarr_vectors.write.plan import plan_write
 
 
 @dataclass(frozen=True)
@@ -51,58 +55,50 @@ def _reconcile(
     parts = vx.reconcile_tasks(level, arrays, spec, plan, object_attributes, summaries)
     families, rows = vx.vertex_families(spec), int(plan.counts.sum())
     # every cell's fragments are ranges tiling its rows
-    runner.compute("reconcile", dask.delayed(vx.finish_level)(level, families, rows, *parts, fragments_tile=True))
+    runner.compute("reconcile", dask.delayed(reconcile.finish_level)(level, families, rows, *parts, fragments_tile=True))
 
 
 def write_points(
     url: str,
     positions: Any,
     *,
-    chunk_shape: Sequence[float] | float,
-    bin_shape: Sequence[float] | float | None = None,
-    bounds: Any = None,
     object_ids: Any = None,
     attributes: Mapping[str, Any] | None = None,
     object_attributes: Mapping[str, Any] | None = None,
-    compressor: str | dict[str, Any] | None = "zstd",
-    storage_options: Mapping[str, Any] | None = None,
-    overwrite: bool = False,
+    options: WriteOptions | None = None,
+    **shared: Unpack[SharedOptions],
 ) -> WriteResult:
     """Write a point cloud as a Dask graph on the current scheduler.
 
     ``positions`` (n, D) float32/float64, numpy or dask.  Without ``object_ids``
     each chunk holds one fragment per bin; with them, one fragment per object, and
-    an object index (layout v1, row = id) is written.  Every input check, the
-    bounds check and the 4 GiB cell check run before anything is written.
+    an object index (layout v1, row = id) is written.  The grid, codec and store
+    settings (``chunk_shape``, ``bin_shape``, ``bounds``, ``compressor``,
+    ``storage_options``, ``overwrite``) come as keywords or as ``options``
+    (:class:`WriteOptions`).  Every input check, the bounds check and the 4 GiB cell
+    check run before anything is written.
     """
-    spec, blocks = vx.normalise_vertex_inputs(
-        positions,
-        chunk_shape=chunk_shape,
-        bin_shape=bin_shape,
-        bounds=bounds,
-        object_ids=object_ids,
-        attributes=attributes,
-        compressor=compressor,
-    )
-    obj_attrs = vx.check_object_attributes(object_attributes, has_ids=spec.has_objects)
-    storage = Storage(url, storage_options)
+    opts = WriteOptions.resolve("write_points", options, shared)
+    storage = Storage(url, opts.storage_options)
     storage.check_reachable()
-    plan = vx.plan_vertices(spec, blocks)
-    vx.check_object_attribute_rows(obj_attrs, plan.num_objects)
+    plan = plan_write(
+        positions, options=opts, object_ids=object_ids, attributes=attributes, object_attributes=object_attributes
+    )
+    spec, vplan = plan.spec, plan.vertices
 
     store = create_store(
         storage,
         chunk_shape=spec.chunk_shape,
-        bounds=plan.bounds,
+        bounds=vplan.bounds,
         geometry_type="point_cloud",
         base_bin_shape=spec.bin_shape,
         links_convention="implicit_sequential",
-        overwrite=overwrite,
+        overwrite=opts.overwrite,
     )
     level = store.level(0)
-    arrays = vx.create_vertex_arrays(level, spec, plan)
-    owners = runner.persist("write vertices", *vx.write_graph(arrays, spec, plan, blocks))
-    _reconcile(level, arrays, spec, plan, obj_attrs, owners)
+    arrays = vx.create_vertex_arrays(level, spec, vplan)
+    owners = runner.persist("write vertices", *vx.write_graph(arrays, spec, vplan, plan.blocks))
+    _reconcile(level, arrays, spec, vplan, plan.object_attributes, owners)
     return WriteResult(
-        storage.url, "point_cloud", int(plan.counts.sum()), len(plan.cells), len(plan.owners), plan.num_objects
+        storage.url, "point_cloud", plan.num_vertices, len(vplan.cells), len(vplan.owners), vplan.num_objects
     )

@@ -5,7 +5,7 @@ route (per input block) -> owner writes (per group of whole cells) -> the vertex
 half of reconcile.  How a cell's rows are grouped into fragments is the only thing
 that differs between geometry kinds:
 
-* ``bins``    -- point clouds without ids: one fragment per bin slot (FORMAT.md §8);
+* ``bins``    -- point clouds without ids: one fragment per bin slot (docs/format.md §8);
 * ``objects`` -- one fragment per object present, ascending id, input order within;
 * ``runs``    -- polylines: input order; a fragment is a maximal run of consecutive
   input rows of one object inside one chunk; manifests list runs in traversal order.
@@ -28,18 +28,19 @@ import dask
 import dask.array as da
 import numpy as np
 
-from zarr_vectors.encoding import FragmentIndex, encode_mode0_manifests
+from zarr_vectors import reconcile
+from zarr_vectors.encoding import FragmentIndex
 from zarr_vectors.errors import InputError
 from zarr_vectors.execution import runner
 from zarr_vectors.execution.runner import current_client, task_runs
+from zarr_vectors.format.objects import absence_fill, object_attribute_attributes
 from zarr_vectors.format.paths import format_chunk_key
 from zarr_vectors.format.points import cells_and_bins, chunk_coords, column_extent, stable_order, take_rows
-from zarr_vectors.store import object_index
+from zarr_vectors.reconcile import confirm_presence
 from zarr_vectors.store.codecs import compressor_config
 from zarr_vectors.store.grid import MAX_CELL_BYTES, GridArray, write_cells_many
 from zarr_vectors.store.groups import Level
 from zarr_vectors.store.nodes import group_document, write_node
-from zarr_vectors.store.tables import write_table
 
 FragmentMode = Literal["bins", "objects", "runs"]
 
@@ -558,17 +559,6 @@ def write_graph(
 # ---------------------------------------------------------------------------
 # reconcile (the vertex half) and placement
 # ---------------------------------------------------------------------------
-def absence_fill(dtype: np.dtype, name: str = "") -> Any:
-    """The object-attribute absence sentinel of FORMAT.md §6.8."""
-    if dtype.kind == "f":
-        return np.nan
-    if dtype.kind == "i":
-        return np.iinfo(dtype).min
-    if dtype.kind == "u":
-        return np.iinfo(dtype).max
-    raise InputError(f"object attribute {name!r} of dtype {dtype} has no absence sentinel (use a numeric dtype)")
-
-
 def check_object_attributes(values: Mapping[str, Any] | None, *, has_ids: bool) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     for name, value in (values or {}).items():
@@ -593,21 +583,11 @@ def check_object_attribute_rows(values: Mapping[str, np.ndarray], num_objects: i
 
 
 def set_vertex_presence(arrays: VertexArrays, *summaries: dict[str, Any]) -> None:
-    """Every vertex array's ``nonempty_chunks``, from the owners' summaries.
-
-    They must agree with a listing of the cells on disk. Safe to run twice.
-    """
-    keys = sorted({k for s in summaries for k in s["keys"]})
+    """Every vertex array's ``nonempty_chunks``: the cells the owners report, checked
+    against a listing.  Safe to run twice."""
+    keys = {k for s in summaries for k in s["keys"]}
     for grid in arrays.all():
-        listed = grid.derive_nonempty_chunks()
-        if listed != keys:
-            missing = sorted(set(keys) - set(listed))
-            extra = sorted(set(listed) - set(keys))
-            raise RuntimeError(
-                f"{grid.path}: cells on disk disagree with the write tasks' summaries "
-                f"(missing {missing[:5]}, unexpected {extra[:5]}); the store is not complete"
-            )
-        grid.set_nonempty_chunks(keys)
+        confirm_presence(grid, keys)
 
 
 def write_objects(
@@ -635,48 +615,27 @@ def reconcile_tasks(
     return tasks
 
 
-def finish_level(level: Level, families: list[str], vertex_count: int, *done: None, fragments_tile: bool = False) -> None:
-    """The last step of a level's reconcile, once every part of it (``done``) has run:
-    the level metadata (``fragments_tile`` when every cell's fragments tile its rows)."""
-    level.meta.arrays_present = families
-    level.meta.vertex_count = vertex_count
-    level.meta.fragments_tile = fragments_tile
-    level.write_metadata()
-
-
 def vertex_families(spec: VertexSpec) -> list[str]:
     """The vertex families a level written from ``spec`` holds (its ``arrays_present``)."""
     return ["vertices"] + (["vertex_attributes"] if spec.attributes else []) + (["object_index"] if spec.has_objects else [])
 
 
 def write_object_index(level: Level, spec: VertexSpec, plan: VertexPlan, tables: list[tuple[np.ndarray, ...]]) -> None:
-    """Manifests (layout v1: row = id) from the owners' fragment tables."""
+    """Manifests from the owners' fragment tables, in manifest order (id, then storage order)."""
     ids, chunks, frags, order_key = (np.concatenate([t[i] for t in tables]) for i in range(4))
     order = np.lexsort((frags, order_key, ids))
-    rows = encode_mode0_manifests(ids[order], chunks[order], frags[order], plan.num_objects)
-    object_index.write_object_index(
-        level, rows, num_objects=plan.num_objects, num_present=int(len(np.unique(ids))), sid_ndim=spec.ndim
+    reconcile.write_object_index(
+        level, ids[order], chunks[order], frags[order], num_objects=plan.num_objects, sid_ndim=spec.ndim
     )
 
 
 def write_object_attributes(level: Level, spec: VertexSpec, values: Mapping[str, np.ndarray]) -> None:
-    if values:
-        write_node(level.storage, level.node_path("object_attributes"), group_document())
-    for name, arr in values.items():
-        write_table(
-            level.storage,
-            level.node_path(posixpath.join("object_attributes", name)),
-            arr,
-            fill_value=absence_fill(arr.dtype, name),
-            attributes={
-                "zv_array": "object_attribute",
-                "name": name,
-                "dtype": arr.dtype.name,
-                "shape": list(arr.shape),
-                "fill_sentinel_meaning": "absent",
-            },
-            compressor=spec.compressor,
+    reconcile.write_object_attributes(level, {
+        name: reconcile.ObjectAttributeTable(
+            arr, absence_fill(arr.dtype, name), object_attribute_attributes(name, arr), spec.compressor
         )
+        for name, arr in values.items()
+    })  # fmt: skip
 
 
 @dataclass(frozen=True)

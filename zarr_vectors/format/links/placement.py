@@ -8,7 +8,7 @@ the source's anchor.
 
 Pure numpy over whole record arrays -- no per-record Python -- so the same functions
 serve a single-process write and every task of a Dask graph.  Nothing here touches a
-store; :mod:`zarr_vectors.store.link_arrays` turns placements into cells.
+store; :mod:`zarr_vectors.store.link_cells` turns placements into cells.
 """
 
 from __future__ import annotations

@@ -1,0 +1,279 @@
+"""Reading links families back: records in input endpoint order, and their attributes.
+
+Every reader walks the family in its one enumeration order
+(:func:`zarr_vectors.store.link_family.enumerate_family`), so records and attribute rows
+line up.  Missing arrays or cells read as empty only where the format says they are
+empty; a cell that does not decode is an :class:`EncodingError` naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from zarr_vectors.encoding import lehmer_decode_rows
+from zarr_vectors.errors import ArrayError, EncodingError
+from zarr_vectors.format.links import (
+    Chunk,
+    LinkPolicy,
+    LinkRecords,
+    OffsetsT,
+    anchor_chunks,
+    as_chunk,
+    offsets_tuple,
+    ratios_arg,
+)
+from zarr_vectors.format.paths import format_chunk_key, format_delta, format_offsets, link_attributes_group_path
+from zarr_vectors.store.grid import read_cells_many
+from zarr_vectors.store.groups import Level
+from zarr_vectors.store.link_cells import decode_link_cell, stored_groups
+from zarr_vectors.store.link_family import (
+    FamilyArray,
+    array_has_perm,
+    covers,
+    enumerate_family,
+    family_document,
+    link_anchor_ratios,
+    link_array_rel,
+    link_attribute_array_rel,
+    link_family_policy,
+    require_policy,
+)
+from zarr_vectors.store.nodes import read_node
+
+
+@dataclass(frozen=True, eq=False)
+class LinkCell:
+    """One cell of one offsets array as stored, and its records decoded."""
+
+    segment: str
+    offsets: OffsetsT
+    cell: Chunk
+    has_perm: bool
+    groups: list[np.ndarray]  # stored rows of each write group, (m_k, L or 1 + L)
+    records: LinkRecords
+
+
+def read_family_rows(arrays: Sequence[FamilyArray]) -> list[list[np.ndarray]]:
+    """Stored rows of every enumerated cell, per array (one concurrent read)."""
+    requests = [(fa.grid, cell) for fa in arrays for cell in fa.cells]
+    raws = iter(read_cells_many(requests))
+    out = []
+    for fa in arrays:
+        rows = []
+        for cell in fa.cells:
+            where = f"{fa.grid.path} cell {format_chunk_key(cell)}"
+            r, _ = decode_link_cell(next(raws), flat=fa.flat, width=fa.width, dtype=fa.dtype, where=where)
+            rows.append(r)
+        out.append(rows)
+    return out
+
+
+def decode_rows(
+    policy: LinkPolicy,
+    offsets: OffsetsT,
+    has_perm: bool,
+    cells: np.ndarray,
+    rows: np.ndarray,
+    ratios: tuple[np.ndarray, np.ndarray] | None,
+    where: str,
+) -> LinkRecords:
+    """Stored rows of one offsets array (with their cells) -> records in input endpoint order."""
+    width = policy.link_width
+    count = rows.shape[0]
+    vi_stored = rows[:, int(has_perm) :]
+    stored = np.empty((count, width, policy.sid_ndim), dtype=np.int64)
+    stored[:, 0, :] = cells
+    if width > 1:
+        anchor = cells
+        if policy.delta != 0:
+            assert ratios is not None
+            anchor = anchor_chunks(cells, ratios[0], ratios[1])
+        stored[:, 1:, :] = anchor[:, None, :] + np.asarray(offsets, dtype=np.int64)[None, :, :]
+    if not has_perm:
+        return LinkRecords(stored, np.ascontiguousarray(vi_stored))
+    if width == 2:  # edges: perm 1 swaps the two endpoints back
+        codes = rows[:, 0]
+        bad = (codes < 0) | (codes > 1)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise EncodingError(f"{where}: Lehmer: perm_idx {int(codes[i])} at row {i} is outside [0, 2) for L=2")
+        swap = codes == 1
+        stored[swap] = stored[swap][:, ::-1]
+        vi = np.ascontiguousarray(vi_stored)
+        vi[swap] = vi[swap][:, ::-1]
+        return LinkRecords(stored, vi)
+    try:
+        sigma = lehmer_decode_rows(rows[:, 0], width)
+    except EncodingError as exc:
+        raise EncodingError(f"{where}: {exc}") from None
+    chunks = np.empty_like(stored)
+    vi = np.empty_like(vi_stored)
+    np.put_along_axis(chunks, sigma[:, :, None], stored, axis=1)
+    np.put_along_axis(vi, sigma, vi_stored, axis=1)
+    return LinkRecords(chunks, vi)
+
+
+def ratios_for(
+    level: Level, policy: LinkPolicy, anchor_ratios: tuple[Sequence[int], Sequence[int]] | None
+) -> tuple[np.ndarray, np.ndarray] | None:
+    if policy.delta == 0:
+        return None
+    ratios = anchor_ratios if anchor_ratios is not None else link_anchor_ratios(level, policy.delta, policy.sid_ndim)
+    return ratios_arg(ratios, policy.sid_ndim)
+
+
+def read_family_records(
+    level: Level, policy: LinkPolicy, anchor_ratios: tuple[Sequence[int], Sequence[int]] | None
+) -> tuple[LinkRecords, int]:
+    arrays = enumerate_family(level, policy)
+    rows_per_array = read_family_rows(arrays)
+    ratios = ratios_for(level, policy, anchor_ratios) if arrays else None
+    parts = []
+    total = 0
+    for fa, rows in zip(arrays, rows_per_array):
+        if not rows:
+            continue
+        counts = [r.shape[0] for r in rows]
+        cells = np.repeat(np.asarray(fa.cells, dtype=np.int64).reshape(-1, policy.sid_ndim), counts, axis=0)
+        stacked = np.concatenate(rows) if rows else np.zeros((0, fa.width), np.int64)
+        parts.append(decode_rows(policy, fa.offsets, fa.has_perm, cells, stacked, ratios, fa.grid.path))
+        total += stacked.shape[0]
+    return LinkRecords.concat(parts, policy.link_width, policy.sid_ndim), total
+
+
+def read_links(
+    level: Level, delta: int = 0, *, anchor_ratios: tuple[Sequence[int], Sequence[int]] | None = None
+) -> LinkRecords:
+    """Every record of ``links/<delta>/``, endpoints in input order.
+
+    Enumeration order: offsets segments sorted as ASCII strings (so the all-zero intra
+    segment comes last), cells as signed integer tuples (DECISIONS.md D8), then write
+    order.  Under ``store="duplicate"`` every physical copy is returned.  An absent or
+    unstamped family reads as no records.
+    """
+    policy = link_family_policy(level, delta)
+    if policy is None:
+        return LinkRecords.empty(0, len(level.store.root.chunk_shape))
+    return read_family_records(level, policy, anchor_ratios)[0]
+
+
+def read_chunk_links(
+    level: Level,
+    delta: int,
+    offsets: str | Sequence[Sequence[int]],
+    chunk: Sequence[int],
+    *,
+    anchor_ratios: tuple[Sequence[int], Sequence[int]] | None = None,
+) -> LinkCell:
+    """One cell of ``links/<delta>/<offsets>``: its stored groups and decoded records.
+
+    A flat (intra, delta 0) cell is split into groups by its ``link_fragments`` entry;
+    a blob cell by its own header.  A missing array or cell reads as empty.
+    """
+    policy = require_policy(level, delta)
+    offs = offsets_tuple(offsets, policy)
+    cell = as_chunk(chunk, policy.sid_ndim)
+    segment = format_offsets(offs)
+    empty = LinkCell(segment, offs, cell, policy.has_perm(offs), [], LinkRecords.empty(policy.link_width, policy.sid_ndim))
+    rel = link_array_rel(delta, segment)
+    if not level.has(rel):
+        return empty
+    grid = level.array(rel)
+    lo, shape = np.asarray(grid.origin), np.asarray(grid.shape)
+    if not covers(lo, shape, np.asarray([cell])):
+        return empty
+    has_perm = array_has_perm(grid, policy, offs)
+    groups = stored_groups(level, policy, grid, offs, [cell])[0]
+    rows = np.concatenate(groups) if groups else np.zeros((0, policy.link_width + int(has_perm)), np.int64)
+    cells = np.repeat(np.asarray([cell], dtype=np.int64), rows.shape[0], axis=0)
+    records = decode_rows(policy, offs, has_perm, cells, rows, ratios_for(level, policy, anchor_ratios), grid.path)
+    return LinkCell(segment, offs, cell, has_perm, groups, records)
+
+
+def read_links_for_tuple(
+    level: Level,
+    delta: int,
+    chunk_tuple: Sequence[Sequence[int]],
+    *,
+    anchor_ratios: tuple[Sequence[int], Sequence[int]] | None = None,
+) -> LinkRecords:
+    """Records whose endpoints span exactly the ``L`` chunks of ``chunk_tuple``.
+
+    The tuple resolves to the single ``(offsets, source)`` cell that can hold such
+    records.  For an undirected canonical family at ``delta == 0`` the tuple may be in
+    any order (the placement sorts endpoint chunks); every other family leads with
+    the stored endpoint 0 (input endpoint 0, or the lead chunk of a duplicate copy),
+    so the order is meaningful.
+    """
+    policy = link_family_policy(level, delta)
+    if policy is None:
+        return LinkRecords.empty()
+    chunks = [as_chunk(c, policy.sid_ndim) for c in chunk_tuple]
+    if len(chunks) != policy.link_width:
+        raise ArrayError(f"chunk tuple has {len(chunks)} chunks, the family has link_width {policy.link_width}")
+    if policy.delta == 0 and not policy.directed and policy.store == "canonical":
+        chunks = sorted(chunks)
+    source = np.asarray(chunks[0], dtype=np.int64)
+    anchor = source
+    if policy.delta != 0:
+        r_src, r_trg = ratios_for(level, policy, anchor_ratios)  # type: ignore[misc]
+        anchor = anchor_chunks(source, r_src, r_trg)
+    offsets = tuple(tuple(int(x) for x in np.asarray(c) - anchor) for c in chunks[1:])
+    return read_chunk_links(level, delta, offsets, chunks[0], anchor_ratios=anchor_ratios).records
+
+
+def read_link_attributes(level: Level, name: str, delta: int = 0) -> np.ndarray:
+    """Rows of ``link_attributes/<name>/<delta>/``, aligned with :func:`read_links`.
+
+    Uses the same enumeration of the link family; the attribute family must mirror its
+    cells (and, when the link family records it, its row count), else ArrayError.
+    """
+    policy = link_family_policy(level, delta)
+    if policy is None:
+        return np.zeros(0)
+    arrays = enumerate_family(level, policy)
+    group_rel = link_attributes_group_path(name, delta)
+    if read_node(level.storage, level.node_path(group_rel)) is None:
+        if any(fa.cells for fa in arrays):
+            raise ArrayError(f"level {level.number}: no link attribute {name!r} at delta {format_delta(delta)}")
+        return np.zeros(0)
+    attr_segments = set(level.children(group_rel))
+    extra = attr_segments - {fa.segment for fa in arrays}
+    if extra:
+        raise ArrayError(f"{level.node_path(group_rel)}: arrays {sorted(extra)} have no link array to mirror")
+    requests = []
+    spec: tuple[np.dtype, tuple[int, ...]] | None = None
+    for fa in arrays:
+        if not fa.cells:
+            continue
+        rel = link_attribute_array_rel(name, delta, fa.segment)
+        if not level.has(rel):
+            raise ArrayError(f"level {level.number}: {rel} is missing; attributes must mirror every link array")
+        grid = level.array(rel)
+        if set(grid.nonempty_chunk_coords()) != set(fa.cells):
+            raise ArrayError(f"{grid.path}: its cells do not mirror {fa.grid.path}")
+        dt = np.dtype(grid.attributes.get("dtype", "float32")).newbyteorder("<")
+        rs = tuple(int(x) for x in grid.attributes.get("row_shape", []))
+        if spec is None:
+            spec = (dt, rs)
+        elif spec != (dt, rs):
+            raise ArrayError(f"{grid.path}: dtype/row_shape {dt}/{list(rs)} differ across the family")
+        requests += [(grid, cell) for cell in fa.cells]
+    if spec is None:
+        return np.zeros(0)
+    dt, rs = spec
+    payload = b"".join(read_cells_many(requests))
+    row_elems = int(np.prod(rs, dtype=np.int64))
+    if len(payload) % (dt.itemsize * max(row_elems, 1)):
+        raise EncodingError(f"{level.node_path(group_rel)}: cells are not whole rows of {dt} x {list(rs)}")
+    out = np.frombuffer(payload, dtype=dt).reshape((-1, *rs)) if row_elems else np.zeros((0, *rs), dt)
+    stamped = ((family_document(level, delta) or {}).get("attributes") or {}).get("num_physical_records")
+    if stamped is not None and stamped != out.shape[0]:
+        raise ArrayError(
+            f"link attribute {name!r}: {out.shape[0]} rows but links/{format_delta(delta)} stores "
+            f"{stamped} records"
+        )
+    return out
