@@ -183,7 +183,7 @@ def _build(args: argparse.Namespace) -> int:
     from pipeline.cluster import connect
     from pipeline.jobs import BuildSpec, parse_factors, plan_summary, preflight, run_build
     from pipeline.progress import TextProgress
-    from zarr_vectors.errors import ZarrVectorsError
+    from zarr_vectors.errors import ValidationFailedError, ZarrVectorsError
     from zarr_vectors.execution.runner import callbacks
 
     def located(path: str) -> str:  # local paths absolute: a detached job runs elsewhere
@@ -259,6 +259,9 @@ def _build(args: argparse.Namespace) -> int:
                     result = run_build(spec, resume=args.resume)
             finally:
                 _remember_job(spec)  # a resumed job takes the journalled job's id
+        except ValidationFailedError as exc:  # the store was built; it failed its check
+            print(f"zv build: job {spec.job_id} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 1
         except ZarrVectorsError as exc:
             print(f"zv build: error: {exc}", file=sys.stderr)
             return 2

@@ -21,7 +21,7 @@ import numpy as np
 
 import zarr_vectors as zv
 from pipeline import sources
-from zarr_vectors.errors import InputError
+from zarr_vectors.errors import InputError, ValidationFailedError
 from zarr_vectors.store.backend import Storage
 
 KINDS = ("points", "graph", "skeleton", "mesh", "polylines", "streamlines")
@@ -204,11 +204,9 @@ def _stage_functions(spec: BuildSpec) -> dict[str, Callable[[], dict[str, Any]]]
         return {"nodes": zv.consolidate_store(spec.out, storage_options=spec.storage_options)}
 
     def validate() -> dict[str, Any]:
-        from zarr_vectors.validate import validate as run_validate
-
-        result = run_validate(spec.out, level=spec.validate_level, storage_options=spec.storage_options)
+        result = zv.validate(spec.out, level=spec.validate_level, storage_options=spec.storage_options)
         if not result.ok:
-            raise RuntimeError(f"validation at level {spec.validate_level} found {len(result.errors)} error(s): {result.errors[:3]}")
+            raise ValidationFailedError(f"validation at level {spec.validate_level} found {len(result.errors)} error(s): {result.errors[:3]}")
         return {"level": spec.validate_level, "errors": 0, "warnings": len(result.warnings)}
 
     return {"write": write, "pyramid": pyramid, "shard": shard, "consolidate": consolidate, "validate": validate}

@@ -28,18 +28,11 @@ import dask.array as da
 import dask.dataframe as dd
 import numpy as np
 
+from zarr_vectors import config
 from zarr_vectors.errors import InputError
 
 AXES = ("x", "y", "z")
 
-#: Partition sizes (uncompressed): a partition is read whole by one task, and the
-#: writers' per-block passes (scan, histogram, route) hold a few times its size, so
-#: it must stay a small fraction of a worker's memory.  dask's Parquet default
-#: (256 MiB) puts a 20M-point xyz float32 file in one partition, which a 1 GiB worker
-#: cannot route.  A Parquet row group is never split: write files with row groups of
-#: at most a few million rows.
-PARQUET_BLOCKSIZE = "16MiB"
-CSV_BLOCKSIZE = "64MB"
 RESERVED = {"id", "object_id", "src", "dst", "line", "order", "parent", "_row"}
 
 
@@ -79,9 +72,9 @@ def read_table(paths: str | Sequence[str], *, storage_options: Mapping[str, Any]
     try:
         if kind == "parquet":
             return dd.read_parquet(paths, storage_options=opts or None, split_row_groups="adaptive",
-                                   blocksize=PARQUET_BLOCKSIZE)
+                                   blocksize=config.get("sources.parquet-blocksize"))
         if kind == "csv":
-            return dd.read_csv(paths, storage_options=opts or None, blocksize=CSV_BLOCKSIZE)
+            return dd.read_csv(paths, storage_options=opts or None, blocksize=config.get("sources.csv-blocksize"))
     except FileNotFoundError as exc:
         raise InputError(f"input not found: {exc}") from exc
     frames = []
@@ -221,18 +214,6 @@ def polyline_table(df: dd.DataFrame, *, what: str = "polyline") -> PolylineTable
     return PolylineTable(vertex_table(dd.from_delayed(parts, meta=ordered._meta), what=what), offsets)
 
 
-#: Vertex tables up to this many rows resolve ids by a broadcast join: the sorted
-#: (id, row) table, 16 bytes a vertex, is built once and shipped to every record
-#: partition task -- no shuffle of the records at all.  Larger tables fall back to a
-#: dataframe merge (a shuffle of records and ids by id).
-BROADCAST_LOOKUP_ROWS = 32_000_000
-
-
-#: Ids spanning at most this many times the vertex count are looked up in a direct
-#: table (one gather per id) rather than by binary search.
-DENSE_ID_SPAN = 4
-
-
 @dataclass(frozen=True)
 class IdLookup:
     """Vertex id -> input row: a direct table over ``[low, low + len(table))`` when the
@@ -255,12 +236,12 @@ class IdLookup:
         return self.rows[at], self.ids[at] == named
 
 
-def _id_lookup(*blocks: np.ndarray) -> IdLookup:
+def _id_lookup(dense_span: int, *blocks: np.ndarray) -> IdLookup:
     ids = np.concatenate(blocks).astype(np.int64, copy=False) if blocks else np.zeros(0, np.int64)
     if ids.size == 0:
         return IdLookup(0, np.zeros(0, np.int64), None, None)
     low, high = int(ids.min()), int(ids.max())
-    if high - low < DENSE_ID_SPAN * ids.size:
+    if high - low < dense_span * ids.size:  # dense enough for a direct table
         table = np.full(high - low + 1, -1, dtype=np.int64)
         table[ids - low] = np.arange(ids.size)
         if int((table >= 0).sum()) != ids.size:  # a later row overwrote an earlier one
@@ -279,7 +260,7 @@ def parent_rows(ids: np.ndarray, parents: np.ndarray) -> np.ndarray:
     """Skeleton ``parent`` ids -> parent rows (-1 for roots, any negative id), vectorised."""
     if ids.dtype.kind not in "iu" or parents.dtype.kind not in "iu":
         raise InputError(f"skeleton columns 'id' and 'parent' must hold integers, found {ids.dtype} and {parents.dtype}")
-    lookup = _id_lookup(ids)
+    lookup = _id_lookup(config.get("sources.dense-id-span"), ids)
     out = np.full(len(parents), -1, dtype=np.int64)
     linked = parents >= 0
     rows, found = lookup.rows_of(parents[linked].astype(np.int64, copy=False))
@@ -316,9 +297,9 @@ def resolve_ids(
     if vertices.ids is None:
         raise InputError("the vertex table has no id column; records can only name vertices by id")
     attrs = [c for c in records.columns if c not in RESERVED and c not in columns and _numeric(records[c].dtype)]
-    if vertices.ids.shape[0] > BROADCAST_LOOKUP_ROWS:
+    if vertices.ids.shape[0] > config.get("sources.broadcast-lookup-rows"):
         return _resolve_by_merge(records, vertices, columns, attrs, what=what)
-    lookup = dask.delayed(_id_lookup)(*vertices.ids.to_delayed().ravel())
+    lookup = dask.delayed(_id_lookup)(config.get("sources.dense-id-span"), *vertices.ids.to_delayed().ravel())
     parts = records[list(columns) + attrs].to_delayed()
     lengths = [int(n) for n in dask.compute(*[dask.delayed(len)(p) for p in parts])]
     starts = np.r_[0, np.cumsum(lengths)].astype(int)

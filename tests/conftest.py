@@ -54,3 +54,17 @@ def local_cluster():
     yield client
     client.close()
     cluster.close()
+
+
+@pytest.fixture
+def zv_config():
+    """Change ``zarr_vectors.*`` settings for one test: ``zv_config("write.block-rows", 64)``.
+
+    Through ``dask.config.set``, as a user would; restored when the test ends.
+    """
+    import contextlib
+
+    import dask
+
+    with contextlib.ExitStack() as stack:
+        yield lambda key, value: stack.enter_context(dask.config.set({f"zarr_vectors.{key}": value}))

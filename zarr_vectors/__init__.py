@@ -22,6 +22,7 @@ from zarr_vectors.errors import (
     StoreExistsError,
     StoreNotFoundError,
     UnsupportedLayoutError,
+    ValidationFailedError,
     ZarrVectorsError,
 )
 from zarr_vectors.execution.runner import ProgressCallback, callbacks
@@ -48,6 +49,7 @@ __all__ = [
     "StoreExistsError",
     "StoreNotFoundError",
     "UnsupportedLayoutError",
+    "ValidationFailedError",
     "ValidationResult",
     "VectorData",
     "WriteOptions",

@@ -29,7 +29,7 @@ DEFAULTS: dict[str, Any] = {
             "min-rows-per-task": 250_000,  # a vertex owner task holds at least this many rows ...
             "max-task-bytes": 32 * MIB,  # ... and at most about this many bytes of them
             "record-block": 1_000_000,  # link records per filing block
-            "presence-arrays-per-task": 32,  # link arrays one reconcile task lists
+            "presence-arrays-per-task": 32,  # link arrays one reconcile task lists (a listing and a small write each)
         },
         "pyramid": {
             "tasks-per-thread": 2,  # bin/map groups per worker thread
@@ -44,6 +44,19 @@ DEFAULTS: dict[str, Any] = {
         },
         "io": {
             "threads": 16,  # concurrent object requests of one process
+        },
+        # zv build's input tables.  A partition is read whole by one task and the writers'
+        # per-block passes hold a few times its size, so it must stay a small fraction of a
+        # worker's memory (dask's 256 MiB Parquet default put a 20M-point file in one
+        # partition that a 1 GiB worker could not route); a Parquet row group is never split.
+        "sources": {
+            "parquet-blocksize": "16MiB",
+            "csv-blocksize": "64MB",
+            # vertex tables up to this many rows resolve record ids by a broadcast join (the
+            # sorted (id, row) table shipped to every record task, no shuffle); larger ones merge
+            "broadcast-lookup-rows": 32_000_000,
+            # ids spanning at most this many times the vertex count use a direct lookup table
+            "dense-id-span": 4,
         },
     }
 }

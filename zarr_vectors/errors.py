@@ -54,6 +54,10 @@ class InternalError(ZarrVectorsError, RuntimeError):
     """A check of this package's own invariants failed: a bug to report, not a problem of the input."""
 
 
+class ValidationFailedError(ZarrVectorsError):
+    """A store that had to pass validation (a job's validate stage) has errors; they are listed."""
+
+
 class PresenceMismatchError(ArrayError):
     """A grid array's ``nonempty_chunks`` does not list exactly the cells on storage.
 

@@ -16,7 +16,6 @@ from pipeline_helpers import journal, points_frame, write_parquet_parts
 
 import zarr_vectors as zv
 from zarr_vectors.validate import validate
-from zarr_vectors.write import vertices as vertex_stage
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 
@@ -137,11 +136,11 @@ def test_status_by_store_and_by_job_id(tmp_path, cli, scheduler, table):
 # ---------------------------------------------------------------------------
 # --dry-run
 # ---------------------------------------------------------------------------
-def test_dry_run_prints_a_checked_plan_and_writes_nothing(tmp_path, cli, scheduler, monkeypatch):
+def test_dry_run_prints_a_checked_plan_and_writes_nothing(tmp_path, cli, scheduler, zv_config):
     df = points_frame(6000, seed=22)
     src = write_parquet_parts(df, tmp_path / "in.parquet", parts=4)
     out = tmp_path / "s.zv"
-    monkeypatch.setattr(vertex_stage, "MIN_ROWS_PER_TASK", 700)  # several owners for a small input
+    zv_config("write.min-rows-per-task", 700)  # several owners for a small input
     run = build(cli, scheduler, src, out, "--dry-run", "--json", "--validate", "5")
     assert run.rc == 0, run.err
     plan = run.json()

@@ -30,7 +30,6 @@ from zarr_vectors.store.grid import GridArray
 from zarr_vectors.store.groups import Level
 from zarr_vectors.validate import validate
 from zarr_vectors.write import linked, points
-from zarr_vectors.write import vertices as vertex_stage
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")]
 
@@ -46,10 +45,10 @@ def flaky(local_cluster):
     return local_cluster
 
 
-def test_a_write_task_that_fails_once_is_retried_to_identical_bytes(tmp_path, cli, flaky, monkeypatch):
+def test_a_write_task_that_fails_once_is_retried_to_identical_bytes(tmp_path, cli, flaky, zv_config):
     df = points_frame(20_000, seed=41, objects=30, float32=True)
     src = write_parquet_parts(df, tmp_path / "in.parquet", parts=4)
-    monkeypatch.setattr(vertex_stage, "MIN_ROWS_PER_TASK", 3000)  # several owner tasks
+    zv_config("write.min-rows-per-task", 3000)  # several owner tasks
     common = ["--chunk-shape", "20", "--bin-shape", "10", "--scheduler-address", flaky.scheduler.address, "--json"]
     clean = tmp_path / "clean" / "s.zv"
     assert cli("build", "points", src, clean, *common).rc == 0

@@ -38,7 +38,7 @@ def test_vertex_columns_of_a_multi_file_parquet_dataset(tmp_path):
     assert [len(b) for b in dask.compute(*blocks, scheduler="sync")] == list(table.positions.chunks[0])
 
 
-def test_parquet_partitions_stay_small(tmp_path, monkeypatch):
+def test_parquet_partitions_stay_small(tmp_path, zv_config):
     """A file's row groups are read as several partitions, not one (no task holds the whole file)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -50,7 +50,7 @@ def test_parquet_partitions_stay_small(tmp_path, monkeypatch):
         for i in range(6):
             v = i + rng.random(50_000)
             writer.write_table(pa.table({"x": v, "y": v, "z": v}, schema=schema))
-    monkeypatch.setattr(sources, "PARQUET_BLOCKSIZE", "1MiB")  # 1.2 MB per row group
+    zv_config("sources.parquet-blocksize", "1MiB")  # 1.2 MB per row group
     table = sources.vertex_table(sources.read_table(str(path)))
     assert table.positions.chunks[0] == (50_000,) * 6
     np.testing.assert_array_equal(np.floor(table.positions[:, 0].compute(scheduler="sync")), np.repeat(np.arange(6.0), 50_000))
@@ -98,10 +98,10 @@ def _csv(tmp_path, df, name="t.csv"):
 
 
 @pytest.mark.parametrize("join", ["dense", "sorted", "merge"])
-def test_resolve_ids_maps_non_contiguous_ids_to_rows(tmp_path, monkeypatch, join):
+def test_resolve_ids_maps_non_contiguous_ids_to_rows(tmp_path, zv_config, join):
     if join == "merge":  # the shuffle join that vertex tables too large to broadcast take
-        monkeypatch.setattr(sources, "BROADCAST_LOOKUP_ROWS", 10)
-    monkeypatch.setattr(sources, "DENSE_ID_SPAN", 10**6 if join == "dense" else 0)
+        zv_config("sources.broadcast-lookup-rows", 10)
+    zv_config("sources.dense-id-span", 10**6 if join == "dense" else 0)
     g = graph_frames(300, 700)
     vsrc = write_parquet_parts(g.vertices, tmp_path / "v.parquet", parts=3)
     write_parquet_parts(g.edges, tmp_path / "e.parquet", parts=4)
@@ -119,10 +119,10 @@ def test_resolve_ids_maps_non_contiguous_ids_to_rows(tmp_path, monkeypatch, join
 
 
 @pytest.mark.parametrize("join", ["dense", "sorted", "merge"])
-def test_resolve_ids_refuses_unknown_and_duplicate_ids(tmp_path, monkeypatch, join):
+def test_resolve_ids_refuses_unknown_and_duplicate_ids(tmp_path, zv_config, join):
     if join == "merge":
-        monkeypatch.setattr(sources, "BROADCAST_LOOKUP_ROWS", 1)
-    monkeypatch.setattr(sources, "DENSE_ID_SPAN", 10**6 if join == "dense" else 0)
+        zv_config("sources.broadcast-lookup-rows", 1)
+    zv_config("sources.dense-id-span", 10**6 if join == "dense" else 0)
     vertices = sources.vertex_table(sources.read_table(str(_csv(
         tmp_path, pd.DataFrame({"id": [5, 9], "x": [0.0, 1.0], "y": [0.0, 1.0]}), "v.csv"))), with_ids=True)
     edges = sources.read_table(str(_csv(tmp_path, pd.DataFrame({"src": [5, 9], "dst": [9, 7]}), "e.csv")))

@@ -26,8 +26,6 @@ from file_tree import tree
 import zarr_vectors as zv
 from zarr_vectors import links_api as links_api
 from zarr_vectors.store.groups import open_store
-from zarr_vectors.write import linked as linked_stage
-from zarr_vectors.write import vertices as vertex_stage
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 
@@ -574,9 +572,9 @@ def test_root_and_level_metadata_per_kind(tmp_path, kind, convention, intra):
 # ---------------------------------------------------------------------------
 # dask inputs, a real cluster
 # ---------------------------------------------------------------------------
-def test_dask_inputs_write_the_same_bytes(tmp_path, monkeypatch):
-    monkeypatch.setattr(vertex_stage, "MIN_ROWS_PER_TASK", 300)
-    monkeypatch.setattr(linked_stage, "RECORD_BLOCK", 500)
+def test_dask_inputs_write_the_same_bytes(tmp_path, zv_config):
+    zv_config("write.min-rows-per-task", 300)
+    zv_config("write.record-block", 500)
     rng = np.random.default_rng(70)
     n, m = 1200, 1500
     pos, edges = random_graph(rng, n, m)
@@ -618,27 +616,27 @@ def test_dask_inputs_write_the_same_bytes(tmp_path, monkeypatch):
     assert tree(tmp_path / "np" / "k.zv") == tree(tmp_path / "da" / "k.zv")
 
 
-def test_several_blocks_and_owners_give_the_same_store(tmp_path, monkeypatch):
+def test_several_blocks_and_owners_give_the_same_store(tmp_path, zv_config):
     rng = np.random.default_rng(71)
     pos, edges = random_graph(rng, 2000, 3000)
     kw = dict(chunk_shape=50, store="duplicate", directed=True, edge_attributes={"e": np.arange(3000)})
     zv.write_graph(str(tmp_path / "one" / "s.zv"), pos, edges, **kw)
-    monkeypatch.setattr(vertex_stage, "BLOCK_ROWS", 700)
-    monkeypatch.setattr(vertex_stage, "MIN_ROWS_PER_TASK", 400)
-    monkeypatch.setattr(linked_stage, "RECORD_BLOCK", 800)
+    zv_config("write.block-rows", 700)
+    zv_config("write.min-rows-per-task", 400)
+    zv_config("write.record-block", 800)
     result = zv.write_graph(str(tmp_path / "many" / "s.zv"), pos, edges, **kw)
     assert result.num_tasks > 1
     assert tree(tmp_path / "one" / "s.zv") == tree(tmp_path / "many" / "s.zv")
 
 
-def test_local_cluster_writes_the_same_bytes(tmp_path, local_cluster, monkeypatch):
+def test_local_cluster_writes_the_same_bytes(tmp_path, local_cluster, zv_config):
     from distributed import get_task_stream
 
     from zarr_vectors.execution.runner import current_client
 
-    monkeypatch.setattr(vertex_stage, "BLOCK_ROWS", 900)
-    monkeypatch.setattr(vertex_stage, "MIN_ROWS_PER_TASK", 500)
-    monkeypatch.setattr(linked_stage, "RECORD_BLOCK", 1200)
+    zv_config("write.block-rows", 900)
+    zv_config("write.min-rows-per-task", 500)
+    zv_config("write.record-block", 1200)
     rng = np.random.default_rng(72)
     n, m = 2500, 3000
     pos, edges = random_graph(rng, n, m)

@@ -25,7 +25,6 @@ from file_tree import tree
 import zarr_vectors as zv
 from zarr_vectors.encoding import FragmentIndex, decode_manifest
 from zarr_vectors.errors import StoreExistsError
-from zarr_vectors.write import vertices as vertex_stage
 
 ZSTD = {"name": "zstd", "configuration": {"level": 0, "checksum": False}}
 BLOSC = {
@@ -279,13 +278,13 @@ def test_bbox_reads_match_a_numpy_mask(tmp_path):
 # ---------------------------------------------------------------------------
 # order
 # ---------------------------------------------------------------------------
-def test_input_order_kept_within_bin(tmp_path, monkeypatch):
+def test_input_order_kept_within_bin(tmp_path, zv_config):
     # bin (0,0,0) gets rows 0, 2, 4; bin (1,0,0) (linear 4) gets rows 1, 3
     pos = np.array([[1, 1, 1], [30, 1, 1], [2, 2, 2], [31, 2, 2], [3, 3, 3]], "f4")
     zv.write_points(str(tmp_path / "a.zv"), pos, chunk_shape=50, bin_shape=25)
     np.testing.assert_array_equal(zv.read(str(tmp_path / "a.zv")).positions, pos[[0, 2, 4, 1, 3]])
     # the same with every row in its own input block (the owner merges blocks)
-    monkeypatch.setattr(vertex_stage, "BLOCK_ROWS", 1)
+    zv_config("write.block-rows", 1)
     zv.write_points(str(tmp_path / "b.zv"), pos, chunk_shape=50, bin_shape=25)
     np.testing.assert_array_equal(zv.read(str(tmp_path / "b.zv")).positions, pos[[0, 2, 4, 1, 3]])
     zv.write_points(str(tmp_path / "c.zv"), da.from_array(pos, chunks=(2, 3)), chunk_shape=50, bin_shape=25)
@@ -294,11 +293,11 @@ def test_input_order_kept_within_bin(tmp_path, monkeypatch):
     np.testing.assert_array_equal(fi.row_counts(), [3, 0, 0, 0, 2, 0, 0, 0])
 
 
-def test_input_order_kept_within_object(tmp_path, monkeypatch):
+def test_input_order_kept_within_object(tmp_path, zv_config):
     pos = np.array([[1, 1, 1], [30, 1, 1], [2, 2, 2], [31, 2, 2], [3, 3, 3], [4, 4, 4]], "f8")
     ids = np.array([5, 1, 5, 1, 5, 1])
     expected = [1, 3, 5, 0, 2, 4]
-    monkeypatch.setattr(vertex_stage, "BLOCK_ROWS", 2)
+    zv_config("write.block-rows", 2)
     zv.write_points(str(tmp_path / "a.zv"), pos, chunk_shape=50, object_ids=ids)
     data = zv.read(str(tmp_path / "a.zv"))
     np.testing.assert_array_equal(data.positions, pos[expected])
@@ -637,7 +636,7 @@ def test_grid_array_documents(tmp_path):
 # ---------------------------------------------------------------------------
 # inputs: dask, determinism, URLs, compressors
 # ---------------------------------------------------------------------------
-def test_dask_inputs_write_the_same_bytes(tmp_path, monkeypatch):
+def test_dask_inputs_write_the_same_bytes(tmp_path, zv_config):
     rng = np.random.default_rng(21)
     n = 5000
     pos = rng.uniform(-40, 60, (n, 3))
@@ -646,7 +645,7 @@ def test_dask_inputs_write_the_same_bytes(tmp_path, monkeypatch):
     obj = {"w": np.arange(30, dtype="f8")}
     kw = dict(chunk_shape=25, object_ids=ids, attributes=attrs, object_attributes=obj)
     zv.write_points(str(tmp_path / "np" / "s.zv"), pos, **kw)
-    monkeypatch.setattr(vertex_stage, "MIN_ROWS_PER_TASK", 700)  # several owners, several blocks each
+    zv_config("write.min-rows-per-task", 700)  # several owners, several blocks each
     dask_kw = dict(
         kw,
         object_ids=da.from_array(ids, chunks=611),
@@ -663,12 +662,12 @@ def test_dask_inputs_write_the_same_bytes(tmp_path, monkeypatch):
     np.testing.assert_array_equal(data.attributes["rgb"], attrs["rgb"][order])
 
 
-def test_dask_binned_with_many_blocks_same_bytes(tmp_path, monkeypatch):
+def test_dask_binned_with_many_blocks_same_bytes(tmp_path, zv_config):
     rng = np.random.default_rng(22)
     pos = rng.uniform(0, 100, (3000, 3)).astype("f4")
     kw = dict(chunk_shape=20, bin_shape=5, attributes={"a": rng.integers(0, 5, (3000, 2)).astype("i1")})
     zv.write_points(str(tmp_path / "np" / "s.zv"), pos, **kw)
-    monkeypatch.setattr(vertex_stage, "MIN_ROWS_PER_TASK", 400)
+    zv_config("write.min-rows-per-task", 400)
     zv.write_points(str(tmp_path / "dask" / "s.zv"), da.from_array(pos, chunks=(250, 3)), **kw)
     assert tree(tmp_path / "np" / "s.zv") == tree(tmp_path / "dask" / "s.zv")
 

@@ -52,8 +52,8 @@ def test_non_finite_position_in_a_later_dask_block(tmp_path):
     refuses(tmp_path, InputError, "positions row 777", "not finite", positions=da.from_array(pos, chunks=(100, 3)))
 
 
-def test_non_finite_position_in_a_later_numpy_block(tmp_path, monkeypatch):
-    monkeypatch.setattr(vertex_stage, "BLOCK_ROWS", 64)
+def test_non_finite_position_in_a_later_numpy_block(tmp_path, zv_config):
+    zv_config("write.block-rows", 64)
     pos = np.random.default_rng(0).uniform(0, 100, (500, 2))
     pos[321, 0] = np.inf
     refuses(tmp_path, InputError, "positions row 321", positions=pos, chunk_shape=10)

@@ -11,7 +11,6 @@ from file_tree import tree
 
 import zarr_vectors as zv
 from zarr_vectors.execution.runner import current_client
-from zarr_vectors.write import vertices as vertex_stage
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 
@@ -32,11 +31,11 @@ def inputs():
     return pos, ids, attrs, obj
 
 
-def test_cluster_write_equals_local_write(tmp_path, local_cluster, inputs, monkeypatch):
+def test_cluster_write_equals_local_write(tmp_path, local_cluster, inputs, zv_config):
     pos, ids, attrs, obj = inputs
     # several input blocks and several owner tasks, so routing and merging really happen on the workers
-    monkeypatch.setattr(vertex_stage, "BLOCK_ROWS", 1000)
-    monkeypatch.setattr(vertex_stage, "MIN_ROWS_PER_TASK", 800)
+    zv_config("write.block-rows", 1000)
+    zv_config("write.min-rows-per-task", 800)
     kw = dict(chunk_shape=20, object_ids=ids, attributes=attrs, object_attributes=obj)
     assert current_client() is None
     local = zv.write_points(str(tmp_path / "local" / "s.zv"), pos, **kw)
@@ -60,9 +59,9 @@ def test_cluster_write_equals_local_write(tmp_path, local_cluster, inputs, monke
     np.testing.assert_array_equal(data.object_attributes["w"], obj["w"])
 
 
-def test_cluster_write_of_dask_input(tmp_path, local_cluster, inputs, monkeypatch):
+def test_cluster_write_of_dask_input(tmp_path, local_cluster, inputs, zv_config):
     pos, _, attrs, _ = inputs
-    monkeypatch.setattr(vertex_stage, "MIN_ROWS_PER_TASK", 1000)
+    zv_config("write.min-rows-per-task", 1000)
     kw = dict(chunk_shape=20, bin_shape=5)
     zv.write_points(str(tmp_path / "local" / "s.zv"), pos.astype("f4"), attributes=attrs, **kw)
     with local_cluster.as_current(), get_task_stream(client=local_cluster) as stream:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zarr_vectors.errors import EncodingError, InputError
+from zarr_vectors.errors import EncodingError, InputError, InternalError
 
 DENSE_KEY_SPACE = 1 << 22
 """Per-task (cell, bin) key spaces up to this size are counted with bincount, not sorted."""
@@ -185,7 +185,7 @@ def cell_partials(
     per_cell = int(np.prod(span))
     per_vertex = np.bincount(cell_of_vertex, minlength=len(cells))
     if m > 1 and bool((cell_of_vertex[1:] < cell_of_vertex[:-1]).any()):
-        raise ValueError("cell_partials: vertices must be grouped by cell, in cell order")
+        raise InputError("cell_partials: vertices must be grouped by cell, in cell order")
     strides = [int(np.prod(span[d + 1 :])) for d in range(ndim)]
     # key = cell * per_cell + sum_d (bin_d - cell_bin0_d) * stride_d, accumulated exactly in float64
     base = np.arange(len(cells), dtype=np.float64) * per_cell - (cell_bin0 * np.asarray(strides)).sum(axis=1)
@@ -314,7 +314,7 @@ class MetavertexLayout:
         pos = np.searchsorted(self.keys, keys)
         pos = np.minimum(pos, max(len(self.keys) - 1, 0))
         if len(self.keys) == 0 or not np.array_equal(self.keys[pos], keys):
-            raise RuntimeError("a source bin has no metavertex: the level's partial sums are incomplete")
+            raise InternalError("a source bin has no metavertex: the level's partial sums are incomplete")
         return self.mv_index[pos]
 
     def chunk_rows(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

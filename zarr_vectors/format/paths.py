@@ -12,6 +12,8 @@ import operator
 import re
 from collections.abc import Sequence
 
+from zarr_vectors.errors import InputError
+
 __all__ = [
     "SELF_SEGMENT",
     "format_chunk_key",
@@ -57,7 +59,7 @@ def format_delta(delta: int) -> str:
 def parse_delta(text: str) -> int:
     """Parse a canonically spelled delta; any other spelling is a malformed segment."""
     if not isinstance(text, str) or _DELTA_RE.fullmatch(text) is None:
-        raise ValueError(
+        raise InputError(
             f"delta segment {text!r} is not canonical: expected '0', '+N' or '-N' (N without leading zeros)"
         )
     return int(text)
@@ -65,9 +67,9 @@ def parse_delta(text: str) -> int:
 
 def _check_arity(link_width: int, sid_ndim: int) -> None:
     if _as_int(link_width, "link_width") < 1:
-        raise ValueError(f"link_width must be >= 1, got {link_width}")
+        raise InputError(f"link_width must be >= 1, got {link_width}")
     if _as_int(sid_ndim, "sid_ndim") < 1:
-        raise ValueError(f"sid_ndim must be >= 1, got {sid_ndim}")
+        raise InputError(f"sid_ndim must be >= 1, got {sid_ndim}")
 
 
 def format_offsets(offsets: Offsets) -> str:
@@ -76,7 +78,7 @@ def format_offsets(offsets: Offsets) -> str:
         return SELF_SEGMENT
     widths = {len(offset) for offset in offsets}
     if len(widths) != 1 or 0 in widths:
-        raise ValueError(f"offsets {offsets!r} must all have the same, non-zero number of components")
+        raise InputError(f"offsets {offsets!r} must all have the same, non-zero number of components")
     return "_".join(".".join(format_delta(c) for c in offset) for offset in offsets)
 
 
@@ -90,15 +92,15 @@ def parse_offsets(segment: str, *, link_width: int, sid_ndim: int) -> tuple[tupl
     if link_width == 1:
         if segment == SELF_SEGMENT:
             return ()
-        raise ValueError(f"offsets segment {segment!r} must be {SELF_SEGMENT!r} for link_width 1")
+        raise InputError(f"offsets segment {segment!r} must be {SELF_SEGMENT!r} for link_width 1")
     if segment == SELF_SEGMENT:
-        raise ValueError(
+        raise InputError(
             f"offsets segment {SELF_SEGMENT!r} is only valid for link_width 1, expected "
             f"{link_width - 1} offsets for link_width {link_width}"
         )
     parts = segment.split("_")
     if len(parts) != link_width - 1:
-        raise ValueError(
+        raise InputError(
             f"offsets segment {segment!r} has {len(parts)} offsets, expected {link_width - 1} "
             f"(link_width {link_width})"
         )
@@ -106,12 +108,12 @@ def parse_offsets(segment: str, *, link_width: int, sid_ndim: int) -> tuple[tupl
     for part in parts:
         components = part.split(".")
         if len(components) != sid_ndim:
-            raise ValueError(
+            raise InputError(
                 f"offsets segment {segment!r} has {len(components)} components per offset, expected {sid_ndim}"
             )
         bad = [c for c in components if _DELTA_RE.fullmatch(c) is None]
         if bad:
-            raise ValueError(
+            raise InputError(
                 f"offsets segment {segment!r} has non-canonical component {bad[0]!r}: "
                 "expected '0', '+N' or '-N' (N without leading zeros)"
             )
@@ -132,7 +134,7 @@ def is_intra(offsets: Offsets) -> bool:
 
 def _check_attribute_name(name: str) -> str:
     if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
-        raise ValueError(f"link attribute name {name!r} must be a non-empty path segment (no '/', not '.' or '..')")
+        raise InputError(f"link attribute name {name!r} must be a non-empty path segment (no '/', not '.' or '..')")
     return name
 
 
@@ -159,7 +161,7 @@ def link_attributes_path(name: str, delta: int, offsets: Offsets) -> str:
 def format_chunk_key(coords: Sequence[int]) -> str:
     """Dotted absolute chunk key as stored in ``nonempty_chunks`` (``-1.0.2``)."""
     if len(coords) == 0:
-        raise ValueError("a chunk key needs at least one coordinate")
+        raise InputError("a chunk key needs at least one coordinate")
     return ".".join(str(_as_int(c, "chunk coordinate")) for c in coords)
 
 
@@ -174,10 +176,10 @@ def parse_chunk_key(key: str, ndim: int | None = None) -> tuple[int, ...]:
     components = key.split(".")
     bad = [c for c in components if _CHUNK_COMPONENT_RE.fullmatch(c) is None]
     if bad:
-        raise ValueError(
+        raise InputError(
             f"chunk key {key!r} has malformed component {bad[0]!r}: expected a signed decimal "
             "integer without '+', whitespace or leading zeros"
         )
     if ndim is not None and len(components) != ndim:
-        raise ValueError(f"chunk key {key!r} has {len(components)} components, expected {ndim}")
+        raise InputError(f"chunk key {key!r} has {len(components)} components, expected {ndim}")
     return tuple(int(c) for c in components)

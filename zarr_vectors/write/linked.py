@@ -35,7 +35,7 @@ import dask.array as da
 import numpy as np
 from typing_extensions import Unpack
 
-from zarr_vectors import reconcile
+from zarr_vectors import config, reconcile
 from zarr_vectors.errors import InputError
 from zarr_vectors.execution import runner
 from zarr_vectors.format import topology
@@ -50,11 +50,6 @@ from zarr_vectors.write import vertices as vx
 from zarr_vectors.write.options import SharedOptions, WriteOptions
 from zarr_vectors.write.plan import plan_write
 from zarr_vectors.write.points import WriteResult
-
-RECORD_BLOCK = 1_000_000
-#: Link arrays whose presence list one reconcile task rebuilds (each is a listing and
-#: a small write: a task's worth is a few dozen of them).
-PRESENCE_ARRAYS_PER_TASK = 32
 
 
 @dataclass(frozen=True)
@@ -215,7 +210,7 @@ def _reconcile(
     rels = link_presence_arrays(bare, 0) if has_family else []
     parts = vertex_parts + [
         dask.delayed(rebuild_presence)(bare, rels[run])
-        for run in runner.task_runs(np.ones(len(rels), dtype=np.int64), PRESENCE_ARRAYS_PER_TASK)
+        for run in runner.task_runs(np.ones(len(rels), dtype=np.int64), config.get("write.presence-arrays-per-task"))
     ]
     counts = dask.delayed(_link_counts)(total, *link_rows) if has_family else None
     families = vx.vertex_families(spec) + (["links"] if has_family else [])
@@ -249,7 +244,7 @@ def _record_blocks(
 
     A dask array keeps its own blocks (one per source partition: no rechunk, so no
     data moves), is read once into cluster memory (``persist``) and checked block by
-    block before anything is written; a numpy array is cut into ``RECORD_BLOCK`` rows.
+    block before anything is written; a numpy array is cut into blocks of ``zarr_vectors.write.record-block`` rows.
     """
     if isinstance(records, da.Array):
         rec = records.rechunk({1: -1})
@@ -270,7 +265,7 @@ def _record_blocks(
             if problem is not None:
                 raise InputError(problem)
     else:
-        rows = list(range(0, len(records), RECORD_BLOCK)) + [len(records)]
+        rows = list(range(0, len(records), config.get("write.record-block"))) + [len(records)]
         record_blocks = vx.publish_blocks(records, rows)
         columns = {name: vx.publish_blocks(v, rows) for name, v in attributes.items()}
     return record_blocks, [{name: bs[b] for name, bs in columns.items()} for b in range(len(record_blocks))]
@@ -352,7 +347,7 @@ def write_linked(
             dask.delayed(_place_owner)(
                 placement, plan, cells, link, *[dask.delayed(FiledRecords.share)(f, cells, duplicate) for f in filed]
             )
-            for cells in runner.task_runs(per_cell, vx.MIN_ROWS_PER_TASK)
+            for cells in runner.task_runs(per_cell, config.get("write.min-rows-per-task"))
         ],
     )
     segments = set().union(*runner.compute("plan links", *[dask.delayed(_segments)(o) for o in owned]))

@@ -28,7 +28,7 @@ import dask
 import dask.array as da
 import numpy as np
 
-from zarr_vectors import reconcile
+from zarr_vectors import config, reconcile
 from zarr_vectors.encoding import FragmentIndex
 from zarr_vectors.errors import InputError
 from zarr_vectors.execution import runner
@@ -44,13 +44,6 @@ from zarr_vectors.store.nodes import group_document, write_node
 
 FragmentMode = Literal["bins", "objects", "runs"]
 
-BLOCK_ROWS = 1_000_000
-MIN_ROWS_PER_TASK = 250_000
-#: Rows of one owner task, in bytes: every routed piece waits in worker memory until the
-#: owners run, and an owner holds a few copies of its rows while it merges and encodes
-#: them, so on small workers (1 GiB) the owners must stay small (32 MiB of rows: ~1.2M
-#: float64 xyz points with an attribute).
-MAX_TASK_BYTES = 32 << 20
 MAX_BINS_PER_CHUNK = 1 << 20
 MAX_OBJECT_ID = (1 << 26) - 1
 ATTRIBUTE_KINDS = "biuf"
@@ -183,7 +176,7 @@ def normalise_vertex_inputs(
         pos = pos.rechunk({1: -1})
         rows = np.r_[0, np.cumsum(pos.chunks[0])].astype(int).tolist()
     else:
-        rows = list(range(0, n, BLOCK_ROWS)) + [n] if n else [0, 0]
+        rows = list(range(0, n, config.get("write.block-rows"))) + [n] if n else [0, 0]
 
     mode = mode or ("objects" if object_ids is not None else "bins")
     ids_in: Any = None
@@ -357,7 +350,11 @@ def plan_vertices(spec: VertexSpec, blocks: InputBlocks) -> VertexPlan:
             f"({counts[worst] * spec.row_bytes()} bytes in one cell); a cell must stay below 4 GiB: "
             "use a smaller chunk_shape. Nothing was written."
         )
-    owners = task_runs(counts, MIN_ROWS_PER_TASK, MAX_TASK_BYTES // spec.row_bytes())
+    # every routed piece waits in worker memory until the owners run, and an owner holds a
+    # few copies of its rows while it merges and encodes them: on small workers (1 GiB)
+    # owners must stay small (32 MiB of rows: ~1.2M float64 xyz points with an attribute)
+    max_rows = config.get("write.max-task-bytes") // spec.row_bytes()
+    owners = task_runs(counts, config.get("write.min-rows-per-task"), max_rows)
     return VertexPlan(origin, shape, cells, counts, owners, bounds, num_objects)
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from zarr_vectors.encoding import lehmer_encode_rows
+from zarr_vectors.errors import InputError
 from zarr_vectors.format.paths import format_offsets
 
 CANONICAL = "canonical"
@@ -144,7 +145,7 @@ def place_records(
     identity = np.broadcast_to(np.arange(width, dtype=np.int64), (n, width))
     if delta != 0:
         if r_src is None or r_trg is None:
-            raise ValueError("cross-level placement needs the anchor ratios r_src and r_trg")
+            raise InputError("cross-level placement needs the anchor ratios r_src and r_trg")
         cell = chunks[:, 0, :].copy()
         anchor = anchor_chunks(cell, np.asarray(r_src), np.asarray(r_trg))
         return Placements(
