@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zarr_vectors.errors import MetadataError
+from zarr_vectors.format.schema import is_int
 
 ZV_VERSION = "0.9.2"
 MIN_ZV_VERSION = (0, 9, 0)
@@ -79,7 +80,7 @@ class _Reader:
             value = default
         else:
             value = self.obj[key]
-        if not _is_int(value):
+        if not is_int(value):
             raise self.error(key, f"{key} must be an integer, found {value!r}")
         if minimum is not None and value < minimum:
             raise self.error(key, f"{key} must be >= {minimum}, found {value}")
@@ -94,10 +95,6 @@ class _Reader:
 
 def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 @dataclass(frozen=True)
@@ -358,7 +355,7 @@ class LevelMetadata:
         if not isinstance(arrays_present, list):
             raise r.error("arrays_present", "arrays_present must be a list")
         parent = r.obj.get("parent_level")
-        if parent is not None and not _is_int(parent):
+        if parent is not None and not is_int(parent):
             raise r.error("parent_level", f"parent_level must be null or an integer, found {parent!r}")
         known = {
             "level", "vertex_count", "arrays_present", "object_sparsity", "coarsening_method", "parent_level",

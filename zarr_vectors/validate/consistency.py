@@ -40,6 +40,7 @@ from zarr_vectors.format.paths import (
     parse_delta,
     parse_offsets,
 )
+from zarr_vectors.format.schema import is_int
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.codecs import ShardingSpec
 from zarr_vectors.store.grid import get_ranges
@@ -728,7 +729,7 @@ def reduce_level(model_level: dict[str, Any], table: VertexResult, manifests: Ma
             f.code in ("L3_CELL_UNDECODABLE", "L3_NONEMPTY_MISSING", "L3_SHARD_CORRUPT")
             and f.node.endswith("/vertices")
             for f in table.findings)
-        if isinstance(vc, int) and not isinstance(vc, bool) and complete and vc != total:
+        if is_int(vc) and complete and vc != total:
             out.append(make("L3_VERTEX_COUNT", path, f"vertex_count is {vc}, the vertex cells hold {total} rows"))
         if manifests is not None:
             mpath = f"{path}/object_index/manifests"

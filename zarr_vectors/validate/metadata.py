@@ -23,6 +23,7 @@ from zarr_vectors.format.metadata import (
     parse_version,
 )
 from zarr_vectors.format.paths import format_delta, parse_chunk_key, parse_delta, parse_offsets
+from zarr_vectors.format.schema import is_int
 from zarr_vectors.validate.findings import Report, crashed, make
 from zarr_vectors.validate.structure import CellCodec, StoreModel, origin_of
 
@@ -31,10 +32,6 @@ FAMILY_NAMES = ("vertices", "vertex_attributes", "fragment_attributes", "links",
                 "link_fragments")
 ZV = "/attributes/zarr_vectors"
 LV = "/attributes/zarr_vectors_level"
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _is_num(v: Any) -> bool:
@@ -121,7 +118,7 @@ def _check_root(model: StoreModel, report: Report) -> None:
             report.add(make(code, "/", f"{key} {_short(zv[key])} is not one of {list(allowed)}", pointer=f"{ZV}/{key}"))
     if "cross_level_depth" in zv:
         depth = zv["cross_level_depth"]
-        if not _is_int(depth) or depth < -1:
+        if not is_int(depth) or depth < -1:
             report.add(make("L2_CROSS_LEVEL_DEPTH", "/", f"cross_level_depth must be an integer >= -1, found "
                             f"{_short(depth)}", pointer=ZV + "/cross_level_depth"))
     if "geometry_types" in zv:
@@ -239,11 +236,11 @@ def _check_levels(model: StoreModel, report: Report) -> None:
         if not isinstance(block, dict):
             report.add(make("L2_LEVEL_BLOCK", name, "no zarr_vectors_level block", pointer="/attributes"))
             continue
-        if block.get("level") != number or not _is_int(block.get("level")):
+        if block.get("level") != number or not is_int(block.get("level")):
             report.add(make("L2_LEVEL_NUMBER", name, f"level is {_short(block.get('level'))}, the group is named "
                             f"{name}", pointer=LV + "/level"))
         vc = block.get("vertex_count")
-        if not _is_int(vc) or vc < 0:
+        if not is_int(vc) or vc < 0:
             report.add(make("L2_VERTEX_COUNT", name, f"vertex_count must be an integer >= 0, found {_short(vc)}",
                             pointer=LV + ("/vertex_count" if "vertex_count" in block else "")))
         ap = block.get("arrays_present")
@@ -260,7 +257,7 @@ def _check_levels(model: StoreModel, report: Report) -> None:
             if parent is not None:
                 report.add(make("L2_PARENT_LEVEL", name, f"parent_level of level 0 must be null, found "
                                 f"{_short(parent)}", pointer=LV + "/parent_level"))
-        elif not _is_int(parent) or parent >= number or parent not in model.levels or parent < 0:
+        elif not is_int(parent) or parent >= number or parent not in model.levels or parent < 0:
             report.add(make("L2_PARENT_LEVEL", name, f"parent_level must name an existing lower level, found "
                             f"{_short(parent)}", pointer=LV + "/parent_level"))
         if "chunk_shape" in block:
@@ -279,8 +276,8 @@ def family_policy(model: StoreModel, number: int, delta: int) -> dict[str, Any] 
     if node is None:
         return None
     a = node.attrs
-    if not (_is_int(a.get("link_width")) and a["link_width"] >= 1 and isinstance(a.get("directed", False), bool)
-            and a.get("store", "canonical") in ("canonical", "duplicate") and _is_int(a.get("sid_ndim"))):
+    if not (is_int(a.get("link_width")) and a["link_width"] >= 1 and isinstance(a.get("directed", False), bool)
+            and a.get("store", "canonical") in ("canonical", "duplicate") and is_int(a.get("sid_ndim"))):
         return None
     return {"link_width": a["link_width"], "directed": a.get("directed", False), "store": a.get("store", "canonical"),
             "sid_ndim": a["sid_ndim"], "num_links": a.get("num_links"),
@@ -301,7 +298,7 @@ def _check_families(model: StoreModel, report: Report) -> None:
                 continue
             a = fam.attrs
             w = a.get("link_width")
-            if not _is_int(w) or w < 1:
+            if not is_int(w) or w < 1:
                 report.add(make("L2_FAMILY_LINK_WIDTH", fam.path, f"link_width must be an integer >= 1, found "
                                 f"{_short(w)}", pointer="/attributes/link_width"))
             if "directed" in a and not isinstance(a["directed"], bool):
@@ -313,14 +310,14 @@ def _check_families(model: StoreModel, report: Report) -> None:
                 report.add(make("L2_FAMILY_STORE", fam.path, f"store must be 'canonical' or 'duplicate', found "
                                 f"{_short(a.get('store'))}", pointer="/attributes/store"))
             sid = a.get("sid_ndim")
-            if not _is_int(sid) or (rank is not None and sid != rank):
+            if not is_int(sid) or (rank is not None and sid != rank):
                 report.add(make("L2_FAMILY_SID_NDIM", fam.path, f"sid_ndim must be {rank}, found {_short(sid)}",
                                 pointer="/attributes/sid_ndim"))
-            if a.get("level_delta") != delta or not _is_int(a.get("level_delta")):
+            if a.get("level_delta") != delta or not is_int(a.get("level_delta")):
                 report.add(make("L2_FAMILY_LEVEL_DELTA", fam.path, f"level_delta is {_short(a.get('level_delta'))}, "
                                 f"the path says {delta}", pointer="/attributes/level_delta"))
             for arr in model.children(fam.path):
-                _check_links_array(arr, delta, w if _is_int(w) else None, sid if _is_int(sid) else rank, report)
+                _check_links_array(arr, delta, w if is_int(w) else None, sid if is_int(sid) else rank, report)
         # link attribute families
         la = model.nodes.get(f"{name}/link_attributes")
         for attr_group in model.children(f"{name}/link_attributes") if la else []:
@@ -329,7 +326,7 @@ def _check_families(model: StoreModel, report: Report) -> None:
                     delta = parse_delta(fam.name)
                 except ValueError:
                     continue
-                if fam.attrs.get("level_delta") != delta or not _is_int(fam.attrs.get("level_delta")):
+                if fam.attrs.get("level_delta") != delta or not is_int(fam.attrs.get("level_delta")):
                     report.add(make("L2_FAMILY_LEVEL_DELTA", fam.path, f"level_delta is "
                                     f"{_short(fam.attrs.get('level_delta'))}, the path says {delta}",
                                     pointer="/attributes/level_delta"))
@@ -395,7 +392,7 @@ def attribute_layout(attrs: dict[str, Any]) -> tuple[np.dtype, int] | None:
     """(little-endian dtype, values per row) of an attribute array, or None when unusable."""
     dt = _dtype(attrs.get("dtype"))
     rs = attrs.get("row_shape", [])
-    if dt is None or not isinstance(rs, list) or not all(_is_int(v) and v >= 1 for v in rs):
+    if dt is None or not isinstance(rs, list) or not all(is_int(v) and v >= 1 for v in rs):
         return None
     return dt.newbyteorder("<"), int(np.prod(rs)) if rs else 1
 
@@ -490,20 +487,20 @@ def _check_object_index(model: StoreModel, report: Report) -> None:
                             pointer="/attributes/layout", severity="warning" if allowed else None))
         no, npres, sid = a.get("num_objects"), a.get("num_present"), a.get("sid_ndim")
         rank = model.grid_rank(number)
-        if not _is_int(no) or no < 0:
+        if not is_int(no) or no < 0:
             report.add(make("L2_OBJECT_INDEX_COUNTS", group.path, f"num_objects must be an integer >= 0, found "
                             f"{_short(no)}", pointer="/attributes/num_objects"))
-        elif not _is_int(npres) or not 0 <= npres <= no:
+        elif not is_int(npres) or not 0 <= npres <= no:
             report.add(make("L2_OBJECT_INDEX_COUNTS", group.path, f"num_present must be an integer in [0, {no}], "
                             f"found {_short(npres)}", pointer="/attributes/num_present"))
-        if not _is_int(sid) or (rank is not None and sid != rank):
+        if not is_int(sid) or (rank is not None and sid != rank):
             report.add(make("L2_OBJECT_INDEX_COUNTS", group.path, f"sid_ndim must be {rank}, found {_short(sid)}",
                             pointer="/attributes/sid_ndim"))
         manifests = model.nodes.get(f"{name}/object_index/manifests")
         rows = manifests.doc.get("shape", [None])[0] if manifests and manifests.doc else None
         if manifests is None:
             report.add(make("L2_OBJECT_INDEX_COUNTS", group.path, "object_index has no manifests array"))
-        elif _is_int(no) and rows != no:
+        elif is_int(no) and rows != no:
             report.add(make("L2_OBJECT_INDEX_COUNTS", group.path, f"num_objects is {no} but manifests has {rows} "
                             "rows", pointer="/attributes/num_objects"))
         if layout == "vlen_manifests_v2":

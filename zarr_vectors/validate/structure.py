@@ -19,6 +19,7 @@ import numpy as np
 from zarr_vectors.encoding import unframe_items, unframe_single
 from zarr_vectors.errors import MetadataError
 from zarr_vectors.format.paths import parse_delta, parse_offsets
+from zarr_vectors.format.schema import is_int
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.codecs import Compressor, Pipeline, ShardingSpec
 from zarr_vectors.store.consolidated import MEMBER
@@ -302,7 +303,7 @@ def origin_of(node: Node) -> tuple[int, ...] | None:
     origin = node.attrs.get("chunk_grid_origin")
     if origin is None:
         return (0,) * ndim if ndim is not None else None
-    if isinstance(origin, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in origin):
+    if isinstance(origin, list) and all(is_int(v) for v in origin):
         return tuple(origin)
     return None
 
@@ -581,7 +582,7 @@ def _check_offsets_name(model: StoreModel, number: int, node: Node, delta: int, 
     family = model.nodes.get(f"{model.levels[number]}/links/{format_delta(delta)}")
     fattrs = family.attrs if family else {}
     width = fattrs.get("link_width")
-    if not _is_int(width) or width < 1:
+    if not is_int(width) or width < 1:
         # no usable family policy: fall back to the array's own claim (the family is checked at L2)
         width = node.attrs.get("link_width", width)
     # the chunk-key rank of the level; a family sid_ndim that disagrees is an L2 finding, not a
@@ -589,7 +590,7 @@ def _check_offsets_name(model: StoreModel, number: int, node: Node, delta: int, 
     sid = model.grid_rank(number)
     if sid is None:
         sid = fattrs.get("sid_ndim")
-    if not _is_int(width) or not _is_int(sid) or width < 1 or sid < 1:
+    if not is_int(width) or not is_int(sid) or width < 1 or sid < 1:
         return
     try:
         parse_offsets(segment, link_width=width, sid_ndim=sid)
@@ -606,14 +607,10 @@ def _check_grid_geometry(node: Node, rank: int | None, report: Report) -> None:
     if "chunk_grid_origin" in node.attrs:
         origin = node.attrs["chunk_grid_origin"]
         want = rank if rank is not None else ndim
-        ok = isinstance(origin, list) and all(_is_int(v) for v in origin)
+        ok = isinstance(origin, list) and all(is_int(v) for v in origin)
         if not ok or (want is not None and len(origin) != want):
             report.add(make("L1_BAD_ORIGIN", node.path, f"chunk_grid_origin must be {want} integers, found "
                             f"{_short(origin)}", pointer="/attributes/chunk_grid_origin"))
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _short(value: Any) -> str:
@@ -775,13 +772,13 @@ def manifest_jobs(model: StoreModel, number: int) -> list[tuple[str, str, int, d
         return []
     doc = node.doc
     sid = group.attrs.get("sid_ndim") if group else None
-    if not _is_int(sid) or sid < 1:
+    if not is_int(sid) or sid < 1:
         sid = model.grid_rank(number) or 0
     shape = doc.get("shape")
     grid = doc.get("chunk_grid", {}).get("configuration", {}).get("chunk_shape") if isinstance(
         doc.get("chunk_grid"), dict) else None
     if not (isinstance(shape, list) and len(shape) == 1 and isinstance(grid, list) and len(grid) == 1
-            and _is_int(shape[0]) and _is_int(grid[0]) and grid[0] >= 1) or sid < 1:
+            and is_int(shape[0]) and is_int(grid[0]) and grid[0] >= 1) or sid < 1:
         return [("bad", path, 0, doc, 0)]
     prefix, sep = key_parser(doc)
     n_chunks = -(-shape[0] // grid[0])
