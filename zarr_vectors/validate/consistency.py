@@ -45,6 +45,7 @@ from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.codecs import ShardingSpec
 from zarr_vectors.store.grid import get_ranges
 from zarr_vectors.validate.findings import Finding, crashed, make
+from zarr_vectors.validate.manifests import ManifestCheck
 from zarr_vectors.validate.metadata import (
     attribute_layout,
     family_policy,
@@ -52,7 +53,7 @@ from zarr_vectors.validate.metadata import (
     level_transform,
     vertices_dtype,
 )
-from zarr_vectors.validate.structure import CellCodec, ManifestSummary, Node, StoreModel, origin_of
+from zarr_vectors.validate.structure import CellCodec, Node, StoreModel, origin_of
 
 try:  # the single definition lives with the links API (Links page)
     from zarr_vectors.store.link_arrays import links_has_perm
@@ -719,7 +720,7 @@ def reduce_family(fam: FamilySpec, policy: dict[str, Any], *parts: LinkResult) -
 # ---------------------------------------------------------------------------
 # level reduce: totals, manifests
 # ---------------------------------------------------------------------------
-def reduce_level(model_level: dict[str, Any], table: VertexResult, manifests: ManifestSummary | None) -> list[Finding]:
+def reduce_level(model_level: dict[str, Any], table: VertexResult, manifests: ManifestCheck | None) -> list[Finding]:
     out: list[Finding] = list(table.findings)
     path = model_level["path"]
     try:
@@ -733,14 +734,15 @@ def reduce_level(model_level: dict[str, Any], table: VertexResult, manifests: Ma
             out.append(make("L3_VERTEX_COUNT", path, f"vertex_count is {vc}, the vertex cells hold {total} rows"))
         if manifests is not None:
             mpath = f"{path}/object_index/manifests"
-            missing = [(c, v) for c, v in manifests.max_fragment.items() if c not in table.fragments]
+            max_fragment = manifests.summary.max_fragment
+            missing = [(c, v) for c, v in max_fragment.items() if c not in table.fragments]
             for c, (f, r) in sorted(missing)[:MAX_EXAMPLES]:
                 out.append(make("L3_MANIFEST_CHUNK_MISSING", mpath, f"row {r} names chunk {_key(c)}, which has no "
                                 "FragmentIndex at this level"))
             if len(missing) > MAX_EXAMPLES:
                 out.append(make("L3_MANIFEST_CHUNK_MISSING", mpath, f"... and {len(missing) - MAX_EXAMPLES} more "
                                 "missing chunks"))
-            over = [(c, v) for c, v in manifests.max_fragment.items()
+            over = [(c, v) for c, v in max_fragment.items()
                     if c in table.fragments and v[0] >= table.fragments[c]]
             for c, (f, r) in sorted(over)[:MAX_EXAMPLES]:
                 out.append(make("L3_MANIFEST_FRAGMENT_OUT_OF_RANGE", mpath, f"row {r} names fragment {f} of chunk "
@@ -749,9 +751,10 @@ def reduce_level(model_level: dict[str, Any], table: VertexResult, manifests: Ma
                 out.append(make("L3_MANIFEST_FRAGMENT_OUT_OF_RANGE", mpath, f"... and {len(over) - MAX_EXAMPLES} "
                                 "more chunks"))
             npres = model_level.get("num_present")
-            if isinstance(npres, int) and npres != manifests.nonempty and not manifests.findings:
+            nonempty = manifests.summary.nonempty
+            if isinstance(npres, int) and npres != nonempty and not manifests.findings:
                 out.append(make("L3_OBJECT_NUM_PRESENT", f"{path}/object_index", f"num_present is {npres}, "
-                                f"{manifests.nonempty} manifests are non-empty"))
+                                f"{nonempty} manifests are non-empty"))
     except Exception as exc:  # noqa: BLE001
         out.append(crashed(3, path, exc, what="level totals"))
     return out
@@ -793,7 +796,7 @@ def _ratio(model: StoreModel, number: int, rank: int) -> tuple[int, ...] | None:
     return tuple([1] * (rank - len(r)) + r)
 
 
-def build(model: StoreModel, requested: int, manifests: dict[int, ManifestSummary], static: list[Finding],
+def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck], static: list[Finding],
           ran: dict[str, int]) -> Any:
     """Static level-3 checks into ``static``; returns one delayed reducing every cell task to findings."""
     load_shards(model, static)
@@ -1024,7 +1027,7 @@ def orphan_attribute_families(model: StoreModel, out: list[Finding]) -> None:
                                     "mirror"))
 
 
-def run(model: StoreModel, requested: int, manifests: dict[int, ManifestSummary]) -> tuple[list[Finding], dict[str, int]]:
+def run(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]) -> tuple[list[Finding], dict[str, int]]:
     """Every level-3 check (and the level-4 bin check riding on the same reads)."""
     static: list[Finding] = []
     ran: dict[str, int] = {}
