@@ -65,12 +65,12 @@ def test_level3_errors_do_not_stop_levels_4_and_5(copy_store: Callable[[str], Pa
 
 
 def test_exception_in_a_check_is_a_finding(copy_store: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    from zarr_vectors.validate import consistency
+    from zarr_vectors.validate.consistency import vertices
 
     def boom(*args: object, **kw: object) -> None:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(consistency, "_check_fragment_ranges", boom)
+    monkeypatch.setattr(vertices, "_check_fragment_ranges", boom)
     result = validate(str(copy_store("points")), 5)
     crashed = [f for f in result.findings if f.code == "L3_CHECK_CRASHED"]
     assert crashed and "disk on fire" in crashed[0].message
@@ -87,6 +87,30 @@ def test_directory_without_root(tmp_path: Path) -> None:
     (tmp_path / "s" / "0" / "x").write_text("x")
     result = validate(str(tmp_path / "s"), 5)
     assert "L1_STORE_EMPTY" in {f.code for f in result.findings}
+
+
+def test_batch_sizes_are_dask_settings(copy_store: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """validate.*-batch-bytes size the level-3 tasks (read while planning); findings do not depend on them."""
+    import dask
+
+    from zarr_vectors.validate import consistency
+    from zarr_vectors.validate.consistency import cells, links
+
+    store = copy_store("graph")
+    edit_attrs(store, "0", lambda a: a["zarr_vectors_level"].__setitem__("vertex_count", 1))
+    planned: list[int] = []
+
+    def spy(units: list, target: int) -> list:
+        planned.append(target)
+        return cells.batches(units, target)
+
+    for module in (consistency, links):
+        monkeypatch.setattr(module, "batches", spy)
+    default = validate(str(store), 5)
+    with dask.config.set({"zarr_vectors.validate.min-batch-bytes": 1, "zarr_vectors.validate.max-batch-bytes": 64}):
+        small = validate(str(store), 5)
+    assert small.findings == default.findings and "L3_VERTEX_COUNT" in small.codes()
+    assert max(planned[len(planned) // 2:]) <= 64 < min(planned[: len(planned) // 2])
 
 
 def test_memory_store(base_stores: dict[str, Path]) -> None:

@@ -16,10 +16,13 @@ from zarr_vectors.encoding.lehmer import (
 )
 from zarr_vectors.encoding.manifest import (
     ManifestBlock,
+    ManifestSummary,
     decode_manifest,
     decode_manifest_table,
     encode_manifest,
     encode_mode0_manifests,
+    merge_manifest_summaries,
+    summarize_manifest_rows,
 )
 from zarr_vectors.encoding.ragged import (
     decode_ragged_blob,
@@ -40,6 +43,7 @@ __all__ = [
     "MAX_ROWS_WIDTH",
     "FragmentIndex",
     "ManifestBlock",
+    "ManifestSummary",
     "decode_manifest",
     "decode_manifest_table",
     "decode_ragged_blob",
@@ -54,6 +58,8 @@ __all__ = [
     "lehmer_decode_rows",
     "lehmer_encode",
     "lehmer_encode_rows",
+    "merge_manifest_summaries",
+    "summarize_manifest_rows",
     "unframe_items",
     "unframe_single",
 ]

@@ -10,8 +10,8 @@ from __future__ import annotations
 import functools
 import operator
 import struct
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -220,6 +220,39 @@ def encode_mode0_manifests(
     return [data[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
 
 
+def _mode0_blocks(
+    rows: Sequence[bytes | memoryview], sid_ndim: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The rows made only of mode-0 blocks, gathered in one vectorised pass.
+
+    Returns ``(fast, counts, block_row, blocks)``: which rows are all mode 0, each row's
+    block count (as its header says), and the blocks of the ``fast`` rows (records of
+    :func:`_mode0_dtype`, rows in order) with the row each belongs to.  Every other row
+    (short, odd-sized or mixed-mode) needs :func:`decode_manifest`.
+    """
+    n = len(rows)
+    rec = _mode0_dtype(sid_ndim)
+    lens = np.fromiter((len(r) for r in rows), dtype=np.int64, count=n)
+    buf = np.frombuffer(b"".join(rows), dtype=np.uint8)
+    starts = np.cumsum(lens) - lens
+    counts = np.zeros(n, dtype=np.int64)
+    long_enough = lens >= 4
+    if long_enough.any():
+        head = starts[long_enough][:, None] + np.arange(4)
+        counts[long_enough] = buf[head].copy().view("<u4").astype(np.int64).ravel()
+    fast = long_enough & (lens == 4 + counts * rec.itemsize)
+    block_row = np.repeat(np.flatnonzero(fast), counts[fast])
+    within = np.arange(block_row.size) - np.repeat(np.cumsum(counts[fast]) - counts[fast], counts[fast])
+    pos = np.repeat(starts[fast] + 4, counts[fast]) + within * rec.itemsize
+    blocks = buf[pos[:, None] + np.arange(rec.itemsize)].copy().view(rec).ravel()
+    bad_mode = blocks["mode"] != MODE_SINGLE
+    if bad_mode.any():  # mixed-mode rows: left to the exact decoder
+        fast[np.unique(block_row[bad_mode])] = False
+        keep = fast[block_row]
+        block_row, blocks = block_row[keep], blocks[keep]
+    return fast, counts, block_row, blocks
+
+
 def decode_manifest_table(
     rows: Sequence[bytes | memoryview], sid_ndim: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -233,27 +266,7 @@ def decode_manifest_table(
     """
     if sid_ndim < 1:
         raise InputError(f"manifest: sid_ndim must be >= 1, got {sid_ndim}")
-    n = len(rows)
-    rec = _mode0_dtype(sid_ndim).itemsize
-    lens = np.fromiter((len(r) for r in rows), dtype=np.int64, count=n)
-    buf = np.frombuffer(b"".join(rows), dtype=np.uint8)
-    starts = np.cumsum(lens) - lens
-    counts = np.zeros(n, dtype=np.int64)
-    long_enough = lens >= 4
-    if long_enough.any():
-        head = starts[long_enough][:, None] + np.arange(4)
-        counts[long_enough] = buf[head].copy().view("<u4").astype(np.int64).ravel()
-    fast = long_enough & (lens == 4 + counts * rec)
-    block_row = np.repeat(np.flatnonzero(fast), counts[fast])
-    first = starts[fast] + 4
-    within = np.arange(block_row.size) - np.repeat(np.cumsum(counts[fast]) - counts[fast], counts[fast])
-    pos = np.repeat(first, counts[fast]) + within * rec
-    blocks = buf[pos[:, None] + np.arange(rec)].copy().view(_mode0_dtype(sid_ndim)).ravel()
-    bad_mode = blocks["mode"] != MODE_SINGLE
-    if bad_mode.any():  # mixed-mode rows: decode those rows one by one
-        fast[np.unique(block_row[bad_mode])] = False
-        keep = fast[block_row]
-        block_row, blocks = block_row[keep], blocks[keep]
+    fast, _, block_row, blocks = _mode0_blocks(rows, sid_ndim)
     if not fast.all():
         parts_row, parts_chunk, parts_frag = [block_row], [blocks["chunk"].reshape(-1, sid_ndim)], [blocks["fragment"]]
         for r in np.flatnonzero(~fast).tolist():
@@ -267,3 +280,84 @@ def decode_manifest_table(
         return row[order], np.concatenate(parts_chunk)[order], np.concatenate(parts_frag)[order]
     _check_fragments(blocks["fragment"], None)
     return block_row, blocks["chunk"].reshape(-1, sid_ndim).astype(np.int64), blocks["fragment"].astype(np.int64)
+
+
+# ---------------------------------------------------------------------------
+# summaries: what a consistency check needs from many rows, never the rows
+# ---------------------------------------------------------------------------
+@dataclass
+class ManifestSummary:
+    """Many manifest rows reduced to small tables (one per manifests chunk, then merged).
+
+    ``max_fragment`` maps each chunk named to the largest fragment named in it and the
+    row naming it; ``problems`` holds one message per row that does not decode (and a
+    negative fragment), so one bad row does not hide the others.
+    """
+
+    nonempty: int = 0
+    max_fragment: dict[tuple[int, ...], tuple[int, int]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def summarize_manifest_rows(rows: Sequence[bytes], sid_ndim: int, *, first_row: int = 0) -> ManifestSummary:
+    """Summarise manifest rows numbered from ``first_row``; a bad row is a problem, not an exception.
+
+    Mode-0 rows are summarised in one vectorised pass, any other row through
+    :func:`decode_manifest`.
+    """
+    out = ManifestSummary()
+    fast, counts, block_row, blocks = _mode0_blocks(rows, sid_ndim)
+    out.nonempty = int(np.count_nonzero(counts[fast] > 0))
+    if block_row.size:
+        frags = blocks["fragment"].astype(np.int64)
+        negative = frags < 0
+        if negative.any():
+            i = int(np.argmax(negative))
+            out.problems.append(f"row {first_row + int(block_row[i])} names negative fragment {int(frags[i])}")
+        _merge_max(out.max_fragment, blocks["chunk"].reshape(len(blocks), sid_ndim), frags, block_row + first_row)
+    for r in np.flatnonzero(~fast).tolist():
+        try:
+            decoded = decode_manifest(rows[r], sid_ndim)
+        except EncodingError as exc:
+            out.problems.append(f"row {first_row + r}: {exc}")
+            continue
+        if decoded:
+            out.nonempty += 1
+        for b in decoded:
+            if len(b.fragments):
+                _merge_max(out.max_fragment, np.asarray([b.chunk], dtype=np.int64), np.asarray([b.fragments.max()]),
+                           np.asarray([first_row + r]))
+    return out
+
+
+def _merge_max(table: dict[tuple[int, ...], tuple[int, int]], chunks: np.ndarray, frags: np.ndarray, rows: np.ndarray) -> None:
+    """Fold (chunk, fragment, row) triples into ``table``: the largest fragment named per chunk."""
+    chunks = np.asarray(chunks, dtype=np.int64)
+    lo = chunks.min(axis=0)
+    span = chunks.max(axis=0) - lo + 1
+    if float(np.prod(span.astype(np.float64))) < 2.0**62:
+        key = np.ravel_multi_index(tuple((chunks - lo).T), tuple(int(v) for v in span))
+    else:  # absurdly spread coordinates: fall back to row-wise unique
+        key = np.unique(chunks, axis=0, return_inverse=True)[1].ravel()
+    order = np.lexsort((frags, key))
+    k = key[order]
+    last = order[np.flatnonzero(np.r_[k[1:] != k[:-1], True])]
+    for pos in last.tolist():
+        chunk = tuple(int(v) for v in chunks[pos])
+        f, r = int(frags[pos]), int(rows[pos])
+        prev = table.get(chunk)
+        if prev is None or f > prev[0]:
+            table[chunk] = (f, r)
+
+
+def merge_manifest_summaries(parts: Iterable[ManifestSummary]) -> ManifestSummary:
+    """One summary of many (the chunks of one manifests array)."""
+    out = ManifestSummary()
+    for p in parts:
+        out.problems.extend(p.problems)
+        out.nonempty += p.nonempty
+        for chunk, (f, r) in p.max_fragment.items():
+            prev = out.max_fragment.get(chunk)
+            if prev is None or f > prev[0]:
+                out.max_fragment[chunk] = (f, r)
+    return out

@@ -1,40 +1,49 @@
 """Root and level metadata (FORMAT.md §3-4) as typed models.
 
-``from_attributes`` checks types and enumerations and raises :class:`MetadataError`
-with the document and a JSON pointer; ``to_attributes`` writes exactly the keys the
+``from_attributes`` applies the field rules of :mod:`zarr_vectors.format.schema` (the
+ones the validator reports) and raises :class:`MetadataError` with the document and a
+JSON pointer at the first problem; ``to_attributes`` writes exactly the keys the
 reference writes, in its order, omitting optional keys that are absent.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from zarr_vectors.errors import MetadataError
+from zarr_vectors.format.schema import (
+    CROSS_CHUNK_STRATEGIES,
+    CROSS_LEVEL_STORAGES,
+    GEOMETRY_TYPES,
+    KNOWN_CAPABILITIES,
+    LEVEL_FIELDS,
+    LINKS_CONVENTIONS,
+    OBJECT_INDEX_CONVENTIONS,
+    ROOT_FIELDS,
+    Field,
+    check,
+    is_number,
+)
+
+__all__ = [
+    "CROSS_CHUNK_STRATEGIES",
+    "CROSS_LEVEL_STORAGES",
+    "GEOMETRY_TYPES",
+    "KNOWN_CAPABILITIES",
+    "LINKS_CONVENTIONS",
+    "OBJECT_INDEX_CONVENTIONS",
+    "OBJECT_INDEX_LAYOUT",
+    "OBJECT_INDEX_LAYOUT_V2",
+    "ZV_VERSION",
+    "LevelMetadata",
+    "LevelTransform",
+    "RootMetadata",
+]
 
 ZV_VERSION = "0.9.2"
-MIN_ZV_VERSION = (0, 9, 0)
-
-GEOMETRY_TYPES = ("point_cloud", "line", "polyline", "streamline", "skeleton", "graph", "mesh")
-LINKS_CONVENTIONS = ("explicit", "implicit_sequential", "implicit_sequential_with_branches")
-OBJECT_INDEX_CONVENTIONS = ("standard", "identity")
-CROSS_CHUNK_STRATEGIES = ("explicit_links", "boundary_deduplication", "both")
-CROSS_LEVEL_STORAGES = ("none", "implicit", "explicit")
-KNOWN_CAPABILITIES = ("preserved_object_ids", "shared_fragments", "multiscale_links", "fragment_index")
 OBJECT_INDEX_LAYOUT = "vlen_manifests_v1"
 OBJECT_INDEX_LAYOUT_V2 = "vlen_manifests_v2"
-
-_VERSION_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)(?:[.+-].*)?$")
-
-
-def parse_version(text: Any) -> tuple[int, int, int]:
-    """Numeric version triple (D2: ``0.10.0 > 0.9.0``); ValueError when unparseable."""
-    m = _VERSION_RE.match(text) if isinstance(text, str) else None
-    if not m:
-        raise ValueError(f"unparseable zv_version {text!r}")
-    return int(m[1]), int(m[2]), int(m[3])
 
 
 class _Reader:
@@ -48,56 +57,34 @@ class _Reader:
     def error(self, key: str, message: str) -> MetadataError:
         return MetadataError(message, file=self.file, pointer=f"{self.pointer}/{key}")
 
-    def has(self, key: str) -> bool:
-        return key in self.obj
-
     def required(self, key: str) -> Any:
         if key not in self.obj:
             raise MetadataError(f"required key {key!r} missing", file=self.file, pointer=self.pointer)
         return self.obj[key]
 
-    def number_list(self, key: str, *, required: bool = True, positive: bool = False) -> tuple[float, ...] | None:
-        if not required and key not in self.obj:
-            return None
+    def number_list(self, key: str) -> tuple[float, ...]:
         value = self.required(key)
-        if not isinstance(value, list) or not value or not all(_is_number(v) for v in value):
+        if not isinstance(value, list) or not value or not all(is_number(v) for v in value):
             raise self.error(key, f"{key} must be a non-empty list of numbers, found {value!r}")
-        if positive and not all(v > 0 and math.isfinite(v) for v in value):
-            raise self.error(key, f"{key} entries must be finite and > 0, found {value!r}")
         return tuple(float(v) for v in value)
 
-    def enum(self, key: str, allowed: tuple[str, ...], default: str) -> str:
-        value = self.obj.get(key, default)
-        if value not in allowed:
-            raise self.error(key, f"{key} {value!r} is not one of {list(allowed)}")
-        return value
+    def fields(self, fields: dict[str, Field], sid_ndim: int | None = None) -> dict[str, Any]:
+        """Every member the schema describes (its default when absent); raises at the first problem."""
+        out = {}
+        for name, f in fields.items():
+            found = check(f, self.obj, sid_ndim)
+            if found is not None:
+                raise MetadataError(found[1], file=self.file, pointer=self.pointer + found[0])
+            out[name] = self.obj.get(name, f.default)
+        return out
 
-    def integer(self, key: str, *, default: int | None = None, minimum: int | None = None) -> int | None:
-        if key not in self.obj:
-            if default is None:
-                return None
-            value = default
-        else:
-            value = self.obj[key]
-        if not _is_int(value):
-            raise self.error(key, f"{key} must be an integer, found {value!r}")
-        if minimum is not None and value < minimum:
-            raise self.error(key, f"{key} must be >= {minimum}, found {value}")
-        return value
-
-    def boolean(self, key: str) -> bool:
-        value = self.obj.get(key, False)
-        if not isinstance(value, bool):
-            raise self.error(key, f"{key} must be a boolean, found {value!r}")
-        return value
+    def extra(self, fields: dict[str, Field]) -> dict[str, Any]:
+        """Members the schema does not describe, kept verbatim."""
+        return {k: v for k, v in self.obj.items() if k not in fields}
 
 
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+def _floats(values: Any) -> tuple[float, ...] | None:
+    return None if values is None else tuple(float(v) for v in values)
 
 
 @dataclass(frozen=True)
@@ -214,71 +201,43 @@ class RootMetadata:
     def from_attributes(cls, attrs: dict[str, Any], *, file: str = "zarr.json") -> RootMetadata:
         top = _Reader(attrs, file=file, pointer="/attributes")
         r = _Reader(top.required("zarr_vectors"), file=file, pointer="/attributes/zarr_vectors")
-        version = r.required("zv_version")
-        try:
-            vt = parse_version(version)
-        except ValueError as exc:
-            raise r.error("zv_version", str(exc)) from None
-        if vt[0] != 0 or vt < MIN_ZV_VERSION:
-            raise r.error("zv_version", f"zv_version {version!r} unsupported (need 0.x >= 0.9.0)")
-        chunk_shape = r.number_list("chunk_shape", positive=True)
-        assert chunk_shape is not None
-        d = len(chunk_shape)
-        bounds = r.required("bounds")
-        if (
-            not isinstance(bounds, list)
-            or len(bounds) != 2
-            or not all(isinstance(b, list) and len(b) == d and all(_is_number(v) for v in b) for b in bounds)
-        ):
-            raise r.error("bounds", f"bounds must be [min[{d}], max[{d}]], found {bounds!r}")
-        if any(lo > hi for lo, hi in zip(*bounds)):
-            raise r.error("bounds", f"bounds min exceeds max: {bounds!r}")
-        gtypes = r.required("geometry_types")
-        if not isinstance(gtypes, list) or not gtypes or not all(isinstance(g, str) for g in gtypes):
-            raise r.error("geometry_types", f"geometry_types must be a non-empty list of names, found {gtypes!r}")
-        caps = r.obj.get("format_capabilities", [])
-        if not isinstance(caps, list) or not all(isinstance(c, str) for c in caps):
-            raise r.error("format_capabilities", f"format_capabilities must be a list of strings, found {caps!r}")
-        base_bin = r.number_list("base_bin_shape", required=False, positive=True)
-        if base_bin is not None and len(base_bin) != d:
-            raise r.error("base_bin_shape", f"base_bin_shape has {len(base_bin)} entries, expected {d}")
-        depth = r.integer("cross_level_depth", minimum=-1)
-        storage = r.enum("cross_level_storage", CROSS_LEVEL_STORAGES, "explicit") if r.has("cross_level_storage") else None
-        known = {
-            "zv_version", "chunk_shape", "bounds", "geometry_types", "format_capabilities", "base_bin_shape",
-            "links_convention", "object_index_convention", "cross_chunk_strategy", "cross_level_depth",
-            "cross_level_storage",
-        }
+        # the axes size the per-axis members; when they are unusable the members are checked
+        # first (zv_version before all: a newer major version may lay multiscales out differently)
+        ms_list = attrs.get("multiscales")
+        ms0 = ms_list[0] if isinstance(ms_list, list) and ms_list else None
+        axes = ms0.get("axes") if isinstance(ms0, dict) else None
+        usable = isinstance(axes, list) and bool(axes) and all(isinstance(a, dict) and "name" in a for a in axes)
+        zv = r.fields(ROOT_FIELDS, len(axes) if usable else None)
         ms_list = top.required("multiscales")
         if not isinstance(ms_list, list) or not ms_list:
             raise top.error("multiscales", "multiscales must be a non-empty list")
         ms = _Reader(ms_list[0], file=file, pointer="/attributes/multiscales/0")
         axes = ms.required("axes")
-        if not isinstance(axes, list) or not axes or not all(isinstance(a, dict) and "name" in a for a in axes):
+        if not usable:
             raise ms.error("axes", f"axes must be a non-empty list of axis objects, found {axes!r}")
-        if len(axes) != d:
-            raise r.error("chunk_shape", f"chunk_shape has {d} entries but multiscales declares {len(axes)} axes")
+        d = len(axes)
         datasets = [
             _dataset(ds, d, file=file, pointer=f"/attributes/multiscales/0/datasets/{i}")
             for i, ds in enumerate(ms.obj.get("datasets", []))
         ]
         ome = attrs.get("ome")
         name = ome.get("name", "zarr_vectors") if isinstance(ome, dict) else "zarr_vectors"
+        bounds = zv["bounds"]
         return cls(
-            chunk_shape=chunk_shape,
-            bounds=(tuple(float(v) for v in bounds[0]), tuple(float(v) for v in bounds[1])),
-            geometry_types=list(gtypes),
+            chunk_shape=_floats(zv["chunk_shape"]),
+            bounds=(_floats(bounds[0]), _floats(bounds[1])),
+            geometry_types=list(zv["geometry_types"]),
             axes=axes,
             datasets=datasets,
-            zv_version=version,
-            format_capabilities=list(caps),
-            base_bin_shape=base_bin,
-            links_convention=r.enum("links_convention", LINKS_CONVENTIONS, "implicit_sequential"),
-            object_index_convention=r.enum("object_index_convention", OBJECT_INDEX_CONVENTIONS, "standard"),
-            cross_chunk_strategy=r.enum("cross_chunk_strategy", CROSS_CHUNK_STRATEGIES, "explicit_links"),
-            cross_level_depth=depth,
-            cross_level_storage=storage,
-            extra={k: v for k, v in r.obj.items() if k not in known},
+            zv_version=zv["zv_version"],
+            format_capabilities=list(zv["format_capabilities"]),
+            base_bin_shape=_floats(zv["base_bin_shape"]),
+            links_convention=zv["links_convention"],
+            object_index_convention=zv["object_index_convention"],
+            cross_chunk_strategy=zv["cross_chunk_strategy"],
+            cross_level_depth=zv["cross_level_depth"],
+            cross_level_storage=zv["cross_level_storage"],
+            extra=r.extra(ROOT_FIELDS),
             name=name,
         )
 
@@ -294,7 +253,7 @@ def _dataset(obj: Any, d: int, *, file: str, pointer: str) -> LevelTransform:
         kind = t_r.obj.get("type")
         if kind in ("scale", "translation"):
             values = t_r.number_list(kind)
-            if values is None or len(values) != d:
+            if len(values) != d:
                 raise t_r.error(kind, f"{kind} must have {d} entries")
             if kind == "scale":
                 scale = values
@@ -348,33 +307,18 @@ class LevelMetadata:
     def from_attributes(cls, attrs: dict[str, Any], *, file: str) -> LevelMetadata:
         top = _Reader(attrs, file=file, pointer="/attributes")
         r = _Reader(top.required("zarr_vectors_level"), file=file, pointer="/attributes/zarr_vectors_level")
-        level = r.integer("level", minimum=0)
-        if level is None:
-            raise MetadataError("required key 'level' missing", file=file, pointer=r.pointer)
-        sparsity = r.obj.get("object_sparsity", 1.0)
-        if not _is_number(sparsity) or not 0 < sparsity <= 1:
-            raise r.error("object_sparsity", f"object_sparsity must be in (0, 1], found {sparsity!r}")
-        arrays_present = r.obj.get("arrays_present", [])
-        if not isinstance(arrays_present, list):
-            raise r.error("arrays_present", "arrays_present must be a list")
-        parent = r.obj.get("parent_level")
-        if parent is not None and not _is_int(parent):
-            raise r.error("parent_level", f"parent_level must be null or an integer, found {parent!r}")
-        known = {
-            "level", "vertex_count", "arrays_present", "object_sparsity", "coarsening_method", "parent_level",
-            "chunk_shape", "preserves_object_ids", "inherited_num_objects", "shared_fragments", "fragments_tile",
-        }
+        lv = r.fields(LEVEL_FIELDS)
         return cls(
-            level=level,
-            vertex_count=r.integer("vertex_count", default=0, minimum=0) or 0,
-            arrays_present=list(arrays_present),
-            object_sparsity=float(sparsity),
-            coarsening_method=str(r.obj.get("coarsening_method", "none")),
-            parent_level=parent,
-            chunk_shape=r.number_list("chunk_shape", required=False, positive=True),
-            preserves_object_ids=r.boolean("preserves_object_ids"),
-            inherited_num_objects=r.integer("inherited_num_objects", minimum=0),
-            shared_fragments=r.boolean("shared_fragments"),
-            fragments_tile=r.boolean("fragments_tile"),
-            extra={k: v for k, v in r.obj.items() if k not in known},
+            level=lv["level"],
+            vertex_count=lv["vertex_count"],
+            arrays_present=list(lv["arrays_present"]),
+            object_sparsity=float(lv["object_sparsity"]),
+            coarsening_method=str(lv["coarsening_method"]),
+            parent_level=lv["parent_level"],
+            chunk_shape=_floats(lv["chunk_shape"]),
+            preserves_object_ids=lv["preserves_object_ids"],
+            inherited_num_objects=lv["inherited_num_objects"],
+            shared_fragments=lv["shared_fragments"],
+            fragments_tile=lv["fragments_tile"],
+            extra=r.extra(LEVEL_FIELDS),
         )

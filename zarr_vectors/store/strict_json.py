@@ -20,6 +20,7 @@ from typing import Any, Final
 import numpy as np
 
 from zarr_vectors.errors import MetadataError
+from zarr_vectors.format.schema import is_int
 
 __all__ = ["MAX_DEPTH", "Problem", "check_document", "dump_document", "find_problems", "json_pointer", "load_document"]
 
@@ -68,10 +69,6 @@ def _show(value: object) -> str:
     """A value as JSON spells it, so ``true`` is not mistaken for ``1`` in a message."""
     text = json.dumps(value, allow_nan=True)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def check_document(raw: bytes, *, file: str) -> tuple[dict[str, Any] | None, list[MetadataError]]:
@@ -254,7 +251,7 @@ def _non_finite(value: Any, path: Path) -> Iterator[Path]:
 def _check_envelope(doc: dict[str, Any], report: _Report) -> None:
     if "zarr_format" not in doc:
         report.add(("zarr_format",), "missing; must be the integer 3")
-    elif not (_is_int(doc["zarr_format"]) and doc["zarr_format"] == 3):
+    elif not (is_int(doc["zarr_format"]) and doc["zarr_format"] == 3):
         report.add(("zarr_format",), f"must be the integer 3, got {_show(doc['zarr_format'])}")
     node_type = doc.get("node_type")
     if "node_type" not in doc:
@@ -325,7 +322,7 @@ def _check_shape(shape: Any, report: _Report) -> int | None:
         report.add(("shape",), f"must be a list of non-negative integers, got {_show(shape)}")
         return None
     for index, length in enumerate(shape):
-        if not _is_int(length) or length < 0:
+        if not is_int(length) or length < 0:
             report.add(("shape", index), f"dimension length must be a non-negative integer, got {_show(length)}")
     return len(shape)
 
@@ -387,7 +384,7 @@ def _check_chunk_lengths(value: Any, path: Path, ndim: int | None, report: _Repo
         report.add(path, f"must be a list of integers >= 1, got {_show(value)}")
         return
     for index, length in enumerate(value):
-        if not _is_int(length) or length < 1:
+        if not is_int(length) or length < 1:
             report.add((*path, index), f"chunk length must be an integer >= 1, got {_show(length)}")
     if ndim is not None and len(value) != ndim:
         report.add(path, f"has {len(value)} entries, expected one per array dimension ({ndim})")

@@ -13,21 +13,11 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import dask
-
 from zarr_vectors.errors import InputError, StoreNotFoundError
-from zarr_vectors.execution import runner
 from zarr_vectors.store.backend import Storage
-from zarr_vectors.validate.findings import CATALOGUE, ERROR, WARNING, Finding, Report, crashed, make
-from zarr_vectors.validate.structure import (
-    ManifestSummary,
-    StoreModel,
-    check_structure,
-    decode_manifest_chunk,
-    load_model,
-    manifest_jobs,
-    merge_manifest_summaries,
-)
+from zarr_vectors.validate.findings import CATALOGUE, ERROR, WARNING, Finding, Report, crashed
+from zarr_vectors.validate.manifests import ManifestCheck, check_manifests
+from zarr_vectors.validate.structure import StoreModel, check_structure, load_model
 
 __all__ = ["CATALOGUE", "Finding", "ValidationResult", "validate"]
 
@@ -119,13 +109,13 @@ def validate(
 
 def _run(model: StoreModel, level: int, report: Report) -> list[int]:
     run = [1]
-    manifests: dict[int, ManifestSummary] = {}
+    manifests: dict[int, ManifestCheck] = {}
     try:
         check_structure(model, report)
     except Exception as exc:  # noqa: BLE001
         report.add(crashed(1, "/", exc, what="structure"))
     if not report.errors_at(1):
-        manifests = _manifests(model, report)
+        manifests = check_manifests(model, report)
     if report.errors_at(1) or level == 1:
         return run
     run.append(2)
@@ -152,38 +142,6 @@ def _run(model: StoreModel, level: int, report: Report) -> list[int]:
 
         check_multiresolution(model, report)
     return run
-
-
-def _manifests(model: StoreModel, report: Report) -> dict[int, ManifestSummary]:
-    """Decode every level's object_index/manifests as tasks (level 1); keep the small summaries."""
-    report.ran_rule("L1_MANIFEST_UNDECODABLE")
-    per_level: dict[int, list[Any]] = {}
-    for number in sorted(model.levels):
-        jobs = manifest_jobs(model, number)
-        if not jobs:
-            continue
-        if jobs[0][0] == "bad":
-            report.add(make("L1_MANIFEST_UNDECODABLE", jobs[0][1], "manifests must be a 1-D variable_length_bytes "
-                            "array chunked along its rows, and object_index needs sid_ndim"))
-            continue
-        storage_d = dask.delayed(model.storage, traverse=False)
-        per_level[number] = [
-            dask.delayed(decode_manifest_chunk, pure=False)(storage_d, path, key, i, doc, sid)
-            for path, key, i, doc, sid in jobs
-        ]
-    if not per_level:
-        return {}
-    try:
-        computed = runner.compute("manifests", per_level)[0]
-    except Exception as exc:  # noqa: BLE001
-        report.add(crashed(1, "/", exc, what="manifest decode"))
-        return {}
-    out = {}
-    for number, parts in computed.items():
-        merged = merge_manifest_summaries(parts)
-        report.extend(merged.findings)
-        out[number] = merged
-    return out
 
 
 def _finish(result: ValidationResult, report: Report, run: list[int], level: int) -> None:

@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 from zarr_vectors.format.paths import format_delta, parse_delta
+from zarr_vectors.format.schema import is_int
 from zarr_vectors.validate.findings import Report, crashed, make
 from zarr_vectors.validate.metadata import level_chunk_shape, level_transform
 from zarr_vectors.validate.structure import StoreModel
@@ -26,10 +27,6 @@ GEOMETRY_LINKS: dict[str, frozenset[str] | None] = {
 }
 WIDTH_RULES = {"mesh": (3, None), "graph": (2, 2), "skeleton": (2, 2), "line": (2, 2), "polyline": (2, 2),
                "streamline": (2, 2)}
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def families(model: StoreModel) -> dict[tuple[int, int], Any]:
@@ -79,7 +76,7 @@ def _level4(model: StoreModel, report: Report) -> None:
         lo, hi = WIDTH_RULES[kinds[0]]
         for (number, delta), node in sorted(fams.items()):
             w = node.attrs.get("link_width")
-            if delta != 0 or not _is_int(w):
+            if delta != 0 or not is_int(w):
                 continue
             if w < lo or (hi is not None and w > hi):
                 want = f">= {lo}" if hi is None else f"== {lo}"
@@ -145,17 +142,17 @@ def _pyramid(model: StoreModel, report: Report) -> None:
             if volume < prev["volume"] * (1 - 1e-9):
                 report.add(make("L5_BIN_VOLUME", lpath, f"bin volume {volume:g} is smaller than level "
                                 f"{prev['number']}'s {prev['volume']:g}"))
-            if _is_int(vc) and _is_int(prev["vc"]) and vc > prev["vc"]:
+            if is_int(vc) and is_int(prev["vc"]) and vc > prev["vc"]:
                 report.add(make("L5_VERTEX_COUNT", lpath, f"{vc} vertices, more than level {prev['number']}'s "
                                 f"{prev['vc']}"))
         prev = {"number": number, "scale": scale, "volume": volume, "vc": vc}
         if attrs.get("preserves_object_ids") is True and number > 0:
             parent = attrs.get("parent_level")
-            parent = parent if _is_int(parent) and parent in model.levels else number - 1
+            parent = parent if is_int(parent) and parent in model.levels else number - 1
             pindex = model.nodes.get(f"{model.levels.get(parent, '')}/object_index")
             slots = pindex.attrs.get("num_objects") if pindex is not None else 0
             inherited = attrs.get("inherited_num_objects")
-            if inherited != slots or not _is_int(inherited):
+            if inherited != slots or not is_int(inherited):
                 report.add(make("L5_INHERITED_NUM_OBJECTS", lpath, f"inherited_num_objects is {inherited!r}, the "
                                 f"parent level {parent} has {slots} object slots",
                                 pointer="/attributes/zarr_vectors_level"))

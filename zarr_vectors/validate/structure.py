@@ -14,16 +14,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from zarr_vectors.encoding import unframe_items, unframe_single
+from zarr_vectors.encoding import unframe_single
 from zarr_vectors.errors import MetadataError
 from zarr_vectors.format.paths import parse_delta, parse_offsets
+from zarr_vectors.format.schema import is_int
 from zarr_vectors.store.backend import Storage
-from zarr_vectors.store.codecs import Compressor, Pipeline, ShardingSpec
+from zarr_vectors.store.codecs import Pipeline, ShardingSpec
 from zarr_vectors.store.consolidated import MEMBER
 from zarr_vectors.store.strict_json import find_problems
-from zarr_vectors.validate.findings import Finding, Report, crashed, make
+from zarr_vectors.validate.findings import Report, crashed, make
 
 LEVEL_NAME = re.compile(r"0|[1-9][0-9]*")
 LOOKS_NUMERIC = re.compile(r"[+-]?[0-9]+")
@@ -302,7 +301,7 @@ def origin_of(node: Node) -> tuple[int, ...] | None:
     origin = node.attrs.get("chunk_grid_origin")
     if origin is None:
         return (0,) * ndim if ndim is not None else None
-    if isinstance(origin, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in origin):
+    if isinstance(origin, list) and all(is_int(v) for v in origin):
         return tuple(origin)
     return None
 
@@ -581,7 +580,7 @@ def _check_offsets_name(model: StoreModel, number: int, node: Node, delta: int, 
     family = model.nodes.get(f"{model.levels[number]}/links/{format_delta(delta)}")
     fattrs = family.attrs if family else {}
     width = fattrs.get("link_width")
-    if not _is_int(width) or width < 1:
+    if not is_int(width) or width < 1:
         # no usable family policy: fall back to the array's own claim (the family is checked at L2)
         width = node.attrs.get("link_width", width)
     # the chunk-key rank of the level; a family sid_ndim that disagrees is an L2 finding, not a
@@ -589,7 +588,7 @@ def _check_offsets_name(model: StoreModel, number: int, node: Node, delta: int, 
     sid = model.grid_rank(number)
     if sid is None:
         sid = fattrs.get("sid_ndim")
-    if not _is_int(width) or not _is_int(sid) or width < 1 or sid < 1:
+    if not is_int(width) or not is_int(sid) or width < 1 or sid < 1:
         return
     try:
         parse_offsets(segment, link_width=width, sid_ndim=sid)
@@ -606,183 +605,12 @@ def _check_grid_geometry(node: Node, rank: int | None, report: Report) -> None:
     if "chunk_grid_origin" in node.attrs:
         origin = node.attrs["chunk_grid_origin"]
         want = rank if rank is not None else ndim
-        ok = isinstance(origin, list) and all(_is_int(v) for v in origin)
+        ok = isinstance(origin, list) and all(is_int(v) for v in origin)
         if not ok or (want is not None and len(origin) != want):
             report.add(make("L1_BAD_ORIGIN", node.path, f"chunk_grid_origin must be {want} integers, found "
                             f"{_short(origin)}", pointer="/attributes/chunk_grid_origin"))
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
-
-
-# ---------------------------------------------------------------------------
-# object_index/manifests (level 1 decode, results reused at level 3)
-# ---------------------------------------------------------------------------
-@dataclass
-class ManifestSummary:
-    """What level 3 needs from one manifests chunk: nothing but small tables."""
-
-    findings: list[Finding]
-    rows: int = 0
-    nonempty: int = 0
-    # chunk coords -> (largest fragment named, manifest row naming it)
-    max_fragment: dict[tuple[int, ...], tuple[int, int]] = field(default_factory=dict)
-
-
-def decode_manifest_chunk(
-    storage: Storage, path: str, key: str, chunk_index: int, doc: dict[str, Any], sid_ndim: int
-) -> ManifestSummary:
-    """Decode one manifests chunk (all its rows); any failure is a finding, never an exception."""
-    out = ManifestSummary([])
-    try:
-        shape = doc["shape"]
-        rows_per_chunk = doc["chunk_grid"]["configuration"]["chunk_shape"][0]
-        codecs = doc["codecs"]
-        n_rows = int(shape[0])
-        comp = Compressor.from_config(codecs[1], file=f"{path}/zarr.json", pointer="/codecs/1") if len(codecs) > 1 \
-            else None
-        first = chunk_index * rows_per_chunk
-        count = max(0, min(rows_per_chunk, n_rows - first))
-        out.rows = count
-        raw = storage.get(key)
-        if raw is None:
-            return out
-        try:
-            data = comp.decode(raw) if comp else raw
-            items = unframe_items(data)
-        except Exception as exc:  # noqa: BLE001
-            out.findings.append(make("L1_MANIFEST_UNDECODABLE", path, f"chunk {key!r} does not decode: {exc}",
-                                     cell=str(chunk_index)))
-            return out
-        if len(items) != rows_per_chunk:
-            out.findings.append(make("L1_MANIFEST_UNDECODABLE", path, f"chunk holds {len(items)} rows, expected "
-                                     f"{rows_per_chunk}", cell=str(chunk_index)))
-            return out
-        _decode_rows(items[:count], first, sid_ndim, path, out)
-        for r, extra in enumerate(items[count:]):
-            if extra:
-                out.findings.append(make("L1_MANIFEST_UNDECODABLE", path, f"padding row {first + count + r} past the "
-                                         f"array's {n_rows} rows is not empty", cell=str(chunk_index)))
-                break
-    except Exception as exc:  # noqa: BLE001
-        out.findings.append(crashed(1, path, exc, cell=str(chunk_index), what="manifest decode"))
-    return out
-
-
-def _decode_rows(items: list[bytes], first: int, sid_ndim: int, path: str, out: ManifestSummary) -> None:
-    """Vectorised decode of mode-0 rows, falling back to the exact decoder for any other row."""
-    from zarr_vectors.encoding import decode_manifest
-    from zarr_vectors.encoding.manifest import _mode0_dtype
-
-    rec = _mode0_dtype(sid_ndim)
-    lengths = np.fromiter((len(x) for x in items), dtype=np.int64, count=len(items))
-    blob = b"".join(items)
-    buf = np.frombuffer(blob, dtype=np.uint8)
-    starts = np.cumsum(lengths) - lengths
-    counts = np.zeros(len(items), dtype=np.int64)
-    has_count = lengths >= 4
-    if has_count.any():
-        idx = starts[has_count][:, None] + np.arange(4)
-        counts[has_count] = buf[idx].copy().view("<u4").astype(np.int64).ravel()
-    fast = has_count & (lengths == 4 + counts * rec.itemsize)
-    slow_rows = np.flatnonzero(~fast)
-    max_frag: dict[tuple[int, ...], tuple[int, int]] = out.max_fragment
-    out.nonempty += int(np.count_nonzero(counts[fast] > 0))
-    # fast rows: gather every block record
-    fast_rows = np.flatnonzero(fast & (counts > 0))
-    if fast_rows.size:
-        nb = counts[fast_rows]
-        block_row = np.repeat(fast_rows, nb)
-        block_k = np.arange(int(nb.sum())) - np.repeat(np.cumsum(nb) - nb, nb)
-        offs = starts[block_row] + 4 + block_k * rec.itemsize
-        recs = buf[offs[:, None] + np.arange(rec.itemsize)].copy().view(rec).ravel()
-        bad_mode = recs["mode"] != 0
-        if bad_mode.any():  # not mode-0 after all: decode those rows exactly
-            again = np.unique(block_row[bad_mode])
-            slow_rows = np.union1d(slow_rows, again)
-            keep = ~np.isin(block_row, again)
-            out.nonempty -= int(again.size)
-            recs, block_row = recs[keep], block_row[keep]
-        frags = recs["fragment"].astype(np.int64)
-        negative = frags < 0
-        if negative.any():
-            i = int(np.argmax(negative))
-            out.findings.append(make("L1_MANIFEST_UNDECODABLE", path, f"row {first + int(block_row[i])} names "
-                                     f"negative fragment {int(frags[i])}"))
-        _merge_max(max_frag, recs["chunk"].reshape(len(recs), sid_ndim), frags, block_row + first)
-    for r in slow_rows.tolist():
-        try:
-            blocks = decode_manifest(items[r], sid_ndim)
-        except Exception as exc:  # noqa: BLE001
-            out.findings.append(make("L1_MANIFEST_UNDECODABLE", path, f"row {first + r}: {exc}"))
-            continue
-        if blocks:
-            out.nonempty += 1
-        for b in blocks:
-            if len(b.fragments):
-                _merge_max(max_frag, np.asarray([b.chunk], dtype=np.int64), np.asarray([b.fragments.max()]),
-                           np.asarray([first + r]))
-
-
-def _merge_max(table: dict[tuple[int, ...], tuple[int, int]], chunks: np.ndarray, frags: np.ndarray,
-               rows: np.ndarray) -> None:
-    """Fold (chunk, fragment, row) triples into ``table``: the largest fragment named per chunk."""
-    if not len(frags):
-        return
-    chunks = np.asarray(chunks, dtype=np.int64)
-    lo = chunks.min(axis=0)
-    span = chunks.max(axis=0) - lo + 1
-    if float(np.prod(span.astype(np.float64))) < 2.0**62:
-        key = np.ravel_multi_index(tuple((chunks - lo).T), tuple(int(v) for v in span))
-    else:  # absurdly spread coordinates: fall back to row-wise unique
-        key = np.unique(chunks, axis=0, return_inverse=True)[1].ravel()
-    order = np.lexsort((frags, key))
-    k = key[order]
-    last = order[np.flatnonzero(np.r_[k[1:] != k[:-1], True])]
-    for pos in last.tolist():
-        chunk = tuple(int(v) for v in chunks[pos])
-        f, r = int(frags[pos]), int(rows[pos])
-        prev = table.get(chunk)
-        if prev is None or f > prev[0]:
-            table[chunk] = (f, r)
-
-
-def merge_manifest_summaries(parts: list[ManifestSummary]) -> ManifestSummary:
-    out = ManifestSummary([])
-    for p in parts:
-        out.findings.extend(p.findings)
-        out.rows += p.rows
-        out.nonempty += p.nonempty
-        for chunk, (f, r) in p.max_fragment.items():
-            prev = out.max_fragment.get(chunk)
-            if prev is None or f > prev[0]:
-                out.max_fragment[chunk] = (f, r)
-    return out
-
-
-def manifest_jobs(model: StoreModel, number: int) -> list[tuple[str, str, int, dict[str, Any], int]]:
-    """(path, key, chunk index, doc, sid_ndim) for every manifests chunk of a level's object index."""
-    path = f"{model.levels[number]}/object_index/manifests"
-    node = model.nodes.get(path)
-    group = model.nodes.get(f"{model.levels[number]}/object_index")
-    if node is None or node.doc is None or node.node_type != "array":
-        return []
-    doc = node.doc
-    sid = group.attrs.get("sid_ndim") if group else None
-    if not _is_int(sid) or sid < 1:
-        sid = model.grid_rank(number) or 0
-    shape = doc.get("shape")
-    grid = doc.get("chunk_grid", {}).get("configuration", {}).get("chunk_shape") if isinstance(
-        doc.get("chunk_grid"), dict) else None
-    if not (isinstance(shape, list) and len(shape) == 1 and isinstance(grid, list) and len(grid) == 1
-            and _is_int(shape[0]) and _is_int(grid[0]) and grid[0] >= 1) or sid < 1:
-        return [("bad", path, 0, doc, 0)]
-    prefix, sep = key_parser(doc)
-    n_chunks = -(-shape[0] // grid[0])
-    return [(path, cell_key(path, (i,), prefix, sep), i, doc, sid) for i in range(n_chunks)]

@@ -1,0 +1,166 @@
+"""Level 3 — consistency: every cell is read, as Dask tasks (this module plans the graph).
+
+The per-cell checks are grouped into tasks per array family and level (batches of cells
+sized to tens of MB) and reduced to one list of findings:
+
+* vertex tasks, per level: vertices + FragmentIndex + vertex/fragment attributes of a
+  batch of chunks; they return findings and the small per-chunk tables later checks need
+  (vertex rows, fragment counts) -- never cell data.  The level-4 bin check of point
+  clouds runs in the same pass, so vertex cells are read once.
+* link tasks, per family: link cells + their link_fragments and link-attribute cells;
+  they take the vertex-row tables of the owning and the target level (a graph
+  dependency, not a second pass) and return findings, row totals and, for duplicate
+  families only, one 64-bit hash per record.
+* reduce tasks: level totals, manifests against fragment counts, family counts.
+
+Cells are decoded here with :mod:`zarr_vectors.encoding` rather than the array API so
+that one defect is one finding, not an exception that hides the rest.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+import dask
+
+from zarr_vectors.execution import runner
+from zarr_vectors.validate.consistency.cells import (
+    Chunk,
+    array_spec,
+    batch_limits,
+    batch_target,
+    batches,
+    check_presence,
+    load_shards,
+)
+from zarr_vectors.validate.consistency.links import link_graph, orphan_attribute_families
+from zarr_vectors.validate.consistency.vertices import VertexLevelSpec, merge_vertex, reduce_level, vertex_batch
+from zarr_vectors.validate.findings import Finding, crashed, make
+from zarr_vectors.validate.manifests import ManifestCheck
+from zarr_vectors.validate.metadata import level_chunk_shape, level_transform
+from zarr_vectors.validate.structure import StoreModel
+
+__all__ = ["run"]
+
+
+def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck], static: list[Finding],
+          ran: dict[str, int]) -> Any:
+    """Static level-3 checks into ``static``; returns one delayed reducing every cell task to findings."""
+    load_shards(model, static)
+    limits = batch_limits()  # read once, here in the client, while the graph is planned
+    storage_d = dask.delayed(model.storage, traverse=False)
+    level_reduces = []
+    family_reduces = []
+    tables: dict[int, Any] = {}
+    geometry = model.zv.get("geometry_types") or []
+    point_cloud = list(geometry) == ["point_cloud"]
+    ndim = model.sid_ndim or 0
+    for number, lpath in sorted(model.levels.items()):
+        attrs = model.level_attrs(number)
+        rank = model.grid_rank(number) or ndim
+        grids = {n.path: array_spec(model, n.path) for n in model.grid_arrays(number)}
+        for spec in grids.values():
+            if spec is not None:
+                check_presence(model, spec, static)
+        vertices = grids.get(f"{lpath}/vertices")
+        fragments = grids.get(f"{lpath}/vertex_fragments")
+        vattrs = [s for p, s in grids.items() if p.startswith(f"{lpath}/vertex_attributes/") and s]
+        fattrs = [s for p, s in grids.items() if p.startswith(f"{lpath}/fragment_attributes/") and s]
+        has_objects = f"{lpath}/object_index" in model.nodes
+        binned = point_cloud and not has_objects
+        transform = level_transform(model, number)
+        cs = level_chunk_shape(model, number)
+        bin_shape = tuple(2.0 * t for t in transform[1]) if transform else None
+        bpc = None
+        if bin_shape is not None and len(bin_shape) == len(cs):
+            ratios = [c / b for c, b in zip(cs, bin_shape)]
+            if all(abs(r - round(r)) <= 1e-9 * max(1.0, r) and round(r) >= 1 for r in ratios):
+                bpc = tuple(int(round(r)) for r in ratios)
+        max_fragments = math.prod(bpc) if bpc else None
+        coarsened = attrs.get("coarsening_method", "none") not in (None, "none")
+        bin_check = (requested >= 4 and binned and bpc is not None and not coarsened and rank == ndim
+                     and vertices is not None and fragments is not None)
+        if binned and max_fragments is not None:
+            ran["L3_TOO_MANY_FRAGMENTS"] = ran.get("L3_TOO_MANY_FRAGMENTS", 0) + 1
+        if bin_check:
+            ran["L4_POINT_OUTSIDE_BIN"] = ran.get("L4_POINT_OUTSIDE_BIN", 0) + 1
+        vspec = VertexLevelSpec(
+            number, lpath, ndim, rank, vertices, fragments, vattrs, fattrs,
+            claims_tile=attrs.get("fragments_tile") is True, binned=binned, max_fragments=max_fragments,
+            bin_check=bin_check, bin_shape=bin_shape, bins_per_chunk=bpc,
+        )
+        sizes: dict[Chunk, int] = defaultdict(int)
+        for s in (vertices, fragments, *vattrs, *fattrs):
+            if s is not None:
+                for c, (_, size) in s.cells.items():
+                    sizes[c] += size
+        units = sorted(sizes.items())
+        target = batch_target(sum(sizes.values()), limits)
+        vspec_d = dask.delayed(vspec, traverse=False)
+        tasks = [dask.delayed(vertex_batch, pure=False)(storage_d, vspec_d, batch) for batch in batches(units, target)]
+        tables[number] = dask.delayed(merge_vertex, pure=False)(*tasks)
+        level_info = {
+            "path": lpath,
+            "vertex_count": attrs.get("vertex_count"),
+            "vertices_ok": vertices is not None and not vertices.unreadable,
+            "num_present": (model.nodes[f"{lpath}/object_index"].attrs.get("num_present") if has_objects else None),
+        }
+        summary_d = dask.delayed(manifests.get(number), traverse=False)  # its tables need no walking
+        level_reduces.append(dask.delayed(reduce_level, pure=False)(level_info, tables[number], summary_d))
+        _arrays_present(model, number, static)
+    for number, lpath in sorted(model.levels.items()):
+        family_reduces.extend(link_graph(model, number, tables, static, limits))
+    return dask.delayed(_collect, pure=False)(*level_reduces, *family_reduces)
+
+
+def _collect(*parts: list[Finding]) -> list[Finding]:
+    return [f for p in parts for f in p]
+
+
+FAMILY_PATHS = {
+    "vertices": "vertices", "vertex_attributes": "vertex_attributes", "fragment_attributes": "fragment_attributes",
+    "links": "links", "object_index": "object_index", "link_attributes": "link_attributes",
+    "object_attributes": "object_attributes", "groups": "groups", "group_attributes": "group_attributes",
+    "vertex_fragments": "vertex_fragments", "link_fragments": "link_fragments",
+}
+
+
+def _arrays_present(model: StoreModel, number: int, out: list[Finding]) -> None:
+    lpath = model.levels[number]
+    listed = model.level_attrs(number).get("arrays_present")
+    if not isinstance(listed, list):
+        return
+    for name in listed:
+        rel = FAMILY_PATHS.get(name) if isinstance(name, str) else None
+        if rel is not None and f"{lpath}/{rel}" not in model.nodes:
+            out.append(make("L3_ARRAYS_PRESENT", lpath, f"arrays_present names {name!r}, which the level does not "
+                            "have"))
+
+
+def run(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]) -> tuple[list[Finding], dict[str, int]]:
+    """Every level-3 check (and the level-4 bin check riding on the same reads)."""
+    static: list[Finding] = []
+    ran: dict[str, int] = {}
+    for code in ("L3_NONEMPTY_MISSING", "L3_NONEMPTY_EXTRA", "L3_CELL_UNDECODABLE", "L3_SHARD_CORRUPT",
+                 "L3_VERTEX_ROWS", "L3_FRAGMENT_INDEX_UNDECODABLE", "L3_FRAGMENT_INDEX_MISSING",
+                 "L3_FRAGMENT_OUT_OF_RANGE",
+                 "L3_NONFINITE_VERTEX", "L3_VERTEX_COUNT", "L3_ARRAYS_PRESENT", "L3_ATTRIBUTE_ROWS",
+                 "L3_FRAGMENT_ATTRIBUTE_ROWS", "L3_OFFSETS_NOT_CANONICAL", "L3_HAS_PERM", "L3_LINK_CELL_BYTES",
+                 "L3_LINK_ENCODING", "L3_PERM_IDX_RANGE", "L3_LINK_VI_OUT_OF_RANGE", "L3_LINK_ENDPOINT_CHUNK_MISSING",
+                 "L3_LINK_FRAGMENTS_PRESENCE", "L3_LINK_FRAGMENTS_TILE", "L3_LINK_ATTRIBUTE_MIRROR",
+                 "L3_LINK_ATTRIBUTE_ROWS", "L3_FAMILY_PHYSICAL_COUNT", "L3_FAMILY_NUM_LINKS"):
+        ran[code] = 1
+    if any(model.level_attrs(n).get("fragments_tile") is True for n in model.levels):
+        ran["L3_FRAGMENTS_TILE"] = 1
+    if manifests:
+        for code in ("L3_MANIFEST_CHUNK_MISSING", "L3_MANIFEST_FRAGMENT_OUT_OF_RANGE", "L3_OBJECT_NUM_PRESENT"):
+            ran[code] = 1
+    try:
+        orphan_attribute_families(model, static)
+        graph = build(model, requested, manifests, static, ran)
+        (found,) = runner.compute("validate", graph)
+    except Exception as exc:  # noqa: BLE001
+        return static + [crashed(3, "/", exc, what="consistency graph")], ran
+    return static + found, ran

@@ -1,0 +1,455 @@
+"""Level 3 — links families: static checks of their segments and the link-cell tasks.
+
+A link task reads a batch of link cells with their link_fragments and link-attribute
+cells; it takes the vertex-row tables of the owning and the target level (a graph
+dependency, not a second pass) and returns findings, row totals and, for duplicate
+families only, one 64-bit hash per record.  The family reduce checks the counts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import dask
+import numpy as np
+
+from zarr_vectors.encoding import FragmentIndex, decode_ragged_blob, decode_ragged_ints, lehmer_decode_rows
+from zarr_vectors.format.links import links_has_perm
+from zarr_vectors.format.paths import (
+    format_chunk_key,
+    format_delta,
+    is_intra,
+    parse_delta,
+    parse_offsets,
+)
+from zarr_vectors.store.backend import Storage
+from zarr_vectors.validate.consistency.cells import (
+    MAX_EXAMPLES,
+    ArraySpec,
+    Chunk,
+    array_spec,
+    batch_target,
+    batches,
+    prefetch,
+)
+from zarr_vectors.validate.consistency.vertices import VertexResult
+from zarr_vectors.validate.findings import Finding, crashed, make
+from zarr_vectors.validate.metadata import (
+    attribute_layout,
+    family_policy,
+    level_chunk_shape,
+)
+from zarr_vectors.validate.structure import StoreModel
+
+
+# ---------------------------------------------------------------------------
+# link tasks
+# ---------------------------------------------------------------------------
+@dataclass
+class SegmentSpec:
+    segment: str
+    offsets: tuple[tuple[int, ...], ...]
+    links: ArraySpec
+    has_perm: bool
+    flat: bool
+    dtype: str
+    attributes: list[ArraySpec]  # parallel link_attributes arrays that exist
+
+
+@dataclass
+class FamilySpec:
+    number: int
+    path: str
+    delta: int
+    width: int
+    directed: bool
+    store: str
+    target_exists: bool
+    r_src: tuple[int, ...]
+    r_trg: tuple[int, ...]
+    link_fragments: ArraySpec | None
+    segments: dict[str, SegmentSpec]
+
+
+@dataclass
+class LinkResult:
+    findings: list[Finding] = field(default_factory=list)
+    rows: int = 0
+    hashes: list[np.ndarray] = field(default_factory=list)
+    # duplicate families: physical rows per number of distinct endpoint chunks K (each logical
+    # record has exactly K copies, so the logical count is sum(rows_K / K))
+    copies: dict[int, int] = field(default_factory=dict)
+
+
+def link_batch(storage: Storage, fam: FamilySpec, units: list[tuple[str, list[Chunk]]],
+               src_rows: VertexResult, trg_rows: VertexResult | None) -> LinkResult:
+    res = LinkResult()
+    wanted: list[tuple[ArraySpec | None, Sequence[Chunk]]] = []
+    for segment, chunks in units:
+        seg = fam.segments[segment]
+        wanted.append((seg.links, chunks))
+        wanted.append((fam.link_fragments if seg.flat else None, chunks))
+        wanted.extend((a, chunks) for a in seg.attributes)
+    try:
+        fetched = iter(prefetch(storage, wanted, res.findings))
+    except Exception as exc:  # noqa: BLE001
+        res.findings.append(crashed(3, fam.path, exc, what="link cell reads"))
+        return res
+    for segment, chunks in units:
+        seg = fam.segments[segment]
+        payloads, lf_cells = next(fetched), next(fetched)
+        attr_cells = [(a, next(fetched)) for a in seg.attributes]
+        try:
+            _link_cells(fam, seg, chunks, payloads, lf_cells, attr_cells, src_rows.rows,
+                        trg_rows.rows if trg_rows else None, res)
+        except Exception as exc:  # noqa: BLE001
+            res.findings.append(crashed(3, seg.links.path, exc, cell=format_chunk_key(chunks[0]) if chunks else None,
+                                        what="link cells"))
+    return res
+
+
+def _link_cells(fam: FamilySpec, seg: SegmentSpec, chunks: list[Chunk], payloads: dict[Chunk, bytes],
+                lf_cells: dict[Chunk, bytes], attr_cells: list[tuple[ArraySpec, dict[Chunk, bytes]]],
+                src_rows: dict[Chunk, int], trg_rows: dict[Chunk, int] | None, res: LinkResult) -> None:
+    out = res.findings
+    path = seg.links.path
+    dtype = np.dtype(seg.dtype).newbyteorder("<")
+    width = fam.width + int(seg.has_perm)
+    factorial = math.factorial(fam.width)
+    for c in chunks:
+        payload = payloads.get(c)
+        if payload is None:
+            continue
+        key = format_chunk_key(c)
+        rows = _decode_link_cell(payload, width, dtype, seg.flat, path, key, out)
+        if rows is None:
+            continue
+        n = len(rows)
+        res.rows += n
+        if seg.flat and fam.link_fragments is not None and c in lf_cells:
+            _check_link_fragments(lf_cells[c], n, payload, width, dtype, fam.link_fragments.path, key, out)
+        perm = rows[:, 0] if seg.has_perm else None
+        vi = rows[:, 1:] if seg.has_perm else rows
+        if perm is not None and n:
+            bad = (perm < 0) | (perm >= factorial)
+            if bad.any():
+                out.append(make("L3_PERM_IDX_RANGE", path, f"{int(bad.sum())} records have perm_idx outside "
+                                f"[0, {factorial}) (first {int(perm[np.argmax(bad)])})", cell=key))
+        endpoint_chunks = _endpoint_chunks(c, seg.offsets, fam)
+        for k, ck in enumerate(endpoint_chunks):
+            table = src_rows if (k == 0 or fam.delta == 0) else trg_rows
+            level = fam.number if (k == 0 or fam.delta == 0) else fam.number + fam.delta
+            if table is None or not n:
+                continue
+            if ck not in table:
+                out.append(make("L3_LINK_ENDPOINT_CHUNK_MISSING", path, f"endpoint {k} of {n} records lies in chunk "
+                                f"{format_chunk_key(ck)}, which has no vertices at level {level}", cell=key))
+                continue
+            col = vi[:, k]
+            bad = (col < 0) | (col >= table[ck])
+            if bad.any():
+                out.append(make("L3_LINK_VI_OUT_OF_RANGE", path, f"{int(bad.sum())} records have vi_{k} outside "
+                                f"[0, {table[ck]}) of chunk {format_chunk_key(ck)} at level {level} (first "
+                                f"{int(col[np.argmax(bad)])})", cell=key))
+        for a, cells in attr_cells:
+            if c not in cells:
+                continue  # absent: a mirror finding; undecodable: already reported
+            layout = attribute_layout(a.attrs)
+            if layout is None:
+                continue
+            adt, awidth = layout
+            rb = adt.itemsize * awidth
+            got = len(cells[c])
+            if got % rb or got // rb != n:
+                out.append(make("L3_LINK_ATTRIBUTE_ROWS", a.path, f"{got} bytes = {got / rb:g} rows of {rb} bytes, "
+                                f"the link cell has {n} records", cell=key))
+        if fam.store == "duplicate" and n:
+            res.hashes.append(_record_hashes(vi, perm, endpoint_chunks, fam.width))
+            k = len(set(endpoint_chunks)) if fam.delta == 0 else 1
+            res.copies[k] = res.copies.get(k, 0) + n
+
+
+def _decode_link_cell(payload: bytes, width: int, dtype: np.dtype, flat: bool, path: str, key: str,
+                      out: list[Finding]) -> np.ndarray | None:
+    row_bytes = dtype.itemsize * width
+    if flat:
+        try:
+            return decode_ragged_ints(payload, width, dtype).astype(np.int64, copy=False)
+        except Exception as exc:  # noqa: BLE001
+            if _decodes(lambda: decode_ragged_blob(payload, width, dtype)):
+                out.append(make("L3_LINK_ENCODING", path, "the all-zero delta-0 array must hold flat rows, but this "
+                                "cell is a ragged blob", cell=key))
+            else:
+                out.append(make("L3_LINK_CELL_BYTES", path, f"{exc} (row = link_width + has_perm = {width} ints)",
+                                cell=key))
+            return None
+    try:
+        rows, _ = decode_ragged_blob(payload, width, dtype)
+        return rows.astype(np.int64, copy=False)
+    except Exception as exc:  # noqa: BLE001
+        if len(payload) % row_bytes == 0:
+            out.append(make("L3_LINK_ENCODING", path, f"a non-intra or cross-level array must hold a ragged blob, but "
+                            f"this cell does not parse as one ({exc}); it looks like a flat row dump", cell=key))
+        else:
+            out.append(make("L3_LINK_CELL_BYTES", path, f"{exc} (row = link_width + has_perm = {width} ints)",
+                            cell=key))
+        return None
+
+
+def _decodes(fn: Any) -> bool:
+    try:
+        rows, _ = fn()
+        return len(rows) > 0
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _check_link_fragments(raw: bytes, n: int, payload: bytes, width: int, dtype: np.dtype, path: str, key: str,
+                          out: list[Finding]) -> None:
+    try:
+        index = FragmentIndex.decode(raw)
+    except Exception as exc:  # noqa: BLE001
+        out.append(make("L3_LINK_FRAGMENTS_TILE", path, f"does not decode: {exc}", cell=key))
+        return
+    if index.is_tiling(n):
+        return
+    total = int(index.row_counts().sum()) if index.num_fragments else 0
+    try:
+        blob_rows, _ = decode_ragged_blob(payload, width, dtype)
+        if len(blob_rows) == total and total:
+            out.append(make("L3_LINK_ENCODING", path.rsplit("/", 1)[0] + "/links/0", "the all-zero delta-0 array "
+                            "must hold flat rows, but this cell is a ragged blob", cell=key))
+            return
+    except Exception:  # noqa: BLE001
+        pass
+    out.append(make("L3_LINK_FRAGMENTS_TILE", path, f"ranges do not tile the link cell's {n} rows in order "
+                    f"({index.num_fragments} fragments covering {total} rows)", cell=key))
+
+
+def _endpoint_chunks(src: Chunk, offsets: tuple[tuple[int, ...], ...], fam: FamilySpec) -> list[Chunk]:
+    """Chunk of each stored endpoint: the source, then anchor(src) + o_k."""
+    if fam.delta == 0:
+        anchor = src
+    else:
+        anchor = tuple((c * rs) // rt for c, rs, rt in zip(src, fam.r_src, fam.r_trg))
+    return [src] + [tuple(a + o for a, o in zip(anchor, off)) for off in offsets]
+
+
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+_MUL = np.uint64(0xBF58476D1CE4E5B9)
+
+
+def _record_hashes(vi: np.ndarray, perm: np.ndarray | None, chunks: list[Chunk], width: int) -> np.ndarray:
+    """One 64-bit hash per record of its endpoints in INPUT order (so every physical copy hashes alike)."""
+    n = len(vi)
+    d = len(chunks[0])
+    stored = np.empty((n, width, d + 1), dtype=np.int64)
+    for k, ck in enumerate(chunks):
+        stored[:, k, :d] = ck
+        stored[:, k, d] = vi[:, k]
+    if perm is not None:
+        sigma = lehmer_decode_rows(np.clip(perm, 0, math.factorial(width) - 1), width)
+        inp = np.empty_like(stored)
+        rows = np.arange(n)[:, None]
+        inp[rows, sigma] = stored  # input endpoint sigma[k] = stored endpoint k
+    else:
+        inp = stored
+    flat = inp.reshape(n, -1).astype(np.uint64)
+    h = np.full(n, _MIX, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for j in range(flat.shape[1]):
+            h ^= flat[:, j] + _MIX + (h << np.uint64(6)) + (h >> np.uint64(2))
+            h *= _MUL
+            h ^= h >> np.uint64(31)
+    return h
+
+
+def reduce_family(fam: FamilySpec, policy: dict[str, Any], *parts: LinkResult) -> list[Finding]:
+    out: list[Finding] = []
+    try:
+        for p in parts:
+            out.extend(p.findings)
+        rows = sum(p.rows for p in parts)
+        phys = policy.get("num_physical_records")
+        num = policy.get("num_links")
+        if phys is not None and phys != rows:
+            out.append(make("L3_FAMILY_PHYSICAL_COUNT", fam.path, f"num_physical_records is {phys}, the family's "
+                            f"cells hold {rows} rows"))
+        if num is not None:
+            if fam.store == "canonical":
+                if num != rows:
+                    out.append(make("L3_FAMILY_NUM_LINKS", fam.path, f"num_links is {num} but a canonical family "
+                                    f"holds {rows} records on disk"))
+            else:
+                hashes = [h for p in parts for h in p.hashes]
+                distinct = int(np.unique(np.concatenate(hashes)).size) if hashes else 0
+                copies: dict[int, int] = defaultdict(int)
+                for p in parts:
+                    for k, n in p.copies.items():
+                        copies[k] += n
+                incomplete = {k: n for k, n in copies.items() if n % k}
+                logical = sum(n // k for k, n in copies.items())
+                if incomplete:
+                    k, n = sorted(incomplete.items())[0]
+                    out.append(make("L3_FAMILY_NUM_LINKS", fam.path, f"{n} physical rows span {k} chunks each, not a "
+                                    f"multiple of {k}: some records are missing a copy"))
+                elif num not in (distinct, logical):
+                    out.append(make("L3_FAMILY_NUM_LINKS", fam.path, f"num_links is {num} but the duplicate family's "
+                                    f"{rows} physical rows decode to {distinct} distinct records ({logical} input "
+                                    "records counting repeated ones)"))
+    except Exception as exc:  # noqa: BLE001
+        out.append(crashed(3, fam.path, exc, what="family counts"))
+    return out
+
+
+def _ratio(model: StoreModel, number: int, rank: int) -> tuple[int, ...] | None:
+    if number not in model.levels:
+        return None
+    root = model.zv["chunk_shape"]
+    level = level_chunk_shape(model, number)
+    r = [round(a / b) for a, b in zip(level, root)]
+    return tuple([1] * (rank - len(r)) + r)
+
+
+def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: list[Finding],
+               limits: tuple[int, int]) -> list[Any]:
+    """Static checks of a level's links families into ``static``; one reduce per family (delayed)."""
+    lpath = model.levels[number]
+    rank = model.grid_rank(number) or 0
+    out = []
+    families = model.children(f"{lpath}/links") if f"{lpath}/links" in model.nodes else []
+    intra_cells: set[Chunk] | None = None
+    lf = array_spec(model, f"{lpath}/link_fragments") if f"{lpath}/link_fragments" in model.nodes else None
+    for fam_node in families:
+        try:
+            delta = parse_delta(fam_node.name)
+        except ValueError:
+            continue
+        pol = family_policy(model, number, delta)
+        if pol is None:
+            continue
+        width, directed, store = pol["link_width"], pol["directed"], pol["store"]
+        segments: dict[str, SegmentSpec] = {}
+        for arr in model.children(fam_node.path):
+            try:
+                offsets = parse_offsets(arr.name, link_width=width, sid_ndim=pol["sid_ndim"])
+            except ValueError:
+                continue
+            _canonical(arr.path, offsets, delta, directed, store, static)
+            expected = links_has_perm(offsets, delta=delta, directed=directed, store=store)
+            stamped = arr.attrs.get("has_perm")
+            if isinstance(stamped, bool) and stamped != expected:
+                static.append(make("L3_HAS_PERM", arr.path, f"has_perm is {str(stamped).lower()} but "
+                                   f"links_has_perm(offsets, delta={delta}, directed={str(directed).lower()}, "
+                                   f"store={store!r}) is {str(expected).lower()}", pointer="/attributes/has_perm"))
+            spec = array_spec(model, arr.path)
+            if spec is None:
+                continue
+            flat = delta == 0 and is_intra(offsets)
+            if flat:
+                intra_cells = set(spec.cells)
+            attrs = []
+            for name_node in (model.children(f"{lpath}/link_attributes") if f"{lpath}/link_attributes" in model.nodes
+                              else []):
+                a = array_spec(model, f"{name_node.path}/{format_delta(delta)}/{arr.name}")
+                if a is not None:
+                    attrs.append(a)
+            segments[arr.name] = SegmentSpec(arr.name, offsets, spec, stamped if isinstance(stamped, bool)
+                                             else expected, flat, str(arr.attrs.get("dtype", "int64")), attrs)
+        target = number + delta
+        r_src = _ratio(model, number, rank) or (1,) * rank
+        r_trg = _ratio(model, target, rank) or (1,) * rank
+        fam = FamilySpec(number, fam_node.path, delta, width, directed, store, target in model.levels, r_src, r_trg,
+                         lf if delta == 0 else None, segments)
+        _mirror(model, number, delta, fam, static)
+        units = sorted(((s.segment, c), size) for s in segments.values() for c, (_, size) in s.links.cells.items())
+        target_bytes = batch_target(sum(n for _, n in units), limits)
+        tasks = []
+        fam_d = dask.delayed(fam, traverse=False)
+        storage_d = dask.delayed(model.storage, traverse=False)
+        for batch in batches(units, target_bytes):
+            grouped: dict[str, list[Chunk]] = defaultdict(list)
+            for seg, c in batch:
+                grouped[seg].append(c)
+            trg_table = tables.get(target) if delta != 0 else None
+            tasks.append(dask.delayed(link_batch, pure=False)(storage_d, fam_d, sorted(grouped.items()),
+                                                              tables[number], trg_table))
+        out.append(dask.delayed(reduce_family, pure=False)(fam_d, pol, *tasks))
+    # link_fragments: a cell for every cell of the delta-0 all-zero array and for no other cell
+    if lf is not None:
+        have = set(lf.cells)
+        want = intra_cells or set()
+        for c in sorted(want - have)[:MAX_EXAMPLES]:
+            static.append(make("L3_LINK_FRAGMENTS_PRESENCE", lf.path, "the intra-chunk links cell has no link_fragments "
+                               "cell", cell=format_chunk_key(c)))
+        for c in sorted(have - want)[:MAX_EXAMPLES]:
+            static.append(make("L3_LINK_FRAGMENTS_PRESENCE", lf.path, "link_fragments cell without an intra-chunk "
+                               "links cell at the same chunk", cell=format_chunk_key(c)))
+    return out
+
+
+def _lex_sign(offset: Sequence[int]) -> int:
+    for c in offset:
+        if c:
+            return 1 if c > 0 else -1
+    return 0
+
+
+def _canonical(path: str, offsets: tuple[tuple[int, ...], ...], delta: int, directed: bool, store: str,
+               out: list[Finding]) -> None:
+    if directed or store != "canonical" or delta != 0:
+        return
+    for i, off in enumerate(offsets):
+        if _lex_sign(off) < 0:
+            out.append(make("L3_OFFSETS_NOT_CANONICAL", path, f"offset {i + 1} {list(off)} is lexicographically "
+                            "negative in an undirected canonical family (each record is stored once, under the "
+                            "positive offset)"))
+        if i and list(offsets[i]) < list(offsets[i - 1]):
+            out.append(make("L3_OFFSETS_NOT_CANONICAL", path, "offsets are not non-decreasing across the segment"))
+
+
+def _mirror(model: StoreModel, number: int, delta: int, fam: FamilySpec, out: list[Finding]) -> None:
+    lpath = model.levels[number]
+    if f"{lpath}/link_attributes" not in model.nodes:
+        return
+    dname = format_delta(delta)
+    for name_node in model.children(f"{lpath}/link_attributes"):
+        afam = f"{name_node.path}/{dname}"
+        if afam not in model.nodes:
+            continue
+        have = {n.name for n in model.children(afam)}
+        want = set(fam.segments)
+        for seg in sorted(want - have):
+            if fam.segments[seg].links.cells:
+                out.append(make("L3_LINK_ATTRIBUTE_MIRROR", afam, f"no array for links segment {seg!r}"))
+        for seg in sorted(have - want):
+            out.append(make("L3_LINK_ATTRIBUTE_MIRROR", f"{afam}/{seg}", "no links array with this segment"))
+        for seg in sorted(want & have):
+            a = array_spec(model, f"{afam}/{seg}")
+            if a is None:
+                continue
+            links_cells = set(fam.segments[seg].links.cells)
+            for c in sorted(links_cells - set(a.cells))[:MAX_EXAMPLES]:
+                out.append(make("L3_LINK_ATTRIBUTE_MIRROR", a.path, "the links cell has no attribute cell", cell=format_chunk_key(c)))
+            for c in sorted(set(a.cells) - links_cells)[:MAX_EXAMPLES]:
+                out.append(make("L3_LINK_ATTRIBUTE_MIRROR", a.path, "attribute cell without a links cell", cell=format_chunk_key(c)))
+    # attribute families for a delta with no links family at all are reported by the caller
+
+
+def orphan_attribute_families(model: StoreModel, out: list[Finding]) -> None:
+    for number, lpath in sorted(model.levels.items()):
+        if f"{lpath}/link_attributes" not in model.nodes:
+            continue
+        for name_node in model.children(f"{lpath}/link_attributes"):
+            for afam in model.children(name_node.path):
+                try:
+                    delta = parse_delta(afam.name)
+                except ValueError:
+                    continue
+                if family_policy(model, number, delta) is None and f"{lpath}/links/{afam.name}" not in model.nodes:
+                    out.append(make("L3_LINK_ATTRIBUTE_MIRROR", afam.path, f"no links family links/{afam.name} to "
+                                    "mirror"))

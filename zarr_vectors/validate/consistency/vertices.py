@@ -1,0 +1,267 @@
+"""Level 3 — vertex tasks: vertices, FragmentIndex and vertex/fragment attributes per chunk.
+
+A task reads a batch of chunks and returns findings and the small per-chunk tables later
+checks need (vertex rows, fragment counts), never cell data.  The level-4 bin check of
+point clouds runs in the same pass, so vertex cells are read once.  The level reduce
+checks totals and the manifests against the fragment counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from zarr_vectors.encoding import FragmentIndex
+from zarr_vectors.format.paths import (
+    format_chunk_key,
+)
+from zarr_vectors.format.schema import is_int
+from zarr_vectors.store.backend import Storage
+from zarr_vectors.validate.consistency.cells import (
+    MAX_EXAMPLES,
+    ArraySpec,
+    Chunk,
+    prefetch,
+)
+from zarr_vectors.validate.findings import Finding, crashed, make
+from zarr_vectors.validate.manifests import ManifestCheck
+from zarr_vectors.validate.metadata import (
+    attribute_layout,
+    vertices_dtype,
+)
+
+
+# ---------------------------------------------------------------------------
+# vertex tasks
+# ---------------------------------------------------------------------------
+@dataclass
+class VertexLevelSpec:
+    number: int
+    path: str
+    ndim: int  # vertex row width (spatial sid_ndim)
+    rank: int  # chunk-key rank
+    vertices: ArraySpec | None
+    fragments: ArraySpec | None
+    vattrs: list[ArraySpec]
+    fattrs: list[ArraySpec]
+    claims_tile: bool
+    binned: bool  # point cloud without object ids: fragments are bins
+    max_fragments: int | None
+    bin_check: bool  # level-4 bin containment (requested and applicable)
+    bin_shape: tuple[float, ...] | None = None
+    bins_per_chunk: tuple[int, ...] | None = None
+
+
+@dataclass
+class VertexResult:
+    findings: list[Finding] = field(default_factory=list)
+    rows: dict[Chunk, int] = field(default_factory=dict)
+    fragments: dict[Chunk, int] = field(default_factory=dict)
+    bin_checked: int = 0
+    undecoded: int = 0  # vertex cells whose row count is unknown (already reported)
+
+
+def vertex_batch(storage: Storage, spec: VertexLevelSpec, chunks: list[Chunk]) -> VertexResult:
+    res = VertexResult()
+    try:
+        _vertex_batch(storage, spec, chunks, res)
+    except Exception as exc:  # noqa: BLE001 - a crash is a finding, never a silent pass
+        res.findings.append(crashed(3, spec.path, exc, cell=format_chunk_key(chunks[0]) if chunks else None, what="vertex cells"))
+    return res
+
+
+def _vertex_batch(storage: Storage, spec: VertexLevelSpec, chunks: list[Chunk], res: VertexResult) -> None:
+    out = res.findings
+    vpath = spec.vertices.path if spec.vertices else f"{spec.path}/vertices"
+    dtype = vertices_dtype(spec.vertices.attrs) if spec.vertices else None
+    fetched = prefetch(storage, [(spec.vertices, chunks), (spec.fragments, chunks)]
+                        + [(a, chunks) for a in (*spec.vattrs, *spec.fattrs)], out)
+    vcells, fcells = fetched[0], fetched[1]
+    vattr_cells = list(zip(spec.vattrs, fetched[2:2 + len(spec.vattrs)]))
+    fattr_cells = list(zip(spec.fattrs, fetched[2 + len(spec.vattrs):]))
+    row_bytes = dtype.itemsize * spec.ndim if dtype is not None else None
+    for c in chunks:
+        key = format_chunk_key(c)
+        n_rows: int | None = 0
+        positions = None
+        payload = vcells.get(c)
+        if payload is not None and row_bytes:
+            if len(payload) % row_bytes:
+                out.append(make("L3_VERTEX_ROWS", vpath, f"{len(payload)} bytes is not a whole number of "
+                                f"{row_bytes}-byte rows ({spec.ndim} x {dtype.name})", cell=key))
+                n_rows = None
+                res.undecoded += 1
+            else:
+                positions = np.frombuffer(payload, dtype=dtype).reshape(-1, spec.ndim)
+                n_rows = len(positions)
+                finite = np.isfinite(positions).all(axis=1)
+                if not finite.all():
+                    out.append(make("L3_NONFINITE_VERTEX", vpath, f"{int((~finite).sum())} vertices have NaN or "
+                                    f"infinite coordinates (first row {int(np.argmin(finite))})", cell=key))
+        if n_rows is not None:
+            res.rows[c] = n_rows
+        # fragment index
+        index = None
+        if spec.fragments is not None:
+            fpayload = fcells.get(c)
+            if fpayload is None:
+                if c in spec.fragments.cells:
+                    pass  # undecodable: already reported
+                elif n_rows:
+                    out.append(make("L3_FRAGMENT_INDEX_MISSING", spec.fragments.path, f"the vertex cell has {n_rows} "
+                                    "rows but there is no FragmentIndex at this chunk", cell=key))
+            else:
+                try:
+                    index = FragmentIndex.decode(fpayload)
+                except Exception as exc:  # noqa: BLE001
+                    out.append(make("L3_FRAGMENT_INDEX_UNDECODABLE", spec.fragments.path, str(exc), cell=key))
+            if index is not None:
+                res.fragments[c] = index.num_fragments
+                if n_rows is not None:
+                    _check_fragment_ranges(index, n_rows, spec, key, out)
+                if spec.binned and spec.max_fragments is not None and index.num_fragments > spec.max_fragments:
+                    out.append(make("L3_TOO_MANY_FRAGMENTS", spec.fragments.path, f"{index.num_fragments} fragments, "
+                                    f"more than the {spec.max_fragments} bins per chunk", cell=key))
+        # attributes
+        for a, cells in vattr_cells:
+            _check_attribute_rows(a, cells.get(c), c, n_rows, "L3_ATTRIBUTE_ROWS", "vertex rows", out)
+        for a, cells in fattr_cells:
+            nf = index.num_fragments if index is not None else None
+            _check_attribute_rows(a, cells.get(c), c, nf, "L3_FRAGMENT_ATTRIBUTE_ROWS", "fragments", out)
+        # level 4: every vertex inside the bin its fragment claims
+        if spec.bin_check and positions is not None and index is not None and n_rows and index.max_row() < n_rows:
+            if index.num_fragments == spec.max_fragments:
+                try:
+                    _check_bins(positions, index, c, spec, key, out)
+                    res.bin_checked += 1
+                except Exception as exc:  # noqa: BLE001
+                    out.append(crashed(4, vpath, exc, cell=key, what="bin containment"))
+
+
+def _check_fragment_ranges(index: FragmentIndex, n_rows: int, spec: VertexLevelSpec, key: str,
+                           out: list[Finding]) -> None:
+    path = spec.fragments.path
+    ends = index.range_starts + index.range_counts
+    bad = (index.range_counts > 0) & (ends > n_rows) | (index.range_starts > n_rows)
+    if bad.any():
+        k = int(np.argmax(bad))
+        f = int(np.flatnonzero(index.is_range)[k])
+        out.append(make("L3_FRAGMENT_OUT_OF_RANGE", path, f"{int(bad.sum())} range fragments run past the "
+                        f"{n_rows} vertex rows (fragment {f}: start {int(index.range_starts[k])}, count "
+                        f"{int(index.range_counts[k])})", cell=key))
+    if index.csr_indices.size and int(index.csr_indices.max()) >= n_rows:
+        out.append(make("L3_FRAGMENT_OUT_OF_RANGE", path, f"explicit row index {int(index.csr_indices.max())} is "
+                        f"past the {n_rows} vertex rows", cell=key))
+    if spec.claims_tile and not index.is_tiling(n_rows):
+        out.append(make("L3_FRAGMENTS_TILE", path, f"the level claims fragments_tile but this FragmentIndex does not "
+                        f"tile the {n_rows} rows in order", cell=key))
+
+
+def _check_attribute_rows(a: ArraySpec, payload: bytes | None, c: Chunk, expected: int | None, code: str,
+                          what: str, out: list[Finding]) -> None:
+    if c in a.cells and payload is None:
+        return  # undecodable: already reported
+    layout = attribute_layout(a.attrs)
+    if layout is None:
+        return  # an L2 finding
+    dtype, width = layout
+    row_bytes = dtype.itemsize * width
+    got = len(payload) if payload is not None else 0
+    if got % row_bytes:
+        out.append(make(code, a.path, f"{got} bytes is not a whole number of {row_bytes}-byte rows", cell=format_chunk_key(c)))
+        return
+    rows = got // row_bytes
+    if expected is not None and rows != expected:
+        out.append(make(code, a.path, f"{rows} rows but the chunk has {expected} {what}", cell=format_chunk_key(c)))
+
+
+def _bin_bounds(frag: np.ndarray, c: Chunk, bpc: np.ndarray, bs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(lo, hi, tolerance) of the bins that fragments ``frag`` claim in chunk ``c``."""
+    local = np.stack(np.unravel_index(frag, tuple(bpc)), axis=1)
+    lo = (np.asarray(c, dtype=np.int64) * bpc + local) * bs
+    hi = lo + bs
+    return lo, hi, 1e-6 * np.maximum(np.maximum(np.abs(lo), np.abs(hi)), bs)
+
+
+def _check_bins(positions: np.ndarray, index: FragmentIndex, c: Chunk, spec: VertexLevelSpec, key: str,
+                out: list[Finding]) -> None:
+    bpc = np.asarray(spec.bins_per_chunk, dtype=np.int64)
+    bs = np.asarray(spec.bin_shape, dtype=np.float64)
+    frag, rows = index.expand()
+    if rows.size == 0:
+        return
+    # per fragment first: its rows' extent against its bin (reduceat over the rows in fragment
+    # order); only a fragment that fails is looked at row by row, for the message
+    counts = np.bincount(frag, minlength=index.num_fragments)
+    used = np.flatnonzero(counts)
+    starts = (np.cumsum(counts) - counts)[used]
+    p = positions[rows]
+    lo, hi, tol = _bin_bounds(used, c, bpc, bs)
+    low = np.minimum.reduceat(p, starts, axis=0).astype(np.float64)
+    high = np.maximum.reduceat(p, starts, axis=0).astype(np.float64)
+    if not ((low < lo - tol) | (high >= hi + tol)).any():
+        return
+    lo, hi, tol = _bin_bounds(frag, c, bpc, bs)
+    p = p.astype(np.float64)
+    outside = ((p < lo - tol) | (p >= hi + tol)).any(axis=1)
+    if outside.any():
+        i = int(np.argmax(outside))
+        out.append(make("L4_POINT_OUTSIDE_BIN", spec.vertices.path, f"{int(outside.sum())} vertices lie outside the "
+                        f"bin their fragment claims (row {int(rows[i])} at {p[i].tolist()} is in fragment "
+                        f"{int(frag[i])}, bin [{lo[i].tolist()}, {hi[i].tolist()}))", cell=key))
+
+
+def merge_vertex(*parts: VertexResult) -> VertexResult:
+    out = VertexResult()
+    for p in parts:
+        out.findings.extend(p.findings)
+        out.rows.update(p.rows)
+        out.fragments.update(p.fragments)
+        out.bin_checked += p.bin_checked
+        out.undecoded += p.undecoded
+    return out
+
+
+# ---------------------------------------------------------------------------
+# level reduce: totals, manifests
+# ---------------------------------------------------------------------------
+def reduce_level(model_level: dict[str, Any], table: VertexResult, manifests: ManifestCheck | None) -> list[Finding]:
+    out: list[Finding] = list(table.findings)
+    path = model_level["path"]
+    try:
+        vc = model_level["vertex_count"]
+        total = int(sum(table.rows.values()))
+        complete = model_level["vertices_ok"] and not table.undecoded and not any(
+            f.code in ("L3_CELL_UNDECODABLE", "L3_NONEMPTY_MISSING", "L3_SHARD_CORRUPT")
+            and f.node.endswith("/vertices")
+            for f in table.findings)
+        if is_int(vc) and complete and vc != total:
+            out.append(make("L3_VERTEX_COUNT", path, f"vertex_count is {vc}, the vertex cells hold {total} rows"))
+        if manifests is not None:
+            mpath = f"{path}/object_index/manifests"
+            max_fragment = manifests.summary.max_fragment
+            missing = [(c, v) for c, v in max_fragment.items() if c not in table.fragments]
+            for c, (f, r) in sorted(missing)[:MAX_EXAMPLES]:
+                out.append(make("L3_MANIFEST_CHUNK_MISSING", mpath, f"row {r} names chunk {format_chunk_key(c)}, which has no "
+                                "FragmentIndex at this level"))
+            if len(missing) > MAX_EXAMPLES:
+                out.append(make("L3_MANIFEST_CHUNK_MISSING", mpath, f"... and {len(missing) - MAX_EXAMPLES} more "
+                                "missing chunks"))
+            over = [(c, v) for c, v in max_fragment.items()
+                    if c in table.fragments and v[0] >= table.fragments[c]]
+            for c, (f, r) in sorted(over)[:MAX_EXAMPLES]:
+                out.append(make("L3_MANIFEST_FRAGMENT_OUT_OF_RANGE", mpath, f"row {r} names fragment {f} of chunk "
+                                f"{format_chunk_key(c)}, which has {table.fragments[c]} fragments"))
+            if len(over) > MAX_EXAMPLES:
+                out.append(make("L3_MANIFEST_FRAGMENT_OUT_OF_RANGE", mpath, f"... and {len(over) - MAX_EXAMPLES} "
+                                "more chunks"))
+            npres = model_level.get("num_present")
+            nonempty = manifests.summary.nonempty
+            if isinstance(npres, int) and npres != nonempty and not manifests.findings:
+                out.append(make("L3_OBJECT_NUM_PRESENT", f"{path}/object_index", f"num_present is {npres}, "
+                                f"{nonempty} manifests are non-empty"))
+    except Exception as exc:  # noqa: BLE001
+        out.append(crashed(3, path, exc, what="level totals"))
+    return out

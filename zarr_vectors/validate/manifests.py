@@ -1,0 +1,126 @@
+"""Level 1 — every ``object_index/manifests`` chunk decoded, as one task per chunk.
+
+The rows are summarised by :func:`zarr_vectors.encoding.summarize_manifest_rows` into small
+tables that level 3 checks against the fragment counts; this module reads the chunks,
+undoes their framing and turns every problem into an ``L1_MANIFEST_UNDECODABLE`` finding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import dask
+
+from zarr_vectors.encoding import ManifestSummary, merge_manifest_summaries, summarize_manifest_rows, unframe_items
+from zarr_vectors.execution import runner
+from zarr_vectors.format.schema import is_int
+from zarr_vectors.store.backend import Storage
+from zarr_vectors.store.codecs import Compressor
+from zarr_vectors.validate.findings import Finding, Report, crashed, make
+from zarr_vectors.validate.structure import StoreModel, cell_key, key_parser
+
+
+@dataclass
+class ManifestCheck:
+    """One manifests array (or chunk) checked: its findings and the summary level 3 uses."""
+
+    findings: list[Finding] = field(default_factory=list)
+    summary: ManifestSummary = field(default_factory=ManifestSummary)
+
+    @classmethod
+    def merge(cls, parts: list[ManifestCheck]) -> ManifestCheck:
+        return cls([f for p in parts for f in p.findings], merge_manifest_summaries(p.summary for p in parts))
+
+
+def decode_manifest_chunk(
+    storage: Storage, path: str, key: str, chunk_index: int, doc: dict[str, Any], sid_ndim: int
+) -> ManifestCheck:
+    """Decode one manifests chunk (all its rows); any failure is a finding, never an exception."""
+    out = ManifestCheck()
+    cell = str(chunk_index)
+    try:
+        rows_per_chunk = doc["chunk_grid"]["configuration"]["chunk_shape"][0]
+        codecs = doc["codecs"]
+        n_rows = int(doc["shape"][0])
+        comp = Compressor.from_config(codecs[1], file=f"{path}/zarr.json", pointer="/codecs/1") if len(codecs) > 1 \
+            else None
+        first = chunk_index * rows_per_chunk
+        count = max(0, min(rows_per_chunk, n_rows - first))
+        raw = storage.get(key)
+        if raw is None:
+            return out
+        try:
+            items = unframe_items(comp.decode(raw) if comp else raw)
+        except Exception as exc:  # noqa: BLE001 - an undecodable chunk is a finding
+            out.findings.append(make("L1_MANIFEST_UNDECODABLE", path, f"chunk {key!r} does not decode: {exc}",
+                                     cell=cell))
+            return out
+        if len(items) != rows_per_chunk:
+            out.findings.append(make("L1_MANIFEST_UNDECODABLE", path, f"chunk holds {len(items)} rows, expected "
+                                     f"{rows_per_chunk}", cell=cell))
+            return out
+        out.summary = summarize_manifest_rows(items[:count], sid_ndim, first_row=first)
+        out.findings.extend(make("L1_MANIFEST_UNDECODABLE", path, message) for message in out.summary.problems)
+        for r, extra in enumerate(items[count:]):
+            if extra:
+                out.findings.append(make("L1_MANIFEST_UNDECODABLE", path, f"padding row {first + count + r} past the "
+                                         f"array's {n_rows} rows is not empty", cell=cell))
+                break
+    except Exception as exc:  # noqa: BLE001
+        out.findings.append(crashed(1, path, exc, cell=cell, what="manifest decode"))
+    return out
+
+
+def manifest_jobs(model: StoreModel, number: int) -> list[tuple[str, str, int, dict[str, Any], int]]:
+    """(path, key, chunk index, doc, sid_ndim) for every manifests chunk of a level's object index."""
+    path = f"{model.levels[number]}/object_index/manifests"
+    node = model.nodes.get(path)
+    group = model.nodes.get(f"{model.levels[number]}/object_index")
+    if node is None or node.doc is None or node.node_type != "array":
+        return []
+    doc = node.doc
+    sid = group.attrs.get("sid_ndim") if group else None
+    if not is_int(sid) or sid < 1:
+        sid = model.grid_rank(number) or 0
+    shape = doc.get("shape")
+    grid = doc.get("chunk_grid", {}).get("configuration", {}).get("chunk_shape") if isinstance(
+        doc.get("chunk_grid"), dict) else None
+    if not (isinstance(shape, list) and len(shape) == 1 and isinstance(grid, list) and len(grid) == 1
+            and is_int(shape[0]) and is_int(grid[0]) and grid[0] >= 1) or sid < 1:
+        return [("bad", path, 0, doc, 0)]
+    prefix, sep = key_parser(doc)
+    n_chunks = -(-shape[0] // grid[0])
+    return [(path, cell_key(path, (i,), prefix, sep), i, doc, sid) for i in range(n_chunks)]
+
+
+def check_manifests(model: StoreModel, report: Report) -> dict[int, ManifestCheck]:
+    """Decode every level's object_index/manifests as tasks; keep the small summaries per level."""
+    report.ran_rule("L1_MANIFEST_UNDECODABLE")
+    per_level: dict[int, list[Any]] = {}
+    for number in sorted(model.levels):
+        jobs = manifest_jobs(model, number)
+        if not jobs:
+            continue
+        if jobs[0][0] == "bad":
+            report.add(make("L1_MANIFEST_UNDECODABLE", jobs[0][1], "manifests must be a 1-D variable_length_bytes "
+                            "array chunked along its rows, and object_index needs sid_ndim"))
+            continue
+        storage_d = dask.delayed(model.storage, traverse=False)
+        per_level[number] = [
+            dask.delayed(decode_manifest_chunk, pure=False)(storage_d, path, key, i, doc, sid)
+            for path, key, i, doc, sid in jobs
+        ]
+    if not per_level:
+        return {}
+    try:
+        computed = runner.compute("manifests", per_level)[0]
+    except Exception as exc:  # noqa: BLE001
+        report.add(crashed(1, "/", exc, what="manifest decode"))
+        return {}
+    out = {}
+    for number, parts in computed.items():
+        merged = ManifestCheck.merge(parts)
+        report.extend(merged.findings)
+        out[number] = merged
+    return out
