@@ -33,7 +33,7 @@ from zarr_vectors.errors import ArrayError, EncodingError, InputError
 from zarr_vectors.sharding import PresenceMismatchError, shard
 from zarr_vectors.sharding.shard import STAGING, grid_array_paths
 from zarr_vectors.store import link_arrays as links_api
-from zarr_vectors.store.backend import Storage
+from zarr_vectors.store.backend import LocalStorage, Storage
 from zarr_vectors.store.codecs import ShardingSpec, crc32c, morton_codes
 from zarr_vectors.store.grid import GridArray
 from zarr_vectors.store.groups import open_store
@@ -468,7 +468,7 @@ def test_crash_during_commit_then_rerun(stores, tmp_path, monkeypatch, reference
     store = copy_of(stores["graph_duplicate"], tmp_path)
     original = tree(store)
     before = zv.read(str(store))
-    real = shard._move_many
+    real = LocalStorage.move_many
     calls = []
 
     def flaky(storage, pairs):
@@ -478,13 +478,13 @@ def test_crash_during_commit_then_rerun(stores, tmp_path, monkeypatch, reference
             raise RuntimeError("node lost")
         return real(storage, pairs)
 
-    monkeypatch.setattr(shard, "_move_many", flaky)
+    monkeypatch.setattr(LocalStorage, "move_many", flaky)
     monkeypatch.setattr(shard, "split_commits", lambda weights: [slice(i, i + 1) for i in range(len(weights))])
     with pytest.raises(RuntimeError, match="node lost"), dask.config.set(scheduler="sync"):
         zv.shard_store(str(store), 2)
     journals = [k for k in tree(store) if k.endswith("/commit.json")]
     assert len(journals) >= 1
-    monkeypatch.setattr(shard, "_move_many", real)
+    monkeypatch.setattr(LocalStorage, "move_many", real)
     if rerun == "shard":
         result = zv.shard_store(str(store), 2)
         assert result.recovered == len(journals)

@@ -233,47 +233,6 @@ class _Opaque:
         self.value = value
 
 
-def _move_many(storage: Storage, pairs: Sequence[tuple[str, str]]) -> None:
-    """Move objects (keys relative to the root); a missing source was already moved."""
-    if not pairs:
-        return
-    if storage._local:
-        made: set[str] = set()
-        for src, dst in pairs:
-            target = storage.full_path(dst)
-            directory = os.path.dirname(target)
-            if directory not in made:
-                os.makedirs(directory, exist_ok=True)
-                made.add(directory)
-            try:
-                os.replace(storage.full_path(src), target)
-            except FileNotFoundError:
-                if not os.path.exists(target):
-                    raise
-        return
-    present = [(s, d) for s, d in pairs if storage.fs.exists(storage.full_path(s))] if len(pairs) < 8 else None
-    if present is None:  # one listing instead of a HEAD per object
-        prefix = posixpath.commonpath([s for s, _ in pairs])
-        listed = set(storage.list_files(prefix))
-        present = [(s, d) for s, d in pairs if s in listed]
-    if present:
-        storage.fs.copy([storage.full_path(s) for s, _ in present], [storage.full_path(d) for _, d in present])
-        storage.fs.rm([storage.full_path(s) for s, _ in present])
-
-
-def _delete_many(storage: Storage, keys: Sequence[str]) -> None:
-    if not keys:
-        return
-    if storage._local:
-        for k in keys:
-            try:
-                os.remove(storage.full_path(k))
-            except FileNotFoundError:
-                pass
-        return
-    storage.fs.rm([storage.full_path(k) for k in keys])
-
-
 def apply_commit(storage: Storage, path: str, document: dict[str, Any], keys: Sequence[str]) -> None:
     """Make the array at ``path`` the staged one; safe to replay from any point.
 
@@ -284,17 +243,11 @@ def apply_commit(storage: Storage, path: str, document: dict[str, Any], keys: Se
     keep = set(keys)
     prefix = posixpath.join(path, "c")
     stale = [rel for rel in storage.list_files(prefix) if rel[len(path) + 1 :] not in keep]
-    _delete_many(storage, stale)
-    _move_many(storage, [(_staged(path, k), posixpath.join(path, k)) for k in keys])
-    if storage._local:  # directories the old layout needed and the new one does not
-        parents = {posixpath.dirname(k) for k in stale} - {posixpath.dirname(posixpath.join(path, k)) for k in keys}
-        for d in sorted(parents, key=lambda x: -x.count("/")):
-            while d.count("/") > path.count("/") + 1:  # never above <path>/c
-                try:
-                    os.rmdir(storage.full_path(d))
-                except OSError:  # not empty (or gone)
-                    break
-                d = posixpath.dirname(d)
+    storage.delete_many(stale)
+    storage.move_many([(_staged(path, k), posixpath.join(path, k)) for k in keys])
+    # directories the old layout needed and the new one does not; never above <path>/c
+    parents = {posixpath.dirname(k) for k in stale} - {posixpath.dirname(posixpath.join(path, k)) for k in keys}
+    storage.remove_empty_dirs(parents, floor=prefix)
     write_node(storage, path, document)
     storage.delete_prefix(_staging(path))
 
