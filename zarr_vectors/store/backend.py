@@ -161,8 +161,7 @@ class Storage(ABC):
         """
         if len(keys) <= 1:
             return [decode(i, raw) for i, raw in enumerate(self.get_many(keys))]
-        with ThreadPoolExecutor(min(16, len(keys))) as pool:
-            return list(pool.map(lambda i: decode(i, self.get(keys[i])), range(len(keys))))
+        return list(io_pool().map(lambda i: decode(i, self.get(keys[i])), range(len(keys))))
 
     @abstractmethod
     def get_ranges(self, requests: Sequence[tuple[str, int, int | None]]) -> list[bytes | None]:
@@ -248,8 +247,7 @@ class LocalStorage(Storage):
     def get_ranges(self, requests: Sequence[tuple[str, int, int | None]]) -> list[bytes | None]:
         if len(requests) <= 1:
             return [self._get_range(r) for r in requests]
-        with ThreadPoolExecutor(min(16, len(requests))) as pool:
-            return list(pool.map(self._get_range, requests))
+        return list(io_pool().map(self._get_range, requests))
 
     def _get_range(self, request: tuple[str, int, int | None]) -> bytes | None:
         key, start, end = request

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +28,7 @@ import numpy as np
 from zarr_vectors.encoding import frame_single, unframe_single
 from zarr_vectors.errors import ArrayError, EncodingError, InputError, MetadataError
 from zarr_vectors.format.paths import format_chunk_key, parse_chunk_key
-from zarr_vectors.store.backend import RangeRequest, Storage
+from zarr_vectors.store.backend import RangeRequest, Storage, io_pool
 from zarr_vectors.store.codecs import Pipeline, ShardingSpec
 from zarr_vectors.store.nodes import array_document, meta_key, require_node, write_node
 
@@ -343,8 +342,8 @@ def read_cells_many(requests: Sequence[tuple[GridArray, Sequence[int]]]) -> list
         raws = read_stored_cells_many(requests)
         if len(requests) < 64:
             return [grid._decode_at(chunk, raw) for (grid, chunk), raw in zip(requests, raws)]
-        with ThreadPoolExecutor(min(16, len(requests))) as pool:
-            return list(pool.map(lambda i: requests[i][0]._decode_at(requests[i][1], raws[i]), range(len(requests))))
+        # decoding is leaf work (it never waits on the pool), so it may share the I/O threads
+        return list(io_pool().map(lambda i: requests[i][0]._decode_at(requests[i][1], raws[i]), range(len(requests))))
     keys = [grid.cell_key(chunk) for grid, chunk in requests]
     return storage.get_decoded(keys, lambda i, raw: requests[i][0]._decode(keys[i], raw))
 
