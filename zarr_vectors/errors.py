@@ -48,3 +48,8 @@ class StoreNotFoundError(ZarrVectorsError, FileNotFoundError):
 
 class ArrayError(ZarrVectorsError):
     """A request that would corrupt an array family (conflicting policy, wrong arity...)."""
+
+
+class PresenceMismatchError(ArrayError):
+    """A grid array's ``nonempty_chunks`` does not list exactly the cells on disk (D15),
+    so sharding, which reads those lists, refuses the store before changing it."""
