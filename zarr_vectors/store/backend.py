@@ -216,8 +216,8 @@ class Storage(ABC):
 
     @abstractmethod
     def move_many(self, pairs: Sequence[tuple[str, str]]) -> None:
-        """Move objects ``(source, destination)``, replacing destinations; a missing
-        source counts as already moved, so an interrupted move can be replayed."""
+        """Move objects ``(source, destination)``, replacing destinations.  Sources already
+        moved are skipped, so an interrupted move can be replayed."""
 
     def remove_empty_dirs(self, prefixes: Iterable[str], *, floor: str) -> None:
         """Remove directories that deletions left empty, walking up from each prefix
@@ -365,9 +365,11 @@ class LocalStorage(Storage):
                     raise
 
     def remove_empty_dirs(self, prefixes: Iterable[str], *, floor: str) -> None:
-        depth = floor.count("/")
-        for d in sorted(set(prefixes), key=lambda x: -x.count("/")):
-            while d.count("/") > depth:
+        def depth(key: str) -> int:
+            return key.count("/") + 1 if key else 0
+
+        for d in sorted(set(prefixes), key=depth, reverse=True):
+            while depth(d) > depth(floor):
                 try:
                     os.rmdir(self.full_path(d))
                 except OSError:  # not empty (or gone)
