@@ -28,12 +28,13 @@ import pytest
 from file_tree import tree
 
 import zarr_vectors as zv
-from zarr_vectors import links_api as links_api
+from zarr_vectors import links_api
 from zarr_vectors.encoding import frame_single
 from zarr_vectors.errors import ArrayError, EncodingError, InputError
 from zarr_vectors.sharding import PresenceMismatchError, shard
-from zarr_vectors.sharding.shard import STAGING, grid_array_paths
-from zarr_vectors.store.backend import Storage
+from zarr_vectors.sharding.journal import STAGING
+from zarr_vectors.sharding.layout import grid_array_paths
+from zarr_vectors.store.backend import LocalStorage, Storage
 from zarr_vectors.store.codecs import ShardingSpec, crc32c, morton_codes
 from zarr_vectors.store.grid import GridArray
 from zarr_vectors.store.groups import open_store
@@ -435,21 +436,21 @@ def test_crash_during_pack_then_rerun(stores, tmp_path, monkeypatch, reference_s
     store = copy_of(stores["graph_duplicate"], tmp_path)
     original = tree(store)
     before = zv.read(str(store))
-    monkeypatch.setattr(shard, "MIN_CELLS_PER_TASK", 8)  # many pack tasks
+    many_tasks = {"zarr_vectors.shard.min-cells-per-task": 8}  # many pack tasks
     real = shard._pack_task
     calls = []
 
-    def flaky(storage, jobs):
+    def flaky(storage, jobs, cells_per_batch):
         jobs = getattr(jobs, "value", jobs)
         calls.append(1)
         if len(calls) > 3:  # write half of this task's shards, then die
-            real(storage, jobs[: max(1, len(jobs) // 2)])
+            real(storage, jobs[: max(1, len(jobs) // 2)], cells_per_batch)
             raise RuntimeError("worker killed")
-        return real(storage, jobs)
+        return real(storage, jobs, cells_per_batch)
 
     monkeypatch.setattr(shard, "_pack_task", flaky)
     # synchronous: nothing keeps running after the failure (as when the process dies)
-    with pytest.raises(RuntimeError, match="worker killed"), dask.config.set(scheduler="sync"):
+    with pytest.raises(RuntimeError, match="worker killed"), dask.config.set(many_tasks, scheduler="sync"):
         zv.shard_store(str(store), 2)
     # nothing of the store itself changed: only orphan staging, which readers ignore
     now = tree(store)
@@ -458,7 +459,8 @@ def test_crash_during_pack_then_rerun(stores, tmp_path, monkeypatch, reference_s
     assert_same_data(before, zv.read(str(store)))
 
     monkeypatch.setattr(shard, "_pack_task", real)
-    zv.shard_store(str(store), 2)
+    with dask.config.set(many_tasks):
+        zv.shard_store(str(store), 2)
     assert tree(store) == tree(reference_sharded)
     assert_same_data(before, zv.read(str(store)))
 
@@ -468,7 +470,7 @@ def test_crash_during_commit_then_rerun(stores, tmp_path, monkeypatch, reference
     store = copy_of(stores["graph_duplicate"], tmp_path)
     original = tree(store)
     before = zv.read(str(store))
-    real = shard._move_many
+    real = LocalStorage.move_many
     calls = []
 
     def flaky(storage, pairs):
@@ -478,13 +480,13 @@ def test_crash_during_commit_then_rerun(stores, tmp_path, monkeypatch, reference
             raise RuntimeError("node lost")
         return real(storage, pairs)
 
-    monkeypatch.setattr(shard, "_move_many", flaky)
+    monkeypatch.setattr(LocalStorage, "move_many", flaky)
     monkeypatch.setattr(shard, "split_commits", lambda weights: [slice(i, i + 1) for i in range(len(weights))])
     with pytest.raises(RuntimeError, match="node lost"), dask.config.set(scheduler="sync"):
         zv.shard_store(str(store), 2)
     journals = [k for k in tree(store) if k.endswith("/commit.json")]
     assert len(journals) >= 1
-    monkeypatch.setattr(shard, "_move_many", real)
+    monkeypatch.setattr(LocalStorage, "move_many", real)
     if rerun == "shard":
         result = zv.shard_store(str(store), 2)
         assert result.recovered == len(journals)

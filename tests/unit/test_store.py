@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import struct
 import uuid
 from pathlib import Path
@@ -21,7 +22,7 @@ from zarr_vectors.errors import (
     StoreExistsError,
     StoreNotFoundError,
 )
-from zarr_vectors.store.backend import Storage
+from zarr_vectors.store.backend import FsspecStorage, LocalStorage, MemoryStorage, RangeRequest, Storage
 from zarr_vectors.store.codecs import compressor_config
 from zarr_vectors.store.grid import GridArray
 from zarr_vectors.store.tables import read_table, read_vlen_rows, write_table, write_vlen_rows
@@ -356,3 +357,38 @@ def test_storage_urls(tmp_path):
         Storage("s3://")
     with pytest.raises(InputError, match="empty"):
         Storage("")
+
+
+def test_storage_backend_by_protocol_survives_pickling(tmp_path):
+    """Storage(url) picks the backend; a pickled one (as shipped to Dask workers) is rebuilt the same."""
+    cases = [
+        (str(tmp_path / "a"), None, LocalStorage, False),
+        ("memory://x/y", None, MemoryStorage, False),
+        ("s3://bucket/p", {"anon": True}, FsspecStorage, True),
+    ]
+    for url, options, cls, remote in cases:
+        storage = Storage(url, options)
+        again = pickle.loads(pickle.dumps(storage))
+        assert type(storage) is cls and type(again) is cls and isinstance(again, Storage)
+        assert (again.url, again.root, again.storage_options, again.is_remote) == (
+            storage.url, storage.root, storage.storage_options, remote
+        )
+        assert repr(again) == f"Storage({url!r})"
+
+
+@pytest.mark.parametrize("where", ["local", "memory"])
+def test_storage_ranges_moves_and_deletes(tmp_path, where):
+    url = str(tmp_path / "s") if where == "local" else f"memory://zvranges-{uuid.uuid4().hex[:8]}"
+    storage = Storage(url)
+    try:
+        storage.put_many({"a/0": b"0123456789", "a/1": b"abc"})
+        got = storage.get_ranges([RangeRequest("a/0", -3), ("a/0", 2, 5), RangeRequest("a/1", 0, 10), ("nope", 0, 1)])
+        assert got == [b"789", b"234", b"abc", None]
+        storage.move_many([("a/0", "b/c/0")])
+        storage.move_many([("a/0", "b/c/0")])  # replayed: the source was already moved
+        assert storage.list_files("") == ["a/1", "b/c/0"] and storage.get("b/c/0") == b"0123456789"
+        storage.delete_many(["a/1"])
+        storage.remove_empty_dirs(["a"], floor="")
+        assert storage.list_files("") == ["b/c/0"] and storage.list_dir("") == ["b"]
+    finally:
+        storage.delete_prefix("")

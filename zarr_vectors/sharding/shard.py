@@ -11,6 +11,9 @@ compressor survives, DECISIONS.md D14).  Because the inner codecs are the array'
 own, a cell's stored bytes are moved as they are -- never decompressed -- so
 ``shard_store`` then ``unshard_store`` gives back the original files byte for byte.
 
+This module plans and runs the Dask graph; which arrays and layouts is
+:mod:`.layout`, the staging and crash-safe commit :mod:`.journal`.
+
 The graph
 ---------
 1. **check** (before anything is written): the shard shape's rank and values; then,
@@ -22,37 +25,18 @@ The graph
 2. **pack** (tasks): each task owns a group of whole target objects -- whole shards,
    or when unsharding every cell of whole source shards -- reads the source cells
    listed in ``nonempty_chunks`` (each source shard fetched once) and writes the new
-   objects under a staging prefix, ``.zv-shard-staging/<array path in hex>/c.<i>.<j>...``.  Nothing
-   of the store itself is touched, and two tasks never write the same object.
-3. **commit** (tasks of whole arrays, only after every pack task succeeded): write a
-   journal ``.zv-shard-staging/<array path in hex>/commit.json`` (the new ``zarr.json`` and
-   the new object keys), then delete the array's old objects that are not new keys,
-   move the staged objects into place, write the new ``zarr.json``, and drop the
-   array's staging.  Finally the staging prefix is removed.
+   objects under the staging prefix (:mod:`.journal`).  Nothing of the store itself
+   is touched, and two tasks never write the same object.
+3. **commit** (tasks of whole arrays, only after every pack task succeeded): journal
+   and apply each array's new layout (:func:`.journal.commit_arrays`).  Finally the
+   staging prefix is removed.
 
-Crash safety
-------------
-Cell keys ``c/i/j/k`` and shard keys ``c/a/b/c`` share one namespace (shard (1,0,0)
-and cell (1,0,0) are both ``c/1/0/0``), so shards cannot be written in place while
-their source cells may still be needed.  Hence the staging: until a journal exists
-the store itself is untouched, so a crash during packing leaves every array in its
-old, complete layout (the orphan staging is deleted by the next run).  Once the
-journal exists the staging is complete, and the commit only moves data whose copy
-is in the staging, so every step of it can be replayed: ``shard_store`` and
-``unshard_store`` first finish every journal they find (whatever operation wrote
-it), then do what they were asked.  Arrays are committed independently, so after a
-crash during commits some arrays may be sharded and others not -- each array
-describes its own layout, and readers read such a store as usual.  The window in
-which one array's objects and ``zarr.json`` disagree is its commit, which re-running
-closes; do not read a store while it is being resharded.  Two runs on one store at
-the same time are not supported.
+Task sizes are the settings ``shard.min-cells-per-task`` and ``shard.cells-per-batch``
+(:mod:`zarr_vectors.config`), read when the graph is planned.
 """
 
 from __future__ import annotations
 
-import copy
-import json
-import math
 import os
 import posixpath
 from collections.abc import Mapping, Sequence
@@ -62,27 +46,25 @@ from typing import Any
 import dask
 import numpy as np
 
-from zarr_vectors.errors import ArrayError, EncodingError, InputError
+from zarr_vectors import config
+from zarr_vectors.errors import EncodingError, InputError
 from zarr_vectors.execution import runner
 from zarr_vectors.format.paths import format_chunk_key
+from zarr_vectors.reconcile import require_reconciled
+from zarr_vectors.sharding.journal import STAGING, Commit, commit_arrays, recover, staged_key
+from zarr_vectors.sharding.layout import (
+    ShardShapeArg,
+    in_layout,
+    new_keys,
+    normalise_shard_shape,
+    open_grid_arrays,
+    target_document,
+)
 from zarr_vectors.store.backend import Storage
-from zarr_vectors.store.codecs import MAX_CELLS_PER_SHARD, ShardingSpec
+from zarr_vectors.store.codecs import ShardingSpec
 from zarr_vectors.store.consolidated import reconsolidating
 from zarr_vectors.store.grid import GridArray, read_stored_cells_many
 from zarr_vectors.store.groups import ZVStore, open_store
-from zarr_vectors.store.nodes import meta_key, write_node
-from zarr_vectors.store.strict_json import load_document
-
-STAGING = ".zv-shard-staging"
-JOURNAL = "commit.json"
-MIN_CELLS_PER_TASK = 2048
-CELLS_PER_BATCH = 512
-
-ShardShapeArg = int | Sequence[int]
-
-
-class PresenceMismatchError(ArrayError):
-    """A grid array's ``nonempty_chunks`` does not list exactly the cells on disk (D15)."""
 
 
 @dataclass(frozen=True)
@@ -107,121 +89,12 @@ class ShardResult:
         )
 
 
-# ---------------------------------------------------------------------------------------
-# arguments and discovery
-# ---------------------------------------------------------------------------------------
-def normalise_shard_shape(shard_shape: Any, ndim: int) -> tuple[int, ...]:
-    """``shard_shape`` (an int for every axis, or one per axis) as a tuple; InputError when unusable."""
-
-    def positive_int(v: Any) -> bool:
-        return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) and int(v) >= 1
-
-    if isinstance(shard_shape, (int, np.integer)) and not isinstance(shard_shape, (bool, np.bool_)):
-        values: tuple[Any, ...] = (shard_shape,) * ndim
-    elif isinstance(shard_shape, (str, bytes)) or not isinstance(shard_shape, Sequence | np.ndarray):
-        raise InputError(f"shard_shape must be a positive integer or {ndim} of them, got {shard_shape!r}")
-    else:
-        values = tuple(shard_shape)
-        if len(values) != ndim:
-            raise InputError(
-                f"shard_shape {list(values)} has rank {len(values)}, but the store's grid arrays have "
-                f"{ndim} axes: give one positive integer, or {ndim}"
-            )
-    if not all(positive_int(v) for v in values):
-        raise InputError(f"shard_shape entries must be integers >= 1, got {list(values)}")
-    shape = tuple(int(v) for v in values)
-    if math.prod(shape) > MAX_CELLS_PER_SHARD:
-        raise InputError(
-            f"shard_shape {list(shape)} packs {math.prod(shape)} cells per shard, more than "
-            f"{MAX_CELLS_PER_SHARD} (the index alone would be {16 * math.prod(shape) >> 20} MiB)"
-        )
-    return shape
-
-
-def grid_array_paths(storage: Storage, level: int) -> list[str]:
-    """Paths of the grid arrays of one level (FORMAT.md §2.1), whatever their layout."""
-    lp = str(level)
-
-    def children(rel: str) -> list[str]:
-        return [n for n in storage.list_dir(posixpath.join(lp, rel)) if n != "zarr.json"]
-
-    paths = [posixpath.join(lp, n) for n in ("vertices", "vertex_fragments", "link_fragments")]
-    for group in ("vertex_attributes", "fragment_attributes"):
-        paths += [posixpath.join(lp, group, n) for n in children(group)]
-    for d in children("links"):
-        paths += [posixpath.join(lp, "links", d, o) for o in children(posixpath.join("links", d))]
-    for name in children("link_attributes"):
-        for d in children(posixpath.join("link_attributes", name)):
-            paths += [
-                posixpath.join(lp, "link_attributes", name, d, o)
-                for o in children(posixpath.join("link_attributes", name, d))
-            ]
-    return paths
-
-
-def open_grid_arrays(store: ZVStore) -> list[GridArray]:
-    """Every grid array of every level, read strictly (one concurrent batch of documents)."""
-    storage = store.storage
-    paths = [p for n in store.level_numbers() for p in grid_array_paths(storage, n)]
-    raws = storage.get_many([meta_key(p) for p in paths])
-    grids = []
-    for path, raw in zip(paths, raws):
-        if raw is None:
-            continue
-        doc = load_document(raw, file=meta_key(path))
-        if doc.get("node_type") == "array":
-            grids.append(GridArray(storage, path, doc))
-    return grids
-
-
 def _light(grid: GridArray, keys: Sequence[str] | None = None) -> GridArray:
     """The array with ``nonempty_chunks`` replaced (small to ship to a task)."""
     doc = dict(grid.doc)
     doc["attributes"] = dict(grid.attributes)
     doc["attributes"]["nonempty_chunks"] = list(keys or [])
     return GridArray(grid.storage, grid.path, doc)
-
-
-# ---------------------------------------------------------------------------------------
-# layouts
-# ---------------------------------------------------------------------------------------
-def target_document(doc: dict[str, Any], shard_shape: tuple[int, ...] | None) -> dict[str, Any]:
-    """An array document relaid out: sharded with ``shard_shape``, or unsharded (None).
-
-    Only ``chunk_grid.configuration.chunk_shape`` and ``codecs`` change, in place, so
-    unsharding a document this function sharded gives the original back exactly.
-    """
-    new = copy.deepcopy(doc)
-    ndim = len(new["shape"])
-    codecs = new["codecs"]
-    inner = codecs[0]["configuration"]["codecs"] if codecs and codecs[0].get("name") == "sharding_indexed" else codecs
-    if shard_shape is None:
-        new["chunk_grid"]["configuration"]["chunk_shape"] = [1] * ndim
-        new["codecs"] = copy.deepcopy(inner)
-    else:
-        new["chunk_grid"]["configuration"]["chunk_shape"] = list(shard_shape)
-        new["codecs"] = [ShardingSpec.codec_json(ndim, inner)]
-    return new
-
-
-def _in_layout(grid: GridArray, shard_shape: tuple[int, ...] | None) -> bool:
-    if shard_shape is None:
-        return grid.sharding is None
-    return grid.sharding is not None and grid.sharding.shard_shape == shard_shape
-
-
-# ---------------------------------------------------------------------------------------
-# staging and commit (every step idempotent)
-# ---------------------------------------------------------------------------------------
-def _staging(path: str) -> str:
-    """One flat staging directory per array, named by its path in hex (creating directories is what
-    costs on a local disk; hex keeps the name injective and free of characters object stores escape)."""
-    return posixpath.join(STAGING, path.encode("utf-8").hex())
-
-
-def _staged(path: str, key: str) -> str:
-    """Where the new object ``<path>/<key>`` is staged."""
-    return posixpath.join(_staging(path), key.replace("/", "."))
 
 
 class _Opaque:
@@ -233,111 +106,15 @@ class _Opaque:
         self.value = value
 
 
-def _move_many(storage: Storage, pairs: Sequence[tuple[str, str]]) -> None:
-    """Move objects (keys relative to the root); a missing source was already moved."""
-    if not pairs:
-        return
-    if storage._local:
-        made: set[str] = set()
-        for src, dst in pairs:
-            target = storage.full_path(dst)
-            directory = os.path.dirname(target)
-            if directory not in made:
-                os.makedirs(directory, exist_ok=True)
-                made.add(directory)
-            try:
-                os.replace(storage.full_path(src), target)
-            except FileNotFoundError:
-                if not os.path.exists(target):
-                    raise
-        return
-    present = [(s, d) for s, d in pairs if storage.fs.exists(storage.full_path(s))] if len(pairs) < 8 else None
-    if present is None:  # one listing instead of a HEAD per object
-        prefix = posixpath.commonpath([s for s, _ in pairs])
-        listed = set(storage.list_files(prefix))
-        present = [(s, d) for s, d in pairs if s in listed]
-    if present:
-        storage.fs.copy([storage.full_path(s) for s, _ in present], [storage.full_path(d) for _, d in present])
-        storage.fs.rm([storage.full_path(s) for s, _ in present])
-
-
-def _delete_many(storage: Storage, keys: Sequence[str]) -> None:
-    if not keys:
-        return
-    if storage._local:
-        for k in keys:
-            try:
-                os.remove(storage.full_path(k))
-            except FileNotFoundError:
-                pass
-        return
-    storage.fs.rm([storage.full_path(k) for k in keys])
-
-
-def apply_commit(storage: Storage, path: str, document: dict[str, Any], keys: Sequence[str]) -> None:
-    """Make the array at ``path`` the staged one; safe to replay from any point.
-
-    Old objects that are not new keys are deleted, staged objects moved over, the
-    new document written, the array's staging removed.  Everything the array needs
-    is in the staging (or already in place) while its journal exists.
-    """
-    keep = set(keys)
-    prefix = posixpath.join(path, "c")
-    stale = [rel for rel in storage.list_files(prefix) if rel[len(path) + 1 :] not in keep]
-    _delete_many(storage, stale)
-    _move_many(storage, [(_staged(path, k), posixpath.join(path, k)) for k in keys])
-    if storage._local:  # directories the old layout needed and the new one does not
-        parents = {posixpath.dirname(k) for k in stale} - {posixpath.dirname(posixpath.join(path, k)) for k in keys}
-        for d in sorted(parents, key=lambda x: -x.count("/")):
-            while d.count("/") > path.count("/") + 1:  # never above <path>/c
-                try:
-                    os.rmdir(storage.full_path(d))
-                except OSError:  # not empty (or gone)
-                    break
-                d = posixpath.dirname(d)
-    write_node(storage, path, document)
-    storage.delete_prefix(_staging(path))
-
-
-def _commit_task(storage: Storage, commits: _Opaque) -> int:
-    """Journal, then apply, the new layout of some arrays (runs after every pack task)."""
-    for path, document, keys in commits.value:
-        journal = posixpath.join(_staging(path), JOURNAL)
-        if storage.get(journal) is None:
-            staged = set(storage.list_files(_staging(path)))
-            missing = [k for k in keys if _staged(path, k) not in staged]
-            if missing:
-                raise RuntimeError(
-                    f"{path}: {len(missing)} staged objects are missing (e.g. {missing[:3]}); not committing"
-                )
-            record = {"array": path, "document": document, "keys": keys}
-            storage.put(journal, json.dumps(record, allow_nan=True).encode("utf-8"))
-        apply_commit(storage, path, document, keys)
-    return len(commits.value)
-
-
-def recover(storage: Storage) -> int:
-    """Finish every commit an interrupted run journaled; returns how many."""
-    done = 0
-    for name in storage.list_dir(STAGING):
-        key = posixpath.join(STAGING, name, JOURNAL)
-        raw = storage.get(key)
-        if raw is None:  # staging of an interrupted pack stage: never journaled, discarded later
-            continue
-        record = json.loads(raw)
-        path = record["array"]
-        if _staging(path) != posixpath.join(STAGING, name):
-            raise EncodingError(f"{key}: journal names array {path!r}, which does not match its location")
-        apply_commit(storage, path, record["document"], list(record["keys"]))
-        done += 1
-    return done
-
-
 # ---------------------------------------------------------------------------------------
 # check and pack tasks
 # ---------------------------------------------------------------------------------------
 def _derive_task(grids: _Opaque) -> list[list[str]]:
     return [g.derive_nonempty_chunks() for g in grids.value]
+
+
+def _commit_task(storage: Storage, commits: _Opaque) -> int:
+    return commit_arrays(storage, commits.value)
 
 
 @dataclass(frozen=True)
@@ -349,10 +126,10 @@ class _Job:
     groups: list[tuple[tuple[int, ...], np.ndarray]]  # (target shard or source shard, (n, D) cell indices)
 
 
-def _pack_task(storage: Storage, jobs: list[_Job] | _Opaque) -> dict[str, int]:
+def _pack_task(storage: Storage, jobs: list[_Job] | _Opaque, cells_per_batch: int) -> dict[str, int]:
     """Read whole groups of cells and write their new objects under the staging prefix.
 
-    Groups are handled in batches of about :data:`CELLS_PER_BATCH` cells (one group at
+    Groups are handled in batches of about ``cells_per_batch`` cells (one group at
     least), so a task holds one batch in memory however many shards it owns, while
     the reads of a batch still go out concurrently.
     """
@@ -363,7 +140,7 @@ def _pack_task(storage: Storage, jobs: list[_Job] | _Opaque) -> dict[str, int]:
     start = 0
     while start < len(units):
         stop, size = start, 0
-        while stop < len(units) and (stop == start or size + len(units[stop][2]) <= CELLS_PER_BATCH):
+        while stop < len(units) and (stop == start or size + len(units[stop][2]) <= cells_per_batch):
             size += len(units[stop][2])
             stop += 1
         batch = units[start:stop]
@@ -388,13 +165,13 @@ def _pack_task(storage: Storage, jobs: list[_Job] | _Opaque) -> dict[str, int]:
                     )
             if job.shard_shape is None:
                 for c, raw in zip(cells.tolist(), values):
-                    puts[_staged(path, posixpath.join("c", *map(str, c)))] = raw
+                    puts[staged_key(path, posixpath.join("c", *map(str, c)))] = raw
             else:
                 spec = ShardingSpec(job.shard_shape, job.source.pipeline, ())
                 local = cells - np.asarray(group, dtype=np.int64) * np.asarray(job.shard_shape, dtype=np.int64)
                 shard_bytes = spec.encode_shard(dict(zip(spec.local_linear(local).tolist(), values)))
                 assert shard_bytes is not None
-                puts[_staged(path, posixpath.join("c", *map(str, group)))] = shard_bytes
+                puts[staged_key(path, posixpath.join("c", *map(str, group)))] = shard_bytes
         storage.put_many(puts)
         cells_done += size
         objects += len(puts)
@@ -404,37 +181,22 @@ def _pack_task(storage: Storage, jobs: list[_Job] | _Opaque) -> dict[str, int]:
 # ---------------------------------------------------------------------------------------
 # the operations
 # ---------------------------------------------------------------------------------------
-def _check_presence(store: ZVStore, grids: list[GridArray]) -> None:
+def _check_presence(store: ZVStore, grids: list[GridArray], min_cells_per_task: int) -> None:
     """D15: refuse, before anything changes, arrays whose presence list is not what is on disk."""
     if not grids:
         return
     weights = [len(g.nonempty_chunks) + 1 for g in grids]
     tasks = [
         dask.delayed(_derive_task, pure=False)(_Opaque([_light(g) for g in grids[s]]))
-        for s in runner.task_runs(weights, MIN_CELLS_PER_TASK)
+        for s in runner.task_runs(weights, min_cells_per_task)
     ]
     derived = [keys for part in runner.compute("check presence", *tasks) for keys in part]
-    bad = []
-    for grid, on_disk in zip(grids, derived):
-        listed, present = set(grid.nonempty_chunks), set(on_disk)
-        if listed != present:
-            bad.append((grid.path, sorted(listed - present), sorted(present - listed)))
-    if bad:
-        lines = [
-            f"  {path}: {len(absent)} listed but not on disk {absent[:3]}, {len(extra)} on disk but not listed "
-            f"{extra[:3]}"
-            for path, absent, extra in bad[:5]
-        ]
-        raise PresenceMismatchError(
-            f"{store.url}: the nonempty_chunks of {len(bad)} grid array(s) do not match the cells on disk:\n"
-            + "\n".join(lines)
-            + "\nRun the reconcile step first (the writers' reconcile task; finalize_links for link families) "
-            "so every presence list names exactly its cells -- they are what sharding reads, and cannot be "
-            "rebuilt from a listing afterwards (DECISIONS.md D15). Nothing was changed."
-        )
+    require_reconciled(store.url, grids, derived)  # presence lists are what sharding reads
 
 
-def _plan(grids: list[GridArray], shard_shape: tuple[int, ...] | None) -> tuple[list[list[_Job]], int]:
+def _plan(
+    grids: list[GridArray], shard_shape: tuple[int, ...] | None, min_cells_per_task: int
+) -> tuple[list[list[_Job]], int]:
     """Whole target objects of every array, grouped into pack tasks of a useful size."""
     units: list[tuple[int, tuple[int, ...], np.ndarray]] = []
     for a, grid in enumerate(grids):
@@ -451,7 +213,7 @@ def _plan(grids: list[GridArray], shard_shape: tuple[int, ...] | None) -> tuple[
             units.append((a, tuple(key), index[order[bounds[g] : bounds[g + 1]]]))
     total = sum(len(u[2]) for u in units)
     tasks: list[list[_Job]] = []
-    for run in runner.task_runs([len(u[2]) for u in units], MIN_CELLS_PER_TASK):
+    for run in runner.task_runs([len(u[2]) for u in units], min_cells_per_task):
         jobs: list[_Job] = []
         for a, key, cells in units[run]:
             if not jobs or jobs[-1].source.path != grids[a].path:
@@ -477,20 +239,13 @@ def split_commits(weights: Sequence[int]) -> list[slice]:
     return runner.task_runs(weights, 256)
 
 
-def _new_keys(grid: GridArray, shard_shape: tuple[int, ...] | None) -> list[str]:
-    if not grid.nonempty_chunks:
-        return []
-    index = np.asarray(grid.nonempty_chunk_coords(), dtype=np.int64) - np.asarray(grid.origin, dtype=np.int64)
-    if shard_shape is not None:
-        index = np.unique(index // np.asarray(shard_shape, dtype=np.int64), axis=0)
-    return sorted(posixpath.join("c", *map(str, c)) for c in index.tolist())
-
-
 def _relayout(url: Any, shard_shape: Any, storage_options: Mapping[str, Any] | None) -> ShardResult:
     storage = url if isinstance(url, Storage) else Storage(url, storage_options)
     store = open_store(storage)
     ndim = store.root.sid_ndim
     target = None if shard_shape is None else normalise_shard_shape(shard_shape, ndim)
+    min_cells_per_task = int(config.get("shard.min-cells-per-task"))  # read here, in the client
+    cells_per_batch = int(config.get("shard.cells-per-batch"))
     recovered = recover(storage)  # finish what an interrupted run journaled
     grids = open_grid_arrays(store)
     for grid in grids:
@@ -498,18 +253,18 @@ def _relayout(url: Any, shard_shape: Any, storage_options: Mapping[str, Any] | N
             raise InputError(
                 f"{grid.path}: has {grid.ndim} axes but the store's chunk keys have {ndim}; cannot shard it"
             )
-    todo = [g for g in grids if not _in_layout(g, target)]
-    _check_presence(store, todo)
+    todo = [g for g in grids if not in_layout(g, target)]
+    _check_presence(store, todo, min_cells_per_task)
     # from here on the store may change
     storage.delete_prefix(STAGING)  # orphans of an interrupted pack stage: incomplete, never journaled
-    tasks, cells = _plan(todo, target)
+    tasks, cells = _plan(todo, target, min_cells_per_task)
     with reconsolidating(storage):
         packed = runner.compute(
             "pack shards" if target is not None else "unpack shards",
-            *[dask.delayed(_pack_task, pure=False)(storage, _Opaque(jobs)) for jobs in tasks],
+            *[dask.delayed(_pack_task, pure=False)(storage, _Opaque(jobs), cells_per_batch) for jobs in tasks],
         )
         # commits only once every pack task succeeded; grouped into tasks of a useful size
-        commits = [(g.path, target_document(g.doc, target), _new_keys(g, target)) for g in todo]
+        commits: list[Commit] = [(g.path, target_document(g.doc, target), new_keys(g, target)) for g in todo]
         runs = split_commits([len(keys) + 8 for _, _, keys in commits])
         runner.compute(
             "commit", *[dask.delayed(_commit_task, pure=False)(storage, _Opaque(commits[r])) for r in runs]
@@ -543,7 +298,7 @@ def shard_store(
     whose ``nonempty_chunks`` lists do not match the cells on disk
     (:class:`PresenceMismatchError`, D15).  Runs as a Dask graph on the current
     scheduler: pack tasks own whole shards, then one commit per array.  Re-running
-    after a crash completes the interrupted run (see the module documentation).
+    after a crash completes the interrupted run (see :mod:`zarr_vectors.sharding.journal`).
     """
     if shard_shape is None:
         raise InputError("shard_shape is required (use unshard_store to go back to one object per cell)")

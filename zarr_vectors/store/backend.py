@@ -1,51 +1,73 @@
-"""Whole-object key/value access to a store root over fsspec.
+"""Whole-object key/value access to a store root: one contract, one class per backend.
 
 Every write is a whole object: a local file is written to a temporary name and
 renamed into place, an S3 PUT is atomic.  That is what makes a retried Dask task
 (or a task re-run after a killed worker) leave exactly the same store, and why the
 project does its own cell I/O instead of going through zarr-python's array API,
 which read-modify-writes metadata on every write.
+
+:class:`Storage` states the contract; ``Storage(url, storage_options)`` returns the
+backend for the URL's protocol -- :class:`LocalStorage` (a directory, plain os calls),
+:class:`MemoryStorage` (``memory://``) or :class:`FsspecStorage` (S3 and any other
+fsspec filesystem) -- so callers never branch on where the bytes live.
 """
 
 from __future__ import annotations
 
 import os
 import posixpath
+import shutil
+import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import fsspec
 
+from zarr_vectors import config
 from zarr_vectors.errors import InputError, StoreNotFoundError
 
-_IO_THREADS = 16
-_POOL: ThreadPoolExecutor | None = None
-_OVERLAP_POOL: ThreadPoolExecutor | None = None
 T = TypeVar("T")
 R = TypeVar("R")
 
+_POOLS: dict[str, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(name: str) -> ThreadPoolExecutor:
+    with _POOLS_LOCK:
+        pool = _POOLS.get(name)
+        if pool is None:
+            pool = _POOLS[name] = ThreadPoolExecutor(int(config.get("io.threads")), thread_name_prefix=name)
+        return pool
+
 
 def io_pool() -> ThreadPoolExecutor:
-    """The process-wide pool for concurrent object reads (created on first use).
+    """The process-wide pool for leaf object requests (sized by ``io.threads`` when first used).
 
     One shared pool: reads happen per array and per cell batch, and starting a pool
-    per call was the dominant cost of reading stores with many small arrays.
+    per call was the dominant cost of reading stores with many small arrays.  Only
+    submit work that never waits on this pool itself: nested waits can starve it.
     """
-    global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(_IO_THREADS, thread_name_prefix="zv-io")
-    return _POOL
+    return _pool("zv-io")
 
 
 def _overlap_pool() -> ThreadPoolExecutor:
     """A pool for :meth:`Storage.overlap`, apart from :func:`io_pool`: its calls read
     through the I/O pool themselves, and nesting them in it could starve it."""
-    global _OVERLAP_POOL
-    if _OVERLAP_POOL is None:
-        _OVERLAP_POOL = ThreadPoolExecutor(_IO_THREADS, thread_name_prefix="zv-overlap")
-    return _OVERLAP_POOL
+    return _pool("zv-overlap")
+
+
+class RangeRequest(NamedTuple):
+    """Bytes ``[start, end)`` of the object at ``key``, fsspec style: a negative
+    ``start`` counts from the end, ``end`` None reads to the end.  Plain
+    ``(key, start, end)`` tuples are accepted wherever one is."""
+
+    key: str
+    start: int
+    end: int | None = None
 
 
 def _split_url(url: str | os.PathLike[str]) -> tuple[str, str]:
@@ -69,19 +91,299 @@ def _split_url(url: str | os.PathLike[str]) -> tuple[str, str]:
     return protocol, rest.rstrip("/")
 
 
-class Storage:
-    """A store root: an fsspec filesystem plus the root path under it.
+class Storage(ABC):
+    """A store root: whole objects under string keys relative to ``root``.
 
+    ``Storage(url, storage_options)`` picks the backend from the URL's protocol.
     Picklable by URL and storage options, so the same object can be shipped to
-    Dask workers, which rebuild their own filesystem instance.
+    Dask workers, which rebuild their own backend (and filesystem instance).
     """
 
-    def __init__(
-        self, url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None
-    ) -> None:
+    is_remote: bool = False
+    """Whether requests are network round trips worth overlapping on threads."""
+
+    def __new__(cls, url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> Storage:
+        if cls is Storage:
+            cls = _BACKENDS.get(_split_url(url)[0], FsspecStorage)
+        return super().__new__(cls)
+
+    def __init__(self, url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> None:
         self.url = os.fspath(url)
         self.storage_options = dict(storage_options or {})
         self.protocol, self.root = _split_url(self.url)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.url, self.storage_options))
+
+    def __repr__(self) -> str:
+        return f"Storage({self.url!r})"  # what builds an equal object, whatever the backend
+
+    # -- paths and scheduling ------------------------------------------------
+    def full_path(self, key: str) -> str:
+        return posixpath.join(self.root, key) if key else self.root
+
+    @property
+    def bucket(self) -> str | None:
+        """The bucket of an object-store URL; None elsewhere."""
+        return None
+
+    def overlap(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        """``[fn(x) for x in items]``, overlapped when each call is a few remote round trips.
+
+        The one place callers choose between one-after-the-other (see :attr:`is_remote`)
+        and concurrent calls; ``fn`` may itself read concurrently.
+        """
+        todo = list(items)
+        if not self.is_remote or len(todo) < 2:
+            return [fn(x) for x in todo]
+        return list(_overlap_pool().map(fn, todo))
+
+    def check_reachable(self) -> None:
+        """Fail early, naming the location, when the store cannot be used (no-op where always usable)."""
+
+    # -- reads -----------------------------------------------------------------
+    @abstractmethod
+    def get(self, key: str) -> bytes | None:
+        """The object's bytes, or None when it does not exist."""
+
+    def get_many(self, keys: Iterable[str]) -> list[bytes | None]:
+        """Concurrent :meth:`get` of many keys, in order."""
+        keys = list(keys)
+        if len(keys) <= 1:
+            return [self.get(k) for k in keys]
+        return list(io_pool().map(self.get, keys))
+
+    def get_decoded(self, keys: Sequence[str], decode: Callable[[int, bytes | None], T]) -> list[T]:
+        """``[decode(i, get(keys[i])) ...]`` fetched concurrently.
+
+        Here each object is decoded on the I/O thread that read it, so decoding
+        overlaps reading; ``decode`` must not wait on :func:`io_pool`.
+        """
+        if len(keys) <= 1:
+            return [decode(i, raw) for i, raw in enumerate(self.get_many(keys))]
+        return list(io_pool().map(lambda i: decode(i, self.get(keys[i])), range(len(keys))))
+
+    @abstractmethod
+    def get_ranges(self, requests: Sequence[tuple[str, int, int | None]]) -> list[bytes | None]:
+        """Byte ranges (:class:`RangeRequest`) of objects, in order; None where an object does not exist."""
+
+    @abstractmethod
+    def exists(self, key: str) -> bool: ...
+
+    @abstractmethod
+    def list_dir(self, prefix: str) -> list[str]:
+        """Names of the direct children of ``prefix`` (files and directories)."""
+
+    def list_dirs(self, prefixes: Iterable[str]) -> list[list[str]]:
+        """:meth:`list_dir` of many prefixes, in order; concurrent on remote stores."""
+        prefixes = list(prefixes)
+        if not self.is_remote or len(prefixes) <= 1:
+            return [self.list_dir(p) for p in prefixes]
+        return list(io_pool().map(self.list_dir, prefixes))
+
+    @abstractmethod
+    def list_files(self, prefix: str) -> list[str]:
+        """Keys of every object below ``prefix``, relative to the store root."""
+
+    @abstractmethod
+    def object_sizes(self) -> dict[str, int]:
+        """Every object key below the store root with its size in bytes (one listing)."""
+
+    # -- writes ----------------------------------------------------------------
+    @abstractmethod
+    def put(self, key: str, data: bytes) -> None:
+        """Write a whole object atomically."""
+
+    def put_many(self, items: Mapping[str, bytes]) -> None:
+        """Write many whole objects, concurrently."""
+        if len(items) <= 1:
+            for k, v in items.items():
+                self.put(k, v)
+            return
+        list(io_pool().map(lambda kv: self.put(*kv), items.items()))
+
+    @abstractmethod
+    def delete(self, key: str) -> None:
+        """Remove an object; a missing one is not an error."""
+
+    @abstractmethod
+    def delete_many(self, keys: Sequence[str]) -> None:
+        """Remove many objects."""
+
+    @abstractmethod
+    def delete_prefix(self, prefix: str) -> None:
+        """Remove everything below ``prefix`` (the prefix itself included)."""
+
+    @abstractmethod
+    def move_many(self, pairs: Sequence[tuple[str, str]]) -> None:
+        """Move objects ``(source, destination)``, replacing destinations.  Sources already
+        moved are skipped, so an interrupted move can be replayed."""
+
+    def remove_empty_dirs(self, prefixes: Iterable[str], *, floor: str) -> None:
+        """Remove directories that deletions left empty, walking up from each prefix
+        while below ``floor``; nothing to do where directories are not objects."""
+
+
+class LocalStorage(Storage):
+    """A directory on a local file system: plain os calls, temp file + rename per write.
+
+    Requests run one after the other where measured faster (listings, writes):
+    the file system serialises on directories.
+    """
+
+    is_remote = False
+
+    def __init__(self, url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(url, storage_options)
+        self._made_dirs: set[str] = set()  # directories known to exist
+
+    def get(self, key: str) -> bytes | None:
+        try:
+            with open(self.full_path(key), "rb") as f:
+                return f.read()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def get_ranges(self, requests: Sequence[tuple[str, int, int | None]]) -> list[bytes | None]:
+        if len(requests) <= 1:
+            return [self._get_range(r) for r in requests]
+        return list(io_pool().map(self._get_range, requests))
+
+    def _get_range(self, request: tuple[str, int, int | None]) -> bytes | None:
+        key, start, end = request
+        try:
+            with open(self.full_path(key), "rb") as f:
+                if start < 0:
+                    size = f.seek(0, os.SEEK_END)
+                    f.seek(max(0, size + start))
+                else:
+                    f.seek(start)
+                return f.read() if end is None else f.read(max(0, end - f.tell()))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def exists(self, key: str) -> bool:
+        return os.path.lexists(self.full_path(key))
+
+    def list_dir(self, prefix: str) -> list[str]:
+        try:
+            names = os.listdir(self.full_path(prefix))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return sorted(n for n in names if n and not n.startswith(".tmp-"))
+
+    def list_files(self, prefix: str) -> list[str]:
+        out = []
+        for dirpath, _, files in os.walk(self.full_path(prefix)):
+            rel = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
+            out.extend(f if rel == "." else f"{rel}/{f}" for f in files if not f.startswith(".tmp-"))
+        return sorted(out)
+
+    def object_sizes(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        if not os.path.isdir(self.root):
+            return out
+        prefix = os.path.join(self.root, "")
+        stack = [self.root]
+        while stack:
+            directory = stack.pop()
+            try:
+                entries = list(os.scandir(directory))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            for entry in entries:
+                if entry.name.startswith(".tmp-"):
+                    continue
+                if entry.is_dir(follow_symlinks=True):
+                    stack.append(entry.path)
+                else:
+                    rel = entry.path[len(prefix) :].replace(os.sep, "/")  # scandir paths extend root
+                    out[rel] = entry.stat().st_size
+        return out
+
+    def put(self, key: str, data: bytes) -> None:
+        path = self.full_path(key)
+        directory = os.path.dirname(path)
+        if directory not in self._made_dirs:
+            os.makedirs(directory, exist_ok=True)
+            self._made_dirs.add(directory)
+        tmp = os.path.join(directory, f".tmp-{uuid.uuid4().hex}")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileNotFoundError:  # the directory was removed since we made it
+            os.makedirs(directory, exist_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+
+    def put_many(self, items: Mapping[str, bytes]) -> None:
+        """One after the other: measured here, creating files from several threads of
+        one process is slower than sequentially (the file system serialises on the directories)."""
+        for k, v in items.items():
+            self.put(k, v)
+
+    def delete(self, key: str) -> None:
+        try:
+            os.remove(self.full_path(key))
+        except FileNotFoundError:
+            pass
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        for k in keys:
+            self.delete(k)
+
+    def delete_prefix(self, prefix: str) -> None:
+        path = self.full_path(prefix)
+        self._made_dirs.clear()
+        if not os.path.lexists(path):
+            return
+        if os.path.isdir(path) and not os.path.islink(path):
+            if os.path.abspath(path) == os.getcwd():
+                raise InputError(f"refusing to delete the current working directory {path!r}")
+            shutil.rmtree(path)
+        else:
+            os.remove(path)
+
+    def move_many(self, pairs: Sequence[tuple[str, str]]) -> None:
+        """Renames (``os.replace``), creating destination directories as needed."""
+        made: set[str] = set()
+        for src, dst in pairs:
+            target = self.full_path(dst)
+            directory = os.path.dirname(target)
+            if directory not in made:
+                os.makedirs(directory, exist_ok=True)
+                made.add(directory)
+            try:
+                os.replace(self.full_path(src), target)
+            except FileNotFoundError:
+                if not os.path.exists(target):
+                    raise
+
+    def remove_empty_dirs(self, prefixes: Iterable[str], *, floor: str) -> None:
+        def depth(key: str) -> int:
+            return key.count("/") + 1 if key else 0
+
+        for d in sorted(set(prefixes), key=depth, reverse=True):
+            while depth(d) > depth(floor):
+                try:
+                    os.rmdir(self.full_path(d))
+                except OSError:  # not empty (or gone)
+                    break
+                d = posixpath.dirname(d)
+
+
+class FsspecStorage(Storage):
+    """Any fsspec filesystem; S3 through s3fs, tuned for many small whole objects."""
+
+    is_remote = True
+
+    def __init__(self, url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(url, storage_options)
         fs_options = dict(self.storage_options)
         if self.protocol == "s3":
             # listings must show what other tasks just wrote (reconcile, exists checks)
@@ -92,154 +394,72 @@ class Storage:
             # 200k-vertex graph on a loopback S3 server: 59.5 s -> 33.8 s without it).
             fs_options.setdefault("max_concurrency", 1)
         self.fs = fsspec.filesystem(self.protocol, **fs_options)
-        self._local = self.protocol == "file"
-        self._made_dirs: set[str] = set()  # local directories known to exist
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (Storage, (self.url, self.storage_options))
-
-    def __repr__(self) -> str:
-        return f"Storage({self.url!r})"
-
-    # -- paths -------------------------------------------------------------
-    @property
-    def is_remote(self) -> bool:
-        """Whether requests are network round trips worth overlapping on threads.
-
-        Not for a local directory (measured slower) nor for ``memory://``, whose
-        filesystem is a plain dict: a listing on one thread while another writes
-        fails with "dictionary changed size during iteration".
-        """
-        return self.protocol not in ("file", "memory")
-
-    def overlap(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
-        """``[fn(x) for x in items]``, overlapped when each call is a few remote round trips.
-
-        The one place callers choose between one-after-the-other (local, ``memory://``;
-        see :attr:`is_remote`) and concurrent calls; ``fn`` may itself read concurrently.
-        """
-        todo = list(items)
-        if not self.is_remote or len(todo) < 2:
-            return [fn(x) for x in todo]
-        return list(_overlap_pool().map(fn, todo))
-
-    def full_path(self, key: str) -> str:
-        return posixpath.join(self.root, key) if key else self.root
+        self._async = bool(getattr(self.fs, "async_impl", False))  # batch calls go out concurrently
 
     @property
     def bucket(self) -> str | None:
         return self.root.split("/", 1)[0] if self.protocol == "s3" else None
 
-    # -- reads -------------------------------------------------------------
     def get(self, key: str) -> bytes | None:
-        """The object's bytes, or None when it does not exist."""
-        path = self.full_path(key)
-        if self._local:
-            try:
-                with open(path, "rb") as f:
-                    return f.read()
-            except (FileNotFoundError, NotADirectoryError):
-                return None
         try:
-            return self.fs.cat_file(path)
+            return self.fs.cat_file(self.full_path(key))
         except FileNotFoundError:
             return None
 
     def get_many(self, keys: Iterable[str]) -> list[bytes | None]:
-        """Concurrent :meth:`get` of many keys, in order."""
         keys = list(keys)
-        if len(keys) <= 1:
-            return [self.get(k) for k in keys]
-        if getattr(self.fs, "async_impl", False):
-            paths = [self.full_path(k) for k in keys]
-            found = self.fs.cat(paths, on_error="return")
-            out: list[bytes | None] = []
-            for p in paths:
-                value = found.get(p)
-                if isinstance(value, FileNotFoundError):
-                    out.append(None)
-                elif isinstance(value, BaseException):
-                    raise value
-                else:
-                    out.append(value)
-            return out
-        return list(io_pool().map(self.get, keys))
+        if not self._async or len(keys) <= 1:
+            return super().get_many(keys)
+        paths = [self.full_path(k) for k in keys]
+        found = self.fs.cat(paths, on_error="return")
+        return [_found_or_none(found.get(p)) for p in paths]
+
+    def get_decoded(self, keys: Sequence[str], decode: Callable[[int, bytes | None], T]) -> list[T]:
+        """One concurrent batch of reads, then the decoding, when the filesystem is async."""
+        if not self._async:
+            return super().get_decoded(keys, decode)
+        return [decode(i, raw) for i, raw in enumerate(self.get_many(keys))]
+
+    def get_ranges(self, requests: Sequence[tuple[str, int, int | None]]) -> list[bytes | None]:
+        if not requests:
+            return []
+        paths = [self.full_path(k) for k, _, _ in requests]
+        found = self.fs.cat_ranges(
+            paths, [s for _, s, _ in requests], [e for _, _, e in requests], on_error="return"
+        )
+        out = [_found_or_none(value) for value in found]
+        return [None if v is None else bytes(v) for v in out]
 
     def exists(self, key: str) -> bool:
         return self.fs.exists(self.full_path(key))
 
     def list_dir(self, prefix: str) -> list[str]:
-        """Names of the direct children of ``prefix`` (files and directories)."""
-        path = self.full_path(prefix)
         try:
-            entries = self.fs.ls(path, detail=False, refresh=True) if not self._local else os.listdir(path)
+            entries = self.fs.ls(self.full_path(prefix), detail=False, refresh=True)
         except (FileNotFoundError, NotADirectoryError):
             return []
         names = [posixpath.basename(str(e).rstrip("/")) for e in entries]
         return sorted(n for n in names if n and not n.startswith(".tmp-"))
 
-    def list_dirs(self, prefixes: Iterable[str]) -> list[list[str]]:
-        """:meth:`list_dir` of many prefixes, in order; concurrent on remote stores."""
-        prefixes = list(prefixes)
-        if not self.is_remote or len(prefixes) <= 1:
-            return [self.list_dir(p) for p in prefixes]
-        return list(io_pool().map(self.list_dir, prefixes))
-
-    def _memory_keys(self, path: str) -> list[str]:
-        """Keys of a ``memory://`` store at or below ``path``.
-
-        fsspec's own walks (find, rm) iterate the live dict, which fails ("dictionary
-        changed size during iteration") while a task on another thread writes;
-        ``list(dict)`` copies the keys atomically.
-        """
-        below = path.rstrip("/") + "/"
-        return [k for k in list(self.fs.store) if k.startswith(below) or k == path]
-
     def list_files(self, prefix: str) -> list[str]:
-        """Keys of every object below ``prefix``, relative to the store root."""
         path = self.full_path(prefix)
-        if self._local:
-            out = []
-            for dirpath, _, files in os.walk(path):
-                rel = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
-                out.extend(
-                    f if rel == "." else f"{rel}/{f}" for f in files if not f.startswith(".tmp-")
-                )
-            return sorted(out)
-        if self.protocol == "memory":
-            found = self._memory_keys(path)
-        else:
-            try:
-                self.fs.invalidate_cache(path)  # s3fs caches listings: a reconcile must see what tasks just wrote
-                found = self.fs.find(path)
-            except FileNotFoundError:
-                return []
+        try:
+            self.fs.invalidate_cache(path)  # s3fs caches listings: a reconcile must see what tasks just wrote
+            found = self.fs.find(path)
+        except FileNotFoundError:
+            return []
+        return self._relative(found)
+
+    def _relative(self, paths: Iterable[Any]) -> list[str]:
         root = self.root.rstrip("/") + "/"
-        return sorted(p[len(root):] if p.startswith(root) else p for p in (str(x) for x in found))
+        return sorted(p[len(root) :] if p.startswith(root) else p for p in (str(x) for x in paths))
+
+    def _listed_path(self, path: str) -> str:
+        """A path as a listing returns it, in the form :meth:`full_path` builds."""
+        return path
 
     def object_sizes(self) -> dict[str, int]:
-        """Every object key below the store root with its size in bytes (one listing)."""
         out: dict[str, int] = {}
-        if self._local:
-            if not os.path.isdir(self.root):
-                return out
-            prefix = os.path.join(self.root, "")
-            stack = [self.root]
-            while stack:
-                directory = stack.pop()
-                try:
-                    entries = list(os.scandir(directory))
-                except (FileNotFoundError, NotADirectoryError):
-                    continue
-                for entry in entries:
-                    if entry.name.startswith(".tmp-"):
-                        continue
-                    if entry.is_dir(follow_symlinks=True):
-                        stack.append(entry.path)
-                    else:
-                        rel = entry.path[len(prefix) :].replace(os.sep, "/")  # scandir paths extend root
-                        out[rel] = entry.stat().st_size
-            return out
         base = self.root.rstrip("/")
         try:
             found = self.fs.find(base, detail=True)
@@ -247,9 +467,7 @@ class Storage:
             return out
         strip = base + "/"
         for path, info in found.items():
-            p = str(path)
-            if self.protocol == "memory" and not p.startswith("/"):
-                p = "/" + p
+            p = self._listed_path(str(path))
             if not p.startswith(strip):
                 continue
             rel = p[len(strip) :]
@@ -257,70 +475,46 @@ class Storage:
                 out[rel] = int(info.get("size") or 0)
         return out
 
-    # -- writes ------------------------------------------------------------
     def put(self, key: str, data: bytes) -> None:
-        """Write a whole object atomically (temp + rename locally)."""
-        path = self.full_path(key)
-        if self._local:
-            directory = os.path.dirname(path)
-            if directory not in self._made_dirs:
-                os.makedirs(directory, exist_ok=True)
-                self._made_dirs.add(directory)
-            tmp = os.path.join(directory, f".tmp-{uuid.uuid4().hex}")
-            try:
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            except FileNotFoundError:  # the directory was removed since we made it
-                os.makedirs(directory, exist_ok=True)
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-            finally:
-                os.close(fd)
-            os.replace(tmp, path)
-            return
-        self.fs.pipe_file(path, data)
+        """A PUT is atomic on an object store."""
+        self.fs.pipe_file(self.full_path(key), data)
 
     def put_many(self, items: Mapping[str, bytes]) -> None:
-        """Write many whole objects.
-
-        Locally one after the other: measured here, creating files from several
-        threads of one process is slower than sequentially (the file system
-        serialises on the directories); remote stores take one concurrent batch.
-        """
-        if self._local or len(items) <= 1:
-            for k, v in items.items():
-                self.put(k, v)
+        if not self._async or len(items) <= 1:
+            super().put_many(items)
             return
-        if getattr(self.fs, "async_impl", False):
-            self.fs.pipe({self.full_path(k): v for k, v in items.items()})
-            return
-        list(io_pool().map(lambda kv: self.put(*kv), items.items()))
+        self.fs.pipe({self.full_path(k): v for k, v in items.items()})
 
     def delete(self, key: str) -> None:
-        path = self.full_path(key)
         try:
-            self.fs.rm_file(path)
+            self.fs.rm_file(self.full_path(key))
         except FileNotFoundError:
             pass
 
+    def delete_many(self, keys: Sequence[str]) -> None:
+        if keys:
+            self.fs.rm([self.full_path(k) for k in keys])
+
     def delete_prefix(self, prefix: str) -> None:
-        """Remove everything below ``prefix`` (the prefix itself included)."""
         path = self.full_path(prefix)
-        self._made_dirs.clear()
-        if self.protocol == "memory":  # fsspec's rm would walk the live dict, and rmdir what it derived from it
-            for key in self._memory_keys(path):
-                self.fs.store.pop(key, None)
-            below = path.rstrip("/") + "/"
-            self.fs.pseudo_dirs[:] = [d for d in list(self.fs.pseudo_dirs) if not (d == path or d.startswith(below))]
-            return
         if self.fs.exists(path):
             self.fs.rm(path, recursive=True)
 
-    # -- reachability ------------------------------------------------------
+    def move_many(self, pairs: Sequence[tuple[str, str]]) -> None:
+        """Copy (server side on S3) then delete: object stores have no rename."""
+        if not pairs:
+            return
+        if len(pairs) < 8:
+            present = [(s, d) for s, d in pairs if self.fs.exists(self.full_path(s))]
+        else:  # one listing instead of a HEAD per object
+            listed = set(self.list_files(posixpath.commonpath([s for s, _ in pairs])))
+            present = [(s, d) for s, d in pairs if s in listed]
+        if present:
+            self.fs.copy([self.full_path(s) for s, _ in present], [self.full_path(d) for _, d in present])
+            self.fs.rm([self.full_path(s) for s, _ in present])
+
     def check_reachable(self) -> None:
-        """Fail early, naming the bucket, when the store's location cannot be used."""
+        """For S3, HEAD the bucket, telling a missing bucket from an unreachable endpoint."""
         if self.protocol != "s3":
             return
         bucket = self.bucket
@@ -344,3 +538,45 @@ class Storage:
             ) from exc
         if not ok:
             raise StoreNotFoundError(f"bucket {bucket!r} of store {self.url!r} does not exist")
+
+
+class MemoryStorage(FsspecStorage):
+    """``memory://``: fsspec's in-process dict, for tests and scratch stores.
+
+    Not remote: a listing on one thread while another writes fails with "dictionary
+    changed size during iteration", so listings and deletes work on one atomic
+    snapshot of the keys (``list(dict)``) instead of fsspec's walks of the live dict.
+    """
+
+    is_remote = False
+
+    def _keys_below(self, path: str) -> list[str]:
+        """Keys at or below ``path``, from one atomic snapshot."""
+        below = path.rstrip("/") + "/"
+        return [k for k in list(self.fs.store) if k.startswith(below) or k == path]
+
+    def list_files(self, prefix: str) -> list[str]:
+        return self._relative(self._keys_below(self.full_path(prefix)))
+
+    def _listed_path(self, path: str) -> str:
+        return path if path.startswith("/") else "/" + path
+
+    def delete_prefix(self, prefix: str) -> None:
+        """Pops the snapshot's keys: fsspec's rm would walk the live dict, and rmdir what it derived from it."""
+        path = self.full_path(prefix)
+        for key in self._keys_below(path):
+            self.fs.store.pop(key, None)
+        below = path.rstrip("/") + "/"
+        self.fs.pseudo_dirs[:] = [d for d in list(self.fs.pseudo_dirs) if not (d == path or d.startswith(below))]
+
+
+def _found_or_none(value: Any) -> Any:
+    """A batch call's result for one path: None when missing, raised when another error."""
+    if isinstance(value, FileNotFoundError):
+        return None
+    if isinstance(value, BaseException):
+        raise value
+    return value
+
+
+_BACKENDS: dict[str, type[Storage]] = {"file": LocalStorage, "memory": MemoryStorage}

@@ -18,10 +18,8 @@ is refused: ``unshard_store`` first (``shard_store`` packs whole shards itself).
 
 from __future__ import annotations
 
-import os
 import posixpath
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +28,7 @@ import numpy as np
 from zarr_vectors.encoding import frame_single, unframe_single
 from zarr_vectors.errors import ArrayError, EncodingError, InputError, MetadataError
 from zarr_vectors.format.paths import format_chunk_key, parse_chunk_key
-from zarr_vectors.store.backend import Storage
+from zarr_vectors.store.backend import RangeRequest, Storage, io_pool
 from zarr_vectors.store.codecs import Pipeline, ShardingSpec
 from zarr_vectors.store.nodes import array_document, meta_key, require_node, write_node
 
@@ -283,7 +281,7 @@ class GridArray:
         spec = self.sharding
         shards = [self.shard_of_key(rel) for rel in listed]
         start, end = spec.index_range()
-        raws = get_ranges(self.storage, [(rel, start, end) for rel in listed])
+        raws = self.storage.get_ranges([RangeRequest(rel, start, end) for rel in listed])
         origin = np.asarray(self.origin, dtype=np.int64)
         shape = np.asarray(self.shape, dtype=np.int64)
         keys = []
@@ -344,14 +342,10 @@ def read_cells_many(requests: Sequence[tuple[GridArray, Sequence[int]]]) -> list
         raws = read_stored_cells_many(requests)
         if len(requests) < 64:
             return [grid._decode_at(chunk, raw) for (grid, chunk), raw in zip(requests, raws)]
-        with ThreadPoolExecutor(min(16, len(requests))) as pool:
-            return list(pool.map(lambda i: requests[i][0]._decode_at(requests[i][1], raws[i]), range(len(requests))))
+        # decoding is leaf work (it never waits on the pool), so it may share the I/O threads
+        return list(io_pool().map(lambda i: requests[i][0]._decode_at(requests[i][1], raws[i]), range(len(requests))))
     keys = [grid.cell_key(chunk) for grid, chunk in requests]
-    if getattr(storage.fs, "async_impl", False) or len(requests) == 1:
-        raws = storage.get_many(keys)
-        return [grid._decode(k, raw) for (grid, _), k, raw in zip(requests, keys, raws)]
-    with ThreadPoolExecutor(min(16, len(requests))) as pool:
-        return list(pool.map(lambda i: requests[i][0]._decode(keys[i], storage.get(keys[i])), range(len(keys))))
+    return storage.get_decoded(keys, lambda i, raw: requests[i][0]._decode(keys[i], raw))
 
 
 def read_stored_cells_many(requests: Sequence[tuple[GridArray, Sequence[int]]]) -> list[bytes | None]:
@@ -394,64 +388,24 @@ def read_stored_cells_many(requests: Sequence[tuple[GridArray, Sequence[int]]]) 
             out[i] = raw[span[0] : span[1]] if span is not None else None
     # sparse requests: the index by a suffix (or prefix) range, then only the wanted inner chunks
     if ranged:
-        fetch: list[tuple[str, int, int | None]] = []
-        for key, grid, _ in ranged:
-            start, end = grid.sharding.index_range()
-            fetch.append((key, start, end))
-        second: list[tuple[str, int, int | None]] = []
+        fetch = [RangeRequest(key, *grid.sharding.index_range()) for key, grid, _ in ranged]
+        second: list[RangeRequest] = []
         targets: list[int] = []
-        for (key, grid, wanted), raw in zip(ranged, get_ranges(storage, fetch)):
+        for (key, grid, wanted), raw in zip(ranged, storage.get_ranges(fetch)):
             if raw is None:
                 continue
             index = grid.sharding.decode_index(raw, where=key)
             for i, entry in wanted:
                 span = grid.sharding.inner_slice(index, entry, where=key)
                 if span is not None:
-                    second.append((key, span[0], span[1]))
+                    second.append(RangeRequest(key, span[0], span[1]))
                     targets.append(i)
-        for i, (key, lo, hi), raw in zip(targets, second, get_ranges(storage, second)):
+        for i, (key, lo, hi), raw in zip(targets, second, storage.get_ranges(second)):
             if raw is None or len(raw) != hi - lo:
                 raise EncodingError(
                     f"{key}: inner chunk at bytes [{lo}, {hi}) lies past the end of the shard object"
                 )
             out[i] = raw
-    return out
-
-
-def get_ranges(storage: Storage, requests: Sequence[tuple[str, int, int | None]]) -> list[bytes | None]:
-    """Byte ranges ``(key, start, end)`` of objects (fsspec convention: negative start = from the end,
-    ``end`` None = to the end); None where the object does not exist.  Concurrent."""
-    if not requests:
-        return []
-    if storage._local:
-
-        def one(req: tuple[str, int, int | None]) -> bytes | None:
-            key, start, end = req
-            try:
-                with open(storage.full_path(key), "rb") as f:
-                    if start < 0:
-                        size = f.seek(0, os.SEEK_END)
-                        f.seek(max(0, size + start))
-                    else:
-                        f.seek(start)
-                    return f.read() if end is None else f.read(max(0, end - f.tell()))
-            except (FileNotFoundError, NotADirectoryError):
-                return None
-
-        if len(requests) == 1:
-            return [one(requests[0])]
-        with ThreadPoolExecutor(min(16, len(requests))) as pool:
-            return list(pool.map(one, requests))
-    paths = [storage.full_path(k) for k, _, _ in requests]
-    found = storage.fs.cat_ranges(paths, [s for _, s, _ in requests], [e for _, _, e in requests], on_error="return")
-    out: list[bytes | None] = []
-    for value in found:
-        if isinstance(value, FileNotFoundError):
-            out.append(None)
-        elif isinstance(value, BaseException):
-            raise value
-        else:
-            out.append(bytes(value))
     return out
 
 

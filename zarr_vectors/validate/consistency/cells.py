@@ -22,7 +22,6 @@ from zarr_vectors.format.paths import (
 )
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.codecs import ShardingSpec
-from zarr_vectors.store.grid import get_ranges
 from zarr_vectors.validate.findings import Finding, crashed, make
 from zarr_vectors.validate.structure import CellCodec, Node, StoreModel, origin_of
 
@@ -88,7 +87,7 @@ def load_shards(model: StoreModel, out: list[Finding]) -> None:
             if sharding is not None:
                 jobs.append((node, sharding, sorted(model.cells.get(node.path, {}).items())))
     requests = [(key, *sharding.index_range()) for _, sharding, shards in jobs for _, (key, _) in shards]
-    raws = iter(get_ranges(model.storage, requests))
+    raws = iter(model.storage.get_ranges(requests))
     for node, sharding, shards in jobs:
         model.shards[node.path] = _shard_cells(node, sharding, [(s, k, n, next(raws)) for s, (k, n) in shards], out)
 
@@ -169,7 +168,7 @@ def prefetch(storage: Storage, wanted: list[tuple[ArraySpec | None, Sequence[Chu
                 ranges.append((key, spec.offsets[c], spec.offsets[c] + size))
             nbytes += size
     raws = iter(_read_raw(storage, keys, nbytes)) if keys else iter(())
-    inner = iter(get_ranges(storage, ranges)) if ranges else iter(())
+    inner = iter(storage.get_ranges(ranges)) if ranges else iter(())
     results: list[dict[Chunk, bytes]] = []
     for spec, present in plan:
         payloads: dict[Chunk, bytes] = {}

@@ -1,0 +1,102 @@
+"""The relayout's staging area and commit journal: why an interrupted run can be finished.
+
+Cell keys ``c/i/j/k`` and shard keys ``c/a/b/c`` share one namespace (shard (1,0,0)
+and cell (1,0,0) are both ``c/1/0/0``), so shards cannot be written in place while
+their source cells may still be needed.  Hence the staging: pack tasks write each
+array's new objects under ``.zv-shard-staging/<array path in hex>/c.<i>.<j>...``, and
+until a journal exists the store itself is untouched, so a crash during packing
+leaves every array in its old, complete layout (the orphan staging is deleted by the
+next run).  A commit first writes the array's journal,
+``.zv-shard-staging/<array path in hex>/commit.json`` (the new ``zarr.json`` and the new
+object keys); from then on the staging is complete and the commit only moves data
+whose copy is in the staging, so every step of it can be replayed: ``shard_store`` and
+``unshard_store`` first finish every journal they find (whatever operation wrote it),
+then do what they were asked.
+
+Arrays are committed independently, so after a crash during commits some arrays may
+be sharded and others not -- each array describes its own layout, and readers read
+such a store as usual.  The window in which one array's objects and ``zarr.json``
+disagree is its commit, which re-running closes; do not read a store while it is
+being resharded.  Two runs on one store at the same time are not supported.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Sequence
+from typing import Any
+
+from zarr_vectors.errors import ArrayError, EncodingError
+from zarr_vectors.store.backend import Storage
+from zarr_vectors.store.nodes import write_node
+
+STAGING = ".zv-shard-staging"
+JOURNAL = "commit.json"
+
+Commit = tuple[str, dict[str, Any], list[str]]
+"""One array's new layout: its path, its new ``zarr.json`` document, its new object keys."""
+
+
+def staging_dir(path: str) -> str:
+    """One flat staging directory per array, named by its path in hex (creating directories is what
+    costs on a local disk; hex keeps the name injective and free of characters object stores escape)."""
+    return posixpath.join(STAGING, path.encode("utf-8").hex())
+
+
+def staged_key(path: str, key: str) -> str:
+    """Where the new object ``<path>/<key>`` is staged."""
+    return posixpath.join(staging_dir(path), key.replace("/", "."))
+
+
+def apply_commit(storage: Storage, path: str, document: dict[str, Any], keys: Sequence[str]) -> None:
+    """Make the array at ``path`` the staged one; safe to replay from any point.
+
+    Old objects that are not new keys are deleted, staged objects moved over, the
+    new document written, the array's staging removed.  Everything the array needs
+    is in the staging (or already in place) while its journal exists.
+    """
+    keep = set(keys)
+    prefix = posixpath.join(path, "c")
+    stale = [rel for rel in storage.list_files(prefix) if rel[len(path) + 1 :] not in keep]
+    storage.delete_many(stale)
+    storage.move_many([(staged_key(path, k), posixpath.join(path, k)) for k in keys])
+    # directories the old layout needed and the new one does not; never above <path>/c
+    parents = {posixpath.dirname(k) for k in stale} - {posixpath.dirname(posixpath.join(path, k)) for k in keys}
+    storage.remove_empty_dirs(parents, floor=prefix)
+    write_node(storage, path, document)
+    storage.delete_prefix(staging_dir(path))
+
+
+def commit_arrays(storage: Storage, commits: Sequence[Commit]) -> int:
+    """Journal, then apply, the new layout of some arrays (only once every pack task succeeded)."""
+    for path, document, keys in commits:
+        journal = posixpath.join(staging_dir(path), JOURNAL)
+        if storage.get(journal) is None:
+            staged = set(storage.list_files(staging_dir(path)))
+            missing = [k for k in keys if staged_key(path, k) not in staged]
+            if missing:
+                raise ArrayError(
+                    f"{path}: {len(missing)} staged objects are missing (e.g. {missing[:3]}); not committing"
+                )
+            record = {"array": path, "document": document, "keys": keys}
+            storage.put(journal, json.dumps(record, allow_nan=True).encode("utf-8"))
+        apply_commit(storage, path, document, keys)
+    return len(commits)
+
+
+def recover(storage: Storage) -> int:
+    """Finish every commit an interrupted run journaled; returns how many."""
+    done = 0
+    for name in storage.list_dir(STAGING):
+        key = posixpath.join(STAGING, name, JOURNAL)
+        raw = storage.get(key)
+        if raw is None:  # staging of an interrupted pack stage: never journaled, discarded later
+            continue
+        record = json.loads(raw)
+        path = record["array"]
+        if staging_dir(path) != posixpath.join(STAGING, name):
+            raise EncodingError(f"{key}: journal names array {path!r}, which does not match its location")
+        apply_commit(storage, path, record["document"], list(record["keys"]))
+        done += 1
+    return done
