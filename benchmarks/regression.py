@@ -29,7 +29,7 @@ import json, os, shutil, sys, time
 from pathlib import Path
 import numpy as np
 import zarr_vectors as zv
-from zarr_vectors.validate import validate
+validate = getattr(zv, "validate", None) or __import__("zarr_vectors.validate", fromlist=["validate"]).validate
 
 scale, work = float(sys.argv[1]), Path(sys.argv[2])
 rng = np.random.default_rng(0)

@@ -33,7 +33,7 @@ import numpy as np
 from _common import ensure_reference_env, report, run_reference, timed
 
 import zarr_vectors as zv
-from zarr_vectors.validate import validate
+from zarr_vectors.validation import validate
 
 KINDS = ("points", "graph", "mesh", "streamline")
 

@@ -122,7 +122,7 @@ def _validate(args: argparse.Namespace) -> int:
     """Exit 0 when the store has no error, 1 when it has, 2 for usage errors or an unreachable store."""
     import json
 
-    from zarr_vectors.validate import validate
+    from zarr_vectors.validation import validate
 
     def run(options: dict) -> int:
         result = validate(args.store, args.level, allow_layouts=tuple(args.allow_layout), storage_options=options)

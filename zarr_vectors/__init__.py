@@ -31,7 +31,7 @@ from zarr_vectors.read import VectorData, read
 from zarr_vectors.sharding import shard_store, unshard_store
 from zarr_vectors.store.consolidated import consolidate_store
 from zarr_vectors.store.groups import create_store, get_resolution_level, open_store
-from zarr_vectors.validate import ValidationResult, validate
+from zarr_vectors.validation import ValidationResult, validate
 from zarr_vectors.write.linked import write_graph, write_mesh, write_polylines, write_skeleton
 from zarr_vectors.write.options import WriteOptions
 from zarr_vectors.write.plan import WritePlan, plan_write

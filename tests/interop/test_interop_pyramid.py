@@ -21,7 +21,7 @@ import pytest
 import zarr_vectors as zv
 from zarr_vectors.store.link_read import read_links
 from zarr_vectors.store.object_index import read_object_index
-from zarr_vectors.validate import validate
+from zarr_vectors.validation import validate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from refenv import run_reference  # noqa: E402

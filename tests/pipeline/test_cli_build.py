@@ -19,7 +19,7 @@ from pipeline_helpers import (
 )
 
 import zarr_vectors as zv
-from zarr_vectors.validate import validate
+from zarr_vectors.validation import validate
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 

@@ -19,7 +19,7 @@ from pipeline_helpers import points_frame
 
 import zarr_vectors as zv
 from pipeline.cli import build_parser
-from zarr_vectors.validate import validate
+from zarr_vectors.validation import validate
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 BIN = Path(sys.executable).parent

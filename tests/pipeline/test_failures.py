@@ -28,7 +28,7 @@ import zarr_vectors as zv
 from pipeline.cli import main as zv_main
 from zarr_vectors.store.grid import GridArray
 from zarr_vectors.store.groups import Level
-from zarr_vectors.validate import validate
+from zarr_vectors.validation import validate
 from zarr_vectors.write import linked, points
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")]

@@ -16,7 +16,7 @@ from file_tree import tree
 from pipeline_helpers import journal, sorted_rows, wait_for, write_parquet_parts
 
 import zarr_vectors as zv
-from zarr_vectors.validate import validate
+from zarr_vectors.validation import validate
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 

@@ -23,7 +23,7 @@ from pipeline_helpers import endpoint_env, graph_frames, input_rows_of, points_f
 
 import zarr_vectors as zv
 from zarr_vectors.store.nodes import read_node
-from zarr_vectors.validate import validate
+from zarr_vectors.validation import validate
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow,
               pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")]

@@ -24,7 +24,7 @@ LAYERS: list[set[str]] = [
     {"zarr_vectors.reconcile"},
     {"zarr_vectors.write", "zarr_vectors.read", "zarr_vectors.links_api"},
     {"zarr_vectors.pyramid"},
-    {"zarr_vectors.sharding", "zarr_vectors.validate"},
+    {"zarr_vectors.sharding", "zarr_vectors.validation"},
     {"zarr_vectors"},  # the package's public API
     {"pipeline"},
 ]

@@ -19,7 +19,7 @@ from zarr_vectors.pyramid import build as pyramid_graph
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.consolidated import consolidate, drop_consolidated, is_consolidated, node_documents
 from zarr_vectors.store.nodes import read_node
-from zarr_vectors.validate import validate
+from zarr_vectors.validation import validate
 
 RNG = np.random.default_rng(11)
 POS = RNG.uniform(0, 100, (1500, 3)).astype(np.float32)

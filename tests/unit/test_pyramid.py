@@ -22,7 +22,7 @@ from zarr_vectors.pyramid.build import _Records, place_cross_level
 from zarr_vectors.store.link_family import link_family_policy
 from zarr_vectors.store.link_read import read_links
 from zarr_vectors.store.object_index import read_object_index
-from zarr_vectors.validate import validate
+from zarr_vectors.validation import validate
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 

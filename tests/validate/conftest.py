@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import zarr_vectors as zv
-from zarr_vectors.validate import validate
+from zarr_vectors.validation import validate
 
 ZSTD = numcodecs.Zstd(level=0)
 

@@ -13,8 +13,8 @@ from conftest import edit_attrs, first_chunk, read_payload, write_payload
 
 from pipeline.cli import main as zv_main
 from zarr_vectors.errors import InputError, StoreNotFoundError
-from zarr_vectors.validate import ValidationResult, validate
-from zarr_vectors.validate.findings import CATALOGUE, catalogue_markdown
+from zarr_vectors.validation import ValidationResult, validate
+from zarr_vectors.validation.findings import CATALOGUE, catalogue_markdown
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -65,7 +65,7 @@ def test_level3_errors_do_not_stop_levels_4_and_5(copy_store: Callable[[str], Pa
 
 
 def test_exception_in_a_check_is_a_finding(copy_store: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    from zarr_vectors.validate.consistency import vertices
+    from zarr_vectors.validation.consistency import vertices
 
     def boom(*args: object, **kw: object) -> None:
         raise RuntimeError("disk on fire")
@@ -93,8 +93,8 @@ def test_batch_sizes_are_dask_settings(copy_store: Callable[[str], Path], monkey
     """validate.*-batch-bytes size the level-3 tasks (read while planning); findings do not depend on them."""
     import dask
 
-    from zarr_vectors.validate import consistency
-    from zarr_vectors.validate.consistency import cells, links
+    from zarr_vectors.validation import consistency
+    from zarr_vectors.validation.consistency import cells, links
 
     store = copy_store("graph")
     edit_attrs(store, "0", lambda a: a["zarr_vectors_level"].__setitem__("vertex_count", 1))

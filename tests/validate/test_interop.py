@@ -29,7 +29,7 @@ from conftest import (
 )
 
 from zarr_vectors.encoding import FragmentIndex, frame_items, unframe_items
-from zarr_vectors.validate import validate
+from zarr_vectors.validation import validate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop"))
 from refenv import run_reference  # noqa: E402

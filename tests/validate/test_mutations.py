@@ -29,8 +29,8 @@ from conftest import (
 )
 
 from zarr_vectors.encoding import FragmentIndex, encode_ragged_blob, frame_items, unframe_items
-from zarr_vectors.validate import validate
-from zarr_vectors.validate.findings import CATALOGUE
+from zarr_vectors.validation import validate
+from zarr_vectors.validation.findings import CATALOGUE
 
 
 @dataclass(frozen=True)

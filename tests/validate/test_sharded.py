@@ -22,7 +22,7 @@ import pytest
 from conftest import assert_clean, cell_file, edit_json, error_codes, first_chunk, read_json, set_nonempty_raw
 
 import zarr_vectors as zv
-from zarr_vectors.validate import validate
+from zarr_vectors.validation import validate
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 

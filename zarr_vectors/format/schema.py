@@ -5,7 +5,7 @@
 document has it, what readers assume when it is absent, and its allowed values.
 :func:`check` applies one field to a document: the strict parser
 (:mod:`zarr_vectors.format.metadata`) raises on the first problem, the validator
-(:mod:`zarr_vectors.validate.metadata`) reports every one under its own codes.
+(:mod:`zarr_vectors.validation.metadata`) reports every one under its own codes.
 """
 
 from __future__ import annotations

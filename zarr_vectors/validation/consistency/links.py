@@ -27,7 +27,7 @@ from zarr_vectors.format.paths import (
     parse_offsets,
 )
 from zarr_vectors.store.backend import Storage
-from zarr_vectors.validate.consistency.cells import (
+from zarr_vectors.validation.consistency.cells import (
     MAX_EXAMPLES,
     ArraySpec,
     Chunk,
@@ -36,14 +36,14 @@ from zarr_vectors.validate.consistency.cells import (
     batches,
     prefetch,
 )
-from zarr_vectors.validate.consistency.vertices import VertexResult
-from zarr_vectors.validate.findings import Finding, crashed, make
-from zarr_vectors.validate.metadata import (
+from zarr_vectors.validation.consistency.vertices import VertexResult
+from zarr_vectors.validation.findings import Finding, crashed, make
+from zarr_vectors.validation.metadata import (
     attribute_layout,
     family_policy,
     level_chunk_shape,
 )
-from zarr_vectors.validate.structure import StoreModel
+from zarr_vectors.validation.structure import StoreModel
 
 
 # ---------------------------------------------------------------------------

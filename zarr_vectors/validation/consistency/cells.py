@@ -22,8 +22,8 @@ from zarr_vectors.format.paths import (
 )
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.codecs import ShardingSpec
-from zarr_vectors.validate.findings import Finding, crashed, make
-from zarr_vectors.validate.structure import CellCodec, Node, StoreModel, origin_of
+from zarr_vectors.validation.findings import Finding, crashed, make
+from zarr_vectors.validation.structure import CellCodec, Node, StoreModel, origin_of
 
 Chunk = tuple[int, ...]
 MAX_EXAMPLES = 3  # cells named per finding kind before "... and N more" (output format, not tuning)
@@ -217,7 +217,7 @@ def batches(units: list[tuple[Any, int]], target: int) -> list[list[Any]]:
 
 
 def batch_limits() -> tuple[int, int]:
-    """(min, max) bytes of cells one level-3 task reads: ``zarr_vectors.validate.{min,max}-batch-bytes``.
+    """(min, max) bytes of cells one level-3 task reads: ``zarr_vectors.validation.{min,max}-batch-bytes``.
 
     Read in the client while the graph is planned; tasks get sizes, never settings."""
     return int(config.get("validate.min-batch-bytes")), int(config.get("validate.max-batch-bytes"))

@@ -17,8 +17,8 @@ from zarr_vectors.execution import runner
 from zarr_vectors.format.schema import is_int
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.codecs import Compressor
-from zarr_vectors.validate.findings import Finding, Report, crashed, make
-from zarr_vectors.validate.structure import StoreModel, cell_key, key_parser
+from zarr_vectors.validation.findings import Finding, Report, crashed, make
+from zarr_vectors.validation.structure import StoreModel, cell_key, key_parser
 
 
 @dataclass

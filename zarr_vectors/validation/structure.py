@@ -22,7 +22,7 @@ from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.codecs import Pipeline, ShardingSpec
 from zarr_vectors.store.consolidated import MEMBER
 from zarr_vectors.store.strict_json import find_problems
-from zarr_vectors.validate.findings import Report, crashed, make
+from zarr_vectors.validation.findings import Report, crashed, make
 
 LEVEL_NAME = re.compile(r"0|[1-9][0-9]*")
 LOOKS_NUMERIC = re.compile(r"[+-]?[0-9]+")

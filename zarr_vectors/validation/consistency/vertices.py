@@ -19,15 +19,15 @@ from zarr_vectors.format.paths import (
 )
 from zarr_vectors.format.schema import is_int
 from zarr_vectors.store.backend import Storage
-from zarr_vectors.validate.consistency.cells import (
+from zarr_vectors.validation.consistency.cells import (
     MAX_EXAMPLES,
     ArraySpec,
     Chunk,
     prefetch,
 )
-from zarr_vectors.validate.findings import Finding, crashed, make
-from zarr_vectors.validate.manifests import ManifestCheck
-from zarr_vectors.validate.metadata import (
+from zarr_vectors.validation.findings import Finding, crashed, make
+from zarr_vectors.validation.manifests import ManifestCheck
+from zarr_vectors.validation.metadata import (
     attribute_layout,
     vertices_dtype,
 )

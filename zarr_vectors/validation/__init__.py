@@ -15,9 +15,9 @@ from typing import Any
 
 from zarr_vectors.errors import InputError, StoreNotFoundError
 from zarr_vectors.store.backend import Storage
-from zarr_vectors.validate.findings import CATALOGUE, ERROR, WARNING, Finding, Report, crashed
-from zarr_vectors.validate.manifests import ManifestCheck, check_manifests
-from zarr_vectors.validate.structure import StoreModel, check_structure, load_model
+from zarr_vectors.validation.findings import CATALOGUE, ERROR, WARNING, Finding, Report, crashed
+from zarr_vectors.validation.manifests import ManifestCheck, check_manifests
+from zarr_vectors.validation.structure import StoreModel, check_structure, load_model
 
 __all__ = ["CATALOGUE", "Finding", "ValidationResult", "validate"]
 
@@ -119,13 +119,13 @@ def _run(model: StoreModel, level: int, report: Report) -> list[int]:
     if report.errors_at(1) or level == 1:
         return run
     run.append(2)
-    from zarr_vectors.validate.metadata import check_metadata
+    from zarr_vectors.validation.metadata import check_metadata
 
     check_metadata(model, report)
     if report.errors_at(2) or level == 2:
         return run
     run.append(3)
-    from zarr_vectors.validate.consistency import run as run_consistency
+    from zarr_vectors.validation.consistency import run as run_consistency
 
     findings, ran = run_consistency(model, level, manifests)
     report.extend(findings)
@@ -133,12 +133,12 @@ def _run(model: StoreModel, level: int, report: Report) -> list[int]:
         report.ran_rule(code, n)
     if level >= 4:
         run.append(4)
-        from zarr_vectors.validate.conformance import check_conformance
+        from zarr_vectors.validation.conformance import check_conformance
 
         check_conformance(model, report)
     if level >= 5:
         run.append(5)
-        from zarr_vectors.validate.conformance import check_multiresolution
+        from zarr_vectors.validation.conformance import check_multiresolution
 
         check_multiresolution(model, report)
     return run

@@ -1,7 +1,7 @@
 """Levels 4 and 5 — convention compliance and multi-resolution coherence.
 
 Level 4's bin-containment check reads every vertex cell, so it rides on level 3's vertex
-tasks (:mod:`zarr_vectors.validate.consistency`); everything here works from metadata
+tasks (:mod:`zarr_vectors.validation.consistency`); everything here works from metadata
 and the listing.
 """
 
@@ -12,9 +12,9 @@ from typing import Any
 
 from zarr_vectors.format.paths import format_delta, parse_delta
 from zarr_vectors.format.schema import is_int
-from zarr_vectors.validate.findings import Report, crashed, make
-from zarr_vectors.validate.metadata import level_chunk_shape, level_transform
-from zarr_vectors.validate.structure import StoreModel
+from zarr_vectors.validation.findings import Report, crashed, make
+from zarr_vectors.validation.metadata import level_chunk_shape, level_transform
+from zarr_vectors.validation.structure import StoreModel
 
 GEOMETRY_LINKS: dict[str, frozenset[str] | None] = {
     "point_cloud": None,  # any

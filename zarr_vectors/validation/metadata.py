@@ -23,8 +23,8 @@ from zarr_vectors.format.schema import (
     problem,
     short,
 )
-from zarr_vectors.validate.findings import Report, crashed, make
-from zarr_vectors.validate.structure import CellCodec, StoreModel, origin_of
+from zarr_vectors.validation.findings import Report, crashed, make
+from zarr_vectors.validation.structure import CellCodec, StoreModel, origin_of
 
 ZV = "/attributes/zarr_vectors"
 LV = "/attributes/zarr_vectors_level"

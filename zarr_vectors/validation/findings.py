@@ -243,7 +243,7 @@ def catalogue_markdown() -> str:
     lines = [
         "# Validator finding codes",
         "",
-        "Generated from `zarr_vectors/validate/findings.py` (a test keeps this file in step).",
+        "Generated from `zarr_vectors/validation/findings.py` (a test keeps this file in step).",
         "Each rule of `shared/spec/VALIDATION.md` has exactly one stable code. Messages are single",
         "lines `<n>: <node path>[ cell <key>]: <failure>` (DECISIONS.md D6); `--json` and",
         "`ValidationResult.findings` carry the code, level, severity, node, cell and JSON pointer.",

@@ -26,7 +26,7 @@ from typing import Any
 import dask
 
 from zarr_vectors.execution import runner
-from zarr_vectors.validate.consistency.cells import (
+from zarr_vectors.validation.consistency.cells import (
     Chunk,
     array_spec,
     batch_limits,
@@ -35,12 +35,12 @@ from zarr_vectors.validate.consistency.cells import (
     check_presence,
     load_shards,
 )
-from zarr_vectors.validate.consistency.links import link_graph, orphan_attribute_families
-from zarr_vectors.validate.consistency.vertices import VertexLevelSpec, merge_vertex, reduce_level, vertex_batch
-from zarr_vectors.validate.findings import Finding, crashed, make
-from zarr_vectors.validate.manifests import ManifestCheck
-from zarr_vectors.validate.metadata import level_chunk_shape, level_transform
-from zarr_vectors.validate.structure import StoreModel
+from zarr_vectors.validation.consistency.links import link_graph, orphan_attribute_families
+from zarr_vectors.validation.consistency.vertices import VertexLevelSpec, merge_vertex, reduce_level, vertex_batch
+from zarr_vectors.validation.findings import Finding, crashed, make
+from zarr_vectors.validation.manifests import ManifestCheck
+from zarr_vectors.validation.metadata import level_chunk_shape, level_transform
+from zarr_vectors.validation.structure import StoreModel
 
 __all__ = ["run"]
 
