@@ -17,8 +17,7 @@ from file_tree import tree
 import zarr_vectors as zv
 from zarr_vectors.format.coarsen import BinGrid, centroids_in_bins, select_objects
 from zarr_vectors.format.crosslevel import fragment_sequences, object_metavertices
-from zarr_vectors.format.links import partition_records_by_offset
-from zarr_vectors.pyramid.build import _Records, place_cross_level
+from zarr_vectors.format.links import CrossLevelRecords, partition_records_by_offset, place_cross_level
 from zarr_vectors.store.link_family import link_family_policy
 from zarr_vectors.store.link_read import read_links
 from zarr_vectors.store.object_index import read_object_index
@@ -247,7 +246,7 @@ def test_placement_matches_partitioning_every_record():
     partials = (rng.integers(0, len(fine_cells), k), rng.integers(0, len(coarse_cells), k), rng.integers(0, 50, k))
     m = 5000
     partial = rng.integers(0, k, m)
-    records = _Records(*partials, partial, rng.integers(0, 90, m), np.arange(m) * 3 + 7)
+    records = CrossLevelRecords(*partials, partial, rng.integers(0, 90, m), np.arange(m) * 3 + 7)
     ratios = ((1, 1, 1), (2, 3, 1))
     for coarse_leads in (False, True):
         ours = place_cross_level(records, fine_cells, coarse_cells, coarse_leads=coarse_leads,

@@ -50,16 +50,20 @@ from zarr_vectors.format.coarsen import (
     combine_partials,
     layout_metavertices,
     select_objects,
-    unique_inverse,
     unique_sorted,
 )
 from zarr_vectors.format.crosslevel import (
     compose_parents,
-    cross_level_records,
     fragment_sequences,
     object_metavertices,
 )
-from zarr_vectors.format.links import LinkCounts, LinkPartition, partition_records_by_offset
+from zarr_vectors.format.links import (
+    CrossLevelRecords,
+    LinkCounts,
+    LinkPartition,
+    cross_level_segments,
+    place_cross_level,
+)
 from zarr_vectors.format.metadata import GEOMETRY_TYPES, OBJECT_INDEX_LAYOUT, LevelMetadata, RootMetadata
 from zarr_vectors.format.paths import format_chunk_key, format_delta, parse_delta
 from zarr_vectors.reconcile import confirm_presence, finalize_links, require_reconciled
@@ -567,104 +571,9 @@ class _FamilySpec:
 
 
 @dataclass(frozen=True, eq=False)
-class _Records:
-    """Cross-level records by partial row: the endpoints' cells and coarse row are per partial.
-
-    ``partial_*`` describe partial rows; ``partial`` / ``fine_row`` / ``number`` one
-    record each, in ascending ``number`` (the fine vertex's position among the fine
-    level's surviving vertices: fine storage order).
-    """
-
-    partial_fine_cell: np.ndarray  # (k,) index into the fine cell table
-    partial_coarse_cell: np.ndarray  # (k,) index into the coarse cell table
-    partial_coarse_row: np.ndarray  # (k,)
-    partial: np.ndarray  # (r,)
-    fine_row: np.ndarray  # (r,)
-    number: np.ndarray  # (r,)
-
-    @staticmethod
-    def concat(parts: Sequence[_Records]) -> _Records:
-        if len(parts) == 1:
-            return parts[0]
-        base = np.cumsum([0] + [p.partial_fine_cell.size for p in parts[:-1]])
-        return _Records(
-            *(np.concatenate([getattr(p, f) for p in parts]) for f in
-              ("partial_fine_cell", "partial_coarse_cell", "partial_coarse_row")),
-            np.concatenate([p.partial + b for p, b in zip(parts, base)]),
-            np.concatenate([p.fine_row for p in parts]),
-            np.concatenate([p.number for p in parts]),
-        )  # fmt: skip
-
-
-@dataclass(frozen=True, eq=False)
 class _FamilyParts:
     plus: LinkPartition
-    minus: list[_Records | None]  # per coarse owner; coarse cells relative to the owner's first
-
-
-def place_cross_level(
-    records: _Records,
-    fine_cells: np.ndarray,
-    coarse_cells: np.ndarray,
-    *,
-    coarse_leads: bool,
-    delta: int,
-    anchor_ratios: tuple[Sequence[int], Sequence[int]],
-    total: int,
-) -> LinkPartition:
-    """The :class:`LinkPartition` of cross-level records, placed by the Links API.
-
-    ``coarse_leads`` False: ``+k`` records ``[fine, coarse]`` owned by the fine level;
-    True: ``-k`` records ``[coarse, fine]`` owned by the coarse level.  For ``delta != 0``
-    a record's placement (cell, offsets segment) depends only on its two endpoint chunks
-    -- endpoint 0 always leads, nothing is sorted, there is no perm column -- so
-    ``partition_records_by_offset`` places each distinct chunk pair once and every
-    record takes its pair's placement.  Rows keep record order within each ``(segment,
-    cell)``, exactly as partitioning every record would order them.
-    """
-    src_p = records.partial_coarse_cell if coarse_leads else records.partial_fine_cell
-    trg_p = records.partial_fine_cell if coarse_leads else records.partial_coarse_cell
-    src_cells, trg_cells = (coarse_cells, fine_cells) if coarse_leads else (fine_cells, coarse_cells)
-    n_trg = max(len(trg_cells), 1)
-    pairs, pair_of = unique_inverse(src_p * n_trg + trg_p)
-    pair_src = pairs // n_trg
-    zeros = np.zeros(len(pairs), np.int64)
-    rep_chunks, rep_vi = cross_level_records(src_cells[pair_src], zeros, trg_cells[pairs % n_trg], zeros)
-    rep = partition_records_by_offset(
-        rep_chunks, rep_vi, delta=delta, directed=True, store="canonical", anchor_ratios=anchor_ratios
-    )
-    seg_of_pair = np.empty(len(pairs), dtype=np.int64)
-    seg_of_pair[rep.record] = rep.segment
-    # on-disk order is (segment, cell, record): rank the partial rows by (segment, source cell) ...
-    part_key = seg_of_pair[pair_of] * max(len(src_cells), 1) + src_p
-    uniq_key, part_rank = unique_inverse(part_key)
-    # ... and the records by their partial row's rank (stable: record order within a cell)
-    partial, fine_row, number = records.partial, records.fine_row, records.number
-    if not coarse_leads:  # fine records come in fine cell order: decide on the partial rows
-        by_cell = np.argsort(src_p, kind="stable")
-        s, r = src_p[by_cell], part_rank[by_cell]
-        in_order = bool(((r[1:] >= r[:-1]) & ((s[1:] != s[:-1]) | (r[1:] == r[:-1]))).all())
-    else:
-        rank = part_rank[partial]
-        in_order = rank.size < 2 or not bool((rank[1:] < rank[:-1]).any())
-    if not in_order:
-        rank = part_rank[partial]
-        order = np.argsort(rank.astype(np.uint16) if len(uniq_key) <= 1 << 16 else rank, kind="stable")
-        partial, fine_row, number = partial[order], fine_row[order], number[order]
-    vi = np.empty((partial.size, 2), dtype=np.int64)
-    vi[:, 1 - int(coarse_leads)] = records.partial_coarse_row[partial]
-    vi[:, int(coarse_leads)] = fine_row
-    return LinkPartition(
-        policy=rep.policy,
-        num_links=total,
-        segments=rep.segments,
-        segment_offsets=rep.segment_offsets,
-        segment=seg_of_pair[pair_of][partial],
-        cell=np.take(src_cells[src_p], partial, axis=0),
-        record=number,
-        vi=vi,
-        perm=np.zeros(partial.size, dtype=np.int64),
-    )
+    minus: list[CrossLevelRecords | None]  # per coarse owner; coarse cells relative to the owner's first
 
 
 def _init_families(
@@ -678,7 +587,10 @@ def _init_families(
 ) -> int:
     """The coordinator step of a level's cross-level families: every family group and offsets array."""
     for fine, fine_origin, fine_shape, fine_cells, spec, pairs in families:
-        plus, minus = _family_segments(pairs, fine_cells, coarse_cells, spec)
+        plus, minus = cross_level_segments(
+            pairs, fine_cells, coarse_cells, delta=spec.k, anchor_ratios=(spec.r_fine, spec.r_coarse),
+            explicit=spec.explicit,
+        )
         create_links_family(fine, spec.k, link_width=2, directed=True, store="canonical", sid_ndim=ndim)
         if plus:
             create_links_segments(
@@ -725,13 +637,13 @@ def _family_parts(
         partial, fine_row, number = remap[vp[keep]], state.rows[keep], keep + offset
     coarse_cell = target.mv_cell[anc]
     coarse_row = target.mv_row[anc]
-    records = _Records(fine_cell, coarse_cell, coarse_row, partial, fine_row, number)
+    records = CrossLevelRecords(fine_cell, coarse_cell, coarse_row, partial, fine_row, number)
     plus = place_cross_level(
         records, state.cells, target.cells, coarse_leads=False, delta=spec.k,
         anchor_ratios=(spec.r_fine, spec.r_coarse), total=total,
     )  # fmt: skip
     bounds = np.asarray(spec.owner_starts, dtype=np.int64)
-    minus: list[_Records | None] = [None] * (len(bounds) - 1)
+    minus: list[CrossLevelRecords | None] = [None] * (len(bounds) - 1)
     if spec.explicit and number.size:
         owner_p = np.searchsorted(bounds, coarse_cell, side="right") - 1
         owner = owner_p[partial]
@@ -747,7 +659,7 @@ def _family_parts(
             mine = np.flatnonzero(owner_p == j)
             local = np.full(owner_p.size, -1, dtype=np.int64)
             local[mine] = np.arange(mine.size, dtype=np.int64)
-            minus[j] = _Records(
+            minus[j] = CrossLevelRecords(
                 fine_global[mine], coarse_cell[mine] - bounds[j], coarse_row[mine],
                 local[partial[lo:hi]], fine_row[lo:hi], number[lo:hi],
             )  # fmt: skip
@@ -765,27 +677,7 @@ def _union_pairs(*parts: np.ndarray) -> np.ndarray:
     return unique_sorted(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
 
 
-def _family_segments(
-    packed: np.ndarray, fine_cells: np.ndarray, coarse_cells: np.ndarray, spec: _FamilySpec
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The ``+k`` and ``-k`` offsets segments of a family, placed by the Links API from its cell pairs."""
-    if packed.size == 0:
-        return (), ()
-    n_coarse = max(len(coarse_cells), 1)
-    fine_ch, coarse_ch = fine_cells[packed // n_coarse], coarse_cells[packed % n_coarse]
-    zeros = np.zeros(packed.size, np.int64)
-    plus = partition_records_by_offset(
-        *cross_level_records(fine_ch, zeros, coarse_ch, zeros), delta=spec.k, directed=True, store="canonical",
-        anchor_ratios=(spec.r_fine, spec.r_coarse),
-    ).segments  # fmt: skip
-    minus = partition_records_by_offset(
-        *cross_level_records(coarse_ch, zeros, fine_ch, zeros), delta=-spec.k, directed=True, store="canonical",
-        anchor_ratios=(spec.r_coarse, spec.r_fine),
-    ).segments if spec.explicit else ()  # fmt: skip
-    return plus, minus
-
-
-def _minus_share(parts: _FamilyParts, k: int) -> _Records | None:
+def _minus_share(parts: _FamilyParts, k: int) -> CrossLevelRecords | None:
     return parts.minus[k]
 
 
@@ -799,11 +691,11 @@ def _write_plus(level: Level, delta: int, parts: _FamilyParts, ready: int = 0) -
 
 def _minus_owner_partition(
     target: MetavertexLayout, fine_cells: np.ndarray, spec: _FamilySpec, total: int, j: int,
-    *shares: _Records | _FamilyParts | None,
+    *shares: CrossLevelRecords | _FamilyParts | None,
 ) -> LinkPartition | None:  # fmt: skip
     """Owner ``j``'s ``-k`` partition (its whole coarse cells), from every fine group's share.
 
-    A share is the group's ``_Records`` for this owner, or (local threads: nothing to
+    A share is the group's ``CrossLevelRecords`` for this owner, or (local threads: nothing to
     ship) the group's whole ``_FamilyParts``.
     """
     taken = [s.minus[j] if isinstance(s, _FamilyParts) else s for s in shares]
@@ -812,7 +704,7 @@ def _minus_owner_partition(
         return None
     lo, hi = spec.owner_starts[j], spec.owner_starts[j + 1]
     return place_cross_level(
-        _Records.concat(parts), fine_cells, target.cells[lo:hi], coarse_leads=True, delta=-spec.k,
+        CrossLevelRecords.concat(parts), fine_cells, target.cells[lo:hi], coarse_leads=True, delta=-spec.k,
         anchor_ratios=(spec.r_coarse, spec.r_fine), total=total,
     )  # fmt: skip
 
