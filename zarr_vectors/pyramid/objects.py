@@ -2,7 +2,8 @@
 
 The selection (seeded sparsity) and the per-object metavertex lists are the coarsening
 math's (:mod:`zarr_vectors.format.coarsen`, :mod:`zarr_vectors.format.crosslevel`);
-this module turns them into the coarse level's object tables.
+the tables are written by :func:`zarr_vectors.reconcile.write_object_index` and
+:func:`~zarr_vectors.reconcile.write_object_attributes`, as for every writer.
 """
 
 from __future__ import annotations
@@ -12,18 +13,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zarr_vectors.encoding import encode_mode0_manifests
-from zarr_vectors.errors import EncodingError
+from zarr_vectors.errors import EncodingError, InternalError
 from zarr_vectors.format.coarsen import MetavertexLayout, select_objects, unique_sorted
 from zarr_vectors.format.crosslevel import object_metavertices
 from zarr_vectors.format.metadata import OBJECT_INDEX_LAYOUT
 from zarr_vectors.pyramid.plan import LevelState
+from zarr_vectors.reconcile import ObjectAttributeTable, write_object_attributes, write_object_index
 from zarr_vectors.store.groups import Level
-from zarr_vectors.store.nodes import fill_value_from_json, group_document, read_node, write_node
-from zarr_vectors.store.object_index import ObjectIndex, read_object_index, write_object_index
-from zarr_vectors.store.tables import read_table, write_table
+from zarr_vectors.store.nodes import fill_value_from_json, read_node
+from zarr_vectors.store.object_index import ObjectIndex, read_object_index
+from zarr_vectors.store.tables import read_table
 
-__all__ = ["ORDERED_KINDS", "ObjectPlan", "plan_objects", "write_objects"]
+__all__ = ["ORDERED_KINDS", "ObjectPlan", "kept_attribute_tables", "plan_objects", "write_objects"]
 
 ORDERED_KINDS = ("polyline", "streamline", "line")  # manifests keep traversal order
 
@@ -95,7 +96,7 @@ def _metavertex_manifests(
     wanted = (plan.block_cell << 32) | plan.block_fragment
     pos = np.searchsorted(keys, wanted)
     if wanted.size and (pos.max() >= keys.size or not np.array_equal(keys[pos], wanted)):
-        raise RuntimeError("a kept manifest block names a fragment the bin tasks did not read")
+        raise InternalError("a kept manifest block names a fragment the bin tasks did not read")
     obj, mv = object_metavertices(
         plan.block_object, pos, offsets, seq, ordered=plan.ordered, num_metavertices=len(layout)
     )
@@ -103,18 +104,9 @@ def _metavertex_manifests(
     return obj, chunks, rows
 
 
-def write_objects(
-    level: Level, source: Level, plan: ObjectPlan, layout: MetavertexLayout, sequences: list[tuple[np.ndarray, ...]]
-) -> None:
-    """The coarse level's object index and object attributes (part of its reconcile step)."""
-    obj, chunks, rows = _metavertex_manifests(plan, layout, sequences)
-    manifests = encode_mode0_manifests(obj, chunks, rows, plan.num_objects)
-    write_object_index(
-        level, manifests, num_objects=plan.num_objects, num_present=int(unique_sorted(obj).size),
-        sid_ndim=level.store.root.sid_ndim,
-    )
-    if plan.attributes:
-        write_node(level.storage, level.node_path("object_attributes"), group_document())
+def kept_attribute_tables(source: Level, plan: ObjectPlan) -> dict[str, ObjectAttributeTable]:
+    """The source level's object attribute tables with the rows of dropped objects set to the fill value."""
+    tables = {}
     for name in plan.attributes:
         src_path = source.node_path(f"object_attributes/{name}")
         values, attrs = read_table(source.storage, src_path)
@@ -123,14 +115,16 @@ def write_objects(
         codecs = doc.get("codecs") or []
         out = values.copy()
         drop = np.ones(out.shape[0], dtype=bool)
-        kept = plan.kept[plan.kept < out.shape[0]]
-        drop[kept] = False
+        drop[plan.kept[plan.kept < out.shape[0]]] = False
         out[drop] = fill
-        write_table(
-            level.storage,
-            level.node_path(f"object_attributes/{name}"),
-            out,
-            fill_value=fill,
-            attributes=attrs,
-            compressor=codecs[1] if len(codecs) > 1 else None,
-        )
+        tables[name] = ObjectAttributeTable(out, fill, attrs, codecs[1] if len(codecs) > 1 else None)
+    return tables
+
+
+def write_objects(
+    level: Level, source: Level, plan: ObjectPlan, layout: MetavertexLayout, sequences: list[tuple[np.ndarray, ...]]
+) -> None:
+    """The coarse level's object index and object attributes (part of its reconcile step)."""
+    obj, chunks, rows = _metavertex_manifests(plan, layout, sequences)
+    write_object_index(level, obj, chunks, rows, num_objects=plan.num_objects, sid_ndim=level.store.root.sid_ndim)
+    write_object_attributes(level, kept_attribute_tables(source, plan))
