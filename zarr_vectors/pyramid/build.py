@@ -31,7 +31,7 @@ import numpy as np
 
 from zarr_vectors.encoding import FragmentIndex
 from zarr_vectors.execution import runner
-from zarr_vectors.execution.runner import current_client, parallelism, split_by_weight
+from zarr_vectors.execution.runner import current_client
 from zarr_vectors.format.coarsen import BinGrid, MetavertexLayout
 from zarr_vectors.format.crosslevel import compose_parents
 from zarr_vectors.format.links import LinkCounts
@@ -184,14 +184,6 @@ def _publish(value: Any) -> Any:
     return dask.delayed(value, name=f"zv-pyramid-{uuid.uuid4().hex}", traverse=False)
 
 
-def _runs(n: int, groups: int) -> list[slice]:
-    if n == 0:
-        return []
-    groups = max(1, min(n, groups))
-    edges = np.linspace(0, n, groups + 1).round().astype(int)
-    return [slice(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
-
-
 def _coarse_grid(
     bounds: tuple[tuple[float, ...], tuple[float, ...]], cs: Sequence[float], cells: np.ndarray
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -238,7 +230,6 @@ class _Builder:
         self.maps: dict[int, list[Any]] = {}  # fine level -> persisted MapState per group
         self.ancestors: dict[int, list[Any]] = {}  # fine level -> persisted ancestor arrays
         self.offsets: dict[int, tuple[list[int], int]] = {}  # fine level -> (group offsets, total)
-        self.threads = parallelism()
         self.index = plan.index  # level 0's object index, read by the checks
         # the presence-list check of the level-0 arrays the pyramid does not read (it lists every
         # cell) runs beside level 1's read-only bin stage; nothing is removed before it passed
@@ -253,9 +244,9 @@ class _Builder:
         if n == 1:  # every check passed (the deferred one raises otherwise): only now is anything removed
             clear_pyramid(self.plan)
         state, arrays = self._init_level(new, binned)
-        # coarse owners write the metavertices and the -k records of their cells: size them by the latter
-        weight = binned.members + binned.counts
-        owners = split_by_weight(weight, max(1, -(-int(weight.sum()) // self.threads)))
+        # coarse owners write the metavertices and the -k records of their cells: size them by the latter,
+        # one per worker thread (each places and writes a share of every fine group's -k records)
+        owners = runner.task_runs(binned.members + binned.counts, 1, tasks_per_thread=1)
         self._track_ancestors(n, src, binned)
         level_ref = _publish(state.level)
         ready, family_rows = self._families(state, level_ref, binned.layout, owners)
@@ -286,12 +277,9 @@ class _Builder:
         fragments = src.level.array("vertex_fragments") if plan.has_objects else None
         grid = BinGrid.covering(new.bin_shape, src.chunk_shape, src.origin, src.shape)
         params = BinParams(self.ndim, store_dtype(vertices), src.chunk_shape, grid, plan.has_objects)
-        per_thread = plan.tasks_per_thread
-        if src.counts is not None and len(src.cells):
-            target = max(1, -(-int(src.counts.sum()) // (per_thread * self.threads)))
-            groups = split_by_weight(src.counts, target)
-        else:
-            groups = _runs(len(src.cells), per_thread * self.threads)
+        # groups of whole source cells, by rows where a built level knows them, else by cell count
+        weights = src.counts if src.counts is not None else np.ones(len(src.cells), dtype=np.int64)
+        groups = runner.task_runs(weights, 1, tasks_per_thread=plan.tasks_per_thread)
         fc, fi = _publish(frag_cell), _publish(frag_id)
         v_ref, f_ref, p_ref = _publish(vertices), _publish(fragments), _publish(params)
         bins = [dask.delayed(bin_group)(v_ref, f_ref, p_ref, g.start, src.cells[g], fc, fi) for g in groups]
