@@ -15,10 +15,11 @@ import pytest
 from file_tree import tree
 
 import zarr_vectors as zv
+from zarr_vectors.errors import InternalError
 from zarr_vectors.format.coarsen import BinGrid, centroids_in_bins, select_objects
 from zarr_vectors.format.crosslevel import fragment_sequences, object_metavertices
-from zarr_vectors.format.links import partition_records_by_offset
-from zarr_vectors.pyramid.build import _Records, place_cross_level
+from zarr_vectors.format.links import CrossLevelRecords, partition_records_by_offset, place_cross_level
+from zarr_vectors.pyramid.objects import ObjectPlan, write_objects
 from zarr_vectors.store.link_family import link_family_policy
 from zarr_vectors.store.link_read import read_links
 from zarr_vectors.store.object_index import read_object_index
@@ -247,7 +248,7 @@ def test_placement_matches_partitioning_every_record():
     partials = (rng.integers(0, len(fine_cells), k), rng.integers(0, len(coarse_cells), k), rng.integers(0, 50, k))
     m = 5000
     partial = rng.integers(0, k, m)
-    records = _Records(*partials, partial, rng.integers(0, 90, m), np.arange(m) * 3 + 7)
+    records = CrossLevelRecords(*partials, partial, rng.integers(0, 90, m), np.arange(m) * 3 + 7)
     ratios = ((1, 1, 1), (2, 3, 1))
     for coarse_leads in (False, True):
         ours = place_cross_level(records, fine_cells, coarse_cells, coarse_leads=coarse_leads,
@@ -385,6 +386,15 @@ def test_fragment_sequences_and_object_lists():
                                   num_metavertices=6)
     assert list(zip(obj.tolist(), mv.tolist())) == [(1, 2), (1, 5), (4, 2), (4, 5)]
 
+
+
+def test_manifest_block_the_bin_tasks_did_not_read_is_an_internal_error():
+    """A kept block with no fragment among the map tasks' is a bug of the builder, reported before any write."""
+    plan = ObjectPlan(num_objects=2, kept=np.array([1]), block_object=np.array([1]), block_cell=np.array([0]),
+                      block_fragment=np.array([3]), ordered=False, attributes=[])
+    read = (np.array([0]), np.array([2]), np.array([0, 1]), np.array([0]))  # cell 0 fragment 2 only
+    with pytest.raises(InternalError, match="did not read"):
+        write_objects(None, None, plan, None, [read])  # type: ignore[arg-type] - raises before they are used
 
 # ---------------------------------------------------------------------------
 # cluster and command line

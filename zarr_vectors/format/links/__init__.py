@@ -5,7 +5,9 @@
 * :mod:`.placement` -- where each record is filed: anchors, canonical order, the filing
   rule routing uses, segment names, the enumeration order (docs/decisions.md D8);
 * :mod:`.partition` -- :func:`partition_records_by_offset`, the single place every record
-  of a write (base level or cross-level) is given its array, cell and stored row.
+  of a write (base level or cross-level) is given its array, cell and stored row;
+* :mod:`.crosslevel` -- the pyramid's ``+k`` / ``-k`` records placed through it, one
+  distinct chunk pair at a time (:func:`place_cross_level`, :func:`cross_level_segments`).
 
 Nothing here touches a store: :mod:`zarr_vectors.store.link_family`,
 :mod:`zarr_vectors.store.link_cells` and :mod:`zarr_vectors.store.link_read` turn these
@@ -14,6 +16,7 @@ decisions into bytes and back.
 
 from __future__ import annotations
 
+from zarr_vectors.format.links.crosslevel import CrossLevelRecords, cross_level_segments, place_cross_level
 from zarr_vectors.format.links.partition import LinkPartition, partition_records_by_offset
 from zarr_vectors.format.links.placement import (
     CANONICAL,
@@ -51,6 +54,7 @@ __all__ = [
     "DUPLICATE",
     "STORE_POLICIES",
     "Chunk",
+    "CrossLevelRecords",
     "LinkCounts",
     "LinkPartition",
     "LinkPolicy",
@@ -65,6 +69,7 @@ __all__ = [
     "check_endpoint_deltas",
     "as_chunk",
     "copies_per_record",
+    "cross_level_segments",
     "enumeration_order",
     "intra_mask",
     "links_has_perm",
@@ -72,6 +77,7 @@ __all__ = [
     "make_policy",
     "offsets_tuple",
     "partition_records_by_offset",
+    "place_cross_level",
     "place_records",
     "ratios_arg",
     "segment_names",

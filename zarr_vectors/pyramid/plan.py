@@ -1,0 +1,352 @@
+"""The plan of a pyramid build: every check, level 0 as found, the new levels, what is cleared.
+
+:func:`plan_pyramid` runs every check that needs no task (arguments, the store's kind and
+level 0, the presence lists of the arrays the pyramid reads, the object index, the
+bin/chunk nesting of every new level) and returns a :class:`PyramidPlan` to inspect
+before anything changes: which arrays are still to be listed, which storage prefixes
+a build removes, each new level's bins and chunks, the task sizing.  Nothing here
+writes; :func:`clear_pyramid` carries out the plan's removals once every check passed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from zarr_vectors import config
+from zarr_vectors.errors import EncodingError, InputError
+from zarr_vectors.format.metadata import GEOMETRY_TYPES
+from zarr_vectors.format.paths import format_chunk_key, parse_delta
+from zarr_vectors.reconcile import require_reconciled
+from zarr_vectors.store.grid import GridArray
+from zarr_vectors.store.groups import Level, ZVStore, open_store
+from zarr_vectors.store.object_index import ObjectIndex, read_object_index
+
+__all__ = ["LevelState", "NewLevel", "PyramidPlan", "check_reconciled", "clear_pyramid", "plan_pyramid"]
+
+CROSS_LEVEL_STORAGES = ("none", "implicit", "explicit")
+PYRAMID_TOKENS = ("preserved_object_ids", "shared_fragments", "multiscale_links")
+READ_ARRAYS = ("vertices", "vertex_fragments")
+"""The level-0 arrays the pyramid reads: their presence lists are checked before anything else."""
+
+
+# ---------------------------------------------------------------------------
+# argument checks (nothing is opened)
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Factor:
+    coarsen: float
+    sparsity: float
+    scale: Any  # int or a per-axis sequence, checked against the store's rank later
+
+
+def _real(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def _check_factors(factors: Any, chunk_scale_factors: Any) -> list[_Factor]:
+    if isinstance(factors, (str, bytes)) or not isinstance(factors, Sequence) or len(factors) == 0:
+        raise InputError(
+            f"factors must be a non-empty list of (coarsen, sparsity_factor) pairs, one per new level, got {factors!r}"
+        )
+    if chunk_scale_factors is not None:
+        if isinstance(chunk_scale_factors, (str, bytes)) or not isinstance(chunk_scale_factors, Sequence):
+            raise InputError(
+                f"chunk_scale_factors must be a list with one entry per new level, got {chunk_scale_factors!r}"
+            )
+        if len(chunk_scale_factors) != len(factors):
+            raise InputError(
+                f"chunk_scale_factors has {len(chunk_scale_factors)} entries but factors has {len(factors)}: "
+                "give one per new level"
+            )
+    out = []
+    for i, entry in enumerate(factors):
+        if _real(entry):
+            coarsen, sparsity = entry, 1.0
+        elif isinstance(entry, Sequence) and not isinstance(entry, (str, bytes)) and len(entry) == 2:
+            coarsen, sparsity = entry
+        else:
+            raise InputError(f"factors[{i}] must be a (coarsen, sparsity_factor) pair, got {entry!r}")
+        if not _real(coarsen) or not math.isfinite(float(coarsen)) or float(coarsen) < 1:
+            raise InputError(
+                f"factors[{i}]: coarsen factor {coarsen!r} must be a finite number >= 1 (a level's bins are at "
+                "least its parent's)"
+            )
+        if not _real(sparsity) or not math.isfinite(float(sparsity)) or float(sparsity) < 1:
+            raise InputError(
+                f"factors[{i}]: sparsity factor {sparsity!r} must be a finite number in [1, inf) (1 keeps every "
+                "object, 2 about half)"
+            )
+        scale = chunk_scale_factors[i] if chunk_scale_factors is not None else 1
+        out.append(_Factor(float(coarsen), float(sparsity), scale))
+    return out
+
+
+def _check_scale(scale: Any, ndim: int, i: int) -> tuple[int, ...]:
+    values = list(scale) if isinstance(scale, Sequence) and not isinstance(scale, (str, bytes)) else [scale] * ndim
+    if len(values) != ndim:
+        raise InputError(f"chunk_scale_factors[{i}] has {len(values)} entries, the store has {ndim} axes")
+    out = []
+    for v in values:
+        if not _real(v) or not math.isfinite(float(v)) or float(v) != int(v) or int(v) < 1:
+            raise InputError(
+                f"chunk_scale_factors[{i}] = {scale!r}: every entry must be a positive integer (a level's chunk is "
+                "an integer multiple of its parent's)"
+            )
+        out.append(int(v))
+    return tuple(out)
+
+
+def _check_options(storage: Any, depth: Any, seed: Any) -> None:
+    if storage not in CROSS_LEVEL_STORAGES:
+        raise InputError(f"cross_level_storage must be one of {list(CROSS_LEVEL_STORAGES)}, got {storage!r}")
+    if not isinstance(depth, (int, np.integer)) or isinstance(depth, (bool, np.bool_)) or depth < -1:
+        raise InputError(f"cross_level_depth must be an integer >= -1 (-1 = every pair of levels), got {depth!r}")
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, (bool, np.bool_)) or seed < 0:
+        raise InputError(f"sparsity_seed must be a non-negative integer, got {seed!r}")
+
+
+# ---------------------------------------------------------------------------
+# the store as found
+# ---------------------------------------------------------------------------
+def _delta_of(level: Level, name: str, where: str) -> int:
+    try:
+        return parse_delta(name)
+    except ValueError:
+        raise InputError(
+            f"level {level.number}: {where}/{name} is not a level delta (the store is malformed)"
+        ) from None
+
+
+def _kept_grid_arrays(level: Level) -> list[str]:
+    """Every grid array of a level that a rebuild keeps (delta != 0 families are replaced)."""
+    out = [n for n in ("vertices", "vertex_fragments", "link_fragments") if level.has(n)]
+    for group in ("vertex_attributes", "fragment_attributes"):
+        out += [f"{group}/{n}" for n in level.children(group) if level.has(f"{group}/{n}")]
+    for d in level.children("links"):
+        if _delta_of(level, d, "links") == 0:
+            out += [f"links/{d}/{s}" for s in level.children(f"links/{d}") if level.has(f"links/{d}/{s}")]
+    for name in level.children("link_attributes"):
+        for d in level.children(f"link_attributes/{name}"):
+            if _delta_of(level, d, f"link_attributes/{name}") == 0:
+                rel = f"link_attributes/{name}/{d}"
+                out += [f"{rel}/{s}" for s in level.children(rel) if level.has(f"{rel}/{s}")]
+    return out
+
+
+def _replaced(store: ZVStore, level0: Level) -> tuple[str, ...]:
+    """Storage prefixes a build removes: levels >= 1 and level 0's cross-level families.
+
+    ``links`` itself goes too when nothing but cross-level families is in it.
+    """
+    out = [str(n) for n in store.level_numbers() if n >= 1]
+    deltas = level0.children("links")
+    crossing = [d for d in deltas if _delta_of(level0, d, "links") != 0]
+    out += [level0.node_path(f"links/{d}") for d in crossing]
+    if level0.has("links") and len(crossing) == len(deltas):
+        out.append(level0.node_path("links"))
+    for name in level0.children("link_attributes"):
+        rel = f"link_attributes/{name}"
+        out += [level0.node_path(f"{rel}/{d}") for d in level0.children(rel) if _delta_of(level0, d, rel) != 0]
+    return tuple(out)
+
+
+def check_reconciled(level: Level, rels: Sequence[str]) -> None:
+    """Refuse the level when any of the grid arrays ``rels`` lists other cells than it holds."""
+    grids = [level.array(rel) for rel in rels]
+    listings = level.storage.overlap(GridArray.derive_nonempty_chunks, grids)
+    require_reconciled(f"level {level.number}", grids, listings)
+
+
+@dataclass
+class LevelState:
+    """What the build knows about one level that exists on disk."""
+
+    level: Level
+    chunk_shape: tuple[float, ...]
+    bin_shape: tuple[float, ...]
+    ratios: tuple[int, ...]  # chunk shape / the root's: the level's anchor ratios
+    origin: tuple[int, ...]  # vertices grid
+    shape: tuple[int, ...]
+    cells: np.ndarray  # (c, D) occupied vertex cells, ascending
+    counts: np.ndarray | None  # rows per cell (known for built levels)
+
+    @property
+    def number(self) -> int:
+        return self.level.number
+
+    def linear(self, chunks: np.ndarray) -> np.ndarray:
+        return np.ravel_multi_index(tuple((chunks - np.asarray(self.origin)).T), self.shape)
+
+    def rank(self, chunks: np.ndarray, what: str) -> np.ndarray:
+        """Index into ``cells`` of each chunk (every one must be an occupied cell)."""
+        if len(chunks) == 0:
+            return np.zeros(0, dtype=np.int64)
+        lo, hi = np.asarray(self.origin), np.asarray(self.origin) + np.asarray(self.shape)
+        inside = ((chunks >= lo) & (chunks < hi)).all(axis=1)
+        keys = self.linear(self.cells) if len(self.cells) else np.zeros(0, np.int64)
+        q = self.linear(np.where(inside[:, None], chunks, lo))
+        pos = np.minimum(np.searchsorted(keys, q), max(len(keys) - 1, 0))
+        ok = inside & (keys[pos] == q) if len(keys) else np.zeros(len(chunks), bool)
+        if not ok.all():
+            i = int(np.argmin(ok))
+            raise EncodingError(
+                f"level {self.number}: {what} names chunk {format_chunk_key(chunks[i].tolist())}, which has no "
+                "vertex cell"
+            )
+        return pos.astype(np.int64)
+
+
+def level_ratios(chunk_shape: Sequence[float], root_cs: Sequence[float]) -> tuple[int, ...]:
+    return tuple(int(round(c / r)) for c, r in zip(chunk_shape, root_cs))
+
+
+def _level0_state(store: ZVStore) -> LevelState:
+    level = store.level(0)
+    if not level.has("vertices"):
+        raise InputError(f"{store.url!r}: level 0 has no vertices array; nothing to coarsen")
+    grid = level.array("vertices")
+    ndim = store.root.sid_ndim
+    if grid.ndim != ndim:
+        raise InputError(
+            f"{store.url!r}: level 0 is attribute-chunked (chunk keys of rank {grid.ndim}); pyramids of "
+            "attribute-chunked levels are not supported"
+        )
+    cs = level.chunk_shape
+    cells = np.asarray(sorted(grid.nonempty_chunk_coords()), dtype=np.int64).reshape(-1, ndim)
+    return LevelState(
+        level=level,
+        chunk_shape=tuple(cs),
+        bin_shape=store.root.bin_shape(0),
+        ratios=level_ratios(cs, store.root.chunk_shape),
+        origin=grid.origin,
+        shape=grid.shape,
+        cells=cells,
+        counts=None,
+    )
+
+
+# ---------------------------------------------------------------------------
+# the plan
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NewLevel:
+    """One level a build will write."""
+
+    number: int
+    bin_shape: tuple[float, ...]
+    chunk_shape: tuple[float, ...]
+    sparsity: float
+
+
+def _plan_levels(store: ZVStore, base: LevelState, factors: list[_Factor]) -> list[NewLevel]:
+    ndim = store.root.sid_ndim
+    out = []
+    bin_shape, chunk_shape = base.bin_shape, base.chunk_shape
+    for i, f in enumerate(factors):
+        scale = _check_scale(f.scale, ndim, i)
+        bin_shape = tuple(b * f.coarsen for b in bin_shape)
+        chunk_shape = tuple(c * s for c, s in zip(chunk_shape, scale))
+        for d, (b, c) in enumerate(zip(bin_shape, chunk_shape)):
+            if b <= c:
+                ratio = c / b
+                if abs(ratio - round(ratio)) > 1e-9 * max(1.0, ratio):
+                    raise InputError(
+                        f"level {i + 1}: bin {b:g} (parent bin x {f.coarsen:g}) does not divide chunk {c:g} on axis "
+                        f"{d}; a bin no larger than its chunk must divide it (VALIDATION.md L5). Choose a coarsening "
+                        "factor (or chunk scale) so that the chunk is a whole number of bins"
+                    )
+        out.append(NewLevel(i + 1, bin_shape, chunk_shape, f.sparsity))
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class PyramidPlan:
+    """Everything a build will do, decided before anything is written or removed."""
+
+    store: ZVStore
+    base: LevelState  # level 0 as found
+    kind: str  # the store's geometry type
+    index: ObjectIndex | None  # level 0's object index (None: the store has no objects)
+    levels: tuple[NewLevel, ...]
+    cross_level_storage: str
+    cross_level_depth: int
+    seed: int
+    tasks_per_thread: int  # bin/map groups per worker thread (``zarr_vectors.pyramid.tasks-per-thread``)
+    deferred_check: tuple[str, ...]  # level-0 arrays still to be listed (beside level 1's bin stage)
+    removes: tuple[str, ...]  # storage prefixes removed once every check passed
+
+    @property
+    def has_objects(self) -> bool:
+        return self.index is not None
+
+    @property
+    def max_delta(self) -> int:
+        """The largest ``|k|`` of a cross-level family the build writes (0: none)."""
+        if self.cross_level_storage == "none":
+            return 0
+        return len(self.levels) if self.cross_level_depth == -1 else self.cross_level_depth
+
+
+def plan_pyramid(
+    url: Any,
+    *,
+    factors: Sequence[Any],
+    chunk_scale_factors: Sequence[Any] | None = None,
+    cross_level_storage: str = "explicit",
+    cross_level_depth: int = 1,
+    sparsity_seed: int = 0,
+    storage_options: Mapping[str, Any] | None = None,
+) -> PyramidPlan:
+    """Check a build's arguments and store and plan it (the arguments of :func:`build_pyramid`).
+
+    Reads level 0's metadata, object index and the listings of the arrays the pyramid
+    reads; raises before anything is written.
+    """
+    parsed = _check_factors(factors, chunk_scale_factors)
+    _check_options(cross_level_storage, cross_level_depth, sparsity_seed)
+    store = open_store(url, storage_options=storage_options)
+    kinds = store.root.geometry_types
+    if len(kinds) != 1 or kinds[0] not in GEOMETRY_TYPES:
+        raise InputError(f"{store.url!r}: pyramids need a store of one known geometry type, found {kinds}")
+    base = _level0_state(store)
+    rels = _kept_grid_arrays(base.level)
+    read_here = [r for r in rels if r in READ_ARRAYS]
+    check_reconciled(base.level, read_here)  # the arrays the pyramid reads: before anything else
+    has_objects = base.level.has("object_index")
+    index = read_object_index(base.level) if has_objects else None  # decodes; refuses layouts but v1 (D1)
+    if not has_objects and any(f.sparsity != 1 for f in parsed):
+        raise InputError(
+            f"{store.url!r} has no object ids, so there are no objects to drop: object sparsity needs an "
+            "object index (use sparsity factor 1)"
+        )
+    return PyramidPlan(
+        store=store,
+        base=base,
+        kind=kinds[0],
+        index=index,
+        levels=tuple(_plan_levels(store, base, parsed)),
+        cross_level_storage=cross_level_storage,
+        cross_level_depth=int(cross_level_depth),
+        seed=int(sparsity_seed),
+        tasks_per_thread=int(config.get("pyramid.tasks-per-thread")),
+        deferred_check=tuple(r for r in rels if r not in read_here),
+        removes=_replaced(store, base.level),
+    )
+
+
+def clear_pyramid(plan: PyramidPlan) -> None:
+    """Remove what the plan replaces and reset the root's pyramid keys (only once every check passed)."""
+    store = plan.store
+    for prefix in plan.removes:
+        store.storage.delete_prefix(prefix)
+    root = store.root
+    root.datasets = [d for d in root.datasets if d.path == "0"]
+    root.format_capabilities = [c for c in root.format_capabilities if c not in PYRAMID_TOKENS]
+    root.cross_level_storage = plan.cross_level_storage
+    root.cross_level_depth = plan.cross_level_depth
+    store.write_root()
