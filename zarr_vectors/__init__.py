@@ -7,7 +7,7 @@ and plan (``plan_write``), the reader (``read``), the store operations
 validator (``validate``), progress callbacks (``callbacks``, ``ProgressCallback``), the
 store layer (``create_store``, ``open_store``, ``get_resolution_level``) and every
 exception this package raises on purpose (all subclasses of ``ZarrVectorsError``).
-The single-process Links page API is :mod:`zarr_vectors.links_api`.
+The single-process links API is :mod:`zarr_vectors.links_api`.
 """
 
 from __future__ import annotations

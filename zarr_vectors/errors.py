@@ -35,7 +35,7 @@ class MetadataError(ZarrVectorsError, ValueError):
 
 
 class UnsupportedLayoutError(MetadataError):
-    """An ``object_index`` layout this reader refuses (DECISIONS.md D1)."""
+    """An ``object_index`` layout this reader refuses (docs/decisions.md D1)."""
 
 
 class StoreExistsError(ZarrVectorsError, FileExistsError):

@@ -1,4 +1,4 @@
-"""The Links page's single-process API: write, append and read link families directly.
+"""The single-process links API: write, append and read link families directly.
 
 For scripts and tests that hold every record of a family in one process.  It is built
 on exactly the code the Dask writers use -- placement from
@@ -218,7 +218,7 @@ def write_links(
         delta: level delta: endpoints ``1..L-1`` live at ``level + delta``.
         chunks: ``(n, L, D)`` absolute chunk coordinates per endpoint, input order.
         vi: ``(n, L)`` chunk-local vertex rows per endpoint.
-        directed, store: the family policy (see the Links page).
+        directed, store: the family policy (docs/format.md §7.2).
         mode: ``"replace"`` makes the family hold exactly these records: the whole
             ``links/<delta>/`` family, its ``link_attributes/*/<delta>/`` families
             and, at delta 0, ``link_fragments`` are removed first (so a policy change

@@ -1,6 +1,6 @@
 """High-level reading: one result type for every geometry kind.
 
-Vertex order is storage order (DECISIONS.md D18): chunks in ascending numeric
+Vertex order is storage order (docs/decisions.md D18): chunks in ascending numeric
 coordinate order, then rows in cell order -- the reference reader's order too --
 except for polylines, streamlines and lines, whose vertices come in traversal order
 (polyline by polyline, in object id order) so that ``offsets`` can delimit them.

@@ -28,7 +28,7 @@ from refenv import run_reference  # noqa: E402
 
 pytestmark = [pytest.mark.interop, pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")]
 V2 = ("vlen_manifests_v2",)
-# the 0.9.2 validator warns on every point cloud (a probe quirk, FORMAT.md §12); D17 makes cross-level
+# the 0.9.2 validator warns on every point cloud (a probe quirk, docs/format.md §12); D17 makes cross-level
 # families legal there
 KNOWN_WARNINGS = {"Point cloud but links array exists"}
 

@@ -1,4 +1,4 @@
-"""Sharded stores across implementations (FORMAT.md §9).
+"""Sharded stores across implementations (docs/format.md §9).
 
 (a) Stores this project shards pass the reference validator at level 5 and read back
     through the reference: a point cloud (zstd inside the shards, D14) and a graph.

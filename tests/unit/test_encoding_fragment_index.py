@@ -1,4 +1,4 @@
-"""FragmentIndex v1 (FORMAT.md §6.2): worked examples byte for byte, round trips, rejects."""
+"""FragmentIndex v1 (docs/format.md §6.2): worked examples byte for byte, round trips, rejects."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def test_example_c_point_cloud_bins() -> None:
 
 
 def test_link_fragments_example() -> None:
-    """FORMAT.md §6.5: link_fragments cell 0.0.0 = F=1 R=1 range (0,2)."""
+    """docs/format.md §6.5: link_fragments cell 0.0.0 = F=1 R=1 range (0,2)."""
     assert FragmentIndex.from_counts([2]).encode() == EXAMPLE_A.replace(h("03000000"), h("02000000"))
 
 

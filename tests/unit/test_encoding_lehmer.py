@@ -1,4 +1,4 @@
-"""Lehmer code of perm_idx (FORMAT.md §7.3): the table, worked records, round trips."""
+"""Lehmer code of perm_idx (docs/format.md §7.3): the table, worked records, round trips."""
 
 from __future__ import annotations
 

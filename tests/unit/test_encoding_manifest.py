@@ -1,4 +1,4 @@
-"""Object manifests (FORMAT.md §6.7): worked examples, round trips, the batch encoder, rejects."""
+"""Object manifests (docs/format.md §6.7): worked examples, round trips, the batch encoder, rejects."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def h(text: str) -> bytes:
 
 
 def block(chunk: tuple[int, ...], mode: int, *payload: int) -> bytes:
-    """Reference block encoder straight from the FORMAT.md table."""
+    """Reference block encoder straight from the docs/format.md table."""
     head = struct.pack(f"<{len(chunk)}qB", *chunk, mode)
     if mode == 2:
         return head + struct.pack(f"<I{len(payload)}q", len(payload), *payload)
@@ -82,7 +82,7 @@ def test_polyline_example_103_bytes() -> None:
 
 
 def test_graph_example_manifest() -> None:
-    """FORMAT.md §10a: object 0 spans chunks 0.0.0, 1.0.0, 1.1.1, fragment 0 in each."""
+    """docs/format.md §10a: object 0 spans chunks 0.0.0, 1.0.0, 1.1.1, fragment 0 in each."""
     row = encode_mode0_manifests(np.zeros(3, int), np.array([[0, 0, 0], [1, 0, 0], [1, 1, 1]]), np.zeros(3, int), 1)
     assert len(row[0]) == 103
     assert row[0] == encode_manifest([((0, 0, 0), [0]), ((1, 0, 0), [0]), ((1, 1, 1), [0])], 3)

@@ -1,4 +1,4 @@
-"""Link cell encodings (FORMAT.md §6.5): flat row dumps and self-describing blobs."""
+"""Link cell encodings (docs/format.md §6.5): flat row dumps and self-describing blobs."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def test_l3_mesh_face_example() -> None:
 
 
 def test_graph_example_cells() -> None:
-    """FORMAT.md §10a: the three blob cells of the worked graph store."""
+    """docs/format.md §10a: the three blob cells of the worked graph store."""
     for row in ([1, 0, 0], [0, 2, 0]):
         assert encode_ragged_blob([np.array([row])]) == i64(1, 0, *row)
 

@@ -1,4 +1,4 @@
-"""vlen-bytes chunk framing (FORMAT.md §2.2) against the worked examples and zarr itself."""
+"""vlen-bytes chunk framing (docs/format.md §2.2) against the worked examples and zarr itself."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def h(text: str) -> bytes:
     return bytes.fromhex(text.replace("|", " "))
 
 
-# FORMAT.md §6.1: the complete file vertices/c/0/0/0 of the graph store.
+# docs/format.md §6.1: the complete file vertices/c/0/0/0 of the graph store.
 VERTICES_FILE = h(
     "01000000 24000000"
     " 00002041 00002041 00002041"
@@ -103,7 +103,7 @@ def test_rejects_non_byte_items() -> None:
 
 
 def test_refuses_items_of_4_gib(tmp_path) -> None:
-    """A u32 length cannot describe 2**32 bytes (DECISIONS.md D13); a sparse file avoids RAM."""
+    """A u32 length cannot describe 2**32 bytes (docs/decisions.md D13); a sparse file avoids RAM."""
     path = tmp_path / "big"
     with open(path, "wb") as f:
         f.truncate(MAX_ITEM_BYTES + 1)
@@ -141,6 +141,6 @@ def test_frame_single_matches_zarr_python(tmp_path) -> None:
 
 
 def test_frame_items_matches_zarr_python_edge_chunk(tmp_path) -> None:
-    """zarr pads the edge chunk with zero-length items, as FORMAT.md §2.2 says."""
+    """zarr pads the edge chunk with zero-length items, as docs/format.md §2.2 says."""
     rows = [b"\x00\x00\x00\x00", b"abc", b"\x01"]
     assert _zarr_chunk(tmp_path, rows, 4) == frame_items([*rows, b""])

@@ -315,7 +315,7 @@ def test_mesh_roundtrip_keeps_winding(tmp_path, quads):
 
 
 def test_mesh_format_worked_example_perm(tmp_path):
-    """FORMAT.md §7.3: face [3,0,4] with endpoints in 1.0.0, 0.0.0, 0.1.0 -> code 3, segment 0.+1.0_+1.0.0."""
+    """docs/format.md §7.3: face [3,0,4] with endpoints in 1.0.0, 0.0.0, 0.1.0 -> code 3, segment 0.+1.0_+1.0.0."""
     pos = np.array([[1, 1, 1], [70, 70, 70], [2, 2, 2], [60, 1, 1], [1, 60, 1]], "f4")  # v3 in 1.0.0, v4 in 0.1.0
     url = tmp_path / "m.zv"
     zv.write_mesh(str(url), pos, np.array([[3, 0, 4]]), chunk_shape=50, compressor=None)

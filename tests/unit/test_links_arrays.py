@@ -1,4 +1,4 @@
-"""The links API on disk: FORMAT.md §6.5/§6.6/§7/§10a byte for byte, policies, refusals."""
+"""The links API on disk: docs/format.md §6.5/§6.6/§7/§10a byte for byte, policies, refusals."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def graph_records(edges=EDGES):
     return chunks, vi
 
 
-# -- FORMAT.md §10a, byte for byte --------------------------------------------------------
+# -- docs/format.md §10a, byte for byte --------------------------------------------------------
 def test_section_10a_graph_example_byte_for_byte(tmp_path):
     lv = level0(tmp_path)
     chunks, vi = graph_records()
@@ -152,7 +152,7 @@ def test_section_10a_graph_example_byte_for_byte(tmp_path):
     assert A.finalize_links(lv, 0) == A.LinkCounts(5, 5)
 
 
-# -- FORMAT.md §7.3 duplicate record on disk -----------------------------------------------
+# -- docs/format.md §7.3 duplicate record on disk -----------------------------------------------
 def test_duplicate_l3_record_on_disk(tmp_path):
     lv = level0(tmp_path)
     chunks = np.array([[(1, 0, 0), (0, 0, 0), (0, 1, 0)]])
@@ -405,7 +405,7 @@ def test_append_adds_one_group_per_cell(tmp_path):
         lv, 0, np.array([[(1, 0, 0), (0, 0, 0)], [(0, 0, 0), (0, 0, 0)]]), np.array([[1, 0], [1, 2]]), mode="append"
     )
     assert second.base_rows.tolist() == [1, 1]
-    # FORMAT.md §6.5 appended example: K=2, off=[0,24], rows [0,2,0] then [1,0,1]
+    # docs/format.md §6.5 appended example: K=2, off=[0,24], rows [0,2,0] then [1,0,1]
     assert raw(lv, "links/0/+1.0.0/c/0/0/0") == frame(blob([(0, 2, 0)], [(1, 0, 1)]))
     assert raw(lv, "links/0/0.0.0/c/0/0/0") == frame(i64(0, 1, 1, 2))
     cell = A.read_chunk_links(lv, 0, "0.0.0", (0, 0, 0))

@@ -1,4 +1,4 @@
-"""Link placement (FORMAT.md §7.2-§7.4): the worked examples, the anchor, and an oracle.
+"""Link placement (docs/format.md §7.2-§7.4): the worked examples, the anchor, and an oracle.
 
 The oracle below is a deliberately naive per-record transcription of the placement
 rules; the vectorised :func:`partition_records_by_offset` must agree with it on every
@@ -38,7 +38,7 @@ def one(chunks, vi, **policy):
     return partition_records_by_offset(np.array([chunks]), np.array([vi]), **policy)
 
 
-# -- FORMAT.md §7.3 worked examples ---------------------------------------------------------
+# -- docs/format.md §7.3 worked examples ---------------------------------------------------------
 def test_mesh_face_3_0_4():
     p = one([(1, 0, 0), (0, 0, 0), (0, 1, 0)], [0, 0, 0])
     assert placements(p) == [("0.+1.0_+1.0.0", (0, 0, 0), [3, 0, 0, 0], 0)]
@@ -129,7 +129,7 @@ def test_links_has_perm_table():
     assert links_has_perm([(0, 0, 0), (0, 1, 0)], delta=0, directed=False, store="canonical")
 
 
-# -- the cross-level anchor (Links page counter-example) -----------------------------------
+# -- the cross-level anchor (docs/format.md §7.4 counter-example) -----------------------------------
 @pytest.mark.parametrize(
     ("src", "trg", "naive"),
     [
@@ -203,7 +203,7 @@ def test_scatter_fans_out_duplicates_and_select_groups_keeps_numbering():
 
 # -- the oracle -----------------------------------------------------------------------------
 def oracle(chunks, vi, *, delta, directed, store, ratios=None):
-    """Per-record transcription of FORMAT.md §7.2/§7.4: (segment, cell, row, record)."""
+    """Per-record transcription of docs/format.md §7.2/§7.4: (segment, cell, row, record)."""
     out = []
     for r, (rec_chunks, rec_vi) in enumerate(zip(chunks, vi)):
         cs = [tuple(c) for c in rec_chunks]

@@ -1,4 +1,4 @@
-"""Segment grammar of the links families (Links page, FORMAT.md §7.1, DECISIONS.md D16)."""
+"""Segment grammar of the links families (docs/format.md §7.4, docs/format.md §7.1, docs/decisions.md D16)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from zarr_vectors.format.paths import (
     parse_offsets,
 )
 
-# (segment, link_width, sid_ndim, parsed): FORMAT.md §7.1 "seen on disk" plus the Links page table.
+# (segment, link_width, sid_ndim, parsed): docs/format.md §7.1 "seen on disk" plus the table of docs/format.md §7.1.
 SEGMENTS = [
     ("0.0.0", 2, 3, ((0, 0, 0),)),
     ("+1.0.0", 2, 3, ((1, 0, 0),)),

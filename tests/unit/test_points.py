@@ -311,7 +311,7 @@ def test_input_order_kept_within_object(tmp_path, zv_config):
 # on-disk layout
 # ---------------------------------------------------------------------------
 def test_negative_coordinates_origin_and_cell_files(tmp_path):
-    # FORMAT.md §2.1: origin [-1,0,0], file c/0/1/1 holds chunk -1.1.1
+    # docs/format.md §2.1: origin [-1,0,0], file c/0/1/1 holds chunk -1.1.1
     pos = np.array([[-5, 60, 60], [10, 10, 10]], "f4")
     url = tmp_path / "neg.zv"
     zv.write_points(str(url), pos, chunk_shape=50)
@@ -330,7 +330,7 @@ def test_negative_coordinates_origin_and_cell_files(tmp_path):
 
 
 def test_2d_origin_and_files_as_in_format_example(tmp_path):
-    # FORMAT.md §2.1: (60,70),(195,70),(105,120), chunk 10 -> origin [6,7], shape [14,6]
+    # docs/format.md §2.1: (60,70),(195,70),(105,120), chunk 10 -> origin [6,7], shape [14,6]
     pos = np.array([[60, 70], [195, 70], [105, 120]], "f4")
     url = tmp_path / "p2.zv"
     zv.write_points(str(url), pos, chunk_shape=10, compressor="none")
@@ -447,7 +447,7 @@ def test_fragments_and_manifests_with_ids_decoded_by_hand(tmp_path):
         assert [b.fragments.tolist() for b in blocks] == [[f] for _, f in expected_blocks[oid]], oid
         assert len(row) == 4 + 33 * len(blocks)
     mdoc = doc(url, "0/object_index/manifests")
-    assert mdoc["codecs"] == [VLEN, ZSTD]  # manifests are always zstd (FORMAT.md §6.7)
+    assert mdoc["codecs"] == [VLEN, ZSTD]  # manifests are always zstd (docs/format.md §6.7)
     assert mdoc["chunk_grid"]["configuration"]["chunk_shape"] == [10]
     assert mdoc["attributes"] == {}
     data = zv.read(str(url))

@@ -343,7 +343,7 @@ def test_v2_layout_read_by_explicit_opt_in(tmp_path):
     pos = np.array([[1, 1, 1], [60, 1, 1], [2, 2, 2], [61, 2, 2]], "f4")
     zv.write_points(str(path), pos, chunk_shape=50, object_ids=[0, 2, 2, 0], object_attributes={"w": np.array([1.0, 2.0, 3.0])})
     _set_layout(path, "vlen_manifests_v2")
-    # v2: row r belongs to object_ids[r] (FORMAT.md §6.7); written with zarr-python
+    # v2: row r belongs to object_ids[r] (docs/format.md §6.7); written with zarr-python
     zarr.create_array(str(path / "0/object_index/object_ids"), data=np.array([10, 20, 30], "i8"), fill_value=0, compressors=None)
     data = zv.read(str(path), allow_layouts=("vlen_manifests_v2",))
     np.testing.assert_array_equal(data.positions, pos[[0, 2, 3, 1]])

@@ -1,4 +1,4 @@
-"""Sharding (FORMAT.md §9, DECISIONS.md D14/D15): the shard codec, shard_store / unshard_store.
+"""Sharding (docs/format.md §9, docs/decisions.md D14/D15): the shard codec, shard_store / unshard_store.
 
 * the shard object: byte-identical to what zarr-python writes for the same vlen cells
   and codecs (Morton data order, C-order index, CRC32C), the FORMAT worked example;
@@ -149,7 +149,7 @@ def test_crc32c_known_value():
 
 
 def test_format_worked_example():
-    """FORMAT.md §9: cells (0,0,0), (1,0,0), (1,1,1) of a 2x2x2 shard -> entries 0, 4, 7."""
+    """docs/format.md §9: cells (0,0,0), (1,0,0), (1,1,1) of a 2x2x2 shard -> entries 0, 4, 7."""
     spec = ShardingSpec((2, 2, 2), None, ())  # type: ignore[arg-type]
     cells = {0: frame_single(b"a" * 36), 4: frame_single(b"b" * 12), 7: frame_single(b"c" * 12)}
     obj = spec.encode_shard(cells)

@@ -1,4 +1,4 @@
-"""The strict zarr.json reader and writer (DECISIONS.md D10, VALIDATION.md Level 1)."""
+"""The strict zarr.json reader and writer (docs/decisions.md D10, docs/validation.md Level 1)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from zarr_vectors.store.strict_json import (
 
 FILE = "0/links/0/0.0.0/zarr.json"
 
-# FORMAT.md §2.1: an unsharded grid array as zarr-vectors 0.9.2 writes it.
+# docs/format.md §2.1: an unsharded grid array as zarr-vectors 0.9.2 writes it.
 GRID_ARRAY: dict[str, Any] = {
     "shape": [2, 2, 2],
     "data_type": "variable_length_bytes",
@@ -49,7 +49,7 @@ GRID_ARRAY: dict[str, Any] = {
     "storage_transformers": [],
 }
 
-# FORMAT.md §9: the same array after shard_store.
+# docs/format.md §9: the same array after shard_store.
 SHARDED_ARRAY: dict[str, Any] = {
     **GRID_ARRAY,
     "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 2, 2]}},

@@ -2,7 +2,7 @@
 
 Each entry of ``MUTATIONS`` copies a base store (``conftest.BUILDERS``), applies exactly one
 defect by editing files on disk (never through the writer), and asserts the defect is
-reported at its level with its stable code.  ``REF_MISSES`` marks the defects VALIDATION.md
+reported at its level with its stable code.  ``REF_MISSES`` marks the defects docs/validation.md
 says the reference validator misses.
 """
 

@@ -1,8 +1,8 @@
-"""Sharded stores (FORMAT.md §9) are validated exactly as well as unsharded ones.
+"""Sharded stores (docs/format.md §9) are validated exactly as well as unsharded ones.
 
 * every kind the project writes, sharded with ``zv.shard_store``, passes level 5 with no
   error and no warning (the inner cells are read, so every level-3/4 check runs on them);
-* level 2 accepts only the ``sharding_indexed`` pipeline FORMAT.md §9 describes;
+* level 2 accepts only the ``sharding_indexed`` pipeline docs/format.md §9 describes;
 * raw-byte defects of a shard object (CRC mismatch, truncation, an index entry outside
   the object) are one L3_SHARD_CORRUPT finding naming the shard, never an exception;
 * a defect that has an unsharded twin (presence list, absent cell, undecodable cell)
@@ -112,7 +112,7 @@ def copy_of(tmp_path: Path) -> CopyOf:
 
 
 # ---------------------------------------------------------------------------
-# raw shard helpers (FORMAT.md §9 byte layout, never the library's writer)
+# raw shard helpers (docs/format.md §9 byte layout, never the library's writer)
 # ---------------------------------------------------------------------------
 def shard_location(store: Path, array: str, chunk: tuple[int, ...]) -> tuple[Path, int, int]:
     """(shard object file, C-order index entry of the chunk's cell, number of entries)."""
@@ -192,7 +192,7 @@ def test_shard_shape_beyond_the_array_and_per_axis(written: dict[str, Path], cop
 
 
 # ---------------------------------------------------------------------------
-# level 2: only the FORMAT.md §9 pipeline
+# level 2: only the docs/format.md §9 pipeline
 # ---------------------------------------------------------------------------
 def _sharding_conf(d: dict) -> dict:
     return d["codecs"][0]["configuration"]

@@ -1,4 +1,4 @@
-"""Byte-level encodings of cell payloads and object manifests (FORMAT.md §2.2, §6, §7.3).
+"""Byte-level encodings of cell payloads and object manifests (docs/format.md §2.2, §6, §7.3).
 
 Pure functions over bytes and numpy arrays: nothing here knows about stores, zarr or
 paths, so every other layer can rely on one exact encoding of each format structure.

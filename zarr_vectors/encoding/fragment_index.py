@@ -1,4 +1,4 @@
-"""FragmentIndex v1: how a cell's rows are grouped into fragments (FORMAT.md §6.2).
+"""FragmentIndex v1: how a cell's rows are grouped into fragments (docs/format.md §6.2).
 
 Used by ``vertex_fragments`` and ``link_fragments``. A fragment is either a range
 ``(start, count)`` of rows or an explicit list of row indices. The encoding must be

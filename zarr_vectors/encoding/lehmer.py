@@ -1,4 +1,4 @@
-"""Lehmer code of the storage permutation, the ``perm_idx`` link column (FORMAT.md §7.3).
+"""Lehmer code of the storage permutation, the ``perm_idx`` link column (docs/format.md §7.3).
 
 ``perm_idx = sum r_i * (L-1-i)!`` with ``r_i`` = number of later values smaller than
 ``sigma[i]``: the lexicographic rank of sigma among the permutations of ``0..L-1``. Sigma

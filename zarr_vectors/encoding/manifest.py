@@ -1,4 +1,4 @@
-"""Per-object manifests of ``object_index/manifests`` (FORMAT.md §6.7).
+"""Per-object manifests of ``object_index/manifests`` (docs/format.md §6.7).
 
 A manifest row is ``u32 B`` then B blocks ``i64 chunk[D], u8 mode, payload``; mode 0 names
 one fragment, mode 1 a run ``start, count``, mode 2 an explicit ``u32 n, i64[n]`` list.

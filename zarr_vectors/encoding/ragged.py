@@ -1,4 +1,4 @@
-"""Link cell encodings (FORMAT.md §6.5).
+"""Link cell encodings (docs/format.md §6.5).
 
 The intra-chunk array (delta 0, all offsets zero) stores a flat row dump whose groups live
 in the ``link_fragments`` sidecar; every other link array stores a self-describing blob
@@ -17,7 +17,7 @@ from zarr_vectors.errors import EncodingError, InputError
 
 
 def _row_dtype(dtype: DTypeLike) -> np.dtype:
-    """The on-disk element type: an integer type, always little-endian (FORMAT.md §6)."""
+    """The on-disk element type: an integer type, always little-endian (docs/format.md §6)."""
     dt = np.dtype(dtype)
     if dt.kind not in "iu" or dt.byteorder == ">":
         raise InputError(f"ragged: element dtype must be a little-endian integer type, got {dt.str}")

@@ -1,4 +1,4 @@
-"""The zarr ``vlen-bytes`` chunk framing (FORMAT.md §2.2).
+"""The zarr ``vlen-bytes`` chunk framing (docs/format.md §2.2).
 
 An uncompressed chunk object is ``u32 item_count`` followed, per item, by ``u32 byte_len``
 and the bytes. Grid arrays hold exactly one item per chunk (one spatial cell), so they get
@@ -15,7 +15,7 @@ import numpy as np
 from zarr_vectors.errors import EncodingError, InputError
 
 MAX_ITEM_BYTES = 2**32 - 1
-"""Largest item a ``u32`` length can describe (FORMAT.md §2.2, DECISIONS.md D13)."""
+"""Largest item a ``u32`` length can describe (docs/format.md §2.2, docs/decisions.md D13)."""
 
 _U32 = struct.Struct("<I")
 _SINGLE = struct.Struct("<II")

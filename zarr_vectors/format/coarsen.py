@@ -1,4 +1,4 @@
-"""Per-object coarsening (FORMAT.md §8.1): bins, centroids, placement, sparsity.
+"""Per-object coarsening (docs/format.md §8.1): bins, centroids, placement, sparsity.
 
 A coarse level has one metavertex per occupied bin: the centroid of every surviving
 source vertex in that bin, whatever object it belongs to.  The work is split so that

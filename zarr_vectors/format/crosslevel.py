@@ -1,4 +1,4 @@
-"""Cross-level records and the coarse level's per-object metavertex lists (FORMAT.md §7.4, §8.1).
+"""Cross-level records and the coarse level's per-object metavertex lists (docs/format.md §7.4, §8.1).
 
 A coarse level links every surviving fine vertex to the metavertex it was folded into:
 ``+N`` records ``[fine, coarse]`` at the fine level, ``-N`` records ``[coarse, fine]`` at

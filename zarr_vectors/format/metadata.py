@@ -1,4 +1,4 @@
-"""Root and level metadata (FORMAT.md §3-4) as typed models.
+"""Root and level metadata (docs/format.md §3-4) as typed models.
 
 ``from_attributes`` applies the field rules of :mod:`zarr_vectors.format.schema` (the
 ones the validator reports) and raises :class:`MetadataError` with the document and a
@@ -138,7 +138,7 @@ class RootMetadata:
         )
 
     def bin_shape(self, level: int) -> tuple[float, ...]:
-        """A level's bin shape from its NGFF translation (= bin/2, FORMAT.md §3.2)."""
+        """A level's bin shape from its NGFF translation (= bin/2, docs/format.md §3.2)."""
         for ds in self.datasets:
             if ds.path == str(level):
                 return tuple(2.0 * t for t in ds.translation)
@@ -266,7 +266,7 @@ def _dataset(obj: Any, d: int, *, file: str, pointer: str) -> LevelTransform:
 
 @dataclass
 class LevelMetadata:
-    """``attributes.zarr_vectors_level`` of a level group (FORMAT.md §4)."""
+    """``attributes.zarr_vectors_level`` of a level group (docs/format.md §4)."""
 
     level: int
     vertex_count: int = 0

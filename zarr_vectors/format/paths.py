@@ -2,7 +2,7 @@
 
 Every ``<delta>`` and ``<offsets>`` directory name is composed and parsed here and
 nowhere else, so writers, readers and the validator agree on one spelling. Only the
-canonical spelling parses (DECISIONS.md D16): ``+0``, ``-0`` or ``+01`` would name the
+canonical spelling parses (docs/decisions.md D16): ``+0``, ``-0`` or ``+01`` would name the
 same geometry as another directory and silently split a family in two.
 """
 

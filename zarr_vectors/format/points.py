@@ -1,4 +1,4 @@
-"""Point-cloud placement: chunk and bin assignment, and per-cell payloads (FORMAT.md §8).
+"""Point-cloud placement: chunk and bin assignment, and per-cell payloads (docs/format.md §8).
 
 Pure, vectorised numpy: no I/O and no Dask here, so the same functions serve the
 single-process call and every worker of a cluster job.
@@ -37,7 +37,7 @@ def cells_and_bins(
     """C-order linear cell index in the grid and, optionally, the bin index inside the cell.
 
     Chunks are ``floor(pos / chunk_shape)`` and bins ``floor(pos / bin_shape)`` in
-    float64 (FORMAT.md §8).  Rounding at a chunk face can put a bin one step
+    float64 (docs/format.md §8).  Rounding at a chunk face can put a bin one step
     outside its chunk, so local bin coordinates are clipped.  Computed column by
     column: contiguous 1-D passes are several times faster than strided 2-D ones.
     """

@@ -1,4 +1,4 @@
-"""The root and level metadata members (FORMAT.md §3-4), each rule stated once.
+"""The root and level metadata members (docs/format.md §3-4), each rule stated once.
 
 :data:`ROOT_FIELDS` (``attributes.zarr_vectors``) and :data:`LEVEL_FIELDS`
 (``attributes.zarr_vectors_level``) give each member's JSON type, whether a conforming
@@ -109,7 +109,7 @@ ROOT_FIELDS: dict[str, Field] = _fields(
     Field("cross_level_depth", INT, minimum=-1),
     Field("cross_level_storage", ENUM, allowed=CROSS_LEVEL_STORAGES),
 )
-"""``attributes.zarr_vectors`` of the root group (FORMAT.md §3)."""
+"""``attributes.zarr_vectors`` of the root group (docs/format.md §3)."""
 
 LEVEL_FIELDS: dict[str, Field] = _fields(
     Field("level", INT, required=True, minimum=0),
@@ -124,7 +124,7 @@ LEVEL_FIELDS: dict[str, Field] = _fields(
     Field("shared_fragments", BOOL, default=False),
     Field("fragments_tile", BOOL, default=False),
 )
-"""``attributes.zarr_vectors_level`` of a level group (FORMAT.md §4)."""
+"""``attributes.zarr_vectors_level`` of a level group (docs/format.md §4)."""
 
 
 def problem(field: Field, value: Any, sid_ndim: int | None = None) -> str | None:

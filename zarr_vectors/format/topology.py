@@ -1,4 +1,4 @@
-"""Input topology of the linked kinds: checks and the records each kind stores (FORMAT.md §8).
+"""Input topology of the linked kinds: checks and the records each kind stores (docs/format.md §8).
 
 Pure numpy; indices are global input vertex indices.  Everything here runs before
 anything is written -- on the client, or per block in a check stage for records given
@@ -113,7 +113,7 @@ def depth_first_order(parents: np.ndarray) -> np.ndarray:
     """Nodes in depth-first pre-order: roots ascending, children in ascending index order.
 
     The skeleton writer stores nodes in this order so that most parent links are
-    implied by row adjacency (FORMAT.md §8).  An explicit stack over CSR children:
+    implied by row adjacency (docs/format.md §8).  An explicit stack over CSR children:
     linear in the node count.
     """
     n = len(parents)

@@ -1,4 +1,4 @@
-"""``build_pyramid``: coarser levels of a store (FORMAT.md §8.1), as a Dask graph level by level.
+"""``build_pyramid``: coarser levels of a store (docs/format.md §8.1), as a Dask graph level by level.
 
 :func:`~zarr_vectors.pyramid.plan.plan_pyramid` runs every check before anything is
 written or removed (the presence lists of the level-0 arrays the pyramid does not read

@@ -257,7 +257,7 @@ def _plan_levels(store: ZVStore, base: LevelState, factors: list[_Factor]) -> li
                 if abs(ratio - round(ratio)) > 1e-9 * max(1.0, ratio):
                     raise InputError(
                         f"level {i + 1}: bin {b:g} (parent bin x {f.coarsen:g}) does not divide chunk {c:g} on axis "
-                        f"{d}; a bin no larger than its chunk must divide it (VALIDATION.md L5). Choose a coarsening "
+                        f"{d}; a bin no larger than its chunk must divide it (docs/validation.md L5). Choose a coarsening "
                         "factor (or chunk scale) so that the chunk is a whole number of bins"
                     )
         out.append(NewLevel(i + 1, bin_shape, chunk_shape, f.sparsity))

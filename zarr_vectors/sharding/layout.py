@@ -55,7 +55,7 @@ def normalise_shard_shape(shard_shape: Any, ndim: int) -> tuple[int, ...]:
 
 
 def grid_array_paths(storage: Storage, level: int) -> list[str]:
-    """Paths of the grid arrays of one level (FORMAT.md §2.1), whatever their layout."""
+    """Paths of the grid arrays of one level (docs/format.md §2.1), whatever their layout."""
     lp = str(level)
 
     def children(rel: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""``shard_store`` / ``unshard_store``: repack every grid array of a store (FORMAT.md §9).
+"""``shard_store`` / ``unshard_store``: repack every grid array of a store (docs/format.md §9).
 
 Only grid arrays (``vertices``, ``vertex_fragments``, ``vertex_attributes/*``,
 ``fragment_attributes/*``, ``links/*/*``, ``link_fragments``,
@@ -7,7 +7,7 @@ Only grid arrays (``vertices``, ``vertex_fragments``, ``vertex_attributes/*``,
 paths, ``shape`` and every attribute (``nonempty_chunks``, ``chunk_grid_origin``, ...)
 are unchanged; the array's ``chunk_grid`` becomes the shard shape and its codec list
 one ``sharding_indexed`` codec whose inner codecs are the array's own (the store's
-compressor survives, DECISIONS.md D14).  Because the inner codecs are the array's
+compressor survives, docs/decisions.md D14).  Because the inner codecs are the array's
 own, a cell's stored bytes are moved as they are -- never decompressed -- so
 ``shard_store`` then ``unshard_store`` gives back the original files byte for byte.
 
@@ -288,7 +288,7 @@ def shard_store(
     *,
     storage_options: Mapping[str, Any] | None = None,
 ) -> ShardResult:
-    """Repack every grid array of every level into ``sharding_indexed`` shards (FORMAT.md §9).
+    """Repack every grid array of every level into ``sharding_indexed`` shards (docs/format.md §9).
 
     ``shard_shape``: cells per shard, one int for every axis or one per axis (may
     exceed an array's shape).  Arrays already sharded with that shape are left

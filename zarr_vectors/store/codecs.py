@@ -1,7 +1,7 @@
 """The codec pipelines Zarr Vectors arrays declare, as small typed objects.
 
 A grid array's pipeline is ``vlen-bytes`` optionally followed by one bytes->bytes
-compressor, or -- sharded (FORMAT.md §9) -- one ``sharding_indexed`` codec whose inner
+compressor, or -- sharded (docs/format.md §9) -- one ``sharding_indexed`` codec whose inner
 chunks (one cell each) use such a pipeline (:class:`ShardingSpec`, which also encodes
 and decodes shard objects); a typed (object-level) array's is ``bytes`` (little endian)
 optionally followed by one.  Compressors are numcodecs' implementations, which are the ones
@@ -142,7 +142,7 @@ class Pipeline:
 
 
 # ---------------------------------------------------------------------------------------
-# sharding_indexed (FORMAT.md §9)
+# sharding_indexed (docs/format.md §9)
 # ---------------------------------------------------------------------------------------
 #: The index codecs this project writes: little-endian u64 pairs, then a CRC32C.
 INDEX_CODECS: list[dict[str, Any]] = [
@@ -191,7 +191,7 @@ class ShardingSpec:
 
     ``shard_shape`` is the array's outer chunk shape (cells per shard along each axis,
     may exceed the array shape); ``inner`` is the pipeline of every inner chunk
-    (``vlen-bytes`` plus the store's compressor, DECISIONS.md D14); the index is
+    (``vlen-bytes`` plus the store's compressor, docs/decisions.md D14); the index is
     ``prod(shard_shape)`` ``(u64 offset, u64 nbytes)`` pairs in C order of inner
     position, all-ones for an empty cell, optionally followed by a CRC32C of itself,
     at the end (written) or the start (read too) of the shard object.

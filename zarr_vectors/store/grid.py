@@ -1,4 +1,4 @@
-"""Grid ("per-chunk") arrays: one vlen-bytes cell per spatial chunk (FORMAT.md §2.1).
+"""Grid ("per-chunk") arrays: one vlen-bytes cell per spatial chunk (docs/format.md §2.1).
 
 A cell is addressed by its absolute signed chunk coordinates; the array's own
 ``chunk_grid_origin`` and ``shape`` map them to a cell index and a key
@@ -6,7 +6,7 @@ A cell is addressed by its absolute signed chunk coordinates; the array's own
 array-wide ``nonempty_chunks`` list to a single reconcile step, which is what lets
 many workers write disjoint cells of one array concurrently.
 
-Sharded arrays (``sharding_indexed``, FORMAT.md §9) read transparently: cell index
+Sharded arrays (``sharding_indexed``, docs/format.md §9) read transparently: cell index
 ``i`` lives in the shard object ``c/<i // shard_shape>`` at inner entry
 ``i % shard_shape`` (C order).  Each shard's index is checked against its CRC32C.
 A read wanting at least half of a shard's present cells fetches the whole shard
@@ -37,7 +37,7 @@ MAX_CELL_BYTES = 2**32 - 1
 
 
 def sort_chunk_keys(keys: Iterable[str]) -> list[str]:
-    """``nonempty_chunks`` order: dotted keys sorted as strings (FORMAT.md §2.1)."""
+    """``nonempty_chunks`` order: dotted keys sorted as strings (docs/format.md §2.1)."""
     return sorted(set(keys))
 
 

@@ -1,4 +1,4 @@
-"""Opening and creating stores; the root group and its level groups (FORMAT.md §1, §3, §4)."""
+"""Opening and creating stores; the root group and its level groups (docs/format.md §1, §3, §4)."""
 
 from __future__ import annotations
 

@@ -150,7 +150,7 @@ def read_links(
     """Every record of ``links/<delta>/``, endpoints in input order.
 
     Enumeration order: offsets segments sorted as ASCII strings (so the all-zero intra
-    segment comes last), cells as signed integer tuples (DECISIONS.md D8), then write
+    segment comes last), cells as signed integer tuples (docs/decisions.md D8), then write
     order.  Under ``store="duplicate"`` every physical copy is returned.  An absent or
     unstamped family reads as no records.
     """

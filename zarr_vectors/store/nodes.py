@@ -1,7 +1,7 @@
 """Zarr v3 node documents (``zarr.json``): building, writing and strict reading.
 
 Every metadata read in the project goes through :func:`read_node`, i.e. through
-the strict reader of :mod:`zarr_vectors.store.strict_json` (DECISIONS.md D10).
+the strict reader of :mod:`zarr_vectors.store.strict_json` (docs/decisions.md D10).
 """
 
 from __future__ import annotations

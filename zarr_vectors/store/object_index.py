@@ -1,4 +1,4 @@
-"""A level's object index (FORMAT.md §6.7): writing layout v1, reading under the policy of D1.
+"""A level's object index (docs/format.md §6.7): writing layout v1, reading under the policy of D1.
 
 Only ``vlen_manifests_v1`` (row = id) is read by default.  ``vlen_manifests_v2``
 (rows + an ``object_ids`` table, what the reference writes) is read only when the

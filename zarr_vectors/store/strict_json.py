@@ -1,4 +1,4 @@
-"""Strict reading and writing of ``zarr.json`` documents (DECISIONS.md D10).
+"""Strict reading and writing of ``zarr.json`` documents (docs/decisions.md D10).
 
 Every ``zarr.json`` the project reads goes through :func:`check_document` or
 :func:`load_document`. Python's ``json`` module silently keeps the last of two duplicate

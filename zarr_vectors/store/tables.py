@@ -1,7 +1,7 @@
 """Object-level arrays: typed numeric tables and 1-D vlen row arrays.
 
 ``object_attributes/<n>`` and ``object_index/object_ids`` are ordinary numeric
-arrays (FORMAT.md §2.3, §6.8); ``object_index/manifests`` is a 1-D vlen array with
+arrays (docs/format.md §2.3, §6.8); ``object_index/manifests`` is a 1-D vlen array with
 many rows per chunk (§2.2, §6.7).  Chunks equal to the fill value are not stored;
 edge chunks are stored full size, padded with the fill value, as zarr does.
 """

@@ -1,6 +1,6 @@
-"""The conformance validator (spec §13, ``shared/spec/VALIDATION.md``), run as Dask graphs.
+"""The conformance validator (spec §13, docs/validation.md), run as Dask graphs.
 
-``validate(store, level=N)`` checks levels 1..N cumulatively (DECISIONS.md D7): an error at
+``validate(store, level=N)`` checks levels 1..N cumulatively (docs/decisions.md D7): an error at
 level 1 or 2 means the deeper levels are reported as not run; errors at levels 3 and 4
 do not stop levels 4 and 5.  Every rule has a stable code (``docs/validation-codes.md``);
 an exception raised while checking is itself a finding, never a silent pass.

@@ -1,6 +1,6 @@
 """The validator's findings and the catalogue of their stable codes.
 
-Every rule of ``shared/spec/VALIDATION.md`` has exactly one code here, with the level it
+Every rule of docs/validation.md has exactly one code here, with the level it
 belongs to and its severity.  Codes never change meaning; ``docs/validation-codes.md`` is
 generated from :data:`CATALOGUE` (and a test checks that the two agree).
 """
@@ -244,8 +244,8 @@ def catalogue_markdown() -> str:
         "# Validator finding codes",
         "",
         "Generated from `zarr_vectors/validation/findings.py` (a test keeps this file in step).",
-        "Each rule of `shared/spec/VALIDATION.md` has exactly one stable code. Messages are single",
-        "lines `<n>: <node path>[ cell <key>]: <failure>` (DECISIONS.md D6); `--json` and",
+        "Each rule of docs/validation.md has exactly one stable code. Messages are single",
+        "lines `<n>: <node path>[ cell <key>]: <failure>` (docs/decisions.md D6); `--json` and",
         "`ValidationResult.findings` carry the code, level, severity, node, cell and JSON pointer.",
         "",
         "| code | level | severity | rule |",

@@ -210,7 +210,7 @@ def load_model(storage: Storage, report: Report) -> StoreModel:
 class CellCodec:
     """Decodes a grid array's stored cells: ``vlen-bytes`` plus at most one compressor.
 
-    A sharded array (FORMAT.md §9) is one ``sharding_indexed`` codec whose inner chunks
+    A sharded array (docs/format.md §9) is one ``sharding_indexed`` codec whose inner chunks
     (one cell each) use such a pipeline; ``sharding`` is then its
     :class:`~zarr_vectors.store.codecs.ShardingSpec` and :meth:`payload` decodes an
     inner chunk.  The codecs are the library's own (:mod:`zarr_vectors.store.codecs`).
@@ -229,7 +229,7 @@ class CellCodec:
         if first.get("name") != "vlen-bytes":
             raise MetadataError(
                 f"codec {first.get('name')!r}: grid arrays are vlen-bytes cells (optionally compressed), or "
-                "sharding_indexed over such cells (FORMAT.md §9)",
+                "sharding_indexed over such cells (docs/format.md §9)",
                 file=file,
                 pointer="/codecs/0",
             )
@@ -248,14 +248,14 @@ class CellCodec:
 
 
 def _sharding(doc: dict[str, Any], file: str) -> ShardingSpec:
-    """The array's sharding spec, restricted to what FORMAT.md §9 writes (and this validator checks)."""
+    """The array's sharding spec, restricted to what docs/format.md §9 writes (and this validator checks)."""
     spec = ShardingSpec.from_array(doc, file=file) if isinstance(doc["codecs"][0], dict) else None
     if spec is None:
         raise MetadataError("sharding_indexed must be a codec object", file=file, pointer="/codecs/0")
     if spec.index_location != "end" or not spec.index_crc:
         raise MetadataError(
             f"shard index {'at the ' + spec.index_location if spec.index_location != 'end' else 'without a CRC32C'}: "
-            "FORMAT.md §9 shards have index_codecs [bytes (little endian), crc32c] and index_location 'end'",
+            "docs/format.md §9 shards have index_codecs [bytes (little endian), crc32c] and index_location 'end'",
             file=file,
             pointer="/codecs/0/configuration",
         )

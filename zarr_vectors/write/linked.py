@@ -1,7 +1,7 @@
 """Writers of the linked kinds -- graph, mesh, skeleton, polyline, streamline, line -- as Dask graphs.
 
 Every kind is the shared vertex stage (``graphs.vertices``) followed by one link
-stage over the records the kind stores (FORMAT.md §8):
+stage over the records the kind stores (docs/format.md §8):
 
 1. vertex owners write their cells and report where every input vertex landed;
 2. one task assembles that placement (input vertex -> chunk, chunk-local row, cell

@@ -216,7 +216,7 @@ def partition_records_by_offset(
     store: StorePolicy = "canonical",
     anchor_ratios: tuple[Sequence[int], Sequence[int]] | None = None,
 ) -> LinkPartition:
-    """Decide where every record goes (FORMAT.md §7.2, §7.4); the only place this is decided.
+    """Decide where every record goes (docs/format.md §7.2, §7.4); the only place this is decided.
 
     Args:
         chunks: ``(n, L, D)`` absolute chunk coordinates of every endpoint, input order.
@@ -253,7 +253,7 @@ def partition_records_by_offset(
             perm=placed.perm[order],
         )
     # Intra records (every endpoint in one chunk) are placed as they come, whatever the
-    # policy (FORMAT.md §7.2 rule 1), and their all-zero segment sorts after every other
+    # policy (docs/format.md §7.2 rule 1), and their all-zero segment sorts after every other
     # name; so they skip the general placement and are appended, sorted by cell.
     intra = intra_mask(c) if policy.delta == 0 and n else np.zeros(n, dtype=bool)
     cross = np.flatnonzero(~intra)

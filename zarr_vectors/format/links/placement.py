@@ -1,4 +1,4 @@
-"""Link placement: where each record is filed (FORMAT.md §7.2, §7.4), vectorised.
+"""Link placement: where each record is filed (docs/format.md §7.2, §7.4), vectorised.
 
 A record is ``L`` endpoints ``(chunk, vi)`` in input order.  Placement chooses one or
 more storage permutations sigma per record (``sigma[k]`` = input position of the
@@ -134,7 +134,7 @@ def place_records(
 ) -> Placements:
     """Every placement of ``n`` records ``chunks (n, L, D)`` / ``vi (n, L)``.
 
-    ``delta == 0`` (FORMAT.md §7.2): intra records keep input order; otherwise
+    ``delta == 0`` (docs/format.md §7.2): intra records keep input order; otherwise
     undirected canonical sorts by (chunk, vi), directed canonical keeps input order, and
     duplicate files one copy per distinct endpoint chunk.  ``delta != 0`` (§7.4): the
     source is always endpoint 0, offsets are taken against its anchor
@@ -255,7 +255,7 @@ def segment_names(offsets: np.ndarray) -> tuple[list[str], np.ndarray, list[np.n
     """The distinct offsets of ``P`` placements.
 
     Returns ``(names, segment, parsed)``: segment names sorted as ASCII strings (the
-    enumeration order of the Links page), each placement's index into ``names``, and
+    enumeration order, docs/format.md §7.5), each placement's index into ``names``, and
     the ``(L-1, D)`` offsets of every name.
     """
     count, nm1, ndim = offsets.shape
@@ -292,7 +292,7 @@ def enumeration_order(
     """Order of placements on disk: segment index, then cell as a signed int tuple, then record.
 
     The segment index must already follow the ASCII order of the names (see
-    :func:`segment_names`); cells compare numerically (DECISIONS.md D8).  When the
+    :func:`segment_names`); cells compare numerically (docs/decisions.md D8).  When the
     placements are already in ascending record order, a stable sort on (segment,
     cell) alone is enough -- a radix sort when that key fits 16 bits.
     """

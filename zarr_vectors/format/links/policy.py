@@ -185,7 +185,7 @@ def check_endpoint_deltas(endpoint_deltas: ArrayLike | None, shape: tuple[int, i
         raise ArrayError(
             f"record {i} mixes resolution levels (endpoint level deltas {d[i].tolist()}): links/"
             f"{format_delta(delta)} needs endpoint 0 at the owning level (0) and endpoints 1..L-1 all at "
-            f"level delta {delta}; a mixed-resolution record cannot be expressed (Links page, "
+            f"level delta {delta}; a mixed-resolution record cannot be expressed (docs/format.md §7.4, "
             "'Mixed-resolution records - current limitation')"
         )
 

@@ -69,7 +69,7 @@ def array_spec(model: StoreModel, path: str) -> ArraySpec | None:
 
 
 # ---------------------------------------------------------------------------
-# sharded arrays (FORMAT.md §9): the present cells come from the shard indexes
+# sharded arrays (docs/format.md §9): the present cells come from the shard indexes
 # ---------------------------------------------------------------------------
 def load_shards(model: StoreModel, out: list[Finding]) -> None:
     """Read every shard index of every sharded grid array (one concurrent batch of suffix reads) into
