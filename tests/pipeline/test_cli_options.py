@@ -106,7 +106,7 @@ def test_store_commands_run_on_the_cluster_given(tmp_path, cli, scheduler, local
         assert "dask dashboard: http" in run.err
     ran = {str(t["key"][0] if isinstance(t["key"], tuple) else t["key"]).rsplit("-", 1)[0].rsplit("-", 4)[0]
            for t in local_cluster.get_task_stream(start=start)}
-    assert {"_bin_group", "_pack_task", "decode_manifest_chunk"} <= ran, sorted(ran)
+    assert {"bin_group", "_pack_task", "decode_manifest_chunk"} <= ran, sorted(ran)
     assert len(zv.read(str(out), level=1)) > 0 and validate(str(out), 5).ok
 
 
