@@ -45,6 +45,13 @@ DEFAULTS: dict[str, Any] = {
         "io": {
             "threads": 16,  # concurrent object requests of one process
         },
+        # bounds on what a store may make a reader do; a store is data from elsewhere
+        "limits": {
+            # no single cell, shard or document decodes to more than this many bytes
+            "max-decoded-bytes": 4 * 1024 * MIB,
+            # a declared shape or count asking for more chunks/blocks than this is refused
+            "max-declared-chunks": 1 << 24,
+        },
         # zv build's input tables.  A partition is read whole by one task and the writers'
         # per-block passes hold a few times its size, so it must stay a small fraction of a
         # worker's memory (dask's 256 MiB Parquet default put a 20M-point file in one

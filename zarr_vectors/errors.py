@@ -58,6 +58,34 @@ class ValidationFailedError(ZarrVectorsError):
     """A store that had to pass validation (a job's validate stage) has errors; they are listed."""
 
 
+class StorageObjectError(ZarrVectorsError, OSError):
+    """A storage object that may not be read: a symlink, a FIFO, a device, a directory
+    where a file belongs, or a path leading outside the store.
+
+    Stores are data from elsewhere; following a link or opening a special file could read
+    outside the store or block forever, so the storage layer refuses before opening.
+    ``key`` is the object's key in the store.
+    """
+
+    def __init__(self, message: str, *, key: str = "") -> None:
+        self.key = key
+        super().__init__(f"{key}: {message}" if key else message)
+
+
+class ResourceLimitError(ZarrVectorsError, ValueError):
+    """Decoding or planning would exceed a bound: a cell inflating past its expected size
+    or the ``zarr_vectors.limits.*`` ceiling, a declared shape or count too large to honour.
+    """
+
+
+class InconsistentStoreError(ZarrVectorsError, ValueError):
+    """The store's parts disagree where a reader relies on them: a vertex index out of
+    range, a row count that differs from the one recorded, a cell listed twice.
+
+    The message names the node and the cell; ``validate()`` reports the same defect as a finding.
+    """
+
+
 class PresenceMismatchError(ArrayError):
     """A grid array's ``nonempty_chunks`` does not list exactly the cells on storage.
 
