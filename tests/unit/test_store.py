@@ -341,7 +341,8 @@ def test_vlen_rows_pad_last_chunk(tmp_path):
     write_vlen_rows(store.storage, "0/v", rows, compressor=None, chunk_rows=2)
     last = (tmp_path / "s.zv/0/v/c/2").read_bytes()
     assert last == struct.pack("<II", 2, 1) + b"e" + struct.pack("<I", 0)  # padded with a zero-length item
-    assert read_vlen_rows(store.storage, "0/v") == rows
+    stored = read_vlen_rows(store.storage, "0/v")
+    assert stored.num_rows == 5 and stored.rows == rows and stored.row_numbers.tolist() == [0, 1, 2, 3, 4]
 
 
 # ---------------------------------------------------------------------------

@@ -15,13 +15,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from zarr_vectors.errors import EncodingError, InputError
+from zarr_vectors import config
+from zarr_vectors.errors import EncodingError, InputError, ResourceLimitError
 
 MODE_SINGLE = 0
 MODE_RANGE = 1
 MODE_EXPLICIT = 2
 _FRAGMENT_LIMIT = 2**32
 """Fragment indices address a cell's FragmentIndex, whose F is a u32."""
+_MAX_SID_NDIM = (2**31 - 1 - 9) // 8
+"""Largest sid_ndim whose mode-0 block record (coords, mode, fragment) numpy can describe."""
 
 _U32 = struct.Struct("<I")
 _I64 = struct.Struct("<q")
@@ -60,14 +63,32 @@ def _check_fragments(frags: np.ndarray, block: int | None) -> None:
         raise EncodingError(f"manifest: block {where} names fragment {int(frags[i])}, outside [0, 2**32)")
 
 
-def decode_manifest(buf: bytes | memoryview, sid_ndim: int) -> list[ManifestBlock]:
+def _check_sid_ndim(sid_ndim: object) -> None:
+    """A decoder's sid_ndim: an integer >= 1 small enough for a block record to be a numpy type."""
+    if not isinstance(sid_ndim, int) or isinstance(sid_ndim, bool) or not 1 <= sid_ndim <= _MAX_SID_NDIM:
+        raise InputError(f"manifest: sid_ndim must be an integer in [1, {_MAX_SID_NDIM}], got {sid_ndim!r}")
+
+
+def fragment_budget(sid_ndim: int) -> int:
+    """Most fragments a decode may expand to: ``zarr_vectors.limits.max-decoded-bytes`` over the
+    bytes :func:`decode_manifest_table` spends on each (its row, chunk coords and index, int64).
+
+    A mode-1 block names ``count`` fragments in 16 bytes, so the stored bytes bound nothing:
+    this does, before anything is allocated.
+    """
+    return int(config.get("limits.max-decoded-bytes")) // (8 * (2 + sid_ndim))
+
+
+def decode_manifest(buf: bytes | memoryview, sid_ndim: int, *, max_fragments: int | None = None) -> list[ManifestBlock]:
     """Blocks of one manifest row, in order; anything but an exact, valid row raises.
 
     Rows made only of mode-0 blocks (all the reference writes) are decoded in one
-    vectorised pass; other rows are walked block by block.
+    vectorised pass; other rows are walked block by block.  Expanded mode-1/2 blocks may
+    name at most ``max_fragments`` fragments in all (default :func:`fragment_budget`):
+    more raises ResourceLimitError before the expansion is allocated.
     """
-    if sid_ndim < 1:
-        raise InputError(f"manifest: sid_ndim must be >= 1, got {sid_ndim}")
+    _check_sid_ndim(sid_ndim)
+    budget = fragment_budget(sid_ndim) if max_fragments is None else max_fragments
     mv = memoryview(buf).cast("B")
     size = len(mv)
     if size < 4:
@@ -114,6 +135,11 @@ def decode_manifest(buf: bytes | memoryview, sid_ndim: int) -> list[ManifestBloc
                 raise EncodingError(
                     f"manifest: block {b} (mode 1) run {start}..{start + count - 1} is outside [0, 2**32)"
                 )
+            if count > budget:
+                raise ResourceLimitError(
+                    f"manifest: block {b} (mode 1) names {count} fragments, more than the {budget} "
+                    "zarr_vectors.limits.max-decoded-bytes leaves for this decode"
+                )
             frags = np.arange(start, start + count, dtype=np.int64)
         elif mode == MODE_EXPLICIT:
             if pos + 4 > size:
@@ -124,11 +150,17 @@ def decode_manifest(buf: bytes | memoryview, sid_ndim: int) -> list[ManifestBloc
                 raise EncodingError(
                     f"manifest: block {b} (mode 2) lists {n} fragments, only {size - pos} bytes remain"
                 )
+            if n > budget:
+                raise ResourceLimitError(
+                    f"manifest: block {b} (mode 2) lists {n} fragments, more than the {budget} "
+                    "zarr_vectors.limits.max-decoded-bytes leaves for this decode"
+                )
             frags = np.frombuffer(mv[pos : pos + 8 * n], "<i8").astype(np.int64)
             pos += 8 * n
         else:
             raise EncodingError(f"manifest: block {b} has unknown mode {mode}")
         _check_fragments(frags, b)
+        budget -= len(frags)
         blocks.append(ManifestBlock(chunk, frags, mode))
     if pos != size:
         last = f"block {num_blocks - 1}" if num_blocks else "the block count"
@@ -240,11 +272,15 @@ def _mode0_blocks(
     if long_enough.any():
         head = starts[long_enough][:, None] + np.arange(4)
         counts[long_enough] = buf[head].copy().view("<u4").astype(np.int64).ravel()
-    fast = long_enough & (lens == 4 + counts * rec.itemsize)
+    body = np.maximum(lens - 4, 0)  # by division: counts * itemsize may wrap int64 for a hostile count
+    fast = long_enough & (body % rec.itemsize == 0) & (body // rec.itemsize == counts)
     block_row = np.repeat(np.flatnonzero(fast), counts[fast])
     within = np.arange(block_row.size) - np.repeat(np.cumsum(counts[fast]) - counts[fast], counts[fast])
     pos = np.repeat(starts[fast] + 4, counts[fast]) + within * rec.itemsize
-    blocks = buf[pos[:, None] + np.arange(rec.itemsize)].copy().view(rec).ravel()
+    if pos.size:
+        blocks = buf[pos[:, None] + np.arange(rec.itemsize)].copy().view(rec).ravel()
+    else:  # no block: nothing to gather (a record may be wide, an empty gather still allocates its width)
+        blocks = np.zeros(0, dtype=rec)
     bad_mode = blocks["mode"] != MODE_SINGLE
     if bad_mode.any():  # mixed-mode rows: left to the exact decoder
         fast[np.unique(block_row[bad_mode])] = False
@@ -264,13 +300,18 @@ def decode_manifest_table(
     decoded together in one vectorised pass; any other row goes through
     :func:`decode_manifest`, so the checks are the same.
     """
-    if sid_ndim < 1:
-        raise InputError(f"manifest: sid_ndim must be >= 1, got {sid_ndim}")
+    _check_sid_ndim(sid_ndim)
     fast, _, block_row, blocks = _mode0_blocks(rows, sid_ndim)
     if not fast.all():
         parts_row, parts_chunk, parts_frag = [block_row], [blocks["chunk"].reshape(-1, sid_ndim)], [blocks["fragment"]]
+        budget = fragment_budget(sid_ndim) - len(blocks)
         for r in np.flatnonzero(~fast).tolist():
-            for b in decode_manifest(rows[r], sid_ndim):
+            try:
+                decoded = decode_manifest(rows[r], sid_ndim, max_fragments=budget)
+            except ResourceLimitError as exc:
+                raise ResourceLimitError(f"manifest row {r}: {exc}") from None
+            budget -= sum(len(b.fragments) for b in decoded)
+            for b in decoded:
                 parts_row.append(np.full(len(b.fragments), r, dtype=np.int64))
                 parts_chunk.append(np.repeat(np.asarray([b.chunk], dtype=np.int64), len(b.fragments), axis=0))
                 parts_frag.append(np.asarray(b.fragments, dtype=np.int64))
@@ -305,6 +346,7 @@ def summarize_manifest_rows(rows: Sequence[bytes], sid_ndim: int, *, first_row: 
     Mode-0 rows are summarised in one vectorised pass, any other row through
     :func:`decode_manifest`.
     """
+    _check_sid_ndim(sid_ndim)
     out = ManifestSummary()
     fast, counts, block_row, blocks = _mode0_blocks(rows, sid_ndim)
     out.nonempty = int(np.count_nonzero(counts[fast] > 0))
@@ -318,7 +360,7 @@ def summarize_manifest_rows(rows: Sequence[bytes], sid_ndim: int, *, first_row: 
     for r in np.flatnonzero(~fast).tolist():
         try:
             decoded = decode_manifest(rows[r], sid_ndim)
-        except EncodingError as exc:
+        except (EncodingError, ResourceLimitError) as exc:
             out.problems.append(f"row {first_row + r}: {exc}")
             continue
         if decoded:
