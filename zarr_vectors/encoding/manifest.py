@@ -23,7 +23,7 @@ MODE_RANGE = 1
 MODE_EXPLICIT = 2
 _FRAGMENT_LIMIT = 2**32
 """Fragment indices address a cell's FragmentIndex, whose F is a u32."""
-_MAX_SID_NDIM = (2**31 - 1 - 9) // 8
+MAX_SID_NDIM = (2**31 - 1 - 9) // 8
 """Largest sid_ndim whose mode-0 block record (coords, mode, fragment) numpy can describe."""
 
 _U32 = struct.Struct("<I")
@@ -65,8 +65,8 @@ def _check_fragments(frags: np.ndarray, block: int | None) -> None:
 
 def _check_sid_ndim(sid_ndim: object) -> None:
     """A decoder's sid_ndim: an integer >= 1 small enough for a block record to be a numpy type."""
-    if not isinstance(sid_ndim, int) or isinstance(sid_ndim, bool) or not 1 <= sid_ndim <= _MAX_SID_NDIM:
-        raise InputError(f"manifest: sid_ndim must be an integer in [1, {_MAX_SID_NDIM}], got {sid_ndim!r}")
+    if not isinstance(sid_ndim, int) or isinstance(sid_ndim, bool) or not 1 <= sid_ndim <= MAX_SID_NDIM:
+        raise InputError(f"manifest: sid_ndim must be an integer in [1, {MAX_SID_NDIM}], got {sid_ndim!r}")
 
 
 def fragment_budget(sid_ndim: int) -> int:
