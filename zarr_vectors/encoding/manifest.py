@@ -91,15 +91,7 @@ def decode_manifest(buf: bytes | memoryview, sid_ndim: int, *, max_fragments: in
     budget = fragment_budget(sid_ndim) if max_fragments is None else max_fragments
     mv = memoryview(buf).cast("B")
     size = len(mv)
-    if size < 4:
-        raise EncodingError(f"manifest: {size} bytes, shorter than the 4-byte block count")
-    (num_blocks,) = _U32.unpack_from(mv, 0)
-    coords_bytes = 8 * sid_ndim
-    if 4 + num_blocks * (coords_bytes + 5) > size:
-        raise EncodingError(
-            f"manifest: truncated: {num_blocks} blocks need at least "
-            f"{4 + num_blocks * (coords_bytes + 5)} bytes, row has {size}"
-        )
+    num_blocks = _block_count(mv, sid_ndim)
     mode0 = _mode0_dtype(sid_ndim)
     if size == 4 + num_blocks * mode0.itemsize:
         rec = np.frombuffer(mv[4:], dtype=mode0)
@@ -110,8 +102,44 @@ def decode_manifest(buf: bytes | memoryview, sid_ndim: int, *, max_fragments: in
                 ManifestBlock(tuple(c), frags[b : b + 1], MODE_SINGLE)
                 for b, c in enumerate(rec["chunk"].tolist())
             ]
-    coords = struct.Struct(f"<{sid_ndim}q")
     blocks: list[ManifestBlock] = []
+    for b, (chunk, mode, named) in enumerate(_walk_row(mv, sid_ndim, num_blocks)):
+        count = named[1] if isinstance(named, tuple) else len(named)
+        if count > budget:
+            raise ResourceLimitError(
+                f"manifest: block {b} (mode {mode}) names {count} fragments, more than the {budget} "
+                "zarr_vectors.limits.max-decoded-bytes leaves for this decode"
+            )
+        budget -= count
+        frags = np.arange(named[0], named[0] + count, dtype=np.int64) if isinstance(named, tuple) else named
+        blocks.append(ManifestBlock(chunk, frags, mode))
+    return blocks
+
+
+def _block_count(mv: memoryview, sid_ndim: int) -> int:
+    """A row's block count, checked against the bytes the row has (every block takes at least 8D + 9)."""
+    size = len(mv)
+    if size < 4:
+        raise EncodingError(f"manifest: {size} bytes, shorter than the 4-byte block count")
+    (num_blocks,) = _U32.unpack_from(mv, 0)
+    if 4 + num_blocks * (8 * sid_ndim + 5) > size:
+        raise EncodingError(
+            f"manifest: truncated: {num_blocks} blocks need at least "
+            f"{4 + num_blocks * (8 * sid_ndim + 5)} bytes, row has {size}"
+        )
+    return num_blocks
+
+
+def _walk_row(
+    mv: memoryview, sid_ndim: int, num_blocks: int
+) -> list[tuple[tuple[int, ...], int, np.ndarray | tuple[int, int]]]:
+    """Every block of a row, checked, unexpanded: ``(chunk, mode, fragments)`` where a mode-1
+    run stays ``(start, count)`` -- 16 bytes may name 2**32 fragments, so nothing is expanded here.
+    """
+    size = len(mv)
+    coords_bytes = 8 * sid_ndim
+    coords = struct.Struct(f"<{sid_ndim}q")
+    blocks: list[tuple[tuple[int, ...], int, np.ndarray | tuple[int, int]]] = []
     pos = 4
     for b in range(num_blocks):
         if pos + coords_bytes + 1 > size:
@@ -119,10 +147,11 @@ def decode_manifest(buf: bytes | memoryview, sid_ndim: int, *, max_fragments: in
         chunk = coords.unpack_from(mv, pos)
         mode = mv[pos + coords_bytes]
         pos += coords_bytes + 1
+        named: np.ndarray | tuple[int, int]
         if mode == MODE_SINGLE:
             if pos + 8 > size:
                 raise EncodingError(f"manifest: truncated in the fragment of block {b} (mode 0)")
-            frags = np.array(_I64.unpack_from(mv, pos), dtype=np.int64)
+            named = np.array(_I64.unpack_from(mv, pos), dtype=np.int64)
             pos += 8
         elif mode == MODE_RANGE:
             if pos + 16 > size:
@@ -135,12 +164,7 @@ def decode_manifest(buf: bytes | memoryview, sid_ndim: int, *, max_fragments: in
                 raise EncodingError(
                     f"manifest: block {b} (mode 1) run {start}..{start + count - 1} is outside [0, 2**32)"
                 )
-            if count > budget:
-                raise ResourceLimitError(
-                    f"manifest: block {b} (mode 1) names {count} fragments, more than the {budget} "
-                    "zarr_vectors.limits.max-decoded-bytes leaves for this decode"
-                )
-            frags = np.arange(start, start + count, dtype=np.int64)
+            named = (start, count)
         elif mode == MODE_EXPLICIT:
             if pos + 4 > size:
                 raise EncodingError(f"manifest: truncated in the count of block {b} (mode 2)")
@@ -150,18 +174,13 @@ def decode_manifest(buf: bytes | memoryview, sid_ndim: int, *, max_fragments: in
                 raise EncodingError(
                     f"manifest: block {b} (mode 2) lists {n} fragments, only {size - pos} bytes remain"
                 )
-            if n > budget:
-                raise ResourceLimitError(
-                    f"manifest: block {b} (mode 2) lists {n} fragments, more than the {budget} "
-                    "zarr_vectors.limits.max-decoded-bytes leaves for this decode"
-                )
-            frags = np.frombuffer(mv[pos : pos + 8 * n], "<i8").astype(np.int64)
+            named = np.frombuffer(mv[pos : pos + 8 * n], "<i8").astype(np.int64)
             pos += 8 * n
         else:
             raise EncodingError(f"manifest: block {b} has unknown mode {mode}")
-        _check_fragments(frags, b)
-        budget -= len(frags)
-        blocks.append(ManifestBlock(chunk, frags, mode))
+        if not isinstance(named, tuple):
+            _check_fragments(named, b)
+        blocks.append((chunk, mode, named))
     if pos != size:
         last = f"block {num_blocks - 1}" if num_blocks else "the block count"
         raise EncodingError(f"manifest: {size - pos} trailing bytes after {last}")
@@ -358,16 +377,21 @@ def summarize_manifest_rows(rows: Sequence[bytes], sid_ndim: int, *, first_row: 
             out.problems.append(f"row {first_row + int(block_row[i])} names negative fragment {int(frags[i])}")
         _merge_max(out.max_fragment, blocks["chunk"].reshape(len(blocks), sid_ndim), frags, block_row + first_row)
     for r in np.flatnonzero(~fast).tolist():
+        mv = memoryview(rows[r]).cast("B")
         try:
-            decoded = decode_manifest(rows[r], sid_ndim)
-        except (EncodingError, ResourceLimitError) as exc:
+            walked = _walk_row(mv, sid_ndim, _block_count(mv, sid_ndim))
+        except EncodingError as exc:
             out.problems.append(f"row {first_row + r}: {exc}")
             continue
-        if decoded:
+        if walked:
             out.nonempty += 1
-        for b in decoded:
-            if len(b.fragments):
-                _merge_max(out.max_fragment, np.asarray([b.chunk], dtype=np.int64), np.asarray([b.fragments.max()]),
+        for chunk, _, named in walked:  # the largest fragment of a run is its end: nothing is expanded
+            if isinstance(named, tuple):
+                top = named[0] + named[1] - 1 if named[1] else None
+            else:
+                top = int(named.max()) if len(named) else None
+            if top is not None:
+                _merge_max(out.max_fragment, np.asarray([chunk], dtype=np.int64), np.asarray([top]),
                            np.asarray([first_row + r]))
     return out
 

@@ -34,6 +34,7 @@ _SKIPPABLE_MAGIC = 0x184D2A50
 _DID_BYTES = (0, 1, 2, 4)
 _FCS_BYTES = (0, 2, 4, 8)
 _BLOSC_HEADER = struct.Struct("<BBBBIII")
+_STEP = 32 << 20  # streamed output is produced in steps of this size, each checked against the limit
 
 
 def too_large(where: str, limit: int, what: str = "decodes to") -> ResourceLimitError:
@@ -118,24 +119,30 @@ def inflate_zstd(data: bytes | memoryview, limit: int, where: str) -> bytes:
 
 
 def _stream_zstd(data: bytes | memoryview, limit: int, where: str) -> bytes:
-    """Frames without a content size, decoded frame by frame with a maximum output."""
-    parts: list[bytes] = []
-    produced = 0
+    """Frames without a content size, decoded frame by frame in steps, at most ``limit`` bytes."""
+    out = bytearray()
     rest: bytes | memoryview = data
     while rest:
         frame = _zstd_stream.ZstdDecompressor()
-        try:
-            out = frame.decompress(rest, max_length=limit - produced + 1)
-        except _zstd_stream.ZstdError as exc:
-            raise EncodingError(f"zstd: {exc}") from None
-        produced += len(out)
-        if produced > limit:
-            raise too_large(where, limit)
-        if not frame.eof:
-            raise EncodingError("zstd: truncated frame (the input ends inside it)")
-        parts.append(out)
+        pending = rest
+        while not frame.eof:
+            try:
+                piece = frame.decompress(pending, max_length=min(_STEP, limit - len(out) + 1))
+            except _zstd_stream.ZstdError as exc:
+                raise EncodingError(f"zstd: {exc}") from None
+            _grow(out, piece, limit, where)
+            if not piece and not frame.eof and (frame.needs_input or not pending):
+                raise EncodingError("zstd: truncated frame (the input ends inside it)")
+            pending = b""
         rest = frame.unused_data
-    return b"".join(parts) if len(parts) != 1 else parts[0]
+    return bytes(out)
+
+
+def _grow(out: bytearray, piece: bytes, limit: int, where: str) -> None:
+    """Append one step's output, refusing it past ``limit`` (so a bomb costs at most the limit plus a step)."""
+    out += piece
+    if len(out) > limit:
+        raise too_large(where, limit)
 
 
 # ---------------------------------------------------------------------------------------
@@ -147,29 +154,30 @@ def inflate_gzip(data: bytes | memoryview, limit: int, where: str) -> bytes:
     Accepts exactly what numcodecs' GZip (Python's gzip module) accepts: one or more
     members, zero padding after a member, nothing else (an empty input is empty).
     """
-    parts: list[bytes] = []
-    produced = 0
+    out = bytearray()
     rest = bytes(data)
     while rest:
         member = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
-            out = member.decompress(rest, limit - produced + 1)
-        except zlib.error as exc:
-            raise EncodingError(f"gzip: {exc}") from None
-        produced += len(out)
-        if produced > limit:
-            raise too_large(where, limit)
-        if not member.eof:
-            raise EncodingError("gzip: truncated member (the input ends inside it)")
-        parts.append(out)
+        pending = rest
+        while not member.eof:
+            try:
+                piece = member.decompress(pending, min(_STEP, limit - len(out) + 1))
+            except zlib.error as exc:
+                raise EncodingError(f"gzip: {exc}") from None
+            _grow(out, piece, limit, where)
+            pending = member.unconsumed_tail
+            if not piece and not pending and not member.eof:
+                raise EncodingError("gzip: truncated member (the input ends inside it)")
         rest = member.unused_data.lstrip(b"\0")
-    return b"".join(parts) if len(parts) != 1 else parts[0]
+    return bytes(out)
 
 
 # ---------------------------------------------------------------------------------------
 # blosc
 # ---------------------------------------------------------------------------------------
-def inflate_blosc(data: bytes | memoryview, limit: int, where: str, decode: Callable[[bytes | memoryview], Any]) -> bytes:
+def inflate_blosc(
+    data: bytes | memoryview, limit: int, where: str, decode: Callable[[bytes | memoryview], Any]
+) -> bytes:
     """A blosc buffer decoded by ``decode`` (numcodecs), after its header is checked.
 
     blosc allocates the uncompressed size its 16-byte header declares, so that size is

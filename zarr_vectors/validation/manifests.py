@@ -79,7 +79,9 @@ def decode_manifest_chunk(
     return out
 
 
-def manifest_jobs(model: StoreModel, number: int) -> tuple[list[tuple[str, str, int, dict[str, Any], int]], list[Finding]]:
+def manifest_jobs(
+    model: StoreModel, number: int
+) -> tuple[list[tuple[str, str, int, dict[str, Any], int]], list[Finding]]:
     """(path, key, chunk index, doc, sid_ndim) for every *stored* manifests chunk of a level, and the
     findings about the array's declared grid.
 
@@ -100,7 +102,8 @@ def manifest_jobs(model: StoreModel, number: int) -> tuple[list[tuple[str, str, 
     grid = doc.get("chunk_grid", {}).get("configuration", {}).get("chunk_shape") if isinstance(
         doc.get("chunk_grid"), dict) else None
     if not (isinstance(shape, list) and len(shape) == 1 and isinstance(grid, list) and len(grid) == 1
-            and is_int(shape[0]) and shape[0] >= 0 and is_int(grid[0]) and grid[0] >= 1) or not 1 <= sid <= MAX_SID_NDIM:
+            and is_int(shape[0]) and shape[0] >= 0 and is_int(grid[0]) and grid[0] >= 1
+            and 1 <= sid <= MAX_SID_NDIM):
         return [], [make("L1_MANIFEST_UNDECODABLE", path, "manifests must be a 1-D variable_length_bytes array "
                          "chunked along its rows, and object_index needs sid_ndim")]
     n_chunks = -(-shape[0] // grid[0])
