@@ -402,3 +402,16 @@ def test_cross_level_depth_2_31_does_not_loop_to_the_depth(copy_store: Callable[
     assert any("needs links/+2 at level 0" in f.message for f in storage), result.summary()  # levels 0 and 2
     assert not [f for f in result.findings if f.code.endswith("_CHECK_CRASHED")]
     assert len(zv.read(str(store), level=2).positions) > 0  # the reader never loops on the depth
+
+
+def test_link_fragment_groups_are_one_bounded_pass() -> None:
+    """A flat link cell's groups come from one expansion (was one O(F) scan per fragment, O(F^2) in all)."""
+    index = FragmentIndex.from_fragments([(0, 3), [5, 2, 9], (3, 0), [1]])
+    assert [g.tolist() for g in index.fragment_rows()] == [index.rows(f).tolist() for f in range(4)]
+    many = FragmentIndex.from_counts(np.ones(200_000, np.int64))
+    start = time.monotonic()
+    assert len(many.fragment_rows()) == 200_000
+    assert time.monotonic() - start < 5
+    overlapping = FragmentIndex.from_ranges(np.zeros(100, np.int64), np.full(100, 10**6, np.int64))
+    with dask.config.set(SMALL), pytest.raises(ResourceLimitError):
+        overlapping.fragment_rows()

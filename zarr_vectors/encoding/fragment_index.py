@@ -222,6 +222,12 @@ class FragmentIndex:
         rows[explicit] = self.csr_indices[rows[explicit]]
         return frag_ids, rows
 
+    def fragment_rows(self) -> list[np.ndarray]:
+        """Row indices of every fragment, in order: :meth:`rows` of each, in one bounded pass."""
+        _, rows = self.expand()
+        ends = np.cumsum(self.row_counts()).tolist()
+        return [rows[a:b] for a, b in zip([0, *ends[:-1]], ends)]
+
     def max_row(self) -> int:
         """Largest row any fragment selects, -1 when none (rows must lie in the cell)."""
         best = -1
