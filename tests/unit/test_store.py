@@ -23,7 +23,7 @@ from zarr_vectors.errors import (
     StoreNotFoundError,
 )
 from zarr_vectors.store.backend import FsspecStorage, LocalStorage, MemoryStorage, RangeRequest, Storage
-from zarr_vectors.store.codecs import compressor_config
+from zarr_vectors.store.codecs import ZSTD_DEFAULT, compressor_config
 from zarr_vectors.store.grid import GridArray
 from zarr_vectors.store.tables import read_table, read_vlen_rows, write_table, write_vlen_rows
 
@@ -393,3 +393,22 @@ def test_storage_ranges_moves_and_deletes(tmp_path, where):
         assert storage.list_files("") == ["b/c/0"] and storage.list_dir("") == ["b"]
     finally:
         storage.delete_prefix("")
+
+
+def test_tables_with_many_chunks_read_the_stored_chunks_found_by_listing(tmp_path):
+    """More than a few declared chunks: one listing names the stored ones (fill chunks are not stored)."""
+    store = make_store(tmp_path / "s.zv")
+    data = np.zeros((300, 2), dtype=np.int16)
+    data[::4] = np.arange(1, 76, dtype=np.int16)[:, None]
+    write_table(store.storage, "0/t", data, fill_value=0, attributes={}, compressor=ZSTD_DEFAULT, chunk_rows=3)
+    stored = sorted((tmp_path / "s.zv/0/t/c").iterdir())
+    assert 64 < len(stored) < 100  # chunks of three zero rows are not written
+    (tmp_path / "s.zv/0/t/c/stray").write_bytes(b"x")  # not a chunk of the array: not part of it
+    (tmp_path / "s.zv/0/t/c/500").mkdir()
+    (tmp_path / "s.zv/0/t/c/500/0").write_bytes(b"x")  # outside the declared grid
+    values, _ = read_table(store.storage, "0/t")
+    np.testing.assert_array_equal(values, data)
+    rows = [bytes([i % 251]) * (i % 5 + 1) for i in range(200)]
+    write_vlen_rows(store.storage, "0/v", rows, compressor=ZSTD_DEFAULT, chunk_rows=2)
+    got = read_vlen_rows(store.storage, "0/v")
+    assert got.num_rows == 200 and got.rows == rows and got.row_numbers.tolist() == list(range(200))
