@@ -19,6 +19,7 @@ from zarr_vectors.errors import (
     ArrayError,
     InputError,
     MetadataError,
+    ResourceLimitError,
     StoreExistsError,
     StoreNotFoundError,
 )
@@ -297,6 +298,28 @@ def test_grid_array_codecs_round_trip(tmp_path, compressor):
     assert GridArray.open(store.storage, "0/a").read_cell((0, 0)) == payload
     raw = (tmp_path / "s.zv/0/a/c/0/0").read_bytes()
     assert (raw == struct.pack("<II", 1, len(payload)) + payload) == (config is None)
+
+
+@pytest.mark.parametrize(("compressor", "sharded"), [("zstd", False), ("blosc", False), ("none", False),
+                                                     ("zstd", True)])
+def test_grid_cells_decode_within_the_callers_payload_limit(tmp_path, compressor, sharded):
+    """A caller that knows a cell's rows bounds its decode: one byte over is refused, naming the cell."""
+    from zarr_vectors.store.grid import read_cells_many
+
+    store = make_store(tmp_path / "s.zv")
+    grid = GridArray.create(store.storage, "0/a", shape=(2, 2), origin=(0, 0), attributes={},
+                            compressor=compressor_config(compressor))
+    payload = bytes(range(256)) * 40
+    grid.write_cells({(0, 0): payload, (1, 1): b"x"})
+    if sharded:
+        zv.shard_store(str(tmp_path / "s.zv"), 2)
+    grid = GridArray.open(store.storage, "0/a")
+    assert grid.read_cells([(0, 0)], max_payload_bytes=len(payload)) == [payload]
+    with pytest.raises(ResourceLimitError, match=rf"0/a/c/0/0.*: .*more than {len(payload) + 7} bytes"):
+        grid.read_cells([(0, 0)], max_payload_bytes=len(payload) - 1)
+    assert read_cells_many([(grid, (0, 0)), (grid, (1, 1))], max_payload_bytes=[None, 1]) == [payload, b"x"]
+    with pytest.raises(InputError, match="1 payload limits for 2 cells"):
+        read_cells_many([(grid, (0, 0)), (grid, (1, 1))], max_payload_bytes=[1])
 
 
 def test_grid_array_refuses_unknown_codec(tmp_path):
