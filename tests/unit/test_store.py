@@ -19,11 +19,12 @@ from zarr_vectors.errors import (
     ArrayError,
     InputError,
     MetadataError,
+    ResourceLimitError,
     StoreExistsError,
     StoreNotFoundError,
 )
 from zarr_vectors.store.backend import FsspecStorage, LocalStorage, MemoryStorage, RangeRequest, Storage
-from zarr_vectors.store.codecs import compressor_config
+from zarr_vectors.store.codecs import ZSTD_DEFAULT, compressor_config
 from zarr_vectors.store.grid import GridArray
 from zarr_vectors.store.tables import read_table, read_vlen_rows, write_table, write_vlen_rows
 
@@ -299,6 +300,28 @@ def test_grid_array_codecs_round_trip(tmp_path, compressor):
     assert (raw == struct.pack("<II", 1, len(payload)) + payload) == (config is None)
 
 
+@pytest.mark.parametrize(("compressor", "sharded"), [("zstd", False), ("blosc", False), ("none", False),
+                                                     ("zstd", True)])
+def test_grid_cells_decode_within_the_callers_payload_limit(tmp_path, compressor, sharded):
+    """A caller that knows a cell's rows bounds its decode: one byte over is refused, naming the cell."""
+    from zarr_vectors.store.grid import read_cells_many
+
+    store = make_store(tmp_path / "s.zv")
+    grid = GridArray.create(store.storage, "0/a", shape=(2, 2), origin=(0, 0), attributes={},
+                            compressor=compressor_config(compressor))
+    payload = bytes(range(256)) * 40
+    grid.write_cells({(0, 0): payload, (1, 1): b"x"})
+    if sharded:
+        zv.shard_store(str(tmp_path / "s.zv"), 2)
+    grid = GridArray.open(store.storage, "0/a")
+    assert grid.read_cells([(0, 0)], max_payload_bytes=len(payload)) == [payload]
+    with pytest.raises(ResourceLimitError, match=rf"0/a/c/0/0.*: .*more than {len(payload) + 7} bytes"):
+        grid.read_cells([(0, 0)], max_payload_bytes=len(payload) - 1)
+    assert read_cells_many([(grid, (0, 0)), (grid, (1, 1))], max_payload_bytes=[None, 1]) == [payload, b"x"]
+    with pytest.raises(InputError, match="1 payload limits for 2 cells"):
+        read_cells_many([(grid, (0, 0)), (grid, (1, 1))], max_payload_bytes=[1])
+
+
 def test_grid_array_refuses_unknown_codec(tmp_path):
     store = make_store(tmp_path / "s.zv")
     GridArray.create(store.storage, "0/a", shape=(1, 1), origin=(0, 0), attributes={}, compressor=None)
@@ -341,7 +364,8 @@ def test_vlen_rows_pad_last_chunk(tmp_path):
     write_vlen_rows(store.storage, "0/v", rows, compressor=None, chunk_rows=2)
     last = (tmp_path / "s.zv/0/v/c/2").read_bytes()
     assert last == struct.pack("<II", 2, 1) + b"e" + struct.pack("<I", 0)  # padded with a zero-length item
-    assert read_vlen_rows(store.storage, "0/v") == rows
+    stored = read_vlen_rows(store.storage, "0/v")
+    assert stored.num_rows == 5 and stored.rows == rows and stored.row_numbers.tolist() == [0, 1, 2, 3, 4]
 
 
 # ---------------------------------------------------------------------------
@@ -392,3 +416,22 @@ def test_storage_ranges_moves_and_deletes(tmp_path, where):
         assert storage.list_files("") == ["b/c/0"] and storage.list_dir("") == ["b"]
     finally:
         storage.delete_prefix("")
+
+
+def test_tables_with_many_chunks_read_the_stored_chunks_found_by_listing(tmp_path):
+    """More than a few declared chunks: one listing names the stored ones (fill chunks are not stored)."""
+    store = make_store(tmp_path / "s.zv")
+    data = np.zeros((300, 2), dtype=np.int16)
+    data[::4] = np.arange(1, 76, dtype=np.int16)[:, None]
+    write_table(store.storage, "0/t", data, fill_value=0, attributes={}, compressor=ZSTD_DEFAULT, chunk_rows=3)
+    stored = sorted((tmp_path / "s.zv/0/t/c").iterdir())
+    assert 64 < len(stored) < 100  # chunks of three zero rows are not written
+    (tmp_path / "s.zv/0/t/c/stray").write_bytes(b"x")  # not a chunk of the array: not part of it
+    (tmp_path / "s.zv/0/t/c/500").mkdir()
+    (tmp_path / "s.zv/0/t/c/500/0").write_bytes(b"x")  # outside the declared grid
+    values, _ = read_table(store.storage, "0/t")
+    np.testing.assert_array_equal(values, data)
+    rows = [bytes([i % 251]) * (i % 5 + 1) for i in range(200)]
+    write_vlen_rows(store.storage, "0/v", rows, compressor=ZSTD_DEFAULT, chunk_rows=2)
+    got = read_vlen_rows(store.storage, "0/v")
+    assert got.num_rows == 200 and got.rows == rows and got.row_numbers.tolist() == list(range(200))

@@ -302,6 +302,18 @@ def manifest_unknown_mode(s: Path) -> None:
     _rewrite_manifests(s, bump)
 
 
+@mutation("points_ids", "L1_MANIFEST_UNDECODABLE")
+def manifest_chunk_missing(s: Path) -> None:
+    """The shape declares a second chunk that is not stored: its rows would be '', no manifest."""
+    edit_json(s, "0/object_index/manifests", lambda d: d["shape"].__setitem__(0, 2 * d["shape"][0]))
+
+
+@mutation("points_ids", "L1_RESOURCE_LIMIT")
+def manifests_shape_huge(s: Path) -> None:
+    """10^12 rows in chunks of 12: ~8e10 declared chunks, never enumerated."""
+    edit_json(s, "0/object_index/manifests", lambda d: d["shape"].__setitem__(0, 10**12))
+
+
 # ---------------------------------------------------------------------------
 # level 2 -- metadata
 # ---------------------------------------------------------------------------

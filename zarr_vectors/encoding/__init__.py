@@ -15,6 +15,7 @@ from zarr_vectors.encoding.lehmer import (
     lehmer_encode_rows,
 )
 from zarr_vectors.encoding.manifest import (
+    MAX_SID_NDIM,
     ManifestBlock,
     ManifestSummary,
     decode_manifest,
@@ -41,6 +42,7 @@ from zarr_vectors.encoding.vlen import (
 __all__ = [
     "MAX_ITEM_BYTES",
     "MAX_ROWS_WIDTH",
+    "MAX_SID_NDIM",
     "FragmentIndex",
     "ManifestBlock",
     "ManifestSummary",

@@ -15,12 +15,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zarr_vectors.errors import EncodingError, InputError
+from zarr_vectors import config
+from zarr_vectors.errors import EncodingError, InputError, ResourceLimitError
 
 MAGIC = 0x5A564647
 VERSION = 1
 _HEADER = struct.Struct("<IHHII")
 _U32_MAX = 2**32 - 1
+_I64_MAX = np.iinfo(np.int64).max
+_EXPANDED_ROW_BYTES = 16  # expand() returns an int64 fragment id and an int64 row per selected row
 
 
 def _bitmap_bytes(num_fragments: int) -> int:
@@ -68,6 +71,10 @@ def _problem(
     if num_ranges and (starts.min() < 0 or counts.min() < 0):
         k = int(np.argmax((starts < 0) | (counts < 0)))
         return f"range #{k} ({int(starts[k])}, {int(counts[k])}) has a negative start or count"
+    past = starts > _I64_MAX - counts  # start + count would wrap: compared without computing it
+    if past.any():
+        k = int(np.argmax(past))
+        return f"range #{k} ({int(starts[k])}, {int(counts[k])}) ends past 2**63 - 1"
     return None
 
 
@@ -192,8 +199,19 @@ class FragmentIndex:
         return self.csr_indices[self.csr_offsets[e] : self.csr_offsets[e + 1]]
 
     def expand(self) -> tuple[np.ndarray, np.ndarray]:
-        """(fragment id, row index) of every selected row, fragments in order."""
+        """(fragment id, row index) of every selected row, fragments in order.
+
+        Ranges may overlap, so a small index can select far more rows than its cell holds;
+        the output is held to ``zarr_vectors.limits.max-decoded-bytes`` (ResourceLimitError).
+        """
         counts = self.row_counts()
+        ceiling = int(config.get("limits.max-decoded-bytes"))
+        if float(counts.sum(dtype=np.float64)) * _EXPANDED_ROW_BYTES > ceiling:  # float: the int64 sum may wrap
+            raise ResourceLimitError(
+                f"FragmentIndex: its {self.num_fragments} fragments select "
+                f"{float(counts.sum(dtype=np.float64)):.0f} rows, more than zarr_vectors.limits.max-decoded-bytes "
+                f"({ceiling}) holds expanded"
+            )
         total = int(counts.sum())
         frag_ids = np.repeat(np.arange(self.num_fragments, dtype=np.int64), counts)
         base = np.empty(self.num_fragments, dtype=np.int64)
@@ -203,6 +221,12 @@ class FragmentIndex:
         explicit = ~self.is_range[frag_ids]
         rows[explicit] = self.csr_indices[rows[explicit]]
         return frag_ids, rows
+
+    def fragment_rows(self) -> list[np.ndarray]:
+        """Row indices of every fragment, in order: :meth:`rows` of each, in one bounded pass."""
+        _, rows = self.expand()
+        ends = np.cumsum(self.row_counts()).tolist()
+        return [rows[a:b] for a, b in zip([0, *ends[:-1]], ends)]
 
     def max_row(self) -> int:
         """Largest row any fragment selects, -1 when none (rows must lie in the cell)."""

@@ -37,12 +37,14 @@ def lehmer_decode(code: int, width: int) -> tuple[int, ...]:
     if width < 1:
         raise InputError(f"Lehmer: width must be >= 1, got {width}")
     code = operator.index(code)
-    if not 0 <= code < math.factorial(width):
-        raise EncodingError(f"Lehmer: perm_idx {code} is outside [0, {math.factorial(width)}) for L={width}")
+    original = code
     digits = []
     for radix in range(1, width + 1):
         code, r = divmod(code, radix)
         digits.append(r)
+    if original < 0 or code:  # the digits consume exactly the codes below width!, so it is never computed
+        bound = math.factorial(width) if width <= MAX_ROWS_WIDTH else f"{width}!"
+        raise EncodingError(f"Lehmer: perm_idx {original} is outside [0, {bound}) for L={width}")
     remaining = list(range(width))
     return tuple(remaining.pop(r) for r in reversed(digits))
 

@@ -15,13 +15,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from zarr_vectors.errors import EncodingError, InputError
+from zarr_vectors import config
+from zarr_vectors.errors import EncodingError, InputError, ResourceLimitError
 
 MODE_SINGLE = 0
 MODE_RANGE = 1
 MODE_EXPLICIT = 2
 _FRAGMENT_LIMIT = 2**32
 """Fragment indices address a cell's FragmentIndex, whose F is a u32."""
+MAX_SID_NDIM = (2**31 - 1 - 9) // 8
+"""Largest sid_ndim whose mode-0 block record (coords, mode, fragment) numpy can describe."""
 
 _U32 = struct.Struct("<I")
 _I64 = struct.Struct("<q")
@@ -60,25 +63,35 @@ def _check_fragments(frags: np.ndarray, block: int | None) -> None:
         raise EncodingError(f"manifest: block {where} names fragment {int(frags[i])}, outside [0, 2**32)")
 
 
-def decode_manifest(buf: bytes | memoryview, sid_ndim: int) -> list[ManifestBlock]:
+def _check_sid_ndim(sid_ndim: object) -> None:
+    """A decoder's sid_ndim: an integer >= 1 small enough for a block record to be a numpy type."""
+    if not isinstance(sid_ndim, int) or isinstance(sid_ndim, bool) or not 1 <= sid_ndim <= MAX_SID_NDIM:
+        raise InputError(f"manifest: sid_ndim must be an integer in [1, {MAX_SID_NDIM}], got {sid_ndim!r}")
+
+
+def fragment_budget(sid_ndim: int) -> int:
+    """Most fragments a decode may expand to: ``zarr_vectors.limits.max-decoded-bytes`` over the
+    bytes :func:`decode_manifest_table` spends on each (its row, chunk coords and index, int64).
+
+    A mode-1 block names ``count`` fragments in 16 bytes, so the stored bytes bound nothing:
+    this does, before anything is allocated.
+    """
+    return int(config.get("limits.max-decoded-bytes")) // (8 * (2 + sid_ndim))
+
+
+def decode_manifest(buf: bytes | memoryview, sid_ndim: int, *, max_fragments: int | None = None) -> list[ManifestBlock]:
     """Blocks of one manifest row, in order; anything but an exact, valid row raises.
 
     Rows made only of mode-0 blocks (all the reference writes) are decoded in one
-    vectorised pass; other rows are walked block by block.
+    vectorised pass; other rows are walked block by block.  Expanded mode-1/2 blocks may
+    name at most ``max_fragments`` fragments in all (default :func:`fragment_budget`):
+    more raises ResourceLimitError before the expansion is allocated.
     """
-    if sid_ndim < 1:
-        raise InputError(f"manifest: sid_ndim must be >= 1, got {sid_ndim}")
+    _check_sid_ndim(sid_ndim)
+    budget = fragment_budget(sid_ndim) if max_fragments is None else max_fragments
     mv = memoryview(buf).cast("B")
     size = len(mv)
-    if size < 4:
-        raise EncodingError(f"manifest: {size} bytes, shorter than the 4-byte block count")
-    (num_blocks,) = _U32.unpack_from(mv, 0)
-    coords_bytes = 8 * sid_ndim
-    if 4 + num_blocks * (coords_bytes + 5) > size:
-        raise EncodingError(
-            f"manifest: truncated: {num_blocks} blocks need at least "
-            f"{4 + num_blocks * (coords_bytes + 5)} bytes, row has {size}"
-        )
+    num_blocks = _block_count(mv, sid_ndim)
     mode0 = _mode0_dtype(sid_ndim)
     if size == 4 + num_blocks * mode0.itemsize:
         rec = np.frombuffer(mv[4:], dtype=mode0)
@@ -89,8 +102,44 @@ def decode_manifest(buf: bytes | memoryview, sid_ndim: int) -> list[ManifestBloc
                 ManifestBlock(tuple(c), frags[b : b + 1], MODE_SINGLE)
                 for b, c in enumerate(rec["chunk"].tolist())
             ]
-    coords = struct.Struct(f"<{sid_ndim}q")
     blocks: list[ManifestBlock] = []
+    for b, (chunk, mode, named) in enumerate(_walk_row(mv, sid_ndim, num_blocks)):
+        count = named[1] if isinstance(named, tuple) else len(named)
+        if count > budget:
+            raise ResourceLimitError(
+                f"manifest: block {b} (mode {mode}) names {count} fragments, more than the {budget} "
+                "zarr_vectors.limits.max-decoded-bytes leaves for this decode"
+            )
+        budget -= count
+        frags = np.arange(named[0], named[0] + count, dtype=np.int64) if isinstance(named, tuple) else named
+        blocks.append(ManifestBlock(chunk, frags, mode))
+    return blocks
+
+
+def _block_count(mv: memoryview, sid_ndim: int) -> int:
+    """A row's block count, checked against the bytes the row has (every block takes at least 8D + 9)."""
+    size = len(mv)
+    if size < 4:
+        raise EncodingError(f"manifest: {size} bytes, shorter than the 4-byte block count")
+    (num_blocks,) = _U32.unpack_from(mv, 0)
+    if 4 + num_blocks * (8 * sid_ndim + 5) > size:
+        raise EncodingError(
+            f"manifest: truncated: {num_blocks} blocks need at least "
+            f"{4 + num_blocks * (8 * sid_ndim + 5)} bytes, row has {size}"
+        )
+    return num_blocks
+
+
+def _walk_row(
+    mv: memoryview, sid_ndim: int, num_blocks: int
+) -> list[tuple[tuple[int, ...], int, np.ndarray | tuple[int, int]]]:
+    """Every block of a row, checked, unexpanded: ``(chunk, mode, fragments)`` where a mode-1
+    run stays ``(start, count)`` -- 16 bytes may name 2**32 fragments, so nothing is expanded here.
+    """
+    size = len(mv)
+    coords_bytes = 8 * sid_ndim
+    coords = struct.Struct(f"<{sid_ndim}q")
+    blocks: list[tuple[tuple[int, ...], int, np.ndarray | tuple[int, int]]] = []
     pos = 4
     for b in range(num_blocks):
         if pos + coords_bytes + 1 > size:
@@ -98,10 +147,11 @@ def decode_manifest(buf: bytes | memoryview, sid_ndim: int) -> list[ManifestBloc
         chunk = coords.unpack_from(mv, pos)
         mode = mv[pos + coords_bytes]
         pos += coords_bytes + 1
+        named: np.ndarray | tuple[int, int]
         if mode == MODE_SINGLE:
             if pos + 8 > size:
                 raise EncodingError(f"manifest: truncated in the fragment of block {b} (mode 0)")
-            frags = np.array(_I64.unpack_from(mv, pos), dtype=np.int64)
+            named = np.array(_I64.unpack_from(mv, pos), dtype=np.int64)
             pos += 8
         elif mode == MODE_RANGE:
             if pos + 16 > size:
@@ -114,7 +164,7 @@ def decode_manifest(buf: bytes | memoryview, sid_ndim: int) -> list[ManifestBloc
                 raise EncodingError(
                     f"manifest: block {b} (mode 1) run {start}..{start + count - 1} is outside [0, 2**32)"
                 )
-            frags = np.arange(start, start + count, dtype=np.int64)
+            named = (start, count)
         elif mode == MODE_EXPLICIT:
             if pos + 4 > size:
                 raise EncodingError(f"manifest: truncated in the count of block {b} (mode 2)")
@@ -124,12 +174,13 @@ def decode_manifest(buf: bytes | memoryview, sid_ndim: int) -> list[ManifestBloc
                 raise EncodingError(
                     f"manifest: block {b} (mode 2) lists {n} fragments, only {size - pos} bytes remain"
                 )
-            frags = np.frombuffer(mv[pos : pos + 8 * n], "<i8").astype(np.int64)
+            named = np.frombuffer(mv[pos : pos + 8 * n], "<i8").astype(np.int64)
             pos += 8 * n
         else:
             raise EncodingError(f"manifest: block {b} has unknown mode {mode}")
-        _check_fragments(frags, b)
-        blocks.append(ManifestBlock(chunk, frags, mode))
+        if not isinstance(named, tuple):
+            _check_fragments(named, b)
+        blocks.append((chunk, mode, named))
     if pos != size:
         last = f"block {num_blocks - 1}" if num_blocks else "the block count"
         raise EncodingError(f"manifest: {size - pos} trailing bytes after {last}")
@@ -240,11 +291,15 @@ def _mode0_blocks(
     if long_enough.any():
         head = starts[long_enough][:, None] + np.arange(4)
         counts[long_enough] = buf[head].copy().view("<u4").astype(np.int64).ravel()
-    fast = long_enough & (lens == 4 + counts * rec.itemsize)
+    body = np.maximum(lens - 4, 0)  # by division: counts * itemsize may wrap int64 for a hostile count
+    fast = long_enough & (body % rec.itemsize == 0) & (body // rec.itemsize == counts)
     block_row = np.repeat(np.flatnonzero(fast), counts[fast])
     within = np.arange(block_row.size) - np.repeat(np.cumsum(counts[fast]) - counts[fast], counts[fast])
     pos = np.repeat(starts[fast] + 4, counts[fast]) + within * rec.itemsize
-    blocks = buf[pos[:, None] + np.arange(rec.itemsize)].copy().view(rec).ravel()
+    if pos.size:
+        blocks = buf[pos[:, None] + np.arange(rec.itemsize)].copy().view(rec).ravel()
+    else:  # no block: nothing to gather (a record may be wide, an empty gather still allocates its width)
+        blocks = np.zeros(0, dtype=rec)
     bad_mode = blocks["mode"] != MODE_SINGLE
     if bad_mode.any():  # mixed-mode rows: left to the exact decoder
         fast[np.unique(block_row[bad_mode])] = False
@@ -264,13 +319,18 @@ def decode_manifest_table(
     decoded together in one vectorised pass; any other row goes through
     :func:`decode_manifest`, so the checks are the same.
     """
-    if sid_ndim < 1:
-        raise InputError(f"manifest: sid_ndim must be >= 1, got {sid_ndim}")
+    _check_sid_ndim(sid_ndim)
     fast, _, block_row, blocks = _mode0_blocks(rows, sid_ndim)
     if not fast.all():
         parts_row, parts_chunk, parts_frag = [block_row], [blocks["chunk"].reshape(-1, sid_ndim)], [blocks["fragment"]]
+        budget = fragment_budget(sid_ndim) - len(blocks)
         for r in np.flatnonzero(~fast).tolist():
-            for b in decode_manifest(rows[r], sid_ndim):
+            try:
+                decoded = decode_manifest(rows[r], sid_ndim, max_fragments=budget)
+            except ResourceLimitError as exc:
+                raise ResourceLimitError(f"manifest row {r}: {exc}") from None
+            budget -= sum(len(b.fragments) for b in decoded)
+            for b in decoded:
                 parts_row.append(np.full(len(b.fragments), r, dtype=np.int64))
                 parts_chunk.append(np.repeat(np.asarray([b.chunk], dtype=np.int64), len(b.fragments), axis=0))
                 parts_frag.append(np.asarray(b.fragments, dtype=np.int64))
@@ -305,6 +365,7 @@ def summarize_manifest_rows(rows: Sequence[bytes], sid_ndim: int, *, first_row: 
     Mode-0 rows are summarised in one vectorised pass, any other row through
     :func:`decode_manifest`.
     """
+    _check_sid_ndim(sid_ndim)
     out = ManifestSummary()
     fast, counts, block_row, blocks = _mode0_blocks(rows, sid_ndim)
     out.nonempty = int(np.count_nonzero(counts[fast] > 0))
@@ -316,16 +377,21 @@ def summarize_manifest_rows(rows: Sequence[bytes], sid_ndim: int, *, first_row: 
             out.problems.append(f"row {first_row + int(block_row[i])} names negative fragment {int(frags[i])}")
         _merge_max(out.max_fragment, blocks["chunk"].reshape(len(blocks), sid_ndim), frags, block_row + first_row)
     for r in np.flatnonzero(~fast).tolist():
+        mv = memoryview(rows[r]).cast("B")
         try:
-            decoded = decode_manifest(rows[r], sid_ndim)
+            walked = _walk_row(mv, sid_ndim, _block_count(mv, sid_ndim))
         except EncodingError as exc:
             out.problems.append(f"row {first_row + r}: {exc}")
             continue
-        if decoded:
+        if walked:
             out.nonempty += 1
-        for b in decoded:
-            if len(b.fragments):
-                _merge_max(out.max_fragment, np.asarray([b.chunk], dtype=np.int64), np.asarray([b.fragments.max()]),
+        for chunk, _, named in walked:  # the largest fragment of a run is its end: nothing is expanded
+            if isinstance(named, tuple):
+                top = named[0] + named[1] - 1 if named[1] else None
+            else:
+                top = int(named.max()) if len(named) else None
+            if top is not None:
+                _merge_max(out.max_fragment, np.asarray([chunk], dtype=np.int64), np.asarray([top]),
                            np.asarray([first_row + r]))
     return out
 

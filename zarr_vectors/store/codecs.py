@@ -5,7 +5,9 @@ compressor, or -- sharded (docs/format.md §9) -- one ``sharding_indexed`` codec
 chunks (one cell each) use such a pipeline (:class:`ShardingSpec`, which also encodes
 and decodes shard objects); a typed (object-level) array's is ``bytes`` (little endian)
 optionally followed by one.  Compressors are numcodecs' implementations, which are the ones
-zarr-python itself runs, so the bytes on disk are what zarr would write.
+zarr-python itself runs, so the bytes on disk are what zarr would write.  Decoding is
+bounded (:mod:`zarr_vectors.store.inflate`): every decode has a most-bytes limit, the
+caller's expected size capped by ``zarr_vectors.limits.max-decoded-bytes``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from typing import Any
 import numcodecs
 import numpy as np
 
+from zarr_vectors import config
 from zarr_vectors.errors import EncodingError, InputError, MetadataError
+from zarr_vectors.store.inflate import inflate_blosc, inflate_gzip, inflate_zstd, too_large
 
 #: What ``compressor="zstd"`` writes: the reference's high-level default.
 ZSTD_DEFAULT: dict[str, Any] = {"name": "zstd", "configuration": {"level": 0, "checksum": False}}
@@ -87,8 +91,19 @@ class Compressor:
     def encode(self, data: bytes) -> bytes:
         return bytes(self.impl.encode(data))
 
-    def decode(self, data: bytes) -> bytes:
-        return bytes(self.impl.decode(data))
+    def decode(self, data: bytes, *, limit: int | None = None, where: str = "") -> bytes:
+        """The decoded bytes, at most ``limit`` (default: the ``max-decoded-bytes`` ceiling).
+
+        More output raises ResourceLimitError; undecodable input raises EncodingError.
+        """
+        if limit is None:
+            limit = decode_limit(None)
+        name = self.config.get("name")
+        if name == "zstd":
+            return inflate_zstd(data, limit, where)
+        if name == "gzip":
+            return inflate_gzip(data, limit, where)
+        return inflate_blosc(data, limit, where, self.impl.decode)
 
 
 @dataclass(frozen=True)
@@ -137,8 +152,25 @@ class Pipeline:
     def compress(self, framed: bytes) -> bytes:
         return self.compressor.encode(framed) if self.compressor else framed
 
-    def decompress(self, stored: bytes) -> bytes:
-        return self.compressor.decode(stored) if self.compressor else stored
+    def decompress(self, stored: bytes, *, max_size: int | None = None, where: str = "") -> bytes:
+        """Stored bytes decoded: at most ``max_size`` bytes (the expected size, when the
+        metadata gives it), never more than ``zarr_vectors.limits.max-decoded-bytes``.
+
+        ``where`` names the node and cell in errors: ResourceLimitError for output past
+        the limit, EncodingError for input that does not decode.
+        """
+        limit = decode_limit(max_size)
+        if self.compressor is None:
+            if len(stored) > limit:
+                raise too_large(where, limit, "holds")
+            return stored
+        return self.compressor.decode(stored, limit=limit, where=where)
+
+
+def decode_limit(max_size: int | None) -> int:
+    """The most bytes one decode may produce: ``max_size`` capped by the configured ceiling."""
+    ceiling = int(config.get("limits.max-decoded-bytes"))
+    return ceiling if max_size is None else min(int(max_size), ceiling)
 
 
 # ---------------------------------------------------------------------------------------
@@ -378,6 +410,8 @@ class ShardingSpec:
         offset, nbytes = (int(v) for v in index[entry])
         if offset == int(_EMPTY):
             return None
+        if nbytes > decode_limit(None):  # a range request would allocate this much before reading
+            raise too_large(f"{where} (inner cell {entry})", decode_limit(None), f"declares {nbytes} stored bytes,")
         if object_size is not None:
             lo, hi = self.data_bounds(object_size)
             if offset < lo or offset + nbytes > hi:

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.encoding import frame_single, unframe_single
-from zarr_vectors.errors import ArrayError, EncodingError, InputError, MetadataError
+from zarr_vectors.errors import ArrayError, EncodingError, InputError, MetadataError, ResourceLimitError
 from zarr_vectors.format.paths import format_chunk_key, parse_chunk_key
 from zarr_vectors.store.backend import RangeRequest, Storage, io_pool
 from zarr_vectors.store.codecs import Pipeline, ShardingSpec
@@ -34,6 +34,7 @@ from zarr_vectors.store.nodes import array_document, meta_key, require_node, wri
 
 Chunk = tuple[int, ...]
 MAX_CELL_BYTES = 2**32 - 1
+_FRAMING = 8  # a grid cell's one-item vlen framing (count, length)
 
 
 def sort_chunk_keys(keys: Iterable[str]) -> list[str]:
@@ -213,27 +214,37 @@ class GridArray:
                 (present.add if payload else present.discard)(format_chunk_key(chunk))
             self.set_nonempty_chunks(present)
 
-    def read_cells(self, chunks: Sequence[Sequence[int]]) -> list[bytes]:
-        """Payloads (decompressed, unframed) of the given cells; b"" where absent."""
-        return read_cells_many([(self, c) for c in chunks])
+    def read_cells(self, chunks: Sequence[Sequence[int]], *, max_payload_bytes: int | None = None) -> list[bytes]:
+        """Payloads (decompressed, unframed) of the given cells; b"" where absent.
+
+        ``max_payload_bytes`` bounds every payload (see :func:`read_cells_many`).
+        """
+        limits = None if max_payload_bytes is None else [max_payload_bytes] * len(chunks)
+        return read_cells_many([(self, c) for c in chunks], max_payload_bytes=limits)
 
     def read_cell(self, chunk: Sequence[int]) -> bytes:
         return self.read_cells([chunk])[0]
 
-    def _decode(self, key: str, raw: bytes | None) -> bytes:
+    def _decode(self, key: str, raw: bytes | None, max_payload: int | None = None) -> bytes:
         if raw is None:
             return b""
+        limit = None if max_payload is None else max_payload + _FRAMING
         try:
-            return bytes(unframe_single(self.pipeline.decompress(raw)))
+            return bytes(unframe_single(self.pipeline.decompress(raw, max_size=limit, where=key)))
+        except ResourceLimitError:
+            raise
         except Exception as exc:
             raise EncodingError(f"{key}: cell does not decode: {exc}") from exc
 
-    def _decode_at(self, chunk: Sequence[int], raw: bytes | None) -> bytes:
+    def _decode_at(self, chunk: Sequence[int], raw: bytes | None, max_payload: int | None = None) -> bytes:
         """:meth:`_decode`, naming the cell (and its shard) only when it fails."""
         if raw is None:
             return b""
+        limit = None if max_payload is None else max_payload + _FRAMING
         try:
-            return bytes(unframe_single(self.pipeline.decompress(raw)))
+            return bytes(unframe_single(self.pipeline.decompress(raw, max_size=limit)))
+        except ResourceLimitError as exc:
+            raise ResourceLimitError(f"{self._where(chunk)}: {exc}") from None
         except Exception as exc:
             raise EncodingError(f"{self._where(chunk)}: cell does not decode: {exc}") from exc
 
@@ -329,23 +340,34 @@ def write_cells_many(batches: Sequence[tuple[GridArray, Mapping[Chunk, bytes]]])
         storage.put_many(puts)
 
 
-def read_cells_many(requests: Sequence[tuple[GridArray, Sequence[int]]]) -> list[bytes]:
+def read_cells_many(
+    requests: Sequence[tuple[GridArray, Sequence[int]]], *, max_payload_bytes: Sequence[int | None] | None = None
+) -> list[bytes]:
     """Payloads of cells of possibly several arrays of one store, fetched and decoded concurrently.
 
     Unsharded and sharded arrays may be mixed; each shard object (or its index) is
-    fetched once however many of its cells are asked for.
+    fetched once however many of its cells are asked for.  ``max_payload_bytes`` (one
+    per request, None for no bound of its own) is the most a payload may hold, as the
+    caller knows it from metadata (rows x row size); every cell is also held to the
+    ``zarr_vectors.limits.max-decoded-bytes`` ceiling.  A cell decoding to more raises
+    ResourceLimitError naming it, before the excess is produced.
     """
     if not requests:
         return []
+    limits = list(max_payload_bytes) if max_payload_bytes is not None else [None] * len(requests)
+    if len(limits) != len(requests):
+        raise InputError(f"{len(limits)} payload limits for {len(requests)} cells")
     storage = requests[0][0].storage
     if any(grid.sharding is not None for grid, _ in requests):
         raws = read_stored_cells_many(requests)
         if len(requests) < 64:
-            return [grid._decode_at(chunk, raw) for (grid, chunk), raw in zip(requests, raws)]
+            return [grid._decode_at(chunk, raw, lim) for (grid, chunk), raw, lim in zip(requests, raws, limits)]
         # decoding is leaf work (it never waits on the pool), so it may share the I/O threads
-        return list(io_pool().map(lambda i: requests[i][0]._decode_at(requests[i][1], raws[i]), range(len(requests))))
+        return list(io_pool().map(
+            lambda i: requests[i][0]._decode_at(requests[i][1], raws[i], limits[i]), range(len(requests))
+        ))
     keys = [grid.cell_key(chunk) for grid, chunk in requests]
-    return storage.get_decoded(keys, lambda i, raw: requests[i][0]._decode(keys[i], raw))
+    return storage.get_decoded(keys, lambda i, raw: requests[i][0]._decode(keys[i], raw, limits[i]))
 
 
 def read_stored_cells_many(requests: Sequence[tuple[GridArray, Sequence[int]]]) -> list[bytes | None]:

@@ -91,7 +91,7 @@ def sidecar_groups(raw: bytes, n_rows: int, where: str) -> list[np.ndarray]:
     index = FragmentIndex.decode(raw)
     if index.max_row() >= n_rows:
         raise EncodingError(f"{where}: link_fragments names row {index.max_row()} of a {n_rows}-row cell")
-    return [index.rows(f) for f in range(index.num_fragments)]
+    return index.fragment_rows()
 
 
 def stored_groups(

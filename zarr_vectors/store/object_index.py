@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from zarr_vectors.encoding import decode_manifest_table
-from zarr_vectors.errors import EncodingError, MetadataError, UnsupportedLayoutError
+from zarr_vectors.errors import EncodingError, MetadataError, ResourceLimitError, UnsupportedLayoutError
 from zarr_vectors.format.metadata import OBJECT_INDEX_LAYOUT, OBJECT_INDEX_LAYOUT_V2
 from zarr_vectors.store.groups import Level
 from zarr_vectors.store.nodes import group_document, require_node, write_node
@@ -72,11 +72,19 @@ def read_object_index(level: Level, *, allow_layouts: Collection[str] = ()) -> O
             pointer="/attributes/layout",
         )
     sid_ndim = attrs.get("sid_ndim", level.store.root.sid_ndim)
-    rows = read_vlen_rows(level.storage, f"{path}/manifests")
+    stored = read_vlen_rows(level.storage, f"{path}/manifests")
+    if len(stored.rows) != stored.num_rows:  # a missing chunk: its rows would be "", never a manifest
+        gap = np.flatnonzero(stored.row_numbers != np.arange(len(stored.rows)))
+        first = int(gap[0]) if gap.size else len(stored.rows)
+        raise EncodingError(
+            f"{path}/manifests: row {first} of {stored.num_rows} is not stored (its chunk is missing); "
+            "a manifest row is at least its 4-byte block count"
+        )
+    rows = stored.rows
     try:
         block_row, block_chunk, block_fragment = decode_manifest_table(rows, sid_ndim)
-    except EncodingError as exc:
-        raise EncodingError(f"{path}/manifests: {exc}") from exc
+    except (EncodingError, ResourceLimitError) as exc:
+        raise type(exc)(f"{path}/manifests: {exc}") from exc
     if layout == OBJECT_INDEX_LAYOUT_V2:
         ids, _ = read_table(level.storage, f"{path}/object_ids")
         if ids.shape != (len(rows),):

@@ -8,14 +8,17 @@ edge chunks are stored full size, padded with the fill value, as zarr does.
 
 from __future__ import annotations
 
+import math
 import posixpath
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from zarr_vectors import config
 from zarr_vectors.encoding import frame_items, unframe_items
-from zarr_vectors.errors import EncodingError, MetadataError
+from zarr_vectors.errors import EncodingError, MetadataError, ResourceLimitError
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.codecs import ZSTD_DEFAULT, Pipeline
 from zarr_vectors.store.nodes import (
@@ -29,6 +32,7 @@ from zarr_vectors.store.nodes import (
 
 MANIFEST_CHUNK_ROWS = 16384
 OBJECT_ATTRIBUTE_CHUNK_ROWS = 65536
+_ASK_DIRECTLY = 64  # up to this many declared chunks are requested by key; more are found by a listing
 
 
 def _chunk_key(path: str, index: Sequence[int]) -> str:
@@ -71,31 +75,91 @@ def write_table(
     write_node(storage, path, doc)
 
 
+def _declared_grid(doc: dict[str, Any], file: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(shape, chunk_shape) of an object-level array, checked: non-negative / positive integers, one per axis."""
+    shape = doc.get("shape")
+    grid = (doc.get("chunk_grid") or {}).get("configuration", {}).get("chunk_shape") if isinstance(
+        doc.get("chunk_grid"), dict) else None
+    if not isinstance(shape, list) or not shape or not all(_is_int(v) and v >= 0 for v in shape):
+        raise MetadataError(f"shape must be non-negative integers, found {shape!r}", file=file, pointer="/shape")
+    if not isinstance(grid, list) or len(grid) != len(shape) or not all(_is_int(v) and v >= 1 for v in grid):
+        raise MetadataError(f"chunk_shape must be {len(shape)} positive integers, found {grid!r}", file=file,
+                            pointer="/chunk_grid/configuration/chunk_shape")
+    return tuple(shape), tuple(grid)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_declared(file: str, n_chunks: int, nbytes: int = 0) -> None:
+    """Refuse a declared grid of more chunks, or more decoded bytes, than ``zarr_vectors.limits`` allow.
+
+    Checked before anything is listed, fetched or allocated: a shape is a number in a
+    document, and a reader must not plan work or memory in proportion to it unchecked.
+    """
+    max_chunks = int(config.get("limits.max-declared-chunks"))
+    if n_chunks > max_chunks:
+        raise ResourceLimitError(
+            f"{file}: declares {n_chunks} chunks, more than zarr_vectors.limits.max-declared-chunks ({max_chunks})"
+        )
+    ceiling = int(config.get("limits.max-decoded-bytes"))
+    if nbytes > ceiling:
+        raise ResourceLimitError(
+            f"{file}: the array declares {nbytes} bytes, more than zarr_vectors.limits.max-decoded-bytes ({ceiling})"
+        )
+
+
+def present_chunks(storage: Storage, path: str, n_chunks: int, ndim: int) -> list[int]:
+    """First-axis indices of the stored chunks of an array chunked along its first axis, ascending.
+
+    A few chunks are simply asked for; more are found by one listing, so the requests made
+    follow what is stored, never the declared shape.  Objects that are not chunks of the
+    declared grid are not part of the array (as in zarr) and are left out.
+    """
+    if n_chunks <= _ASK_DIRECTLY:
+        return list(range(n_chunks))
+    prefix = posixpath.join(path, "c") + "/"
+    tail = "/0" * (ndim - 1)
+    found = []
+    for key in storage.list_files(posixpath.join(path, "c")):
+        rel = key[len(prefix):] if key.startswith(prefix) else ""
+        head = rel[: len(rel) - len(tail)] if rel.endswith(tail) else ""
+        if head.isdigit() and head.isascii() and int(head) < n_chunks and (head == "0" or head[0] != "0"):
+            found.append(int(head))
+    return sorted(found)
+
+
 def read_table(storage: Storage, path: str) -> tuple[np.ndarray, dict[str, Any]]:
-    """A whole numeric array and its attributes."""
+    """A whole numeric array and its attributes.
+
+    Each chunk decodes with its exact size (chunk shape x item size) as the limit, and the
+    whole array must fit ``zarr_vectors.limits.max-decoded-bytes``.
+    """
     doc = require_node(storage, path, "array")
     file = meta_key(path)
     try:
         dtype = np.dtype(doc["data_type"]).newbyteorder("<")
     except TypeError as exc:
         raise MetadataError(f"unsupported data_type {doc['data_type']!r}", file=file, pointer="/data_type") from exc
-    shape = tuple(doc["shape"])
-    chunk_shape = tuple(doc["chunk_grid"]["configuration"]["chunk_shape"])
+    shape, chunk_shape = _declared_grid(doc, file)
     if chunk_shape[1:] != shape[1:]:
         raise MetadataError("object-level arrays must be chunked along the first axis only", file=file,
                             pointer="/chunk_grid/configuration/chunk_shape")
+    n_chunks = -(-shape[0] // chunk_shape[0])
+    expected = math.prod(chunk_shape) * dtype.itemsize
+    _check_declared(file, n_chunks, max(math.prod(shape) * dtype.itemsize, expected))
     pipeline = Pipeline.from_codecs(doc["codecs"], file=file)
     fill = fill_value_from_json(doc["fill_value"], dtype)
     out = np.full(shape, fill, dtype=dtype)
-    n_chunks = -(-shape[0] // chunk_shape[0]) if shape[0] else 0
-    keys = [_chunk_key(path, (i,) + (0,) * (len(shape) - 1)) for i in range(n_chunks)]
-    expected = int(np.prod(chunk_shape)) * dtype.itemsize
-    for i, raw in enumerate(storage.get_many(keys)):
+    indices = present_chunks(storage, path, n_chunks, len(shape))
+    keys = [_chunk_key(path, (i,) + (0,) * (len(shape) - 1)) for i in indices]
+    for i, key, raw in zip(indices, keys, storage.get_many(keys)):
         if raw is None:
             continue
-        buf = pipeline.decompress(raw)
+        buf = pipeline.decompress(raw, max_size=expected, where=key)
         if len(buf) != expected:
-            raise EncodingError(f"{keys[i]}: chunk holds {len(buf)} bytes, expected {expected}")
+            raise EncodingError(f"{key}: chunk holds {len(buf)} bytes, expected {expected}")
         block = np.frombuffer(buf, dtype=dtype).reshape(chunk_shape)
         start = i * chunk_shape[0]
         out[start : start + chunk_shape[0]] = block[: shape[0] - start]
@@ -134,27 +198,52 @@ def write_vlen_rows(
     write_node(storage, path, doc)
 
 
-def read_vlen_rows(storage: Storage, path: str) -> list[bytes]:
+@dataclass(frozen=True)
+class VlenRows:
+    """The stored rows of a 1-D vlen array: what its present chunks hold, never its declared length.
+
+    ``rows`` are the rows of every stored chunk in row order (padding past the array's
+    end left out), ``row_numbers`` the row each one is; rows of chunks not stored are the
+    fill value ``b""`` and are not listed.
+    """
+
+    num_rows: int
+    rows: list[bytes]
+    row_numbers: np.ndarray
+
+
+def read_vlen_rows(storage: Storage, path: str) -> VlenRows:
+    """The rows of a 1-D vlen array (``object_index/manifests``), chunk by stored chunk."""
     doc = require_node(storage, path, "array")
     file = meta_key(path)
-    if doc.get("data_type") != "variable_length_bytes" or len(doc["shape"]) != 1:
+    if doc.get("data_type") != "variable_length_bytes" or not isinstance(doc.get("shape"), list) or len(
+            doc["shape"]) != 1:
         raise MetadataError("expected a 1-D variable_length_bytes array", file=file, pointer="/data_type")
-    n = doc["shape"][0]
-    rows_per_chunk = doc["chunk_grid"]["configuration"]["chunk_shape"][0]
+    (n,), (rows_per_chunk,) = _declared_grid(doc, file)
+    n_chunks = -(-n // rows_per_chunk)
+    _check_declared(file, n_chunks)
     pipeline = Pipeline.from_codecs(doc["codecs"], file=file)
-    n_chunks = -(-n // rows_per_chunk) if n else 0
-    keys = [_chunk_key(path, (i,)) for i in range(n_chunks)]
-    out: list[bytes] = []
-    for i, raw in enumerate(storage.get_many(keys)):
-        count = min(rows_per_chunk, n - i * rows_per_chunk)
+    indices = present_chunks(storage, path, n_chunks, 1)
+    keys = [_chunk_key(path, (i,)) for i in indices]
+    rows: list[bytes] = []
+    firsts: list[int] = []
+    counts: list[int] = []
+    for i, key, raw in zip(indices, keys, storage.get_many(keys)):
         if raw is None:
-            out.extend([b""] * count)
             continue
         try:
-            items = unframe_items(pipeline.decompress(raw))
+            items = unframe_items(pipeline.decompress(raw, where=key))
+        except ResourceLimitError:
+            raise
         except Exception as exc:
-            raise EncodingError(f"{keys[i]}: chunk does not decode: {exc}") from exc
+            raise EncodingError(f"{key}: chunk does not decode: {exc}") from exc
         if len(items) != rows_per_chunk:
-            raise EncodingError(f"{keys[i]}: chunk holds {len(items)} rows, expected {rows_per_chunk}")
-        out.extend(bytes(x) for x in items[:count])
-    return out
+            raise EncodingError(f"{key}: chunk holds {len(items)} rows, expected {rows_per_chunk}")
+        count = min(rows_per_chunk, n - i * rows_per_chunk)
+        rows.extend(items[:count])
+        firsts.append(i * rows_per_chunk)
+        counts.append(count)
+    first = np.asarray(firsts, dtype=np.int64)
+    lengths = np.asarray(counts, dtype=np.int64)
+    numbers = np.repeat(first - (np.cumsum(lengths) - lengths), lengths) + np.arange(len(rows), dtype=np.int64)
+    return VlenRows(n, rows, numbers)

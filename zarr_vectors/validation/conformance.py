@@ -169,13 +169,15 @@ def _cross_level(model: StoreModel, report: Report) -> None:
     present = {(lv, d) for (lv, d) in fams if d != 0}
     max_n = len(numbers) - 1 if depth == -1 else depth
     required: set[tuple[int, int]] = set()
-    if storage in ("implicit", "explicit"):
-        for fine in numbers:
-            for n in range(1, max_n + 1):
-                if fine + n in model.levels:
-                    required.add((fine, n))
-                    if storage == "explicit":
-                        required.add((fine + n, -n))
+    if storage in ("implicit", "explicit") and is_int(max_n):
+        for i, fine in enumerate(numbers):  # pairs of levels present: the depth is a stored number, never a loop bound
+            for coarse in numbers[i + 1 :]:
+                n = coarse - fine
+                if n > max_n:
+                    break
+                required.add((fine, n))
+                if storage == "explicit":
+                    required.add((coarse, -n))
     for lv, d in sorted(required - present):
         report.add(make("L5_CROSS_LEVEL_STORAGE", model.levels[lv], f"cross_level_storage {storage!r} with depth "
                         f"{depth} needs links/{format_delta(d)} at level {lv}"))

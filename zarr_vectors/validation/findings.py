@@ -71,6 +71,8 @@ RULES: list[Rule] = [
         ("L1_BAD_ORIGIN", _E, "chunk_grid_origin, where present, has sid_ndim integer entries"),
         ("L1_MANIFEST_UNDECODABLE", _E, "object_index/manifests decodes completely: every chunk frames and every "
                                         "row parses with no trailing or missing bytes"),
+        ("L1_RESOURCE_LIMIT", _E, "declared shapes stay within zarr_vectors.limits (max-declared-chunks): a reader "
+                                  "refuses a larger one before planning work for it"),
         ("L1_CHECK_CRASHED", _E, "a level-1 check raised an exception (reported, never swallowed)"),
     ),
     *_rules(

@@ -12,7 +12,14 @@ from typing import Any
 
 import dask
 
-from zarr_vectors.encoding import ManifestSummary, merge_manifest_summaries, summarize_manifest_rows, unframe_items
+from zarr_vectors import config
+from zarr_vectors.encoding import (
+    MAX_SID_NDIM,
+    ManifestSummary,
+    merge_manifest_summaries,
+    summarize_manifest_rows,
+    unframe_items,
+)
 from zarr_vectors.execution import runner
 from zarr_vectors.format.schema import is_int
 from zarr_vectors.store.backend import Storage
@@ -51,7 +58,7 @@ def decode_manifest_chunk(
         if raw is None:
             return out
         try:
-            items = unframe_items(comp.decode(raw) if comp else raw)
+            items = unframe_items(comp.decode(raw, where=key) if comp else raw)
         except Exception as exc:  # noqa: BLE001 - an undecodable chunk is a finding
             out.findings.append(make("L1_MANIFEST_UNDECODABLE", path, f"chunk {key!r} does not decode: {exc}",
                                      cell=cell))
@@ -72,13 +79,21 @@ def decode_manifest_chunk(
     return out
 
 
-def manifest_jobs(model: StoreModel, number: int) -> list[tuple[str, str, int, dict[str, Any], int]]:
-    """(path, key, chunk index, doc, sid_ndim) for every manifests chunk of a level's object index."""
+def manifest_jobs(
+    model: StoreModel, number: int
+) -> tuple[list[tuple[str, str, int, dict[str, Any], int]], list[Finding]]:
+    """(path, key, chunk index, doc, sid_ndim) for every *stored* manifests chunk of a level, and the
+    findings about the array's declared grid.
+
+    Jobs come from the listing (``model.cells``), never from the declared shape: a shape of
+    10^12 rows plans no more work than the chunks on storage.  A chunk the shape declares
+    but storage lacks would read as rows of the fill value ``""``, which is no manifest.
+    """
     path = f"{model.levels[number]}/object_index/manifests"
     node = model.nodes.get(path)
     group = model.nodes.get(f"{model.levels[number]}/object_index")
     if node is None or node.doc is None or node.node_type != "array":
-        return []
+        return [], []
     doc = node.doc
     sid = group.attrs.get("sid_ndim") if group else None
     if not is_int(sid) or sid < 1:
@@ -87,24 +102,36 @@ def manifest_jobs(model: StoreModel, number: int) -> list[tuple[str, str, int, d
     grid = doc.get("chunk_grid", {}).get("configuration", {}).get("chunk_shape") if isinstance(
         doc.get("chunk_grid"), dict) else None
     if not (isinstance(shape, list) and len(shape) == 1 and isinstance(grid, list) and len(grid) == 1
-            and is_int(shape[0]) and is_int(grid[0]) and grid[0] >= 1) or sid < 1:
-        return [("bad", path, 0, doc, 0)]
-    prefix, sep = key_parser(doc)
+            and is_int(shape[0]) and shape[0] >= 0 and is_int(grid[0]) and grid[0] >= 1
+            and 1 <= sid <= MAX_SID_NDIM):
+        return [], [make("L1_MANIFEST_UNDECODABLE", path, "manifests must be a 1-D variable_length_bytes array "
+                         "chunked along its rows, and object_index needs sid_ndim")]
     n_chunks = -(-shape[0] // grid[0])
-    return [(path, cell_key(path, (i,), prefix, sep), i, doc, sid) for i in range(n_chunks)]
+    max_chunks = int(config.get("limits.max-declared-chunks"))
+    if n_chunks > max_chunks:
+        return [], [make("L1_RESOURCE_LIMIT", path, f"shape {shape} in chunks of {grid} declares {n_chunks} chunks, "
+                         f"more than zarr_vectors.limits.max-declared-chunks ({max_chunks}): a reader refuses it",
+                         pointer="/shape")]
+    prefix, sep = key_parser(doc)
+    stored = sorted(index[0] for index in model.cells.get(path, {}) if len(index) == 1 and index[0] < n_chunks)
+    findings = []
+    if len(stored) < n_chunks:
+        missing = next((i for i, c in enumerate(stored) if c != i), len(stored))
+        findings.append(make("L1_MANIFEST_UNDECODABLE", path, f"{n_chunks - len(stored)} of its {n_chunks} chunks "
+                             f"are not stored (the first is chunk {missing}): their rows would be the fill value "
+                             "'', which is no manifest", cell=str(missing)))
+    return [(path, cell_key(path, (i,), prefix, sep), i, doc, sid) for i in stored], findings
 
 
 def check_manifests(model: StoreModel, report: Report) -> dict[int, ManifestCheck]:
     """Decode every level's object_index/manifests as tasks; keep the small summaries per level."""
     report.ran_rule("L1_MANIFEST_UNDECODABLE")
     per_level: dict[int, list[Any]] = {}
+    report.ran_rule("L1_RESOURCE_LIMIT")
     for number in sorted(model.levels):
-        jobs = manifest_jobs(model, number)
+        jobs, findings = manifest_jobs(model, number)
+        report.extend(findings)
         if not jobs:
-            continue
-        if jobs[0][0] == "bad":
-            report.add(make("L1_MANIFEST_UNDECODABLE", jobs[0][1], "manifests must be a 1-D variable_length_bytes "
-                            "array chunked along its rows, and object_index needs sid_ndim"))
             continue
         storage_d = dask.delayed(model.storage, traverse=False)
         per_level[number] = [
