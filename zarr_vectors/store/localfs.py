@@ -105,7 +105,8 @@ class SafeRoot:
 
     # -- directories -----------------------------------------------------------
     def directory(self, dkey: str, *, key: str, create: bool = False) -> bool:
-        """Whether ``dkey`` (a directory key, "" the root) is a real directory below the root.
+        """Whether ``dkey`` (a directory key checked by :func:`check_key`, "" the root) is a real
+        directory below the root.
 
         False when it (or a parent) does not exist, unless ``create``, which makes the
         missing ones.  A link, or anything but a directory, on the way is refused.
@@ -119,8 +120,6 @@ class SafeRoot:
             sub = "/".join(parts[:i])
             if sub in self._dirs:
                 continue
-            if parts[i - 1] in _BAD_PARTS:
-                raise StorageObjectError(f"directory part {parts[i - 1]!r} leads outside the store", key=key)
             if not self._check_dir(sub, key, create):
                 return False
         return True
