@@ -248,6 +248,16 @@ def test_symlinked_root_is_allowed(store, tmp_path) -> None:  # noqa: ANN001
     assert set(s.object_sizes()) == {"zarr.json", "a/b/cell", "a/new"}
 
 
+def test_root_as_one_object(tmp_path) -> None:
+    """Key "" is the root itself: a job journal is a one-file store."""
+    s = LocalStorage(str(tmp_path / "job/x.zvjob.json"))
+    assert s.get("") is None
+    s.put("", b"{}")
+    assert s.get("") == b"{}" and (tmp_path / "job/x.zvjob.json").read_bytes() == b"{}"
+    with pytest.raises(StorageObjectError):
+        LocalStorage(str(tmp_path)).get("")  # a store root is a directory, not an object
+
+
 def test_missing_root_reads_nothing(tmp_path) -> None:
     s = LocalStorage(str(tmp_path / "absent"))
     assert s.get("zarr.json") is None and s.object_sizes() == {} and s.list_dir("") == [] and not s.exists("")

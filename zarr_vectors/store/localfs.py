@@ -165,7 +165,15 @@ class SafeRoot:
         return True
 
     def parent(self, key: str, *, create: bool = False) -> bool:
-        """:meth:`directory` of the directory holding ``key``, after :func:`check_key`."""
+        """:meth:`directory` of the directory holding ``key``, after :func:`check_key`.
+
+        Key "" is the root itself as an object (a job journal is one file): its directory
+        is the user's, outside the store, and only made when missing.
+        """
+        if not key:
+            if create:
+                os.makedirs(os.path.dirname(self.base), exist_ok=True)
+            return True
         check_key(key)
         return self.directory(key.rpartition("/")[0], key=key, create=create)
 
@@ -274,7 +282,7 @@ class SafeRoot:
         """A new file ``name`` beside ``key`` (its directories made, none a link): (fd, path)."""
         directory = key.rpartition("/")[0]
         self.parent(key, create=True)
-        tmp = self.path(f"{directory}/{name}" if directory else name)
+        tmp = self.path(f"{directory}/{name}" if directory else name) if key else f"{os.path.dirname(self.base)}/{name}"
         try:
             return os.open(tmp, _WRITE_FLAGS, 0o644), tmp
         except FileNotFoundError:  # the directory was removed since we checked it

@@ -412,29 +412,34 @@ def _check_storage_objects(model: StoreModel, report: Report) -> None:
     """
     report.ran_rule("L1_STORAGE_OBJECT", len(model.objects))
     arrays = {p: n for p, n in model.nodes.items() if n.node_type == "array"}
+    found: list[tuple[str, str]] = []  # (key, message)
     for key, what in sorted(model.special.items()):
-        owner = _owning_array(key, arrays)
-        shown = f"a {what}" if not what.startswith("refused") else what
-        report.add(make("L1_STORAGE_OBJECT", display(owner if owner is not None else posixpath.dirname(key)),
-                        f"{key!r} is {shown}, not a regular file: readers refuse it (a store holds only "
-                        "regular files and directories; links are never followed)"))
+        problem = what if what.startswith("refused") else f"is a {what}, not a regular file"
+        found.append((key, f"{key!r} {problem}: readers refuse it (a store holds only regular files and "
+                           "directories; links are never followed)"))
     for key in sorted(model.dirs):
         owner = _owning_array(key, arrays)
         if posixpath.basename(key) == "zarr.json":
-            belongs = "a zarr.json"
+            found.append((key, f"{key!r} is a directory where a zarr.json belongs: readers refuse it"))
         elif owner is not None and _is_cell_key(key, owner, arrays[owner]):
-            belongs = "a chunk file"
-        else:
-            continue
-        report.add(make("L1_STORAGE_OBJECT", display(owner if owner is not None else posixpath.dirname(key)),
-                        f"{key!r} is a directory where {belongs} belongs: readers refuse it"))
+            found.append((key, f"{key!r} is a directory where a chunk file belongs: readers refuse it"))
+    for key, message in found[:50]:
+        owner = _owning_array(key, arrays)
+        report.add(make("L1_STORAGE_OBJECT", display(owner if owner is not None else posixpath.dirname(key)), message))
+    if len(found) > 50:
+        report.add(make("L1_STORAGE_OBJECT", "/", f"... and {len(found) - 50} more objects that are not regular files"))
 
 
 def _is_cell_key(key: str, owner: str, node: Node) -> bool:
     shape = node.doc.get("shape") if node.doc else None
     if not isinstance(shape, list):
         return False
-    prefix, sep = key_parser(node.doc or {})
+    try:
+        prefix, sep = key_parser(node.doc or {})
+    except AttributeError:  # configuration not an object: a malformed encoding is another rule's finding
+        return False
+    if not isinstance(sep, str) or not sep:
+        return False
     return parse_cell_key(key[len(owner) + 1:], prefix, sep, len(shape)) is not None
 
 
