@@ -177,6 +177,15 @@ def stray_file(s: Path) -> None:
     (s / "0/notes.txt").write_text("hello")
 
 
+@mutation("points", "L1_STORAGE_OBJECT")
+def chunk_is_symlink(s: Path) -> None:
+    cell = cell_file(s, "0/vertices", first_chunk(s, "0/vertices"))
+    outside = s.parent / f"{s.name}-outside-cell"
+    outside.write_bytes(cell.read_bytes())  # a valid copy: following the link would validate ok
+    cell.unlink()
+    cell.symlink_to(outside)
+
+
 @mutation("points", "L1_ROOT_NOT_GROUP")
 def root_is_array(s: Path) -> None:
     doc = read_json(s, "0/vertices")

@@ -27,7 +27,8 @@ from typing import Any, NamedTuple, TypeVar
 import fsspec
 
 from zarr_vectors import config
-from zarr_vectors.errors import InputError, StoreNotFoundError
+from zarr_vectors.errors import InputError, StorageObjectError, StoreNotFoundError
+from zarr_vectors.store.localfs import Listing, SafeRoot, check_key
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -79,7 +80,7 @@ def _split_url(url: str | os.PathLike[str]) -> tuple[str, str]:
         return "file", os.path.abspath(text)
     protocol, rest = text.split("://", 1)
     protocol = protocol.lower()
-    if protocol == "file":
+    if protocol in ("file", "local"):  # fsspec's two names of the local file system
         return "file", os.path.abspath(rest)
     if protocol in ("s3", "s3a"):
         rest = rest.strip("/")
@@ -189,6 +190,12 @@ class Storage(ABC):
     def object_sizes(self) -> dict[str, int]:
         """Every object key below the store root with its size in bytes (one listing)."""
 
+    def scan(self) -> Listing:
+        """One walk of the whole store: :meth:`object_sizes`, plus which keys are not regular
+        files (links, FIFOs, devices: listed, never followed) and the directories, where the
+        backend has them.  What the validator's level 1 starts from."""
+        return Listing(self.object_sizes(), {}, [])
+
     # -- writes ----------------------------------------------------------------
     @abstractmethod
     def put(self, key: str, data: bytes) -> None:
@@ -227,99 +234,60 @@ class Storage(ABC):
 class LocalStorage(Storage):
     """A directory on a local file system: plain os calls, temp file + rename per write.
 
-    Requests run one after the other where measured faster (listings, writes):
-    the file system serialises on directories.
+    Every path goes through a :class:`~zarr_vectors.store.localfs.SafeRoot`: only regular
+    files inside the root are opened, links are never followed (listed, and refused when
+    read), and no write goes through a linked directory.  Requests run one after the other
+    where measured faster (listings, writes): the file system serialises on directories.
     """
 
     is_remote = False
 
     def __init__(self, url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> None:
         super().__init__(url, storage_options)
-        self._made_dirs: set[str] = set()  # directories known to exist
+        self._fs = SafeRoot(self.root)
+
+    def full_path(self, key: str) -> str:
+        return self._fs.path(key)
 
     def get(self, key: str) -> bytes | None:
-        try:
-            with open(self.full_path(key), "rb") as f:
-                return f.read()
-        except (FileNotFoundError, NotADirectoryError):
-            return None
+        return self._fs.read(key)
 
     def get_ranges(self, requests: Sequence[tuple[str, int, int | None]]) -> list[bytes | None]:
         if len(requests) <= 1:
-            return [self._get_range(r) for r in requests]
-        return list(io_pool().map(self._get_range, requests))
-
-    def _get_range(self, request: tuple[str, int, int | None]) -> bytes | None:
-        key, start, end = request
-        try:
-            with open(self.full_path(key), "rb") as f:
-                if start < 0:
-                    size = f.seek(0, os.SEEK_END)
-                    f.seek(max(0, size + start))
-                else:
-                    f.seek(start)
-                return f.read() if end is None else f.read(max(0, end - f.tell()))
-        except (FileNotFoundError, NotADirectoryError):
-            return None
+            return [self._fs.read(*r) for r in requests]
+        return list(io_pool().map(lambda r: self._fs.read(*r), requests))
 
     def exists(self, key: str) -> bool:
-        return os.path.lexists(self.full_path(key))
+        """Whether anything (a link or FIFO too: see :meth:`scan`) is at ``key``; never through a link."""
+        if not key:
+            return self._fs.directory("", key="")
+        return self._fs.parent(key) and os.path.lexists(self._fs.path(key))
 
     def list_dir(self, prefix: str) -> list[str]:
-        try:
-            names = os.listdir(self.full_path(prefix))
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        return sorted(n for n in names if n and not n.startswith(".tmp-"))
+        return sorted(n for n in self._fs.list_dir(prefix) if n and not n.startswith(".tmp-"))
 
     def list_files(self, prefix: str) -> list[str]:
-        out = []
-        for dirpath, _, files in os.walk(self.full_path(prefix)):
-            rel = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
-            out.extend(f if rel == "." else f"{rel}/{f}" for f in files if not f.startswith(".tmp-"))
-        return sorted(out)
+        return sorted(self._fs.walk(prefix).sizes)
 
     def object_sizes(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        if not os.path.isdir(self.root):
-            return out
-        prefix = os.path.join(self.root, "")
-        stack = [self.root]
-        while stack:
-            directory = stack.pop()
-            try:
-                entries = list(os.scandir(directory))
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            for entry in entries:
-                if entry.name.startswith(".tmp-"):
-                    continue
-                if entry.is_dir(follow_symlinks=True):
-                    stack.append(entry.path)
-                else:
-                    rel = entry.path[len(prefix) :].replace(os.sep, "/")  # scandir paths extend root
-                    out[rel] = entry.stat().st_size
-        return out
+        return self._fs.walk().sizes
+
+    def scan(self) -> Listing:
+        return self._fs.walk()
 
     def put(self, key: str, data: bytes) -> None:
-        path = self.full_path(key)
-        directory = os.path.dirname(path)
-        if directory not in self._made_dirs:
-            os.makedirs(directory, exist_ok=True)
-            self._made_dirs.add(directory)
-        tmp = os.path.join(directory, f".tmp-{uuid.uuid4().hex}")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileNotFoundError:  # the directory was removed since we made it
-            os.makedirs(directory, exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd, tmp = self._fs.create_temp(key, f".tmp-{uuid.uuid4().hex}")
         try:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, self._fs.path(key))  # replaces a link at ``key`` itself, never what it names
+        except IsADirectoryError as exc:
+            os.remove(tmp)
+            raise StorageObjectError("a directory where a file belongs: not replaced", key=key) from exc
 
     def put_many(self, items: Mapping[str, bytes]) -> None:
         """One after the other: measured here, creating files from several threads of
@@ -328,8 +296,10 @@ class LocalStorage(Storage):
             self.put(k, v)
 
     def delete(self, key: str) -> None:
+        if not self._fs.parent(key):
+            return
         try:
-            os.remove(self.full_path(key))
+            os.remove(self._fs.path(key))
         except FileNotFoundError:
             pass
 
@@ -338,8 +308,12 @@ class LocalStorage(Storage):
             self.delete(k)
 
     def delete_prefix(self, prefix: str) -> None:
-        path = self.full_path(prefix)
-        self._made_dirs.clear()
+        """rmtree of a real directory (which removes links inside it, never what they name); a link
+        or file at ``prefix`` is removed itself."""
+        if prefix and not self._fs.parent(prefix):
+            return
+        path = self._fs.path(prefix)
+        self._fs.forget(prefix or None)
         if not os.path.lexists(path):
             return
         if os.path.isdir(path) and not os.path.islink(path):
@@ -350,18 +324,19 @@ class LocalStorage(Storage):
             os.remove(path)
 
     def move_many(self, pairs: Sequence[tuple[str, str]]) -> None:
-        """Renames (``os.replace``), creating destination directories as needed."""
-        made: set[str] = set()
+        """Renames (``os.replace``), creating destination directories as needed; neither side
+        goes through a linked directory."""
         for src, dst in pairs:
-            target = self.full_path(dst)
-            directory = os.path.dirname(target)
-            if directory not in made:
-                os.makedirs(directory, exist_ok=True)
-                made.add(directory)
+            self._fs.parent(dst, create=True)
+            target = self._fs.path(dst)
+            if not self._fs.parent(src):
+                if not os.path.lexists(target):
+                    raise FileNotFoundError(f"{src}: nothing to move to {dst}")
+                continue
             try:
-                os.replace(self.full_path(src), target)
+                os.replace(self._fs.path(src), target)
             except FileNotFoundError:
-                if not os.path.exists(target):
+                if not os.path.lexists(target):
                     raise
 
     def remove_empty_dirs(self, prefixes: Iterable[str], *, floor: str) -> None:
@@ -371,9 +346,12 @@ class LocalStorage(Storage):
         for d in sorted(set(prefixes), key=depth, reverse=True):
             while depth(d) > depth(floor):
                 try:
-                    os.rmdir(self.full_path(d))
-                except OSError:  # not empty (or gone)
+                    if not self._fs.parent(d):
+                        break
+                    os.rmdir(self._fs.path(d))  # a link is not a directory: ENOTDIR, left alone
+                except OSError:  # not empty (or gone, or not ours to walk)
                     break
+                self._fs.forget(d)
                 d = posixpath.dirname(d)
 
 
@@ -399,6 +377,12 @@ class FsspecStorage(Storage):
     @property
     def bucket(self) -> str | None:
         return self.root.split("/", 1)[0] if self.protocol == "s3" else None
+
+    def full_path(self, key: str) -> str:
+        """The path of ``key``, refusing keys that could name something outside the root (``..``)."""
+        if key:
+            check_key(key)
+        return super().full_path(key)
 
     def get(self, key: str) -> bytes | None:
         try:

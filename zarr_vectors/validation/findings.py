@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from zarr_vectors.errors import StorageObjectError
+
 ERROR = "error"
 WARNING = "warning"
 
@@ -48,6 +50,8 @@ RULES: list[Rule] = [
                                      "node paths to node documents"),
         ("L1_CONSOLIDATED_STALE", _E, "a group's consolidated_metadata copies exactly the nodes below it (zarr "
                                       "readers trust the copy)"),
+        ("L1_STORAGE_OBJECT", _E, "the store holds only regular files and directories: no symbolic link, FIFO, "
+                                  "socket or device, no directory where a zarr.json or chunk file belongs"),
         ("L1_MISSING_NODE", _E, "every directory holding nodes is itself a node (has a zarr.json)"),
         ("L1_STRAY_OBJECT", _W, "objects other than zarr.json and array chunks are not expected in the store"),
         ("L1_ROOT_NOT_GROUP", _E, "the root is a group"),
@@ -234,7 +238,13 @@ def make(
 
 
 def crashed(level: int, node: str, exc: BaseException, *, cell: str | None = None, what: str = "") -> Finding:
-    """An exception raised while checking, turned into a finding (D7: never swallowed)."""
+    """An exception raised while checking, turned into a finding (D7: never swallowed).
+
+    A storage object the storage layer refused (a link, FIFO, device met after level 1's
+    walk, e.g. made since) is that rule's finding, whichever check met it.
+    """
+    if isinstance(exc, StorageObjectError):
+        return make("L1_STORAGE_OBJECT", node, f"{exc}: readers refuse it", cell=cell)
     detail = f"{type(exc).__name__}: {exc}"
     prefix = f"check {what!r} crashed" if what else "check crashed"
     return make(f"L{level}_CHECK_CRASHED", node, f"{prefix}: {detail}", cell=cell)

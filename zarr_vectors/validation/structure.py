@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zarr_vectors.encoding import unframe_single
-from zarr_vectors.errors import MetadataError
+from zarr_vectors.errors import MetadataError, StorageObjectError
 from zarr_vectors.format.paths import parse_delta, parse_offsets
 from zarr_vectors.format.schema import is_int
 from zarr_vectors.store.backend import Storage
@@ -131,6 +131,9 @@ class StoreModel:
     allow_layouts: tuple[str, ...] = ()
     # sharded grid array path -> its cells as read from the shard indexes (filled at level 3)
     shards: dict[str, Any] = field(default_factory=dict)
+    # keys listed but never opened -- links, FIFOs, devices -- with what each is; directories
+    special: dict[str, str] = field(default_factory=dict)
+    dirs: list[str] = field(default_factory=list)
 
     # -- root ----------------------------------------------------------------
     @property
@@ -190,18 +193,43 @@ class StoreModel:
 
 
 def load_model(storage: Storage, report: Report) -> StoreModel:
-    """List the store and read every ``zarr.json`` strictly (problems become L1 findings)."""
-    objects = storage.object_sizes()
-    meta_keys = sorted(k for k in objects if k == "zarr.json" or k.endswith("/zarr.json"))
-    raws = storage.get_many(meta_keys)
+    """List the store and read every ``zarr.json`` strictly (problems become L1 findings).
+
+    Objects the listing names as links, FIFOs or devices are never read (L1_STORAGE_OBJECT):
+    their nodes have no document.
+    """
+    listing = storage.scan()
+    objects, special = listing.sizes, dict(listing.special)
+    meta_keys = sorted(k for k in objects if (k == "zarr.json" or k.endswith("/zarr.json")) and k not in special)
     nodes: dict[str, Node] = {}
-    for key, raw in zip(meta_keys, raws):
+    for key, raw in zip(meta_keys, _read_documents(storage, meta_keys, special)):
         path = "" if key == "zarr.json" else key[: -len("/zarr.json")]
-        if raw is None:  # vanished between the listing and the read
-            raw = b""
-        doc, problems = find_problems(raw)
+        if key in special:  # became a link or FIFO since the listing
+            nodes[path] = Node(path, None)
+            continue
+        doc, problems = find_problems(b"" if raw is None else raw)  # None: vanished since the listing
         nodes[path] = Node(path, doc, [(p.pointer, p.message) for p in problems])
-    return StoreModel(storage, objects, nodes)
+    for key in special:
+        if key == "zarr.json" or key.endswith("/zarr.json"):
+            path = "" if key == "zarr.json" else key[: -len("/zarr.json")]
+            nodes[path] = Node(path, None)
+    return StoreModel(storage, objects, nodes, special=special, dirs=list(listing.dirs))
+
+
+def _read_documents(storage: Storage, keys: list[str], special: dict[str, str]) -> list[bytes | None]:
+    """The documents' bytes; one that the storage layer refuses is recorded in ``special``."""
+    try:
+        return storage.get_many(keys)
+    except StorageObjectError:
+        pass
+    out: list[bytes | None] = []
+    for key in keys:
+        try:
+            out.append(storage.get(key))
+        except StorageObjectError as exc:
+            special[key] = f"refused when read ({exc})"
+            out.append(None)
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -343,6 +371,7 @@ def check_structure(model: StoreModel, report: Report) -> None:
     for node in model.nodes.values():
         for pointer, message in node.problems:
             report.add(make(_json_code(message), display(node.path), message, pointer=pointer or "/"))
+    _check_storage_objects(model, report)
     root = model.root
     if root is None:
         report.add(make("L1_STORE_EMPTY", "/", f"no root zarr.json at {model.storage.url!r}"))
@@ -372,6 +401,46 @@ def check_structure(model: StoreModel, report: Report) -> None:
             _check_level(model, number, report)
         except Exception as exc:  # noqa: BLE001 - a crash is a finding
             report.add(crashed(1, model.levels[number], exc, what="level structure"))
+
+
+def _check_storage_objects(model: StoreModel, report: Report) -> None:
+    """Links, FIFOs, sockets and devices anywhere in the store, and directories where a
+    ``zarr.json`` or a chunk file belongs: all from the listing (lstat), none opened.
+
+    Stores are data from elsewhere: a link may name a file outside the store (a valid
+    copy, ``/etc/passwd``), a FIFO blocks whoever opens it, so no reader may use them.
+    """
+    report.ran_rule("L1_STORAGE_OBJECT", len(model.objects))
+    arrays = {p: n for p, n in model.nodes.items() if n.node_type == "array"}
+    found: list[tuple[str, str]] = []  # (key, message)
+    for key, what in sorted(model.special.items()):
+        problem = what if what.startswith("refused") else f"is a {what}, not a regular file"
+        found.append((key, f"{key!r} {problem}: readers refuse it (a store holds only regular files and "
+                           "directories; links are never followed)"))
+    for key in sorted(model.dirs):
+        owner = _owning_array(key, arrays)
+        if posixpath.basename(key) == "zarr.json":
+            found.append((key, f"{key!r} is a directory where a zarr.json belongs: readers refuse it"))
+        elif owner is not None and _is_cell_key(key, owner, arrays[owner]):
+            found.append((key, f"{key!r} is a directory where a chunk file belongs: readers refuse it"))
+    for key, message in found[:50]:
+        owner = _owning_array(key, arrays)
+        report.add(make("L1_STORAGE_OBJECT", display(owner if owner is not None else posixpath.dirname(key)), message))
+    if len(found) > 50:
+        report.add(make("L1_STORAGE_OBJECT", "/", f"... and {len(found) - 50} more objects that are not regular files"))
+
+
+def _is_cell_key(key: str, owner: str, node: Node) -> bool:
+    shape = node.doc.get("shape") if node.doc else None
+    if not isinstance(shape, list):
+        return False
+    try:
+        prefix, sep = key_parser(node.doc or {})
+    except AttributeError:  # configuration not an object: a malformed encoding is another rule's finding
+        return False
+    if not isinstance(sep, str) or not sep:
+        return False
+    return parse_cell_key(key[len(owner) + 1:], prefix, sep, len(shape)) is not None
 
 
 def _check_consolidated(model: StoreModel, report: Report) -> None:
@@ -454,12 +523,14 @@ def _check_tree(model: StoreModel, report: Report) -> None:
             continue
         owner = _owning_array(key, arrays)
         if owner is None:
-            stray.append(key)
+            if key not in model.special:  # already an L1_STORAGE_OBJECT error
+                stray.append(key)
             continue
         (prefix, sep), ndim = parsers[owner]
         index = parse_cell_key(key[len(owner) + 1:], prefix, sep, ndim) if ndim is not None else None
         if index is None:
-            stray.append(key)
+            if key not in model.special:
+                stray.append(key)
             continue
         model.cells[owner][index] = (key, size)
     for key in sorted(stray)[:50]:
