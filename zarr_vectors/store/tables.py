@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.encoding import frame_items, unframe_items
-from zarr_vectors.errors import EncodingError, MetadataError
+from zarr_vectors.errors import EncodingError, MetadataError, ZarrVectorsError
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.codecs import ZSTD_DEFAULT, Pipeline
 from zarr_vectors.store.nodes import (
@@ -93,7 +93,12 @@ def read_table(storage: Storage, path: str) -> tuple[np.ndarray, dict[str, Any]]
     for i, raw in enumerate(storage.get_many(keys)):
         if raw is None:
             continue
-        buf = pipeline.decompress(raw)
+        try:
+            buf = pipeline.decompress(raw)
+        except ZarrVectorsError:
+            raise
+        except Exception as exc:  # a codec library's own error (zstd raises RuntimeError)
+            raise EncodingError(f"{keys[i]}: chunk does not decode: {exc}") from exc
         if len(buf) != expected:
             raise EncodingError(f"{keys[i]}: chunk holds {len(buf)} bytes, expected {expected}")
         block = np.frombuffer(buf, dtype=dtype).reshape(chunk_shape)
