@@ -16,6 +16,7 @@ validator's level 3 reports -- never a plausible wrong answer.
 
 from __future__ import annotations
 
+import math
 import posixpath
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.encoding import FragmentIndex
-from zarr_vectors.errors import EncodingError, InconsistentStoreError, InputError, MetadataError
+from zarr_vectors.errors import EncodingError, InconsistentStoreError, InputError, MetadataError, ResourceLimitError
 from zarr_vectors.format.links import LinkRecords
 from zarr_vectors.format.paths import format_chunk_key
 from zarr_vectors.store.grid import GridArray, read_cells_many
@@ -178,16 +179,22 @@ class VertexTable:
         keys = np.asarray(self.cells, dtype=np.int64)
         lo, hi = keys.min(axis=0), keys.max(axis=0)
         shape = (hi - lo + 1).tolist()
+        columns = [np.ascontiguousarray(chunks[:, d]) for d in range(keys.shape[1])]  # contiguous passes
+        if math.prod(shape) >= 1 << 62:  # cells too far apart for one int64 index: rank each axis first
+            columns, keys = _axis_ranks(columns, keys)
+            lo, shape = np.zeros(keys.shape[1], dtype=np.int64), (keys.max(axis=0) + 1).tolist()
+            if math.prod(shape) >= 1 << 62:
+                raise ResourceLimitError(f"{self.level}: {len(keys)} vertex cells span a grid too large to index")
         key_lin = np.ravel_multi_index(tuple((keys - lo).T), shape)  # ascending: cells are sorted
         inside = np.ones(len(chunks), dtype=bool)
         q = np.zeros(len(chunks), dtype=np.int64)
-        for d in range(keys.shape[1]):  # column by column: contiguous passes
-            col = np.ascontiguousarray(chunks[:, d]) - lo[d]
+        for d, column in enumerate(columns):
+            col = column - lo[d]
             inside &= (col >= 0) & (col < shape[d])
             q *= shape[d]
             q += col
         q[~inside] = 0
-        total = int(np.prod(shape))
+        total = math.prod(shape)
         if total <= 1 << 24:  # dense lookup table over the read cells' bounding grid
             lut = np.full(total, -1, dtype=np.int64)
             lut[key_lin] = np.arange(len(key_lin))
@@ -197,6 +204,21 @@ class VertexTable:
             rank = np.where(key_lin[pos] == q, pos, -1)
         out[inside] = rank[inside]
         return out
+
+
+def _axis_ranks(columns: list[np.ndarray], keys: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+    """Coordinates replaced by their rank among the cells' values on each axis (-1: no cell has it).
+
+    Keeps :meth:`VertexTable.cell_rank` exact when the cells lie too far apart for one
+    linear index (a sparse grid of huge declared extent).
+    """
+    ranked_cols, ranked_keys = [], np.empty_like(keys)
+    for d, column in enumerate(columns):
+        values = np.unique(keys[:, d])
+        ranked_keys[:, d] = np.searchsorted(values, keys[:, d])
+        pos = np.minimum(np.searchsorted(values, column), len(values) - 1)
+        ranked_cols.append(np.where(values[pos] == column, pos, -1))
+    return ranked_cols, ranked_keys
 
 
 def _read_vertex_table(

@@ -286,8 +286,9 @@ def test_duplicated_nonempty_chunks_key_is_refused(store, node: str) -> None:
 @pytest.mark.parametrize(
     ("entry", "pointer"),
     [(5, "/0"), ("1..2", "/0"), ("..", "/0"), ("0.0", "/0"), ("01.0.0", "/0"), ("0.0.0.0", "/0"),
-     ("999.0.0", "/0"), ("every", ""), ({"0.0.0": 1}, ""), (None, "")],
-    ids=["int", "empty-component", "dotdot", "short", "leading-zero", "long", "outside-grid", "string", "dict", "null"],
+     ("999.0.0", "/0"), ("99999999999999999999.0.0", "/0"), ("every", ""), ({"0.0.0": 1}, ""), (None, "")],
+    ids=["int", "empty-component", "dotdot", "short", "leading-zero", "long", "outside-grid", "past-int64", "string",
+         "dict", "null"],
 )
 def test_malformed_nonempty_chunks_entry_is_a_metadata_error(store, entry: object, pointer: str) -> None:
     path = store("graph")
@@ -468,3 +469,13 @@ def test_valid_stores_read_whole_and_in_a_box(built: dict[str, Path], kind: str)
     assert len(whole) > 0
     part = zv.read(str(built[kind]), bbox=[[0, 0, 0], [40, 40, 40]])
     assert len(part) <= len(whole)
+
+
+def test_cells_far_apart_are_still_ranked_exactly() -> None:
+    """Endpoint lookup stays exact when the read cells span more than an int64 linear index (sparse huge grid)."""
+    from zarr_vectors.read import VertexTable
+
+    cells = [(-5, 0, 0), (0, 0, 0), (0, 2**40, 7), (2**61, 1, 1)]
+    table = VertexTable(cells, {}, np.zeros((0, 3), "f4"), {}, None, None, None)
+    query = np.array([(0, 0, 0), (2**61, 1, 1), (0, 2**40, 7), (0, 2**40, 8), (-5, 0, 0), (3, 3, 3), (2**62, 0, 0)])
+    np.testing.assert_array_equal(table.cell_rank(query), [1, 3, 2, -1, 0, -1, -1])

@@ -72,7 +72,7 @@ def parse_delta(text: str) -> int:
         raise InputError(
             f"delta segment {text!r} is not canonical: expected '0', '+N' or '-N' (N without leading zeros)"
         )
-    return int(text)
+    return _int64s(text, "delta segment", [int(text)])[0]
 
 
 def _check_arity(link_width: int, sid_ndim: int) -> None:
@@ -127,7 +127,7 @@ def parse_offsets(segment: str, *, link_width: int, sid_ndim: int) -> tuple[tupl
                 f"offsets segment {segment!r} has non-canonical component {bad[0]!r}: "
                 "expected '0', '+N' or '-N' (N without leading zeros)"
             )
-        parsed.append(tuple(int(c) for c in components))
+        parsed.append(_int64s(segment, "offsets segment", [int(c) for c in components]))
     return tuple(parsed)
 
 
@@ -192,7 +192,14 @@ def parse_chunk_key(key: str, ndim: int | None = None) -> tuple[int, ...]:
         )
     if ndim is not None and len(components) != ndim:
         raise InputError(f"chunk key {key!r} has {len(components)} components, expected {ndim}")
-    return tuple(int(c) for c in components)
+    return _int64s(key, "chunk key", [int(c) for c in components])
+
+
+def _int64s(text: str, what: str, values: list[int]) -> tuple[int, ...]:
+    """``values`` as a tuple, refusing a component no int64 holds (chunk coordinates are int64 everywhere)."""
+    if any(not -(1 << 63) <= v < 1 << 63 for v in values):
+        raise InputError(f"{what} {text!r} has a component outside the int64 range")
+    return tuple(values)
 
 
 # ---------------------------------------------------------------------------
