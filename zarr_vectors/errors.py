@@ -35,7 +35,9 @@ class MetadataError(ZarrVectorsError, ValueError):
 
 
 class UnsupportedLayoutError(MetadataError):
-    """An ``object_index`` layout this reader refuses (docs/decisions.md D1)."""
+    """A contract this reader does not know and so refuses rather than guesses: an
+    ``object_index`` layout (docs/decisions.md D1), a ``zv_array`` discriminator (§13.2),
+    a required capability (D9)."""
 
 
 class StoreExistsError(ZarrVectorsError, FileExistsError):

@@ -1,9 +1,13 @@
-"""Path segments of the links families and dotted chunk keys.
+"""Path segments of the links families, dotted chunk keys, and what lives at each path.
 
 Every ``<delta>`` and ``<offsets>`` directory name is composed and parsed here and
 nowhere else, so writers, readers and the validator agree on one spelling. Only the
 canonical spelling parses (docs/decisions.md D16): ``+0``, ``-0`` or ``+01`` would name the
 same geometry as another directory and silently split a family in two.
+
+:func:`expected_for` is the table of docs/format.md §1/§5: the node type and ``zv_array``
+the format puts at each path below a level.  The reader refuses a node that disagrees
+and the validator reports it (§13.2: an unknown discriminator is an error, never a guess).
 """
 
 from __future__ import annotations
@@ -11,11 +15,17 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from zarr_vectors.errors import InputError
 
 __all__ = [
+    "PLAIN",
+    "RAW",
     "SELF_SEGMENT",
+    "ZV_ARRAY_VALUES",
+    "Expected",
+    "expected_for",
     "format_chunk_key",
     "format_delta",
     "format_offsets",
@@ -62,7 +72,7 @@ def parse_delta(text: str) -> int:
         raise InputError(
             f"delta segment {text!r} is not canonical: expected '0', '+N' or '-N' (N without leading zeros)"
         )
-    return int(text)
+    return _int64s(text, "delta segment", [int(text)])[0]
 
 
 def _check_arity(link_width: int, sid_ndim: int) -> None:
@@ -117,7 +127,7 @@ def parse_offsets(segment: str, *, link_width: int, sid_ndim: int) -> tuple[tupl
                 f"offsets segment {segment!r} has non-canonical component {bad[0]!r}: "
                 "expected '0', '+N' or '-N' (N without leading zeros)"
             )
-        parsed.append(tuple(int(c) for c in components))
+        parsed.append(_int64s(segment, "offsets segment", [int(c) for c in components]))
     return tuple(parsed)
 
 
@@ -172,7 +182,7 @@ def parse_chunk_key(key: str, ndim: int | None = None) -> tuple[int, ...]:
     ``nonempty_chunks``, so non-canonical spellings are refused.
     """
     if not isinstance(key, str):
-        raise TypeError(f"chunk key must be a string, got {type(key).__name__}")
+        raise InputError(f"chunk key must be a string, got {type(key).__name__} {key!r}")
     components = key.split(".")
     bad = [c for c in components if _CHUNK_COMPONENT_RE.fullmatch(c) is None]
     if bad:
@@ -182,4 +192,70 @@ def parse_chunk_key(key: str, ndim: int | None = None) -> tuple[int, ...]:
         )
     if ndim is not None and len(components) != ndim:
         raise InputError(f"chunk key {key!r} has {len(components)} components, expected {ndim}")
-    return tuple(int(c) for c in components)
+    return _int64s(key, "chunk key", [int(c) for c in components])
+
+
+def _int64s(text: str, what: str, values: list[int]) -> tuple[int, ...]:
+    """``values`` as a tuple, refusing a component no int64 holds (chunk coordinates are int64 everywhere)."""
+    if any(not -(1 << 63) <= v < 1 << 63 for v in values):
+        raise InputError(f"{what} {text!r} has a component outside the int64 range")
+    return tuple(values)
+
+
+# ---------------------------------------------------------------------------
+# what the format puts at each path below a level (docs/format.md §1, §5)
+# ---------------------------------------------------------------------------
+ZV_ARRAY_VALUES = frozenset(
+    {
+        "vertices", "vertex_fragments", "link_fragments", "attribute", "fragment_attribute", "links_family",
+        "links", "link_attribute_family", "link_attribute", "object_index", "object_attribute", "groups",
+        "groupings_attribute",
+    }
+)
+PLAIN = "plain"  # a plain group (no discriminator)
+RAW = "raw"  # an array with no discriminator (object_index/manifests, object_ids)
+
+
+@dataclass(frozen=True)
+class Expected:
+    node_type: str
+    kind: str  # a zv_array value, PLAIN or RAW
+
+
+def expected_for(rel: tuple[str, ...]) -> Expected | None:
+    """What the format puts at a path relative to a level group (None: nothing)."""
+    n = len(rel)
+    head = rel[0] if rel else ""
+    fixed = {
+        ("vertices",): Expected("array", "vertices"),
+        ("vertex_fragments",): Expected("array", "vertex_fragments"),
+        ("link_fragments",): Expected("array", "link_fragments"),
+        ("groups",): Expected("array", "groups"),
+        ("object_index",): Expected("group", "object_index"),
+        ("object_index", "manifests"): Expected("array", RAW),
+        ("object_index", "object_ids"): Expected("array", RAW),
+    }
+    if rel in fixed:
+        return fixed[rel]
+    simple = {
+        "vertex_attributes": "attribute",
+        "fragment_attributes": "fragment_attribute",
+        "object_attributes": "object_attribute",
+        "group_attributes": "groupings_attribute",
+    }
+    if head in simple:
+        if n == 1:
+            return Expected("group", PLAIN)
+        if n == 2:
+            return Expected("array", simple[head])
+        return None
+    if head == "links":
+        return {1: Expected("group", PLAIN), 2: Expected("group", "links_family"), 3: Expected("array", "links")}.get(n)
+    if head == "link_attributes":
+        return {
+            1: Expected("group", PLAIN),
+            2: Expected("group", PLAIN),
+            3: Expected("group", "link_attribute_family"),
+            4: Expected("array", "link_attribute"),
+        }.get(n)
+    return None

@@ -26,7 +26,14 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.encoding import frame_single, unframe_single
-from zarr_vectors.errors import ArrayError, EncodingError, InputError, MetadataError, ResourceLimitError
+from zarr_vectors.errors import (
+    ArrayError,
+    EncodingError,
+    InconsistentStoreError,
+    InputError,
+    MetadataError,
+    ResourceLimitError,
+)
 from zarr_vectors.format.paths import format_chunk_key, parse_chunk_key
 from zarr_vectors.store.backend import RangeRequest, Storage, io_pool
 from zarr_vectors.store.codecs import Pipeline, ShardingSpec
@@ -258,10 +265,50 @@ class GridArray:
     # -- presence -----------------------------------------------------------
     @property
     def nonempty_chunks(self) -> list[str]:
-        return list(self.attributes.get("nonempty_chunks", []))
+        keys = self.attributes.get("nonempty_chunks", [])
+        if not isinstance(keys, list):
+            raise MetadataError(
+                f"nonempty_chunks must be a list of chunk keys, found {type(keys).__name__}",
+                file=meta_key(self.path),
+                pointer="/attributes/nonempty_chunks",
+            )
+        return list(keys)
 
     def nonempty_chunk_coords(self) -> list[Chunk]:
-        return [parse_chunk_key(k, self.ndim) for k in self.nonempty_chunks]
+        """The listed cells, each checked: a canonical key of ``ndim`` components inside the grid, listed once.
+
+        Readers visit exactly these cells, so a key that does not parse, lies outside the
+        array or repeats (the cell would be read twice) is refused here, naming the entry.
+        """
+        keys = self.nonempty_chunks
+        file = meta_key(self.path)
+        coords = []
+        for i, k in enumerate(keys):
+            try:
+                coords.append(parse_chunk_key(k, self.ndim))
+            except InputError as exc:
+                raise MetadataError(str(exc), file=file, pointer=f"/attributes/nonempty_chunks/{i}") from None
+        if not coords:
+            return coords
+        if len(set(keys)) != len(keys):
+            first: dict[str, int] = {}
+            for i, k in enumerate(keys):
+                if k in first:
+                    raise InconsistentStoreError(
+                        f"{file}#/attributes/nonempty_chunks/{i}: cell {k} is listed twice (entries {first[k]} "
+                        f"and {i}): it would be read twice"
+                    )
+                first[k] = i
+        index = np.asarray(coords, dtype=np.int64) - np.asarray(self.origin, dtype=np.int64)
+        outside = ((index < 0) | (index >= np.asarray(self.shape, dtype=np.int64))).any(axis=1)
+        if outside.any():
+            i = int(np.argmax(outside))
+            raise MetadataError(
+                f"chunk key {keys[i]!r} lies outside the array (origin {list(self.origin)}, shape {list(self.shape)})",
+                file=file,
+                pointer=f"/attributes/nonempty_chunks/{i}",
+            )
+        return coords
 
     def set_nonempty_chunks(self, keys: Iterable[str]) -> None:
         self.attributes["nonempty_chunks"] = sort_chunk_keys(keys)
@@ -341,16 +388,21 @@ def write_cells_many(batches: Sequence[tuple[GridArray, Mapping[Chunk, bytes]]])
 
 
 def read_cells_many(
-    requests: Sequence[tuple[GridArray, Sequence[int]]], *, max_payload_bytes: Sequence[int | None] | None = None
+    requests: Sequence[tuple[GridArray, Sequence[int]]],
+    *,
+    required: bool = False,
+    max_payload_bytes: Sequence[int | None] | None = None,
 ) -> list[bytes]:
     """Payloads of cells of possibly several arrays of one store, fetched and decoded concurrently.
 
     Unsharded and sharded arrays may be mixed; each shard object (or its index) is
-    fetched once however many of its cells are asked for.  ``max_payload_bytes`` (one
-    per request, None for no bound of its own) is the most a payload may hold, as the
-    caller knows it from metadata (rows x row size); every cell is also held to the
-    ``zarr_vectors.limits.max-decoded-bytes`` ceiling.  A cell decoding to more raises
-    ResourceLimitError naming it, before the excess is produced.
+    fetched once however many of its cells are asked for.  An absent cell reads as b""
+    unless ``required`` (readers asking for cells a presence list names): then it is an
+    :class:`InconsistentStoreError` naming the cell, never an empty answer.
+    ``max_payload_bytes`` (one per request, None for no bound of its own) is the most a
+    payload may hold, as the caller knows it from metadata (rows x row size); every cell
+    is also held to the ``zarr_vectors.limits.max-decoded-bytes`` ceiling.  A cell
+    decoding to more raises ResourceLimitError naming it, before the excess is produced.
     """
     if not requests:
         return []
@@ -360,6 +412,10 @@ def read_cells_many(
     storage = requests[0][0].storage
     if any(grid.sharding is not None for grid, _ in requests):
         raws = read_stored_cells_many(requests)
+        if required and None in raws:
+            grid, chunk = requests[raws.index(None)]
+            raise _missing(grid._where(chunk), "the shard index marks it empty, or the shard is absent"
+                           if grid.sharding is not None else "no such object")
         if len(requests) < 64:
             return [grid._decode_at(chunk, raw, lim) for (grid, chunk), raw, lim in zip(requests, raws, limits)]
         # decoding is leaf work (it never waits on the pool), so it may share the I/O threads
@@ -367,7 +423,19 @@ def read_cells_many(
             lambda i: requests[i][0]._decode_at(requests[i][1], raws[i], limits[i]), range(len(requests))
         ))
     keys = [grid.cell_key(chunk) for grid, chunk in requests]
+    if required:
+        return storage.get_decoded(keys, lambda i, raw: requests[i][0]._decode(keys[i], _present(raw, keys[i]), limits[i]))
     return storage.get_decoded(keys, lambda i, raw: requests[i][0]._decode(keys[i], raw, limits[i]))
+
+
+def _missing(where: str, detail: str) -> InconsistentStoreError:
+    return InconsistentStoreError(f"{where}: the cell is listed but missing on storage ({detail})")
+
+
+def _present(raw: bytes | None, key: str) -> bytes:
+    if raw is None:
+        raise _missing(key, "no such object")
+    return raw
 
 
 def read_stored_cells_many(requests: Sequence[tuple[GridArray, Sequence[int]]]) -> list[bytes | None]:

@@ -11,8 +11,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from zarr_vectors.errors import InputError, MetadataError, StoreExistsError, StoreNotFoundError
+from zarr_vectors.errors import (
+    InputError,
+    MetadataError,
+    StoreExistsError,
+    StoreNotFoundError,
+    UnsupportedLayoutError,
+)
 from zarr_vectors.format.metadata import GEOMETRY_TYPES, LevelMetadata, RootMetadata
+from zarr_vectors.format.paths import PLAIN, RAW, ZV_ARRAY_VALUES, expected_for
+from zarr_vectors.format.schema import KNOWN_CAPABILITIES
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.grid import GridArray
 from zarr_vectors.store.nodes import group_document, read_node, require_node, write_node
@@ -68,7 +76,10 @@ class Level:
         return self.storage.exists(posixpath.join(self.node_path(relpath), "zarr.json"))
 
     def array(self, relpath: str) -> GridArray:
-        return GridArray.open(self.storage, self.node_path(relpath))
+        """The grid array at ``relpath``, refused unless its ``zv_array`` is the one for that path."""
+        grid = GridArray.open(self.storage, self.node_path(relpath))
+        check_zv_array(grid.attributes, relpath, posixpath.join(grid.path, "zarr.json"))
+        return grid
 
     def create_array(
         self,
@@ -139,8 +150,54 @@ class ZVStore:
         write_node(self.storage, "", group_document(self.root.to_attributes()))
 
 
+def check_zv_array(attrs: Mapping[str, Any], relpath: str, file: str) -> None:
+    """Refuse a node whose ``zv_array`` is unknown, missing, or not the one the format puts at ``relpath``.
+
+    ``relpath`` is relative to the level group; the rule is ``format.paths.expected_for``
+    (docs/format.md §1, §5), the one the validator applies.  §13.2: a discriminator the
+    reader does not know is an error, never a guess.
+    """
+    expected = expected_for(tuple(relpath.split("/")))
+    value = attrs.get("zv_array", attrs.get("zvf_array"))
+    if expected is None or expected.kind in (PLAIN, RAW):
+        if value is not None:
+            raise MetadataError(f"zv_array {value!r} on a node that carries none ({relpath})", file=file,
+                                pointer="/attributes/zv_array")
+        return
+    if value is None:
+        raise MetadataError(f"no zv_array discriminator (expected {expected.kind!r})", file=file, pointer="/attributes")
+    if not isinstance(value, str) or value not in ZV_ARRAY_VALUES:
+        raise UnsupportedLayoutError(
+            f"unknown zv_array discriminator {value!r} (expected {expected.kind!r}): the node was written to a "
+            "contract this reader does not know",
+            file=file,
+            pointer="/attributes/zv_array",
+        )
+    if value != expected.kind:
+        raise MetadataError(f"zv_array {value!r} where the path requires {expected.kind!r}", file=file,
+                            pointer="/attributes/zv_array")
+
+
+def _check_required_capabilities(zv: Any) -> None:
+    """Refuse a store that requires a capability this reader does not know (docs/decisions.md D9)."""
+    required = zv.get("required_capabilities") if isinstance(zv, dict) else None
+    if required is None:
+        return
+    pointer = "/attributes/zarr_vectors/required_capabilities"
+    if not isinstance(required, list) or not all(isinstance(t, str) for t in required):
+        raise MetadataError(f"required_capabilities must be a list of strings, found {required!r}",
+                            file="zarr.json", pointer=pointer)
+    unknown = sorted(set(required) - set(KNOWN_CAPABILITIES))
+    if unknown:
+        raise UnsupportedLayoutError(
+            f"the store requires capabilities this reader does not know: {unknown} (known: {list(KNOWN_CAPABILITIES)})",
+            file="zarr.json",
+            pointer=pointer,
+        )
+
+
 def open_store(url: str | os.PathLike[str], *, storage_options: Mapping[str, Any] | None = None) -> ZVStore:
-    """Open an existing store, reading its root metadata strictly."""
+    """Open an existing store, reading its root metadata strictly (and refusing unknown required capabilities)."""
     storage = url if isinstance(url, Storage) else Storage(url, storage_options)
     storage.check_reachable()
     doc = read_node(storage, "")
@@ -152,6 +209,7 @@ def open_store(url: str | os.PathLike[str], *, storage_options: Mapping[str, Any
     if "zarr_vectors" not in attrs:
         raise MetadataError("root group has no zarr_vectors block: not a Zarr Vectors store",
                             file="zarr.json", pointer="/attributes")
+    _check_required_capabilities(attrs["zarr_vectors"])
     return ZVStore(storage, RootMetadata.from_attributes(attrs, file="zarr.json"))
 
 

@@ -43,7 +43,7 @@ from zarr_vectors.format.paths import (
 )
 from zarr_vectors.store.codecs import ZSTD_DEFAULT, compressor_config
 from zarr_vectors.store.grid import GridArray
-from zarr_vectors.store.groups import Level
+from zarr_vectors.store.groups import Level, check_zv_array
 from zarr_vectors.store.nodes import group_document, read_node, write_node
 
 CompressorArg = dict[str, Any] | str | None
@@ -76,9 +76,12 @@ def ensure_plain_group(level: Level, rel: str) -> None:
 
 
 def family_document(level: Level, delta: int) -> dict[str, Any] | None:
+    """The ``links/<delta>`` group's document (its ``zv_array`` checked), or None when there is none."""
     doc = read_node(level.storage, family_path(level, delta))
     if doc is None or doc.get("node_type") != "group":
         return None
+    check_zv_array(doc.get("attributes") or {}, links_group_path(delta), posixpath.join(family_path(level, delta),
+                                                                                         "zarr.json"))
     return doc
 
 
@@ -430,7 +433,13 @@ def family_counts(level: Level, delta: int) -> LinkCounts | None:
     doc = family_document(level, delta)
     attrs = (doc or {}).get("attributes") or {}
     if "num_links" in attrs and "num_physical_records" in attrs:
-        return LinkCounts(int(attrs["num_links"]), int(attrs["num_physical_records"]))
+        for key in ("num_links", "num_physical_records"):
+            value = attrs[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise MetadataError(f"{key} must be an integer >= 0, found {value!r}",
+                                    file=posixpath.join(family_path(level, delta), "zarr.json"),
+                                    pointer=f"/attributes/{key}")
+        return LinkCounts(attrs["num_links"], attrs["num_physical_records"])
     if not link_array_segments(level, delta):
         return LinkCounts(0, 0)
     return None
@@ -516,10 +525,7 @@ def family_array(level: Level, policy: LinkPolicy, segment: str) -> FamilyArray:
                 file=posixpath.join(grid.path, "zarr.json"),
                 pointer="/attributes/offsets",
             )
-    try:
-        cells = sorted(grid.nonempty_chunk_coords())
-    except ValueError as exc:
-        raise MetadataError(str(exc), file=posixpath.join(grid.path, "zarr.json"), pointer="/attributes/nonempty_chunks") from None
+    cells = sorted(grid.nonempty_chunk_coords())  # each entry checked, naming its pointer
     return FamilyArray(
         segment=segment,
         offsets=offsets,

@@ -3,18 +3,22 @@
 Every reader walks the family in its one enumeration order
 (:func:`zarr_vectors.store.link_family.enumerate_family`), so records and attribute rows
 line up.  Missing arrays or cells read as empty only where the format says they are
-empty; a cell that does not decode is an :class:`EncodingError` naming it.
+empty: a cell a presence list names but storage lacks is an
+:class:`InconsistentStoreError`, and a cell that does not decode an
+:class:`EncodingError`, each naming the cell.  :class:`RecordSources` says which cell
+every record came from, so checks made later on whole arrays can still name it.
 """
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from zarr_vectors.encoding import lehmer_decode_rows
-from zarr_vectors.errors import ArrayError, EncodingError
+from zarr_vectors.errors import ArrayError, EncodingError, InconsistentStoreError
 from zarr_vectors.format.links import (
     Chunk,
     LinkPolicy,
@@ -26,8 +30,8 @@ from zarr_vectors.format.links import (
     ratios_arg,
 )
 from zarr_vectors.format.paths import format_chunk_key, format_delta, format_offsets, link_attributes_group_path
-from zarr_vectors.store.grid import read_cells_many
-from zarr_vectors.store.groups import Level
+from zarr_vectors.store.grid import GridArray, read_cells_many
+from zarr_vectors.store.groups import Level, check_zv_array
 from zarr_vectors.store.link_cells import decode_link_cell, stored_groups
 from zarr_vectors.store.link_family import (
     FamilyArray,
@@ -56,10 +60,36 @@ class LinkCell:
     records: LinkRecords
 
 
+@dataclass(frozen=True)
+class RecordSources:
+    """The stored cell of every record of a family read: runs of records, one per cell, in read order."""
+
+    paths: tuple[str, ...]  # the links array of each run
+    cells: tuple[Chunk, ...]  # its cell
+    counts: np.ndarray  # records in the run (int64)
+
+    @classmethod
+    def of(cls, arrays: Sequence[FamilyArray], rows_per_array: Sequence[Sequence[np.ndarray]]) -> RecordSources:
+        paths, cells, counts = [], [], []
+        for fa, rows in zip(arrays, rows_per_array):
+            for cell, r in zip(fa.cells, rows):
+                paths.append(fa.grid.path)
+                cells.append(cell)
+                counts.append(r.shape[0])
+        return cls(tuple(paths), tuple(cells), np.asarray(counts, dtype=np.int64))
+
+    def where(self, record: int) -> str:
+        """``<array> cell <key> (row <r>)`` of record ``record`` (its index in the read)."""
+        ends = np.cumsum(self.counts)
+        run = int(np.searchsorted(ends, record, side="right"))
+        row = record - int(ends[run] - self.counts[run])
+        return f"{self.paths[run]} cell {format_chunk_key(self.cells[run])} (row {row})"
+
+
 def read_family_rows(arrays: Sequence[FamilyArray]) -> list[list[np.ndarray]]:
-    """Stored rows of every enumerated cell, per array (one concurrent read)."""
+    """Stored rows of every enumerated cell, per array (one concurrent read; a listed cell must exist)."""
     requests = [(fa.grid, cell) for fa in arrays for cell in fa.cells]
-    raws = iter(read_cells_many(requests))
+    raws = iter(read_cells_many(requests, required=True))
     out = []
     for fa in arrays:
         rows = []
@@ -128,11 +158,18 @@ def ratios_for(
 def read_family_records(
     level: Level, policy: LinkPolicy, anchor_ratios: tuple[Sequence[int], Sequence[int]] | None
 ) -> tuple[LinkRecords, int]:
+    records, sources = read_family_located(level, policy, anchor_ratios)
+    return records, int(sources.counts.sum())
+
+
+def read_family_located(
+    level: Level, policy: LinkPolicy, anchor_ratios: tuple[Sequence[int], Sequence[int]] | None
+) -> tuple[LinkRecords, RecordSources]:
+    """Every record of the family in enumeration order, and the cell each came from."""
     arrays = enumerate_family(level, policy)
     rows_per_array = read_family_rows(arrays)
     ratios = ratios_for(level, policy, anchor_ratios) if arrays else None
     parts = []
-    total = 0
     for fa, rows in zip(arrays, rows_per_array):
         if not rows:
             continue
@@ -140,8 +177,7 @@ def read_family_records(
         cells = np.repeat(np.asarray(fa.cells, dtype=np.int64).reshape(-1, policy.sid_ndim), counts, axis=0)
         stacked = np.concatenate(rows) if rows else np.zeros((0, fa.width), np.int64)
         parts.append(decode_rows(policy, fa.offsets, fa.has_perm, cells, stacked, ratios, fa.grid.path))
-        total += stacked.shape[0]
-    return LinkRecords.concat(parts, policy.link_width, policy.sid_ndim), total
+    return LinkRecords.concat(parts, policy.link_width, policy.sid_ndim), RecordSources.of(arrays, rows_per_array)
 
 
 def read_links(
@@ -154,10 +190,18 @@ def read_links(
     order.  Under ``store="duplicate"`` every physical copy is returned.  An absent or
     unstamped family reads as no records.
     """
+    return read_links_located(level, delta, anchor_ratios=anchor_ratios)[0]
+
+
+def read_links_located(
+    level: Level, delta: int = 0, *, anchor_ratios: tuple[Sequence[int], Sequence[int]] | None = None
+) -> tuple[LinkRecords, RecordSources]:
+    """:func:`read_links`, and the stored cell of every record (for checks that name it)."""
     policy = link_family_policy(level, delta)
     if policy is None:
-        return LinkRecords.empty(0, len(level.store.root.chunk_shape))
-    return read_family_records(level, policy, anchor_ratios)[0]
+        empty = RecordSources((), (), np.zeros(0, dtype=np.int64))
+        return LinkRecords.empty(0, len(level.store.root.chunk_shape)), empty
+    return read_family_located(level, policy, anchor_ratios)
 
 
 def read_chunk_links(
@@ -225,21 +269,27 @@ def read_links_for_tuple(
     return read_chunk_links(level, delta, offsets, chunks[0], anchor_ratios=anchor_ratios).records
 
 
-def read_link_attributes(level: Level, name: str, delta: int = 0) -> np.ndarray:
+def read_link_attributes(
+    level: Level, name: str, delta: int = 0, *, sources: RecordSources | None = None
+) -> np.ndarray:
     """Rows of ``link_attributes/<name>/<delta>/``, aligned with :func:`read_links`.
 
     Uses the same enumeration of the link family; the attribute family must mirror its
-    cells (and, when the link family records it, its row count), else ArrayError.
+    cells (and, when the link family records it, its row count), else ArrayError.  With
+    the ``sources`` of a records read, every attribute cell must hold exactly as many rows
+    as its links cell, else :class:`InconsistentStoreError` naming the cell.
     """
     policy = link_family_policy(level, delta)
     if policy is None:
         return np.zeros(0)
     arrays = enumerate_family(level, policy)
     group_rel = link_attributes_group_path(name, delta)
-    if read_node(level.storage, level.node_path(group_rel)) is None:
+    group = read_node(level.storage, level.node_path(group_rel))
+    if group is None:
         if any(fa.cells for fa in arrays):
             raise ArrayError(f"level {level.number}: no link attribute {name!r} at delta {format_delta(delta)}")
         return np.zeros(0)
+    check_zv_array(group.get("attributes") or {}, group_rel, posixpath.join(level.node_path(group_rel), "zarr.json"))
     attr_segments = set(level.children(group_rel))
     extra = attr_segments - {fa.segment for fa in arrays}
     if extra:
@@ -265,10 +315,13 @@ def read_link_attributes(level: Level, name: str, delta: int = 0) -> np.ndarray:
     if spec is None:
         return np.zeros(0)
     dt, rs = spec
-    payload = b"".join(read_cells_many(requests))
+    cells = read_cells_many(requests, required=True)
     row_elems = int(np.prod(rs, dtype=np.int64))
-    if len(payload) % (dt.itemsize * max(row_elems, 1)):
-        raise EncodingError(f"{level.node_path(group_rel)}: cells are not whole rows of {dt} x {list(rs)}")
+    row_bytes = dt.itemsize * max(row_elems, 1)
+    sizes = np.fromiter((len(c) for c in cells), dtype=np.int64, count=len(cells))
+    if (sizes % row_bytes).any() or (sources is not None and not np.array_equal(sizes // row_bytes, sources.counts)):
+        _attribute_cell_mismatch(requests, sizes, row_bytes, sources, f"{dt} x {list(rs)}")
+    payload = b"".join(cells)
     out = np.frombuffer(payload, dtype=dt).reshape((-1, *rs)) if row_elems else np.zeros((0, *rs), dt)
     stamped = ((family_document(level, delta) or {}).get("attributes") or {}).get("num_physical_records")
     if stamped is not None and stamped != out.shape[0]:
@@ -277,3 +330,29 @@ def read_link_attributes(level: Level, name: str, delta: int = 0) -> np.ndarray:
             f"{stamped} records"
         )
     return out
+
+
+def _attribute_cell_mismatch(
+    requests: Sequence[tuple[GridArray, Chunk]], sizes: np.ndarray, row_bytes: int, sources: RecordSources | None,
+    row: str,
+) -> None:
+    """Raise for the first attribute cell that is not whole rows, or not one row per record of its links cell."""
+    partial = sizes % row_bytes != 0
+    if partial.any():
+        i = int(np.argmax(partial))
+        grid, cell = requests[i]
+        raise EncodingError(
+            f"{grid.path} cell {format_chunk_key(cell)}: {int(sizes[i])} bytes are not whole rows of {row}"
+        )
+    assert sources is not None
+    if len(sources.counts) != len(sizes):
+        raise InconsistentStoreError(
+            f"{requests[0][0].path}: the attribute family has {len(sizes)} cells, the links family "
+            f"{len(sources.counts)}"
+        )
+    i = int(np.argmax(sizes // row_bytes != sources.counts))
+    grid, cell = requests[i]
+    raise InconsistentStoreError(
+        f"{grid.path} cell {format_chunk_key(cell)}: {int(sizes[i] // row_bytes)} attribute rows, but "
+        f"{sources.paths[i]} cell {format_chunk_key(sources.cells[i])} holds {int(sources.counts[i])} records"
+    )

@@ -25,7 +25,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterator
 from typing import NamedTuple
 
 from zarr_vectors import config

@@ -2,7 +2,8 @@
 
 Only ``vlen_manifests_v1`` (row = id) is read by default.  ``vlen_manifests_v2``
 (rows + an ``object_ids`` table, what the reference writes) is read only when the
-caller opts in through ``allow_layouts``; anything else is refused by name.
+caller opts in through ``allow_layouts``; anything else -- a missing ``layout``
+included: no default applies -- is refused by name.
 """
 
 from __future__ import annotations
@@ -13,9 +14,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from zarr_vectors.encoding import decode_manifest_table
-from zarr_vectors.errors import EncodingError, MetadataError, ResourceLimitError, UnsupportedLayoutError
+from zarr_vectors.errors import (
+    EncodingError,
+    InconsistentStoreError,
+    MetadataError,
+    ResourceLimitError,
+    UnsupportedLayoutError,
+)
 from zarr_vectors.format.metadata import OBJECT_INDEX_LAYOUT, OBJECT_INDEX_LAYOUT_V2
-from zarr_vectors.store.groups import Level
+from zarr_vectors.store.groups import Level, check_zv_array
 from zarr_vectors.store.nodes import group_document, require_node, write_node
 from zarr_vectors.store.tables import read_table, read_vlen_rows, write_vlen_rows
 
@@ -63,7 +70,14 @@ def read_object_index(level: Level, *, allow_layouts: Collection[str] = ()) -> O
     doc = require_node(level.storage, path, "group")
     file = f"{path}/zarr.json"
     attrs = doc.get("attributes", {})
-    layout = attrs.get("layout", OBJECT_INDEX_LAYOUT)
+    check_zv_array(attrs, "object_index", file)
+    if "layout" not in attrs:
+        raise UnsupportedLayoutError(
+            f"object_index has no layout; it must say which layout its manifests follow ({OBJECT_INDEX_LAYOUT!r})",
+            file=file,
+            pointer="/attributes/layout",
+        )
+    layout = attrs["layout"]
     if layout != OBJECT_INDEX_LAYOUT and not (layout == OBJECT_INDEX_LAYOUT_V2 and layout in allow_layouts):
         hint = " (pass allow_layouts=('vlen_manifests_v2',) to read it)" if layout == OBJECT_INDEX_LAYOUT_V2 else ""
         raise UnsupportedLayoutError(
@@ -92,6 +106,10 @@ def read_object_index(level: Level, *, allow_layouts: Collection[str] = ()) -> O
                 f"object_ids has shape {ids.shape}, manifests has {len(rows)} rows", file=f"{path}/object_ids/zarr.json"
             )
         ids = ids.astype(np.int64)
+        if len(ids) and (ids.min() < 0 or len(np.unique(ids)) != len(ids)):
+            raise InconsistentStoreError(
+                f"{path}/object_ids: object ids must be distinct and >= 0 (each manifest row is one object)"
+            )
     else:
         ids = np.arange(len(rows), dtype=np.int64)
     return ObjectIndex(ids, block_row, block_chunk, block_fragment, layout)

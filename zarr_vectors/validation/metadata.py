@@ -430,7 +430,7 @@ def _check_object_index(model: StoreModel, report: Report) -> None:
         if group is None or group.node_type != "group":
             continue
         a = group.attrs
-        layout = a.get("layout", OBJECT_INDEX_LAYOUT)
+        layout = a.get("layout")  # no default: a missing layout is not v1 (D1), as the reader says
         if layout != OBJECT_INDEX_LAYOUT:
             allowed = layout in model.allow_layouts and layout == "vlen_manifests_v2"
             hint = "" if allowed else (" (pass allow_layouts=('vlen_manifests_v2',) / --allow-layout "

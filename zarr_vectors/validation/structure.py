@@ -16,7 +16,7 @@ from typing import Any
 
 from zarr_vectors.encoding import unframe_single
 from zarr_vectors.errors import MetadataError, StorageObjectError
-from zarr_vectors.format.paths import parse_delta, parse_offsets
+from zarr_vectors.format.paths import PLAIN, RAW, ZV_ARRAY_VALUES, expected_for, parse_delta, parse_offsets
 from zarr_vectors.format.schema import is_int
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.codecs import Pipeline, ShardingSpec
@@ -28,18 +28,9 @@ LEVEL_NAME = re.compile(r"0|[1-9][0-9]*")
 LOOKS_NUMERIC = re.compile(r"[+-]?[0-9]+")
 ROOT_EXTRAS = ("parametric", "headers")
 
-ZV_ARRAY_VALUES = frozenset(
-    {
-        "vertices", "vertex_fragments", "link_fragments", "attribute", "fragment_attribute", "links_family",
-        "links", "link_attribute_family", "link_attribute", "object_index", "object_attribute", "groups",
-        "groupings_attribute",
-    }
-)
 GRID_KINDS = frozenset(
     {"vertices", "vertex_fragments", "link_fragments", "attribute", "fragment_attribute", "links", "link_attribute"}
 )
-PLAIN = "plain"  # a plain group (no discriminator)
-RAW = "raw"  # an array with no discriminator (object_index/manifests, object_ids)
 
 
 def display(path: str) -> str:
@@ -73,51 +64,6 @@ class Node:
     @property
     def name(self) -> str:
         return posixpath.basename(self.path)
-
-
-@dataclass
-class Expected:
-    node_type: str
-    kind: str  # a zv_array value, PLAIN or RAW
-
-
-def expected_for(rel: tuple[str, ...]) -> Expected | None:
-    """What the format puts at a path relative to a level group (None: nothing)."""
-    n = len(rel)
-    head = rel[0] if rel else ""
-    fixed = {
-        ("vertices",): Expected("array", "vertices"),
-        ("vertex_fragments",): Expected("array", "vertex_fragments"),
-        ("link_fragments",): Expected("array", "link_fragments"),
-        ("groups",): Expected("array", "groups"),
-        ("object_index",): Expected("group", "object_index"),
-        ("object_index", "manifests"): Expected("array", RAW),
-        ("object_index", "object_ids"): Expected("array", RAW),
-    }
-    if rel in fixed:
-        return fixed[rel]
-    simple = {
-        "vertex_attributes": "attribute",
-        "fragment_attributes": "fragment_attribute",
-        "object_attributes": "object_attribute",
-        "group_attributes": "groupings_attribute",
-    }
-    if head in simple:
-        if n == 1:
-            return Expected("group", PLAIN)
-        if n == 2:
-            return Expected("array", simple[head])
-        return None
-    if head == "links":
-        return {1: Expected("group", PLAIN), 2: Expected("group", "links_family"), 3: Expected("array", "links")}.get(n)
-    if head == "link_attributes":
-        return {
-            1: Expected("group", PLAIN),
-            2: Expected("group", PLAIN),
-            3: Expected("group", "link_attribute_family"),
-            4: Expected("array", "link_attribute"),
-        }.get(n)
-    return None
 
 
 @dataclass
