@@ -35,7 +35,8 @@ class MetadataError(ZarrVectorsError, ValueError):
 
 
 class UnsupportedLayoutError(MetadataError):
-    """An ``object_index`` layout this reader refuses (docs/decisions.md D1)."""
+    """A layout this reader refuses: an ``object_index`` layout (docs/decisions.md D1), an unknown
+    geometry type or the namespaced composite layout (D19)."""
 
 
 class StoreExistsError(ZarrVectorsError, FileExistsError):
