@@ -208,3 +208,19 @@ def test_coarse_view_matches_the_per_object_coarsening(tmp_path, kind):
         assert ov.shared() > 0
         for v in range(len(data)):
             assert data.object_ids[v] == ov.objects_of(v).min()
+
+
+def test_the_table_on_its_own():
+    """Two objects sharing vertex 1, an absent object, pairs given out of row order."""
+    ov = ObjectVertices.from_pairs(np.array([4, 7, 9]), np.array([1, 0, 0, 1]), np.array([2, 0, 1, 1]), 4)
+    np.testing.assert_array_equal(ov.offsets, [0, 2, 4, 4])
+    assert ov.vertices_of(4).tolist() == [0, 1] and ov.vertices_of(7).tolist() == [2, 1]
+    assert ov.vertices_of(9).tolist() == [] and ov.vertices_of(5).tolist() == []
+    assert ov.objects_of(1).tolist() == [4, 7] and ov.objects_of(3).tolist() == []
+    np.testing.assert_array_equal(ov.smallest_owner(), [4, 4, 7, -1])
+    assert ov.shared() == 1
+    kept = ov.kept(np.array([False, True, True, True]))
+    assert kept.num_vertices == 3 and kept.vertices_of(4).tolist() == [0] and kept.vertices_of(7).tolist() == [1, 0]
+    with pytest.raises(zv.InputError, match="vertex 4"):
+        ov.objects_of(4)
+

@@ -91,12 +91,13 @@ class ObjectVertices:
         """Ids of the objects owning vertex ``vertex``, ascending."""
         offsets, owners = self.owners
         if not 0 <= vertex < self.num_vertices:
-            raise IndexError(f"vertex {vertex} is not in [0, {self.num_vertices})")
+            raise InputError(f"vertex {vertex} is not in [0, {self.num_vertices})")
         return owners[offsets[vertex] : offsets[vertex + 1]]
 
     @cached_property
     def owners(self) -> tuple[np.ndarray, np.ndarray]:
-        """The transposed table: for vertex v, ``ids[offsets[v]:offsets[v + 1]]`` own it, ascending."""
+        """The transposed table ``(offsets, owner_ids)``: ``owner_ids[offsets[v]:offsets[v + 1]]`` are the
+        ids owning vertex v, ascending."""
         owner = np.repeat(self.ids, np.diff(self.offsets))
         order = np.lexsort((owner, self.indices))
         counts = np.bincount(self.indices, minlength=self.num_vertices)
