@@ -36,6 +36,7 @@ pyramid-bench points|graph|mesh|streamline IN.npz --workdir DIR [--repeat R]   b
 api-stores OUTDIR [--seed S] [--validate-level N]   every (Schema kind, add_*) store and low-level writer,
                                                  validated and read back (kind lists: issue 12)
 write-namespaced STORE [--seed S]                points + composite.add_geometry("graph")
+write-twice STORE [--seed S]                     add_polylines then add_graph on one Dataset
 
 npz key conventions (both directions): ``positions``; ``object_ids``;
 ``vattr__<name>`` per vertex attribute; ``oattr__<name>`` per object
@@ -1445,17 +1446,34 @@ def cmd_write_namespaced(args, zv, info) -> dict:
     return {**info, "store": args.store, "geometry_types": _root_attrs(args.store).get("geometry_types")}
 
 
+def cmd_write_twice(args, zv, info) -> dict:
+    """``add_polylines`` then ``add_graph`` on one default-schema Dataset: the graph replaces the
+    polylines, the list grows to three kinds and ``links_convention`` stays the first writer's."""
+    x = _api_inputs(args.seed)
+    if os.path.exists(args.store):
+        shutil.rmtree(args.store)
+    ds = zv.create(args.store, schema=zv.Schema(bounds=([0.0] * 3, [100.0] * 3)))
+    ds.add_polylines(x["lines"])
+    ds.add_graph(x["pos"], x["edges"])
+    root = _root_attrs(args.store)
+    return {**info, "store": args.store, "geometry_types": root.get("geometry_types"),
+            "links_convention": root.get("links_convention")}
+
+
 def _add_api_parsers(sub) -> None:
     a = sub.add_parser("api-stores", help="stores of every high-level (Schema kind, add_*) pair and low-level writer")
     a.add_argument("outdir")
     a.add_argument("--seed", type=int, default=0)
     a.add_argument("--validate-level", type=int, default=5)
+    t = sub.add_parser("write-twice", help="add_polylines then add_graph on one Dataset")
+    t.add_argument("store")
+    t.add_argument("--seed", type=int, default=0)
     n = sub.add_parser("write-namespaced", help="points + add_geometry('graph'): the namespaced composite layout")
     n.add_argument("store")
     n.add_argument("--seed", type=int, default=0)
 
 
-API_COMMANDS = {"api-stores": cmd_api_stores, "write-namespaced": cmd_write_namespaced}
+API_COMMANDS = {"api-stores": cmd_api_stores, "write-namespaced": cmd_write_namespaced, "write-twice": cmd_write_twice}
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -241,3 +241,18 @@ def test_namespaced_composite_store_is_refused_not_half_read(tmp_path):
     result = zv.validate(str(store), 5)
     assert not result.ok and "L1_UNEXPECTED_NODE" in result.codes("error")
 
+
+def test_store_written_twice_is_refused_not_misread(tmp_path):
+    """Two ``add_*`` calls on one Dataset: the graph replaces the polylines, but the list says
+    [point_cloud, polyline, graph] and links_convention stays the polylines'.  No listed kind
+    fits (a polyline has no link_fragments, a graph needs "explicit"), so rather than read
+    the graph as one polyline the reader refuses it, naming each kind's contradiction (D19)."""
+    store = tmp_path / "twice.zv"
+    made = run_reference("write-twice", str(store))
+    assert made["geometry_types"] == ["point_cloud", "polyline", "graph"]
+    assert made["links_convention"] == "implicit_sequential"
+    with pytest.raises(zv.MetadataError, match="polyline: level 0 has link_fragments"):
+        zv.read(str(store), allow_layouts=V2)
+    result = zv.validate(str(store), 5, allow_layouts=V2)
+    assert "L4_GEOMETRY_TYPES_UNREADABLE" in result.codes("error")
+

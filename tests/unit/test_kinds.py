@@ -78,6 +78,14 @@ def test_the_order_of_the_list_never_matters():
             assert survivors, (a, b, facts)
 
 
+def test_polyline_kinds_have_no_intra_chunk_records():
+    """A graph written over polylines in one Dataset keeps the polylines' convention."""
+    facts = StoreFacts("implicit_sequential", 2, True, has_link_fragments=True)
+    with pytest.raises(MetadataError, match="polyline: level 0 has link_fragments"):
+        read_kind(["point_cloud", "polyline", "graph"], facts)
+    assert read_kind(["point_cloud", "polyline"], StoreFacts("implicit_sequential", 2, True)).kind == "polyline"
+
+
 def test_unknown_kind_and_no_fitting_kind_are_refused():
     with pytest.raises(UnsupportedLayoutError, match="hologram"):
         read_kind(["point_cloud", "hologram"], POINTS)

@@ -12,7 +12,7 @@ The rule, from metadata alone (never from cell contents):
 2. a single listed kind reads as itself (the validator's level-4 rules judge it);
 3. of several, a kind the store's metadata contradicts (:func:`contradictions`: its
    ``links_convention``, the width of level 0's delta-0 family, the presence of level 0's
-   object index) is set aside;
+   object index or ``link_fragments``) is set aside;
 4. the kinds left read as the most specific of them when they form a chain, else as
    the most specific kind all of them refine (their meet); a set-aside kind that this
    result refines was only a view of it (``point_cloud`` beside ``graph``), any other is
@@ -66,11 +66,12 @@ _POINTER = "/attributes/zarr_vectors/geometry_types"
 @dataclass(frozen=True)
 class StoreFacts:
     """The metadata the rule reads: the root's ``links_convention`` and level 0's delta-0 family,
-    object index and ``geometry_index`` group."""
+    object index, ``link_fragments`` and ``geometry_index`` group."""
 
     links_convention: str
     delta0_link_width: int | None  # None: level 0 has no delta-0 links family
     has_object_index: bool
+    has_link_fragments: bool = False  # intra-chunk records: graphs, skeletons and meshes, never polylines
     namespaced: bool = False  # level 0 has a geometry_index group (the reference's zarr_vectors.composite)
 
 
@@ -118,6 +119,8 @@ def contradictions(kind: str, facts: StoreFacts) -> list[str]:
             out.append(f"the delta-0 link_width is {width}")
     if kind in NEEDS_OBJECT_INDEX and not facts.has_object_index:
         out.append("level 0 has no object_index")
+    if kind in NEEDS_OBJECT_INDEX and facts.has_link_fragments:  # a polyline's rows follow on implicitly
+        out.append("level 0 has link_fragments (intra-chunk records)")
     return out
 
 

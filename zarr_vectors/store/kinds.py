@@ -9,13 +9,13 @@ from zarr_vectors.store.link_family import family_document
 
 
 def store_facts(store: ZVStore) -> StoreFacts:
-    """The root's ``links_convention``, level 0's delta-0 ``link_width``, whether level 0 has an
-    object index and whether it has a ``geometry_index`` group."""
+    """The root's ``links_convention``, level 0's delta-0 ``link_width``, and whether level 0 has
+    an object index, ``link_fragments`` and a ``geometry_index`` group."""
     level0 = store.level(0)
     doc = family_document(level0, 0)
     width = (doc.get("attributes") or {}).get("link_width") if doc is not None else None
     return StoreFacts(store.root.links_convention, width if is_int(width) else None, level0.has("object_index"),
-                      level0.has("geometry_index"))
+                      level0.has("link_fragments"), level0.has("geometry_index"))
 
 
 def store_kind(store: ZVStore) -> KindReading:

@@ -35,8 +35,8 @@ def store_kind(model: StoreModel) -> KindReading | str | None:
     family = model.nodes.get(f"{lpath}/links/0") if lpath is not None else None
     width = family.attrs.get("link_width") if family is not None else None
     facts = StoreFacts(str(convention), width if is_int(width) else None,
-                       lpath is not None and f"{lpath}/object_index" in model.nodes,
-                       lpath is not None and f"{lpath}/geometry_index" in model.nodes)
+                       *(lpath is not None and f"{lpath}/{n}" in model.nodes
+                         for n in ("object_index", "link_fragments", "geometry_index")))
     try:
         return read_kind(listed, facts)
     except MetadataError as exc:  # UnsupportedLayoutError included

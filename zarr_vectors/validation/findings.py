@@ -167,7 +167,8 @@ RULES: list[Rule] = [
         ("L4_GEOMETRY_TYPES", _W, "a kind list reads as one kind: no listed kind is set aside for contradicting "
                                   "the store's metadata, and the rest form a chain of refinements (D19)"),
         ("L4_GEOMETRY_TYPES_UNREADABLE", _E, "of several listed kinds, at least one fits the store's links_convention, "
-                                             "delta-0 link width and object index, and level 0 has no geometry_index "
+                                             "delta-0 link width, object index and link_fragments, and level 0 has no "
+                                             "geometry_index "
                                              "(D19; else the reader refuses the store)"),
         ("L4_POINT_OUTSIDE_BIN", _E, "point clouds: every vertex lies inside the bin its fragment claims "
                                      "(every chunk)"),
