@@ -37,7 +37,8 @@ class MetadataError(ZarrVectorsError, ValueError):
 class UnsupportedLayoutError(MetadataError):
     """A contract this reader does not know and so refuses rather than guesses: an
     ``object_index`` layout (docs/decisions.md D1), a ``zv_array`` discriminator (§13.2),
-    a required capability (D9)."""
+    a required capability (D9), an unknown geometry type or the namespaced composite
+    layout (D19)."""
 
 
 class StoreExistsError(ZarrVectorsError, FileExistsError):

@@ -27,9 +27,11 @@ import numpy as np
 from zarr_vectors.encoding import FragmentIndex
 from zarr_vectors.errors import EncodingError, InconsistentStoreError, InputError, MetadataError, ResourceLimitError
 from zarr_vectors.format.links import LinkRecords
+from zarr_vectors.format.objects import OBJECT_ID_RULE, ObjectVertices
 from zarr_vectors.format.paths import format_chunk_key
 from zarr_vectors.store.grid import GridArray, read_cells_many
 from zarr_vectors.store.groups import Level, check_zv_array, open_store
+from zarr_vectors.store.kinds import store_kind
 from zarr_vectors.store.link_family import family_counts, list_link_attribute_names
 from zarr_vectors.store.link_read import RecordSources, read_link_attributes, read_links_located
 from zarr_vectors.store.object_index import ObjectIndex, read_object_index
@@ -43,13 +45,18 @@ LINKED_KINDS = ("graph", "mesh", "skeleton")
 class VectorData:
     """What :func:`read` returns.
 
-    ``positions`` (n, D); ``object_ids`` per vertex (None when the level has no
-    object index); ``attributes`` per vertex; ``objects`` the object ids of the
+    ``kind`` is what the store reads as (a kind list: docs/decisions.md D19);
+    ``positions`` (n, D); ``attributes`` per vertex; ``objects`` the object ids of the
     level's object-index rows and ``object_attributes`` aligned with them;
-    ``edges`` (graph, skeleton as ``[child, parent]``) and ``faces`` (mesh) index
-    into ``positions``, in input endpoint order, with ``edge_attributes`` aligned;
-    ``offsets`` delimits polylines in ``positions``; ``axes`` names the position
-    columns (the store's multiscales axes).
+    ``object_vertices`` which vertices each of ``objects`` owns (a CSR table,
+    :class:`~zarr_vectors.format.objects.ObjectVertices`: ``vertices_of(id)``,
+    ``objects_of(vertex)``), the truth where a pyramid level's metavertex belongs to
+    several objects; ``object_ids`` one id per vertex by ``object_id_rule``
+    (``"smallest_owner"``: the smallest id owning the vertex, -1 where none; D20); all
+    three None when the level has no object index.  ``edges`` (graph, skeleton as
+    ``[child, parent]``) and ``faces`` (mesh) index into ``positions``, in input
+    endpoint order, with ``edge_attributes`` aligned; ``offsets`` delimits polylines in
+    ``positions``; ``axes`` names the position columns (the store's multiscales axes).
     """
 
     kind: str
@@ -63,6 +70,8 @@ class VectorData:
     faces: np.ndarray | None = None
     offsets: np.ndarray | None = None
     axes: tuple[str, ...] = ()
+    object_vertices: ObjectVertices | None = None
+    object_id_rule: str | None = None
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -75,8 +84,11 @@ class VectorData:
         attribute a variable (extra components on ``<name>_component``); ``edge`` /
         ``face`` hold the records and their attributes, ``object`` the object
         attributes, and ``polyline_boundary`` the ``offsets`` (one more than the
-        polylines).  An attribute whose name is taken is prefixed with its dimension
-        (``edge_weight``).  Arrays are shared, not copied.
+        polylines); ``object_vertices`` becomes ``object_vertex_offsets`` (on
+        ``object_boundary``, one more than the objects) and ``object_vertex_index`` (on
+        ``object_vertex``), and ``object_id_rule`` an attribute.  An attribute whose name
+        is taken is prefixed with its dimension (``edge_weight``).  Arrays are shared, not
+        copied.
         """
         import xarray as xr
 
@@ -99,7 +111,13 @@ class VectorData:
                 variables[key] = _labelled(dim, key, v)
         if self.offsets is not None:
             variables["offsets"] = (("polyline_boundary",), self.offsets)
-        return xr.Dataset(variables, coords=coords, attrs={"kind": self.kind})
+        attrs: dict[str, Any] = {"kind": self.kind}
+        if self.object_vertices is not None:
+            variables["object_vertex_offsets"] = (("object_boundary",), self.object_vertices.offsets)
+            variables["object_vertex_index"] = (("object_vertex",), self.object_vertices.indices)
+        if self.object_id_rule is not None:
+            attrs["object_id_rule"] = self.object_id_rule
+        return xr.Dataset(variables, coords=coords, attrs=attrs)
 
 
 def _labelled(dim: str, name: str, values: np.ndarray) -> tuple[tuple[str, ...], np.ndarray]:
@@ -154,7 +172,6 @@ class VertexTable:
     attributes: dict[str, np.ndarray]
     fragments: list[FragmentIndex] | None  # per cell, when read
     objects: ObjectIndex | None
-    object_ids: np.ndarray | None
     level: str = ""  # the level group's path, for messages
     counts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # rows of each read cell
     chunk_shape: np.ndarray | None = None  # the level's, with ``box``: which cells the read visits
@@ -273,11 +290,8 @@ def _read_vertex_table(
         fragments = []
         for p, c, n in zip(per_grid[-1], cells, counts):
             fragments.append(_fragment_index(p, n, f"{where} cell {format_chunk_key(c)}", lvl.meta.fragments_tile))
-    table = VertexTable(cells, base, positions, attributes, fragments, objects, None, lvl.path,
-                        np.asarray(counts, dtype=np.int64), np.asarray(lvl.chunk_shape, dtype=np.float64), box)
-    if objects is not None:
-        table.object_ids = _vertex_object_ids(table)
-    return table
+    return VertexTable(cells, base, positions, attributes, fragments, objects, lvl.path,
+                       np.asarray(counts, dtype=np.int64), np.asarray(lvl.chunk_shape, dtype=np.float64), box)
 
 
 def _fragment_index(payload: bytes, n_rows: int, where: str, tiles: bool) -> FragmentIndex:
@@ -338,14 +352,13 @@ def _fragment_rows(table: VertexTable, chunks: np.ndarray, frags: np.ndarray) ->
     return all_rows[starts + within], n_rows
 
 
-def _vertex_object_ids(table: VertexTable) -> np.ndarray:
-    """Object id of every vertex row, from the manifests and each cell's FragmentIndex."""
+def _object_vertices(table: VertexTable) -> ObjectVertices:
+    """Which storage-order vertex rows each object owns, from the manifests and each cell's FragmentIndex."""
     assert table.objects is not None
-    out = np.full(len(table.positions), -1, dtype=np.int64)
-    ids, chunks, frags = table.objects.blocks_table()
+    _, chunks, frags = table.objects.blocks_table()
     rows, n_rows = _fragment_rows(table, chunks, frags)
-    out[rows] = np.repeat(ids, n_rows)
-    return out
+    owner = np.repeat(table.objects.block_row, n_rows)
+    return ObjectVertices.from_pairs(table.objects.ids, owner, rows, len(table.positions))
 
 
 def _object_attributes(lvl: Level, rows: int) -> dict[str, np.ndarray]:
@@ -374,16 +387,12 @@ def read(
     """Read one level of a store; ``bbox`` (inclusive) keeps the vertices inside it and the records among them."""
     store = open_store(url, storage_options=storage_options)
     lvl = store.level(level)
-    kinds = store.root.geometry_types
-    if len(kinds) != 1:
-        raise InputError(f"{url!r}: composite stores ({kinds}) are not supported")
-    kind = kinds[0]
+    kind = store_kind(store).kind
     box = _bbox(bbox, store.root.sid_ndim)
     table = _read_vertex_table(lvl, box, allow_layouts, need_fragments=kind in POLYLINE_KINDS + ("skeleton",))
     data = VectorData(
         kind=kind,
         positions=table.positions,
-        object_ids=table.object_ids,
         attributes=table.attributes,
         objects=table.objects.ids if table.objects is not None else None,
         object_attributes=_object_attributes(lvl, len(table.objects.ids)) if table.objects is not None else {},
@@ -392,12 +401,18 @@ def read(
     gaps = None
     if kind in POLYLINE_KINDS:
         gaps = _assemble_polylines(data, table)
-    elif kind in LINKED_KINDS:
-        _assemble_records(data, table, lvl, kind)
-    elif kind != "point_cloud":
-        raise InputError(f"{url!r}: unknown geometry type {kind!r}")
+    else:
+        if table.objects is not None:
+            data.object_vertices = _object_vertices(table)
+        if kind in LINKED_KINDS:
+            _assemble_records(data, table, lvl, kind)
     if box is not None:
-        _restrict(data, box, gaps)
+        keep = _restrict(data, box, gaps)
+        if data.object_vertices is not None:
+            data.object_vertices = data.object_vertices.kept(keep)
+    if data.object_vertices is not None:
+        data.object_ids = data.object_vertices.smallest_owner()
+        data.object_id_rule = OBJECT_ID_RULE
     return data
 
 
@@ -413,7 +428,7 @@ def _assemble_records(data: VectorData, table: VertexTable, lvl: Level, kind: st
             f"{lvl.path}/links/0: num_physical_records is {counts.num_physical_records}, its cells hold "
             f"{len(records)} records"
         )
-    if kind == "skeleton":
+    if kind == "skeleton" and lvl.store.root.links_convention != "explicit":  # explicit: every edge is a record
         # an explicit record whose parent lies in an unread cell still overrides (clears)
         # the parent its child would otherwise inherit from the previous row
         index = _skeleton_edges(table, index[index[:, 0] >= 0])
@@ -504,13 +519,15 @@ def _assemble_polylines(data: VectorData, table: VertexTable) -> np.ndarray:
     present = np.flatnonzero(lengths)
     data.positions = table.positions[rows]
     data.attributes = {k: v[rows] for k, v in table.attributes.items()}
-    data.object_ids = np.repeat(present, lengths[present])
     data.offsets = np.r_[0, np.cumsum(lengths[present])].astype(np.int64)
+    # every returned row is one polyline's: a metavertex shared by several repeats along each
+    owner = np.repeat(table.objects.block_row, n_rows)
+    data.object_vertices = ObjectVertices.from_pairs(table.objects.ids, owner, np.arange(len(rows)), len(rows))
     return gaps
 
 
-def _restrict(data: VectorData, box: tuple[np.ndarray, np.ndarray], gaps: np.ndarray | None = None) -> None:
-    """Keep the vertices inside ``box`` and the records / polyline pieces among them.
+def _restrict(data: VectorData, box: tuple[np.ndarray, np.ndarray], gaps: np.ndarray | None = None) -> np.ndarray:
+    """Keep the vertices inside ``box`` and the records / polyline pieces among them; returns the kept mask.
 
     ``gaps`` (polylines) flags returned vertices preceded by vertices of their
     polyline that were never read (their chunk lies outside the box).
@@ -529,8 +546,6 @@ def _restrict(data: VectorData, box: tuple[np.ndarray, np.ndarray], gaps: np.nda
             cut |= gaps[old[1:]]
         starts = np.flatnonzero(np.r_[True, cut])
         data.offsets = np.r_[starts, len(old)].astype(np.int64) if len(old) else np.zeros(1, np.int64)
-    if data.object_ids is not None:
-        data.object_ids = data.object_ids[keep]
     for name in ("edges", "faces"):
         rec = getattr(data, name)
         if rec is None:
@@ -538,3 +553,4 @@ def _restrict(data: VectorData, box: tuple[np.ndarray, np.ndarray], gaps: np.nda
         ok = keep[rec].all(axis=1) if len(rec) else np.zeros(0, bool)
         setattr(data, name, new_index[rec[ok]])
         data.edge_attributes = {k: v[ok] for k, v in data.edge_attributes.items()}
+    return keep

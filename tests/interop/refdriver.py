@@ -33,6 +33,10 @@ pyramid-build STORE --factors C[,S];... [--chunk-scale N[,N,N];...] [--storage S
 pyramid-read STORE... --outdir DIR [--validate-level N]   every level (+ cross-level records) -> npz
 pyramid-write OUTDIR [--seed S]                  small stores of four kinds, each with a reference pyramid
 pyramid-bench points|graph|mesh|streamline IN.npz --workdir DIR [--repeat R]   build_pyramid timed
+api-stores OUTDIR [--seed S] [--validate-level N]   every (Schema kind, add_*) store and low-level writer,
+                                                 validated and read back (kind lists: issue 12)
+write-namespaced STORE [--seed S]                points + composite.add_geometry("graph")
+write-twice STORE [--seed S]                     add_polylines then add_graph on one Dataset
 
 npz key conventions (both directions): ``positions``; ``object_ids``;
 ``vattr__<name>`` per vertex attribute; ``oattr__<name>`` per object
@@ -544,11 +548,12 @@ def cmd_read_linked(args, zv, info) -> dict:
     return {**info, **_read_linked_one(args.store, args.out, args.level)}
 
 
-def _read_linked_one(store: str, out_path: str, level_number: int = 0) -> dict:
+def _read_linked_one(store: str, out_path: str, level_number: int = 0, kind: str | None = None) -> dict:
+    """The per-kind reader of ``kind`` (default: the store's single geometry type) -> npz."""
     from zarr_vectors.core.arrays import read_link_attributes
     from zarr_vectors.core.store import get_resolution_level, open_store
 
-    kind = _geometry_type(store)
+    kind = kind or _geometry_type(store)
     out: dict[str, np.ndarray] = {}
     aligned = False
     if kind in ("graph", "skeleton"):
@@ -1251,6 +1256,226 @@ def _add_pipeline_parsers(sub) -> None:
 PIPELINE_COMMANDS = {"bench-pipeline": cmd_bench_pipeline}
 
 
+# ---------------------------------------------------------------- kind lists (issue 12)
+# api-stores: a store for every (Schema kind, add_* call) of the reference's high-level
+# API -- which writes geometry_types [schema kind, writer kind] -- and for each of its
+# low-level writers, with and without attributes and object ids; each validated by the
+# reference and read back with the reader of the kind its writer wrote.
+
+API_SCHEMA_KINDS = ("default", "point_cloud", "line", "polyline", "streamline", "skeleton", "graph", "mesh")
+API_CALLS = {  # call -> the kind its writer writes
+    "points": "point_cloud", "points_ids": "point_cloud", "polylines": "polyline", "streamlines": "streamline",
+    "lines": "line", "graph": "graph", "graph_ids": "graph", "tree": "skeleton", "mesh": "mesh", "mesh_ids": "mesh",
+}
+LOW_LEVEL_WRITERS = {  # name -> the kind it writes
+    "write_points": "point_cloud", "write_points_ids": "point_cloud", "write_polylines": "polyline",
+    "write_streamlines": "streamline", "write_lines": "line", "write_graph": "graph", "write_graph_ids": "graph",
+    "write_graph_skeleton": "skeleton", "write_graph_tree": "skeleton", "write_mesh": "mesh", "write_mesh_ids": "mesh",
+}
+
+
+def _api_inputs(seed: int) -> dict:
+    """Small seeded inputs with distinct positions in [0, 100)^3 (8 chunks of 50)."""
+    rng = np.random.default_rng(seed)
+    n = 60
+    pos = rng.uniform(0, 100, (n, 3)).astype(np.float32)
+    lengths = rng.integers(2, 10, 10)
+    walks = [np.clip(rng.uniform(10, 90, 3) + np.cumsum(rng.normal(0, 9, (k, 3)), axis=0), 0, 99.9) for k in lengths]
+    edges = rng.integers(0, n, (90, 2))
+    parents = np.array([-1] + [int(rng.integers(0, i)) for i in range(1, n)])
+    inputs = {
+        "pos": pos, "t": rng.standard_normal(n).astype(np.float32), "ids": rng.integers(0, 5, n),
+        "w5": np.arange(5, dtype=np.float32) + 0.5,
+        "lines": [w.astype(np.float32) for w in walks], "lines_t": [rng.random(k).astype(np.float32) for k in lengths],
+        "lines_w": np.arange(len(lengths), dtype=np.float32) * 2,
+        "endpoints": rng.uniform(0, 100, (12, 2, 3)).astype(np.float32),
+        "endpoints_t": rng.standard_normal((12, 2)).astype(np.float32),
+        "edges": edges[edges[:, 0] != edges[:, 1]],
+        "tree": np.stack([np.arange(1, n), parents[1:]], 1),
+        "faces": np.array([rng.choice(n, 3, replace=False) for _ in range(40)]),
+    }
+    inputs["e"] = rng.standard_normal(len(inputs["edges"])).astype(np.float32)
+    return inputs
+
+
+def _api_add(ds, call: str, x: dict) -> None:
+    """One ``Dataset.add_*`` call of ``API_CALLS``."""
+    if call == "points":
+        ds.add_points(x["pos"], attributes={"t": x["t"]})
+    elif call == "points_ids":
+        ds.add_points(x["pos"], attributes={"t": x["t"]}, object_ids=x["ids"], object_attributes={"w": x["w5"]})
+    elif call in ("polylines", "streamlines"):
+        ds.add_polylines(x["lines"], attributes={"t": x["lines_t"]}, object_attributes={"w": x["lines_w"]},
+                         streamlines=call == "streamlines")
+    elif call == "lines":
+        ds.add_lines(x["endpoints"], attributes={"t": x["endpoints_t"]})
+    elif call == "graph":
+        ds.add_graph(x["pos"], x["edges"], attributes={"t": x["t"]}, edge_attributes={"e": x["e"]})
+    elif call == "graph_ids":
+        ds.add_graph(x["pos"], x["edges"], object_ids=x["ids"], object_attributes={"w": x["w5"]})
+    elif call == "tree":
+        ds.add_graph(x["pos"], x["tree"], tree=True, attributes={"t": x["t"]})
+    elif call == "mesh":
+        ds.add_mesh(x["pos"], x["faces"], attributes={"t": x["t"]})
+    elif call == "mesh_ids":
+        ds.add_mesh(x["pos"], x["faces"], object_ids=x["ids"], object_attributes={"w": x["w5"]})
+    else:
+        raise SystemExit(f"refdriver: unknown add call {call!r}")
+
+
+def _api_low_level(store: str, name: str, x: dict) -> None:
+    """One of ``LOW_LEVEL_WRITERS`` (the supported ``zarr_vectors.building`` writers)."""
+    from zarr_vectors.building import write_graph, write_lines, write_mesh, write_points, write_polylines
+
+    common = {"chunk_shape": (50.0,) * 3, "bounds": ([0.0] * 3, [100.0] * 3)}
+    if name == "write_points":
+        write_points(store, x["pos"], bin_shape=(25.0,) * 3, vertex_attributes={"t": x["t"]}, **common)
+    elif name == "write_points_ids":
+        write_points(store, x["pos"], vertex_attributes={"t": x["t"]}, object_ids=x["ids"],
+                     object_attributes={"w": x["w5"]}, **common)
+    elif name in ("write_polylines", "write_streamlines"):
+        write_polylines(store, x["lines"], vertex_attributes={"t": x["lines_t"]}, object_attributes={"w": x["lines_w"]},
+                        geometry_type="polyline" if name == "write_polylines" else "streamline", **common)
+    elif name == "write_lines":
+        write_lines(store, x["endpoints"], vertex_attributes={"t": x["endpoints_t"]}, **common)
+    elif name == "write_graph":
+        write_graph(store, x["pos"], x["edges"], vertex_attributes={"t": x["t"]}, link_attributes={"e": x["e"]},
+                    **common)
+    elif name == "write_graph_ids":
+        write_graph(store, x["pos"], x["edges"], object_ids=x["ids"], object_attributes={"w": x["w5"]}, **common)
+    elif name == "write_graph_skeleton":
+        write_graph(store, x["pos"], x["tree"], kind="skeleton", vertex_attributes={"t": x["t"]}, **common)
+    elif name == "write_graph_tree":
+        write_graph(store, x["pos"], x["tree"], is_tree=True, **common)
+    elif name == "write_mesh":
+        write_mesh(store, x["pos"], x["faces"], vertex_attributes={"t": x["t"]}, **common)
+    elif name == "write_mesh_ids":
+        write_mesh(store, x["pos"], x["faces"], object_ids=x["ids"], object_attributes={"w": x["w5"]}, **common)
+    else:
+        raise SystemExit(f"refdriver: unknown low-level writer {name!r}")
+
+
+def _child_groups(path: str) -> list[str]:
+    """Names of the nodes below ``path`` (none when it does not exist)."""
+    return sorted(n for n in os.listdir(path) if os.path.isdir(os.path.join(path, n))) if os.path.isdir(path) else []
+
+
+def _api_readback(store: str, kind: str, out_path: str) -> dict:
+    """What the reference reads back of a store whose data is ``kind``, whatever its label says:
+    the per-kind reader (``read_linked_one``; ``read_points`` for point clouds), plus, for every
+    kind, ``all_positions`` / ``vattr__*`` from ``read_points`` (storage order), the vertices of
+    each present object (``member_ids`` / ``member_positions``, from ``read_object_vertices``) and
+    the object attributes (``oattr__*`` with ``oattr_ids``)."""
+    from zarr_vectors.building import get_resolution_level, open_store, read_object_attributes, read_object_vertices
+    from zarr_vectors.types.points import read_points
+
+    level = get_resolution_level(open_store(store), 0)
+    names = _child_groups(os.path.join(store, "0", "vertex_attributes"))
+    raw = read_points(store, attribute_names=names or None)
+    extra: dict[str, np.ndarray] = {"all_positions": np.asarray(raw["positions"])}
+    for name in names:
+        extra[f"vattr__{name}"] = np.asarray(raw["vertex_attributes"][name])
+    info: dict = {"kind": kind, "vertex_attributes": names, "out": out_path}
+    if kind == "point_cloud":
+        extra["positions"] = extra["all_positions"]
+    else:
+        info |= {k: v for k, v in _read_linked_one(store, out_path, 0, kind).items() if k != "vertex_attributes"}
+        linked = dict(np.load(out_path))
+        extra |= {k: v for k, v in linked.items() if not k.startswith("vattr__")}
+    if os.path.isdir(os.path.join(store, "0", "object_index")):
+        import zarr_vectors as zv
+
+        objects = zv.open(store).level(0).objects
+        present = [int(i) for i in objects.ids(present=True)]
+        members = [(i, np.concatenate([np.asarray(f).reshape(-1, 3) for f in read_object_vertices(level, i)]))
+                   for i in present]
+        extra["member_ids"] = np.concatenate([np.full(len(p), i, np.int64) for i, p in members])
+        extra["member_positions"] = np.concatenate([p for _, p in members])
+        onames = _child_groups(os.path.join(store, "0", "object_attributes"))
+        for name in onames:
+            extra[f"oattr__{name}"] = np.asarray(read_object_attributes(level, name))
+        extra["oattr_ids"] = np.asarray(objects.ids(present=False), dtype=np.int64)
+        info["object_attributes"] = onames
+    np.savez(out_path, **extra)
+    return info
+
+
+def cmd_api_stores(args, zv, info) -> dict:
+    """Every store of ``API_SCHEMA_KINDS`` x ``API_CALLS`` and of ``LOW_LEVEL_WRITERS``, in OUTDIR:
+    written, validated by the reference (``--validate-level``) and read back (``<store>.npz``)."""
+    from zarr_vectors.validate import validate
+
+    out = Path(args.outdir)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    x = _api_inputs(args.seed)
+    jobs = [(f"api_{s}_{c}", s, c, k) for s in API_SCHEMA_KINDS for c, k in API_CALLS.items()]
+    jobs += [(f"ll_{w}", None, w, k) for w, k in LOW_LEVEL_WRITERS.items()]
+    stores = {}
+    for name, schema_kind, call, kind in jobs:
+        store = str(out / f"{name}.zv")
+        if schema_kind is None:
+            _api_low_level(store, call, x)
+        else:
+            kw = {} if schema_kind == "default" else {"kind": schema_kind}
+            ds = zv.create(store, schema=zv.Schema(bounds=([0.0] * 3, [100.0] * 3), **kw))
+            _api_add(ds, call, x)
+        entry: dict = {"schema_kind": schema_kind, "call": call, "writer_kind": kind,
+                       "geometry_types": _root_attrs(store).get("geometry_types")}
+        if args.validate_level:
+            report = validate(store, level=args.validate_level)
+            entry["validate"] = {"ok": bool(report.ok), "errors": [str(e) for e in report.errors],
+                                 "warnings": [str(w) for w in report.warnings]}
+        entry["read"] = _api_readback(store, kind, str(out / f"{name}.npz"))
+        stores[name] = entry | {"store": store}
+    return {**info, "stores": stores}
+
+
+def cmd_write_namespaced(args, zv, info) -> dict:
+    """A point cloud plus a graph added by ``zarr_vectors.composite.add_geometry`` (the reference's
+    undecided namespaced layout: ``vertices_graph``, ``links_graph``, ``geometry_index``)."""
+    from zarr_vectors.building import write_points
+    from zarr_vectors.composite import add_geometry
+
+    x = _api_inputs(args.seed)
+    if os.path.exists(args.store):
+        shutil.rmtree(args.store)
+    write_points(args.store, x["pos"], chunk_shape=(50.0,) * 3, bounds=([0.0] * 3, [100.0] * 3))
+    add_geometry(args.store, "graph", positions=x["pos"][:20] + 0.5, edges=x["tree"][:19] % 20)
+    return {**info, "store": args.store, "geometry_types": _root_attrs(args.store).get("geometry_types")}
+
+
+def cmd_write_twice(args, zv, info) -> dict:
+    """``add_polylines`` then ``add_graph`` on one default-schema Dataset: the graph replaces the
+    polylines, the list grows to three kinds and ``links_convention`` stays the first writer's."""
+    x = _api_inputs(args.seed)
+    if os.path.exists(args.store):
+        shutil.rmtree(args.store)
+    ds = zv.create(args.store, schema=zv.Schema(bounds=([0.0] * 3, [100.0] * 3)))
+    ds.add_polylines(x["lines"])
+    ds.add_graph(x["pos"], x["edges"])
+    root = _root_attrs(args.store)
+    return {**info, "store": args.store, "geometry_types": root.get("geometry_types"),
+            "links_convention": root.get("links_convention")}
+
+
+def _add_api_parsers(sub) -> None:
+    a = sub.add_parser("api-stores", help="stores of every high-level (Schema kind, add_*) pair and low-level writer")
+    a.add_argument("outdir")
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--validate-level", type=int, default=5)
+    t = sub.add_parser("write-twice", help="add_polylines then add_graph on one Dataset")
+    t.add_argument("store")
+    t.add_argument("--seed", type=int, default=0)
+    n = sub.add_parser("write-namespaced", help="points + add_geometry('graph'): the namespaced composite layout")
+    n.add_argument("store")
+    n.add_argument("--seed", type=int, default=0)
+
+
+API_COMMANDS = {"api-stores": cmd_api_stores, "write-namespaced": cmd_write_namespaced, "write-twice": cmd_write_twice}
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="refdriver")
     sub = p.add_subparsers(dest="command", required=True)
@@ -1305,6 +1530,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_sharding_parsers(sub)
     _add_pyramid_parsers(sub)
     _add_pipeline_parsers(sub)
+    _add_api_parsers(sub)
     return p
 
 
@@ -1323,6 +1549,7 @@ COMMANDS.update(LINKED_COMMANDS)
 COMMANDS.update(SHARDING_COMMANDS)
 COMMANDS.update(PYRAMID_COMMANDS)
 COMMANDS.update(PIPELINE_COMMANDS)
+COMMANDS.update(API_COMMANDS)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -783,6 +783,12 @@ MUTATIONS += [
              root_zv(lambda z: (z.__setitem__("geometry_types", ["point_cloud"]))), "L4_POINT_CLOUD_LINKS"),
     Mutation("mesh_with_width_two", "graph", root_zv(lambda z: z.__setitem__("geometry_types", ["mesh"])),
              "L4_LINK_WIDTH"),
+    # D19: a listed kind the links_convention contradicts is set aside (the graph reads as a graph) ...
+    Mutation("geometry_types_name_a_contradicted_kind", "graph",
+             root_zv(lambda z: z.__setitem__("geometry_types", ["polyline", "graph"])), "L4_GEOMETRY_TYPES"),
+    # ... and a list that the metadata contradicts throughout cannot be read at all
+    Mutation("geometry_types_none_fits", "points",
+             root_zv(lambda z: z.__setitem__("geometry_types", ["graph", "mesh"])), "L4_GEOMETRY_TYPES_UNREADABLE"),
 ]
 
 

@@ -1,7 +1,17 @@
-"""Object attributes (docs/format.md §6.8): one row per object id, absent ids hold a sentinel."""
+"""Objects: which vertices each owns (docs/format.md §6.7, D20) and their attributes' absence
+sentinel (§6.8: one row per object id, absent ids hold a sentinel).
+
+A level's object index says which fragments each object owns.  At level 0 every vertex
+belongs to one object, but on a pyramid level a metavertex stands for every kept object
+whose vertices fell in its bin, so one vertex can belong to many.  :class:`ObjectVertices`
+keeps that truth as a CSR table; a reader's one id per vertex is derived from it by one
+stated rule (:data:`OBJECT_ID_RULE`).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -29,3 +39,85 @@ def object_attribute_attributes(name: str, values: np.ndarray) -> dict[str, Any]
         "shape": list(values.shape),
         "fill_sentinel_meaning": "absent",
     }
+
+
+OBJECT_ID_RULE = "smallest_owner"
+"""What ``VectorData.object_ids`` holds per vertex: the smallest id of the objects owning
+it, ``-1`` where no object does.  Exact wherever each vertex has one owner (level 0, and
+polylines at every level, whose shared metavertices repeat along each path)."""
+
+
+@dataclass(frozen=True)
+class ObjectVertices:
+    """Which vertices each object owns: for row ``r`` of ``ids`` (the result's ``objects``),
+    ``indices[offsets[r]:offsets[r + 1]]`` are indices into the result's ``positions``, in
+    manifest order (a polyline's in traversal order).  Absent objects own nothing."""
+
+    ids: np.ndarray  # int64 (O,)
+    offsets: np.ndarray  # int64 (O + 1,)
+    indices: np.ndarray  # int64, into positions
+    num_vertices: int
+
+    @classmethod
+    def from_pairs(cls, ids: np.ndarray, rows: np.ndarray, vertices: np.ndarray, num_vertices: int) -> ObjectVertices:
+        """From (object row, vertex) pairs grouped by row (the order manifests are decoded in)."""
+        if len(rows) > 1 and (np.diff(rows) < 0).any():
+            order = np.argsort(rows, kind="stable")
+            rows, vertices = rows[order], vertices[order]
+        counts = np.bincount(rows, minlength=len(ids)) if len(rows) else np.zeros(len(ids), np.int64)
+        offsets = np.r_[0, np.cumsum(counts)].astype(np.int64)
+        return cls(np.asarray(ids, np.int64), offsets, np.asarray(vertices, np.int64), int(num_vertices))
+
+    def kept(self, keep: np.ndarray) -> ObjectVertices:
+        """The view after the result kept the vertices ``keep`` (a mask over the old positions)."""
+        new_index = np.cumsum(keep) - 1
+        inside = keep[self.indices]
+        rows = np.repeat(np.arange(len(self.ids)), np.diff(self.offsets))[inside]
+        return ObjectVertices.from_pairs(self.ids, rows, new_index[self.indices[inside]], int(keep.sum()))
+
+    def counts(self) -> np.ndarray:
+        """Vertices owned per object row (0 for an absent or dropped object)."""
+        return np.diff(self.offsets)
+
+    def vertices_of(self, object_id: int) -> np.ndarray:
+        """Indices into ``positions`` of the vertices ``object_id`` owns (empty for an id not in ``ids``)."""
+        rows = np.flatnonzero(self.ids == object_id)
+        if not len(rows):
+            return np.zeros(0, np.int64)
+        r = int(rows[0])  # the first row of an id a v2 table repeats (the validator reports the repeat)
+        return self.indices[self.offsets[r] : self.offsets[r + 1]]
+
+    def objects_of(self, vertex: int) -> np.ndarray:
+        """Ids of the objects owning vertex ``vertex``, ascending."""
+        offsets, owners = self.owners
+        if not 0 <= vertex < self.num_vertices:
+            raise InputError(f"vertex {vertex} is not in [0, {self.num_vertices})")
+        return owners[offsets[vertex] : offsets[vertex + 1]]
+
+    @cached_property
+    def owners(self) -> tuple[np.ndarray, np.ndarray]:
+        """The transposed table ``(offsets, owner_ids)``: ``owner_ids[offsets[v]:offsets[v + 1]]`` are the
+        ids owning vertex v, ascending."""
+        owner = np.repeat(self.ids, np.diff(self.offsets))
+        order = np.lexsort((owner, self.indices))
+        counts = np.bincount(self.indices, minlength=self.num_vertices)
+        return np.r_[0, np.cumsum(counts)].astype(np.int64), owner[order]
+
+    def smallest_owner(self) -> np.ndarray:
+        """Per vertex, the smallest id owning it; -1 where none (:data:`OBJECT_ID_RULE`)."""
+        out = np.full(self.num_vertices, -1, dtype=np.int64)
+        owner = np.repeat(self.ids, np.diff(self.offsets))
+        if not len(owner):
+            return out
+        if np.bincount(self.indices, minlength=self.num_vertices).max() <= 1:  # no vertex shared
+            out[self.indices] = owner
+            return out
+        big = np.iinfo(np.int64).max
+        out[:] = big
+        np.minimum.at(out, self.indices, owner)
+        out[out == big] = -1
+        return out
+
+    def shared(self) -> int:
+        """How many vertices more than one object owns (where ``object_ids`` tells one owner of several)."""
+        return int((np.bincount(self.indices, minlength=self.num_vertices) > 1).sum())

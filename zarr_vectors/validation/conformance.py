@@ -10,23 +10,37 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from zarr_vectors.errors import MetadataError
+from zarr_vectors.format.kinds import KIND_CONVENTIONS, LINK_WIDTHS, KindReading, StoreFacts, describe, read_kind
 from zarr_vectors.format.paths import format_delta, parse_delta
 from zarr_vectors.format.schema import is_int
 from zarr_vectors.validation.findings import Report, crashed, make
 from zarr_vectors.validation.metadata import level_chunk_shape, level_transform
 from zarr_vectors.validation.structure import StoreModel
 
-GEOMETRY_LINKS: dict[str, frozenset[str] | None] = {
-    "point_cloud": None,  # any
-    "line": frozenset({"implicit_sequential"}),
-    "polyline": frozenset({"implicit_sequential"}),
-    "streamline": frozenset({"implicit_sequential"}),
-    "graph": frozenset({"explicit"}),
-    "skeleton": frozenset({"implicit_sequential_with_branches", "explicit"}),
-    "mesh": frozenset({"explicit"}),
-}
-WIDTH_RULES = {"mesh": (3, None), "graph": (2, 2), "skeleton": (2, 2), "line": (2, 2), "polyline": (2, 2),
-               "streamline": (2, 2)}
+_GEOMETRY_POINTER = "/attributes/zarr_vectors/geometry_types"
+
+
+def store_kind(model: StoreModel) -> KindReading | str | None:
+    """What the store reads as (D19, the reader's rule), over the kinds this validator knows.
+
+    A string: why several listed kinds cannot be read (the reader refuses the store);
+    None: no known kind is listed.
+    """
+    listed = [g for g in model.zv.get("geometry_types") or [] if isinstance(g, str) and g in KIND_CONVENTIONS]
+    if len(set(listed)) <= 1:
+        return read_kind(listed, None) if listed else None
+    convention = model.zv.get("links_convention", "implicit_sequential")
+    lpath = model.levels.get(0)
+    family = model.nodes.get(f"{lpath}/links/0") if lpath is not None else None
+    width = family.attrs.get("link_width") if family is not None else None
+    facts = StoreFacts(str(convention), width if is_int(width) else None,
+                       *(lpath is not None and f"{lpath}/{n}" in model.nodes
+                         for n in ("object_index", "link_fragments", "geometry_index")))
+    try:
+        return read_kind(listed, facts)
+    except MetadataError as exc:  # UnsupportedLayoutError included
+        return exc.reason
 
 
 def families(model: StoreModel) -> dict[tuple[int, int], Any]:
@@ -54,33 +68,39 @@ def check_conformance(model: StoreModel, report: Report) -> None:
 
 
 def _level4(model: StoreModel, report: Report) -> None:
-    for code in ("L4_LINKS_CONVENTION", "L4_POINT_CLOUD_LINKS", "L4_LINK_WIDTH"):
+    for code in ("L4_LINKS_CONVENTION", "L4_POINT_CLOUD_LINKS", "L4_LINK_WIDTH", "L4_GEOMETRY_TYPES",
+                 "L4_GEOMETRY_TYPES_UNREADABLE"):
         report.ran_rule(code)
-    zv = model.zv
-    geometry = [g for g in zv.get("geometry_types") or [] if g in GEOMETRY_LINKS]
-    convention = zv.get("links_convention", "implicit_sequential")
-    for g in geometry:
-        allowed = GEOMETRY_LINKS[g]
-        if allowed is not None and convention not in allowed:
-            report.add(make("L4_LINKS_CONVENTION", "/", f"geometry {g!r} requires links_convention in "
-                            f"{sorted(allowed)}, found {convention!r}", pointer="/attributes/zarr_vectors/"
-                                                                                 "links_convention"))
+    reading = store_kind(model)
+    if isinstance(reading, str):
+        report.add(make("L4_GEOMETRY_TYPES_UNREADABLE", "/", reading, pointer=_GEOMETRY_POINTER))
+        return
+    if reading is None:
+        return
+    if reading.set_aside or reading.unordered:
+        report.add(make("L4_GEOMETRY_TYPES", "/", describe(reading), pointer=_GEOMETRY_POINTER))
+    kind = reading.kind  # a kind list is judged as what it reads as: its other kinds are views of it
+    convention = model.zv.get("links_convention", "implicit_sequential")
+    allowed = KIND_CONVENTIONS[kind]
+    if allowed is not None and convention not in allowed:
+        report.add(make("L4_LINKS_CONVENTION", "/", f"geometry {kind!r} requires links_convention in "
+                        f"{sorted(allowed)}, found {convention!r}", pointer="/attributes/zarr_vectors/"
+                                                                             "links_convention"))
     fams = families(model)
-    if geometry == ["point_cloud"]:
+    if kind == "point_cloud":
         for (number, delta), node in sorted(fams.items()):
             if delta == 0:
                 report.add(make("L4_POINT_CLOUD_LINKS", node.path, "a point cloud has a delta-0 links family (only "
                                 "cross-level families are legal on a point cloud, D17)"))
-    kinds = [g for g in geometry if g in WIDTH_RULES]
-    if len(kinds) == 1:
-        lo, hi = WIDTH_RULES[kinds[0]]
+    if kind in LINK_WIDTHS:
+        lo, hi = LINK_WIDTHS[kind]
         for (number, delta), node in sorted(fams.items()):
             w = node.attrs.get("link_width")
             if delta != 0 or not is_int(w):
                 continue
             if w < lo or (hi is not None and w > hi):
                 want = f">= {lo}" if hi is None else f"== {lo}"
-                report.add(make("L4_LINK_WIDTH", node.path, f"{kinds[0]} families need link_width {want}, found {w}",
+                report.add(make("L4_LINK_WIDTH", node.path, f"{kind} families need link_width {want}, found {w}",
                                 pointer="/attributes/link_width"))
 
 

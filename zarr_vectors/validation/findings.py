@@ -170,6 +170,12 @@ RULES: list[Rule] = [
         ("L4_LINKS_CONVENTION", _E, "links_convention is allowed for the geometry type"),
         ("L4_POINT_CLOUD_LINKS", _E, "a point cloud has no delta-0 links family (D17)"),
         ("L4_LINK_WIDTH", _E, "per-geometry link widths: mesh >= 3; graph, skeleton, line, polyline, streamline == 2"),
+        ("L4_GEOMETRY_TYPES", _W, "a kind list reads as one kind: no listed kind is set aside for contradicting "
+                                  "the store's metadata, and the rest form a chain of refinements (D19)"),
+        ("L4_GEOMETRY_TYPES_UNREADABLE", _E, "of several listed kinds, at least one fits the store's links_convention, "
+                                             "delta-0 link width, object index and link_fragments, and level 0 has no "
+                                             "geometry_index "
+                                             "(D19; else the reader refuses the store)"),
         ("L4_POINT_OUTSIDE_BIN", _E, "point clouds: every vertex lies inside the bin its fragment claims "
                                      "(every chunk)"),
         ("L4_CHECK_CRASHED", _E, "a level-4 check raised an exception (reported, never swallowed)"),

@@ -26,6 +26,7 @@ from typing import Any
 import dask
 
 from zarr_vectors.execution import runner
+from zarr_vectors.validation.conformance import store_kind
 from zarr_vectors.validation.consistency.cells import (
     Chunk,
     array_spec,
@@ -54,8 +55,8 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
     level_reduces = []
     family_reduces = []
     tables: dict[int, Any] = {}
-    geometry = model.zv.get("geometry_types") or []
-    point_cloud = list(geometry) == ["point_cloud"]
+    reading = store_kind(model)
+    point_cloud = not isinstance(reading, str) and reading is not None and reading.kind == "point_cloud"
     ndim = model.sid_ndim or 0
     for number, lpath in sorted(model.levels.items()):
         attrs = model.level_attrs(number)
