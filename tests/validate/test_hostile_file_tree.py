@@ -40,11 +40,16 @@ _OPENED: list[tuple[str, str]] | None = None
 _OPEN_EVENTS = frozenset({"open", "os.listdir", "os.scandir"})
 
 
+#: the threads validate and read run on here: this one, dask's local pool, the package's I/O pools
+#: (not the session LocalCluster's threads in this process, which read /proc for their monitors)
+_OUR_THREADS = ("MainThread", "ThreadPoolExecutor-", "zv-")
+
+
 def _audit(event: str, args: tuple) -> None:
-    # "IO loop" is the session LocalCluster's event loop in this process (psutil reading
-    # /proc for its monitor); validate and read here run on dask's local scheduler, never there
-    if _OPENED is not None and threading.current_thread().name != "IO loop" and event in _OPEN_EVENTS and args and isinstance(args[0], (str, bytes, os.PathLike)):
-        _OPENED.append((threading.current_thread().name, os.fsdecode(args[0])))
+    if _OPENED is not None and event in _OPEN_EVENTS and args and isinstance(args[0], (str, bytes, os.PathLike)):
+        name = threading.current_thread().name
+        if name.startswith(_OUR_THREADS):
+            _OPENED.append((name, os.fsdecode(args[0])))
 
 
 sys.addaudithook(_audit)  # hooks cannot be removed: it records only inside ``_recording``
@@ -128,6 +133,7 @@ def assert_refused(store: Path, key: str, scheduler: str, *, read_raises: bool =
     assert not result.ok, result.summary()
     assert _storage_findings([f.as_dict() for f in result.findings], key), result.summary()
     assert not [c for c in result.codes() if c.endswith("_CHECK_CRASHED")], result.summary()
+    assert any(p.startswith(root + os.sep) for t, p in seen if t != "MainThread"), "the audit saw no pool thread"
     escaped = [(t, p) for t, p in seen if not os.path.realpath(p).startswith(root + os.sep) and os.path.realpath(p) != root]
     assert not escaped, f"opened outside the store: {escaped[:10]}"
     if outside is not None:
