@@ -160,3 +160,25 @@ def test_contradicted_label_reads_as_the_data_with_a_warning(tmp_path):
     assert data.kind == "point_cloud" and data.edges is None
     result = zv.validate(str(store), 5)
     assert result.ok and result.codes("warning") == ["L4_GEOMETRY_TYPES"], result.summary()
+
+
+def test_a_pyramid_builds_on_a_kind_list_as_on_its_single_kind_twin(tmp_path):
+    """The pyramid plans by the kind the list reads as (D19), as the reader does."""
+    single, listed = tmp_path / "single.zv", tmp_path / "listed.zv"
+    for store in (single, listed):
+        zv.write_graph(str(store), POS, EDGES, chunk_shape=40, edge_attributes={"w": np.arange(len(EDGES))})
+    relabel(listed, ["point_cloud", "graph"])
+    for store in (single, listed):
+        zv.build_pyramid(str(store), factors=[2])
+    a, b = zv.read(str(single), level=1), zv.read(str(listed), level=1)
+    assert b.kind == "graph"
+    np.testing.assert_array_equal(a.positions, b.positions)
+    assert zv.validate(str(listed), 5).ok
+
+
+def test_a_pyramid_refuses_a_kind_list_no_kind_fits(tmp_path):
+    store = tmp_path / "p.zv"
+    zv.write_points(str(store), POS, chunk_shape=40)
+    relabel(store, ["graph", "mesh"])
+    with pytest.raises(MetadataError, match="contradicts every listed geometry type"):
+        zv.build_pyramid(str(store), factors=[2])

@@ -19,11 +19,11 @@ import numpy as np
 
 from zarr_vectors import config
 from zarr_vectors.errors import EncodingError, InputError
-from zarr_vectors.format.metadata import GEOMETRY_TYPES
 from zarr_vectors.format.paths import format_chunk_key, parse_delta
 from zarr_vectors.reconcile import require_reconciled
 from zarr_vectors.store.grid import GridArray
 from zarr_vectors.store.groups import Level, ZVStore, open_store
+from zarr_vectors.store.kinds import store_kind
 from zarr_vectors.store.object_index import ObjectIndex, read_object_index
 
 __all__ = ["LevelState", "NewLevel", "PyramidPlan", "check_reconciled", "clear_pyramid", "plan_pyramid"]
@@ -310,9 +310,7 @@ def plan_pyramid(
     parsed = _check_factors(factors, chunk_scale_factors)
     _check_options(cross_level_storage, cross_level_depth, sparsity_seed)
     store = open_store(url, storage_options=storage_options)
-    kinds = store.root.geometry_types
-    if len(kinds) != 1 or kinds[0] not in GEOMETRY_TYPES:
-        raise InputError(f"{store.url!r}: pyramids need a store of one known geometry type, found {kinds}")
+    kind = store_kind(store).kind  # a kind list reads as one kind (D19); refused when none fits
     base = _level0_state(store)
     rels = _kept_grid_arrays(base.level)
     read_here = [r for r in rels if r in READ_ARRAYS]
@@ -327,7 +325,7 @@ def plan_pyramid(
     return PyramidPlan(
         store=store,
         base=base,
-        kind=kinds[0],
+        kind=kind,
         index=index,
         levels=tuple(_plan_levels(store, base, parsed)),
         cross_level_storage=cross_level_storage,
