@@ -189,38 +189,39 @@ class VertexTable:
         return unread & _touches(chunks, self.chunk_shape, self.box)
 
     def cell_rank(self, chunks: np.ndarray) -> np.ndarray:
-        """Index into ``cells`` of each (m, D) chunk; -1 where the chunk was not read."""
-        out = np.full(len(chunks), -1, dtype=np.int64)
+        """Index into ``cells`` of each (m, D) chunk; -1 where the chunk was not read.
+
+        Few full-length temporaries (this runs over every link endpoint): chunks outside
+        the read cells' bounding grid get the sentinel index ``total``, which no cell has.
+        """
         if not len(chunks) or not self.cells:
-            return out
+            return np.full(len(chunks), -1, dtype=np.int64)
         keys = np.asarray(self.cells, dtype=np.int64)
         lo, hi = keys.min(axis=0), keys.max(axis=0)
         shape = (hi - lo + 1).tolist()
-        columns = [np.ascontiguousarray(chunks[:, d]) for d in range(keys.shape[1])]  # contiguous passes
+        columns = [chunks[:, d] for d in range(keys.shape[1])]
         if math.prod(shape) >= 1 << 62:  # cells too far apart for one int64 index: rank each axis first
             columns, keys = _axis_ranks(columns, keys)
             lo, shape = np.zeros(keys.shape[1], dtype=np.int64), (keys.max(axis=0) + 1).tolist()
             if math.prod(shape) >= 1 << 62:
                 raise ResourceLimitError(f"{self.level}: {len(keys)} vertex cells span a grid too large to index")
+        total = math.prod(shape)
         key_lin = np.ravel_multi_index(tuple((keys - lo).T), shape)  # ascending: cells are sorted
         inside = np.ones(len(chunks), dtype=bool)
         q = np.zeros(len(chunks), dtype=np.int64)
         for d, column in enumerate(columns):
-            col = column - lo[d]
-            inside &= (col >= 0) & (col < shape[d])
+            col = column - lo[d]  # contiguous
+            inside &= col.view(np.uint64) < np.uint64(shape[d])  # negative wraps past the bound
             q *= shape[d]
             q += col
-        q[~inside] = 0
-        total = math.prod(shape)
+        np.putmask(q, ~inside, total)
         if total <= 1 << 24:  # dense lookup table over the read cells' bounding grid
-            lut = np.full(total, -1, dtype=np.int64)
+            lut = np.full(total + 1, -1, dtype=np.int64)
             lut[key_lin] = np.arange(len(key_lin))
-            rank = lut[q]
-        else:
-            pos = np.minimum(np.searchsorted(key_lin, q), len(key_lin) - 1)
-            rank = np.where(key_lin[pos] == q, pos, -1)
-        out[inside] = rank[inside]
-        return out
+            return lut[q]
+        pos = np.searchsorted(key_lin, q)
+        np.minimum(pos, len(key_lin) - 1, out=pos)
+        return np.where(key_lin[pos] == q, pos, -1)
 
 
 def _axis_ranks(columns: list[np.ndarray], keys: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
@@ -453,26 +454,29 @@ def _endpoint_index(table: VertexTable, records: LinkRecords, sources: RecordSou
     if n == 0 or width == 0:
         return np.zeros((n, width), dtype=np.int64)
     chunks = records.chunks.reshape(-1, records.chunks.shape[-1])
-    vi = records.vi.reshape(-1)
-    rank = table.cell_rank(chunks)
-    r = np.maximum(rank, 0)
-    rows = table.counts[r]
-    bad = (rank >= 0) & ((vi < 0) | (vi >= rows))
+    vi = np.ascontiguousarray(records.vi).reshape(-1)
+    rank = table.cell_rank(chunks)  # -1 picks the sentinel last entry of the tables below
+    limit = np.r_[table.counts, np.iinfo(np.int64).max]
+    bad = vi.view(np.uint64) >= limit[rank].view(np.uint64)  # one test for both vi < 0 and vi >= rows
     if bad.any():
         i = int(np.argmax(bad))
         raise InconsistentStoreError(
             f"{sources.where(i // width)}: endpoint {i % width} is row {int(vi[i])} of chunk "
-            f"{format_chunk_key(chunks[i].tolist())}, whose vertex cell has {int(rows[i])} rows"
+            f"{format_chunk_key(chunks[i].tolist())}, whose vertex cell has {int(limit[rank[i]])} rows"
         )
-    absent = table.unread_in_scope(chunks, rank)
-    if absent.any():
-        i = int(np.argmax(absent))
-        raise InconsistentStoreError(
-            f"{sources.where(i // width)}: endpoint {i % width} lies in chunk {format_chunk_key(chunks[i].tolist())}, "
-            f"which has no vertex cell at {table.level or 'this level'}"
-        )
-    bases = np.asarray([table.base[c] for c in table.cells] or [0], dtype=np.int64)
-    return np.where(rank >= 0, bases[r] + vi, -1).reshape(n, width)
+    index = np.asarray([table.base[c] for c in table.cells] + [0], dtype=np.int64)[rank]
+    index += vi
+    unread = rank < 0
+    if unread.any():
+        absent = table.unread_in_scope(chunks, rank)
+        if absent.any():
+            i = int(np.argmax(absent))
+            raise InconsistentStoreError(
+                f"{sources.where(i // width)}: endpoint {i % width} lies in chunk "
+                f"{format_chunk_key(chunks[i].tolist())}, which has no vertex cell at {table.level or 'this level'}"
+            )
+        index[unread] = -1
+    return index.reshape(n, width)
 
 
 def _skeleton_edges(table: VertexTable, explicit: np.ndarray) -> np.ndarray:
