@@ -1,0 +1,248 @@
+"""Run the store fuzzer: ``python -m tests.fuzz.run --cases 3000 [--seed N] [--jobs 2] [--json out.json]``.
+
+A corpus interleaves rng seeds over every applicable (operator, seed store) pair, so any
+prefix covers every pair as evenly as it can; ``--cases P`` with P = the number of pairs
+is the CI corpus (``tests/fuzz/test_fuzz.py``).  One case replays with
+``--only SEED_STORE:OPERATOR:RNG`` (``--keep`` leaves its mutated store on disk).
+
+Before the corpus, the unmutated seeds run as calibration cases: they must all be OK,
+and the address-space cap and the peak-RSS bound are set a fixed margin above what they
+needed (``--mem-cap`` / ``--rss-bound`` fix them instead).  Prints counts per class, per
+operator and per seed store, the operator x seed coverage, every distinct failure
+signature with a reproducing case, and the timings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from .forkserver import GiB, Server, scratch_root
+from .operators import OPERATORS, load_all
+from .oracle import CLASSES, FAILURES
+from .seeds import SEEDS
+from .storeio import inventory
+
+CAP_MARGIN = 1 * GiB
+RSS_MARGIN = 512 << 20
+MODULE = f"{__package__ or 'tests.fuzz'}.run"
+REPRO = "PYTHONPATH=. python -m tests.fuzz.run --only {seed}:{op}:{rng}"
+
+
+def pairs(inventories: dict[str, Any]) -> list[tuple[str, str]]:
+    """Every (seed store, operator) where the operator has a target, in a fixed order."""
+    ops = load_all()
+    return [(seed, name) for name in sorted(ops) for seed in SEEDS if seed in inventories and ops[name].targets(inventories[seed])]
+
+
+def corpus(inventories: dict[str, Any], n: int, first_rng: int = 0) -> list[dict[str, Any]]:
+    """``n`` cases: rng seeds first_rng, first_rng + 1, ... each over every pair in turn."""
+    every = pairs(inventories)
+    rounds = math.ceil(n / len(every)) if every else 0
+    cases = [{"seed": s, "op": o, "rng": first_rng + r} for r in range(rounds) for s, o in every]
+    return cases[:n]
+
+
+@dataclass
+class Run:
+    """A finished fuzzer run."""
+
+    results: list[dict[str, Any]]
+    calibration: list[dict[str, Any]]
+    mem_cap: int
+    rss_bound: int
+    seconds: float
+    jobs: int
+    coverage: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    @property
+    def failures(self) -> list[dict[str, Any]]:
+        return [r for r in self.results if r["class"] in FAILURES]
+
+    def counts(self) -> Counter:
+        return Counter(r["class"] for r in self.results)
+
+
+def _calibrate(server: Server, levels: dict[str, list[int]], jobs: int, timeout: float, workdir: str,
+               mem_cap: int | None, rss_bound: int | None) -> tuple[list[dict[str, Any]], int, int]:
+    cases = [{"seed": s, "op": "identity", "rng": 0} for s in levels]
+    results = server.run(cases, jobs=jobs, timeout=timeout, mem_cap=mem_cap or 16 * GiB,
+                         rss_bound=rss_bound or 16 * GiB, workdir=workdir)
+    bad = [r for r in results if r["class"] != "OK"]
+    if bad:
+        raise RuntimeError("an unmutated seed store is not OK: the harness (or the allow-list) is wrong:\n"
+                           + "\n".join(describe(r) for r in bad))
+    vm = max(t.get("vmpeak_mb", 0) for r in results for t in r["targets"].values())
+    rss = max(t.get("maxrss_mb", 0) for r in results for t in r["targets"].values())
+    cap = mem_cap or int(math.ceil((vm * 2**20 + CAP_MARGIN) / (256 << 20)) * (256 << 20))
+    bound = rss_bound or int(rss * 2**20 + RSS_MARGIN)
+    return results, cap, bound
+
+
+def run(cases: int | None = None, *, first_rng: int = 0, jobs: int = 2, timeout: float = 10.0,
+        mem_cap: int | None = None, rss_bound: int | None = None, only: list[dict[str, Any]] | None = None,
+        keep: bool = False, skip_after_hang: bool = False, progress: bool = False) -> Run:
+    """Build the seeds, calibrate, and run ``cases`` cases of the corpus (or the ``only`` ones)."""
+    start = time.monotonic()
+    workdir = tempfile.mkdtemp(prefix="zv-fuzz-", dir=scratch_root())
+    try:
+        with Server() as server:
+            levels = server.seeds(os.path.join(workdir, "seeds"))
+            inventories = {name: inventory(os.path.join(workdir, "seeds", f"{name}.zv")) for name in levels}
+            cal, cap, bound = _calibrate(server, levels, jobs, timeout, os.path.join(workdir, "cases"),
+                                         mem_cap, rss_bound)
+            todo = only if only is not None else corpus(inventories, len(pairs(inventories)) if cases is None
+                                                        else cases, first_rng)
+            done = [0]
+
+            def tick(result: dict[str, Any]) -> None:
+                done[0] += 1
+                if progress and (done[0] % 50 == 0 or result["class"] != "OK"):
+                    mark = "" if result["class"] == "OK" else f"  {result['class']}: {_case_id(result)}"
+                    print(f"[{done[0]}/{len(todo)}]{mark}", file=sys.stderr, flush=True)
+
+            results = server.run(todo, jobs=jobs, timeout=timeout, mem_cap=cap, rss_bound=bound,
+                                 workdir=os.path.join(workdir, "cases"), skip_after_hang=skip_after_hang,
+                                 keep=keep, on_result=tick)
+            for r in results:
+                r["case"]["repro"] = REPRO.format(**r["case"])
+            cov = Counter((r["case"]["op"], r["case"]["seed"]) for r in results)
+    finally:
+        if not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return Run(results, cal, cap, bound, time.monotonic() - start, jobs, dict(cov))
+
+
+# ---------------------------------------------------------------------------------------
+# reporting
+# ---------------------------------------------------------------------------------------
+def _case_id(r: dict[str, Any]) -> str:
+    c = r["case"]
+    return f"{c['seed']}:{c['op']}:{c['rng']}"
+
+
+def describe(r: dict[str, Any], tail_lines: int = 12) -> str:
+    """One failing case: what was done, each failure with its traceback tail, how to replay it."""
+    c = r["case"]
+    lines = [f"{r['class']}  seed={c['seed']} op={c['op']} rng={c['rng']}  ({r.get('desc', '')})",
+             f"  reproduce: {REPRO.format(**c)}"]
+    for f in r.get("failures", []):
+        lines.append(f"  - {f['class']} [{f['target']}] {f['signature']}")
+        if f.get("message"):
+            lines.append(f"      {f['message'][:300]}")
+        for t in (f.get("tail") or "").splitlines()[-tail_lines:]:
+            lines.append(f"      | {t}")
+    return "\n".join(lines)
+
+
+def signatures(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Distinct failure signatures: class, count, operators, first reproducing case."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in results:
+        for f in r.get("failures", []):
+            entry = out.setdefault(f["signature"], {"class": f["class"], "count": 0, "ops": Counter(),
+                                                    "example": r, "failure": f})
+            entry["count"] += 1
+            entry["ops"][r["case"]["op"]] += 1
+    return out
+
+
+def summary(run_: Run) -> str:
+    results = run_.results
+    counts = run_.counts()
+    times = sorted(r["seconds"] for r in results) or [0.0]
+    lines = [
+        f"{len(results)} cases in {run_.seconds:.1f} s wall ({len(results) / max(run_.seconds, 1e-9):.2f} cases/s, "
+        f"--jobs {run_.jobs}); per case: mean {sum(times) / len(times):.2f} s, median {times[len(times) // 2]:.2f} s, "
+        f"p95 {times[int(len(times) * 0.95) - 1 if len(times) > 1 else 0]:.2f} s, max {times[-1]:.2f} s",
+        f"address-space cap {run_.mem_cap / GiB:.2f} GiB, peak-RSS bound {run_.rss_bound / 2**20:.0f} MiB "
+        f"(calibrated on {len(run_.calibration)} unmutated seeds: VmPeak "
+        f"{max(t.get('vmpeak_mb', 0) for r in run_.calibration for t in r['targets'].values()):.0f} MiB, RSS "
+        f"{max(t.get('maxrss_mb', 0) for r in run_.calibration for t in r['targets'].values()):.0f} MiB)",
+        "classes: " + ", ".join(f"{c} {counts.get(c, 0)}" for c in (*CLASSES, "HARNESS")),
+        "",
+        "per operator:",
+    ]
+    by_op: dict[str, Counter] = defaultdict(Counter)
+    by_seed: dict[str, Counter] = defaultdict(Counter)
+    for r in results:
+        by_op[r["case"]["op"]][r["class"]] += 1
+        by_seed[r["case"]["seed"]][r["class"]] += 1
+    shown = (*CLASSES, "HARNESS")
+    lines.append(f"  {'operator':<24}" + "".join(f"{c:>8}" for c in shown))
+    for op in sorted(by_op):
+        lines.append(f"  {op:<24}" + "".join(f"{by_op[op].get(c, 0):>8}" for c in shown))
+    lines += ["", "per seed store:", f"  {'seed':<24}" + "".join(f"{c:>8}" for c in shown)]
+    for seed in by_seed:
+        lines.append(f"  {seed:<24}" + "".join(f"{by_seed[seed].get(c, 0):>8}" for c in shown))
+    seeds = list(SEEDS)
+    lines += ["", "coverage (cases per operator x seed store; . = not applicable or not run):",
+              f"  {'':<24}" + "".join(f"{s[:6]:>7}" for s in seeds)]
+    for op in sorted({o for o, _ in run_.coverage}):
+        lines.append(f"  {op:<24}" + "".join(f"{run_.coverage.get((op, s), '.'):>7}" for s in seeds))
+    sigs = signatures(results)
+    if sigs:
+        lines += ["", f"{len(sigs)} distinct failure signatures:"]
+        for sig, e in sorted(sigs.items(), key=lambda kv: (CLASSES.index(kv[1]["class"]) if kv[1]["class"] in
+                                                           CLASSES else 9, -kv[1]["count"])):
+            ops = ", ".join(f"{o} {n}" for o, n in e["ops"].most_common())
+            lines.append(f"  {e['class']:<7} x{e['count']:<4} {sig}")
+            lines.append(f"          ops: {ops}")
+            lines.append(f"          e.g. {_case_id(e['example'])} ({e['example'].get('desc', '')[:120]}): "
+                         f"{e['failure']['message'][:200]}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=MODULE, description="Run the store fuzzer.")
+    parser.add_argument("--cases", type=int, default=3000, help="corpus size (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=0, help="first rng seed of the corpus (default: %(default)s)")
+    parser.add_argument("--jobs", type=int, default=2, help="cases at a time (default: %(default)s)")
+    parser.add_argument("--timeout", type=float, default=10.0, help="seconds per target (default: %(default)s)")
+    parser.add_argument("--mem-cap", type=float, help="address-space cap in GiB (default: calibrated)")
+    parser.add_argument("--rss-bound", type=float, help="peak-RSS bound in MiB (default: calibrated)")
+    parser.add_argument("--only", action="append", metavar="SEED:OP:RNG", help="run just this case; repeatable")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch directory (mutated stores)")
+    parser.add_argument("--skip-after-hang", action="store_true",
+                        help="skip a case's remaining targets once one hangs (faster when hangs are expected)")
+    parser.add_argument("--json", metavar="FILE", help="write every result and the summary here")
+    parser.add_argument("--failures", action="store_true", help="print every failing case in full")
+    args = parser.parse_args(argv)
+    load_all()
+    only = None
+    if args.only:
+        only = []
+        for text in args.only:
+            seed, op, rng = text.split(":")
+            if seed not in SEEDS or (op not in OPERATORS and op != "identity"):
+                parser.error(f"unknown seed store or operator in {text!r}")
+            only.append({"seed": seed, "op": op, "rng": int(rng)})
+    result = run(args.cases, first_rng=args.seed, jobs=args.jobs, timeout=args.timeout,
+                 mem_cap=int(args.mem_cap * GiB) if args.mem_cap else None,
+                 rss_bound=int(args.rss_bound * 2**20) if args.rss_bound else None, only=only, keep=args.keep,
+                 skip_after_hang=args.skip_after_hang, progress=True)
+    text = summary(result)
+    print(text)
+    if args.failures or only is not None:
+        for r in result.failures if not only else result.results:
+            print("\n" + describe(r, tail_lines=40))
+            if r.get("kept"):
+                print(f"  kept: {r['kept']}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"summary": text, "mem_cap": result.mem_cap, "rss_bound": result.rss_bound,
+                       "seconds": result.seconds, "results": result.results}, f, indent=1, default=str)
+    return 1 if result.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
