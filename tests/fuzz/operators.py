@@ -78,7 +78,12 @@ def mutate(op: Operator, store: Path, outside: Path, inv: Inventory, rng_seed: i
     targets = op.targets(inv)
     if not targets:
         raise LookupError(f"operator {op.name} has no target in seed {seed_name}")
-    target = targets[rng.randrange(len(targets))]
+    by_role: dict[str, list[Any]] = {}
+    for t in targets:
+        by_role.setdefault(inv.role(t), []).append(t)
+    roles = sorted(by_role)
+    group = by_role[roles[rng.randrange(len(roles))]]  # a role first, then one of its targets
+    target = group[rng.randrange(len(group))]
     return op.apply(Ctx(store, outside, rng, inv), target)
 
 

@@ -87,6 +87,35 @@ class Inventory:
     def array_of(self, key: str) -> ArrayInfo:
         return next(a for a in self.arrays if key in a.objects)
 
+    def role(self, target: object) -> str:
+        """What a target is, coarsely: the zv_array (or kind of group) of its node, and whether
+        it is the node's document, a chunk, a directory... -- operators draw a role first, so
+        that a graph's 26 links arrays do not drown its one object index."""
+        key = target[-1] if isinstance(target, tuple) else str(target)
+        node, part = key, "node"
+        if key.endswith("zarr.json"):
+            node, part = key[: -len("zarr.json")].rstrip("/"), "doc"
+        elif "/c/" in f"/{key}/" or key.endswith("/c"):
+            node, part = key.split("/c/")[0] if "/c/" in key else key[:-2], "chunk"
+        while node and node not in self.roles:
+            node, part = node.rpartition("/")[0], "below"
+        return f"{self.roles.get(node, 'root')}:{part}"
+
+    @property
+    def roles(self) -> dict[str, str]:
+        out = {}
+        for key in self.docs:
+            node = key[: -len("zarr.json")].rstrip("/")
+            info = next((a for a in self.arrays if a.node == node), None)
+            if info is not None:
+                out[node] = info.zv_array
+            elif not node:
+                out[node] = "root"
+            else:
+                last = node.rsplit("/", 1)[-1]
+                out[node] = "level" if last.isdigit() and "/" not in node else f"group:{last if not last[-1:].isdigit() else '#'}"
+        return out
+
 
 def inventory(root: str) -> Inventory:
     files, dirs = [], [""]
