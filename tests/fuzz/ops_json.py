@@ -65,12 +65,18 @@ def _pick(ctx: Ctx, key: str) -> tuple[Any, Path_]:
     return doc, found[ctx.rng.randrange(len(found))]
 
 
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
+
+
 def _show(path: Path_) -> str:
     return "/" + "/".join(str(p) for p in path)
 
 
 def _replace(ctx: Ctx, key: str, value: Any) -> str:
-    doc, path = _pick(ctx, key)
+    doc = ctx.doc(key)
+    found = [p for p in paths(doc) if not _same(_parent(doc, p)[p[-1]], value)]  # never a no-op
+    path = found[ctx.rng.randrange(len(found))]
     _parent(doc, path)[path[-1]] = value
     ctx.write_doc(key, doc)
     return f"{key}#{_show(path)} = {json.dumps(value)}"
