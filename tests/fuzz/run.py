@@ -22,20 +22,20 @@ import shutil
 import sys
 import tempfile
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from .forkserver import GiB, Server, scratch_root
 from .operators import OPERATORS, load_all
-from .oracle import CLASSES, FAILURES
+from .oracle import FAILURES
+from .report import REPRO, case_id, describe, summary
 from .seeds import SEEDS
 from .storeio import inventory
 
 CAP_MARGIN = 1 * GiB
 RSS_MARGIN = 512 << 20
 MODULE = f"{__package__ or 'tests.fuzz'}.run"
-REPRO = "PYTHONPATH=. python -m tests.fuzz.run --only {seed}:{op}:{rng}"
 
 
 def pairs(inventories: dict[str, Any]) -> list[tuple[str, str]]:
@@ -107,7 +107,7 @@ def run(cases: int | None = None, *, first_rng: int = 0, jobs: int = 2, timeout:
             def tick(result: dict[str, Any]) -> None:
                 done[0] += 1
                 if progress and (done[0] % 50 == 0 or result["class"] != "OK"):
-                    mark = "" if result["class"] == "OK" else f"  {result['class']}: {_case_id(result)}"
+                    mark = "" if result["class"] == "OK" else f"  {result['class']}: {case_id(result)}"
                     print(f"[{done[0]}/{len(todo)}]{mark}", file=sys.stderr, flush=True)
 
             results = server.run(todo, jobs=jobs, timeout=timeout, mem_cap=cap, rss_bound=bound,
@@ -120,86 +120,6 @@ def run(cases: int | None = None, *, first_rng: int = 0, jobs: int = 2, timeout:
         if not keep:
             shutil.rmtree(workdir, ignore_errors=True)
     return Run(results, cal, cap, bound, time.monotonic() - start, jobs, dict(cov))
-
-
-# ---------------------------------------------------------------------------------------
-# reporting
-# ---------------------------------------------------------------------------------------
-def _case_id(r: dict[str, Any]) -> str:
-    c = r["case"]
-    return f"{c['seed']}:{c['op']}:{c['rng']}"
-
-
-def describe(r: dict[str, Any], tail_lines: int = 12) -> str:
-    """One failing case: what was done, each failure with its traceback tail, how to replay it."""
-    c = r["case"]
-    lines = [f"{r['class']}  seed={c['seed']} op={c['op']} rng={c['rng']}  ({r.get('desc', '')})",
-             f"  reproduce: {REPRO.format(**c)}"]
-    for f in r.get("failures", []):
-        lines.append(f"  - {f['class']} [{f['target']}] {f['signature']}")
-        if f.get("message"):
-            lines.append(f"      {f['message'][:300]}")
-        for t in (f.get("tail") or "").splitlines()[-tail_lines:]:
-            lines.append(f"      | {t}")
-    return "\n".join(lines)
-
-
-def signatures(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Distinct failure signatures: class, count, operators, first reproducing case."""
-    out: dict[str, dict[str, Any]] = {}
-    for r in results:
-        for f in r.get("failures", []):
-            entry = out.setdefault(f["signature"], {"class": f["class"], "count": 0, "ops": Counter(),
-                                                    "example": r, "failure": f})
-            entry["count"] += 1
-            entry["ops"][r["case"]["op"]] += 1
-    return out
-
-
-def summary(run_: Run) -> str:
-    results = run_.results
-    counts = run_.counts()
-    times = sorted(r["seconds"] for r in results) or [0.0]
-    lines = [
-        f"{len(results)} cases in {run_.seconds:.1f} s wall ({len(results) / max(run_.seconds, 1e-9):.2f} cases/s, "
-        f"--jobs {run_.jobs}); per case: mean {sum(times) / len(times):.2f} s, median {times[len(times) // 2]:.2f} s, "
-        f"p95 {times[int(len(times) * 0.95) - 1 if len(times) > 1 else 0]:.2f} s, max {times[-1]:.2f} s",
-        f"address-space cap {run_.mem_cap / GiB:.2f} GiB, peak-RSS bound {run_.rss_bound / 2**20:.0f} MiB "
-        f"(calibrated on {len(run_.calibration)} unmutated seeds: VmPeak "
-        f"{max(t.get('vmpeak_mb', 0) for r in run_.calibration for t in r['targets'].values()):.0f} MiB, RSS "
-        f"{max(t.get('maxrss_mb', 0) for r in run_.calibration for t in r['targets'].values()):.0f} MiB)",
-        "classes: " + ", ".join(f"{c} {counts.get(c, 0)}" for c in (*CLASSES, "HARNESS")),
-        "",
-        "per operator:",
-    ]
-    by_op: dict[str, Counter] = defaultdict(Counter)
-    by_seed: dict[str, Counter] = defaultdict(Counter)
-    for r in results:
-        by_op[r["case"]["op"]][r["class"]] += 1
-        by_seed[r["case"]["seed"]][r["class"]] += 1
-    shown = (*CLASSES, "HARNESS")
-    lines.append(f"  {'operator':<24}" + "".join(f"{c:>8}" for c in shown))
-    for op in sorted(by_op):
-        lines.append(f"  {op:<24}" + "".join(f"{by_op[op].get(c, 0):>8}" for c in shown))
-    lines += ["", "per seed store:", f"  {'seed':<24}" + "".join(f"{c:>8}" for c in shown)]
-    for seed in by_seed:
-        lines.append(f"  {seed:<24}" + "".join(f"{by_seed[seed].get(c, 0):>8}" for c in shown))
-    seeds = list(SEEDS)
-    lines += ["", "coverage (cases per operator x seed store; . = not applicable or not run):",
-              f"  {'':<24}" + "".join(f"{s[:6]:>7}" for s in seeds)]
-    for op in sorted({o for o, _ in run_.coverage}):
-        lines.append(f"  {op:<24}" + "".join(f"{run_.coverage.get((op, s), '.'):>7}" for s in seeds))
-    sigs = signatures(results)
-    if sigs:
-        lines += ["", f"{len(sigs)} distinct failure signatures:"]
-        for sig, e in sorted(sigs.items(), key=lambda kv: (CLASSES.index(kv[1]["class"]) if kv[1]["class"] in
-                                                           CLASSES else 9, -kv[1]["count"])):
-            ops = ", ".join(f"{o} {n}" for o, n in e["ops"].most_common())
-            lines.append(f"  {e['class']:<7} x{e['count']:<4} {sig}")
-            lines.append(f"          ops: {ops}")
-            lines.append(f"          e.g. {_case_id(e['example'])} ({e['example'].get('desc', '')[:120]}): "
-                         f"{e['failure']['message'][:200]}")
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -240,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"summary": text, "mem_cap": result.mem_cap, "rss_bound": result.rss_bound,
-                       "seconds": result.seconds, "results": result.results}, f, indent=1, default=str)
+                       "seconds": result.seconds, "jobs": result.jobs, "calibration": result.calibration,
+                       "results": result.results}, f, indent=1, default=str)
     return 1 if result.failures else 0
 
 

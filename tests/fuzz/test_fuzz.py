@@ -18,7 +18,8 @@ import pytest
 
 from .operators import load_all, mutate
 from .oracle import FAILURES
-from .run import describe, pairs, run, summary
+from .report import describe, summary
+from .run import pairs, run
 from .seeds import SEEDS
 from .storeio import inventory
 
@@ -110,7 +111,7 @@ def test_every_class_is_reported_with_a_reproducing_command(fake_run):
     for kind, result in fake_run.items():
         if result["class"] in FAILURES:
             text = describe(result)
-            assert "reproduce: PYTHONPATH=. python -m tests.fuzz.run --only points:identity:0" in text
+            assert "reproduce: PYTHONPATH=. .venv/bin/python -m tests.fuzz.run --only points:identity:0" in text
 
 
 # ---------------------------------------------------------------------------------------
