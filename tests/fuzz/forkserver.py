@@ -238,7 +238,7 @@ def _run_cases(msg: dict[str, Any]) -> None:
                 _case_child(idx, case, msg, w)  # never returns
             os.close(w)
             active[r] = {"pid": pid, "id": idx, "case": case, "buf": b"", "start": time.monotonic(),
-                         "deadline": time.monotonic() + (levels + 2) * (timeout + 10) + 120}
+                         "deadline": time.monotonic() + (levels + 2) * (2 * timeout + 10) + 120}
         ready, _, _ = select.select(list(active), [], [], 1.0)
         for fd in ready:
             chunk = os.read(fd, 1 << 16)
@@ -358,7 +358,7 @@ def _target(name: str, store: str, seed: dict[str, Any], cfg: dict[str, Any], ca
         _target_child(name, store, seed, cfg, w, stack_file)
     os.close(w)
     buf, hung = b"", False
-    deadline = start + timeout + 5  # faulthandler fires at `timeout`; this is the backstop
+    deadline = start + timeout + max(5.0, timeout)  # faulthandler fires at `timeout`; this is the backstop
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
@@ -388,8 +388,9 @@ def _target(name: str, store: str, seed: dict[str, Any], cfg: dict[str, Any], ca
     stack = stack_file.read_text(errors="replace") if stack_file.exists() else ""
     if "outcome" not in report:
         if stack or hung or seconds >= timeout:
-            report["failures"].append({"class": "HANG", "target": name, "signature": f"HANG in {name} at "
-                                       f"{_hang_site(stack)}", "message": f"no result after {seconds:.1f} s",
+            site = _hang_site(stack) if stack else "? (no stack: killed by the backstop)"
+            report["failures"].append({"class": "HANG", "target": name, "signature": f"HANG in {name} at {site}",
+                                       "message": f"no result after {seconds:.1f} s",
                                        "tail": _stack_tail(stack)})
         else:
             sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None

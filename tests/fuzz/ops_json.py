@@ -53,6 +53,26 @@ def paths(doc: Any) -> list[Path_]:
     return out
 
 
+#: members most paths of a root document lie in, which no Zarr Vectors rule reads
+_BULK = ("multiscales", "ome")
+_STRUCTURE = ("shape", "chunk_grid", "codecs", "chunk_key_encoding", "data_type", "fill_value", "node_type",
+              "zarr_format", "storage_transformers")
+
+
+def _focused(path: Path_) -> bool:
+    if path[0] == "attributes":
+        return len(path) == 1 or path[1] not in _BULK
+    return path[0] in _STRUCTURE
+
+
+def choose(ctx: Ctx, found: list[Path_]) -> Path_:
+    """A path, two times in three among the format's own members (the Zarr envelope and the
+    Zarr Vectors attributes; not the OME/multiscales bulk or the consolidated copies)."""
+    focus = [p for p in found if _focused(p)]
+    pool = focus if focus and ctx.rng.random() < 2 / 3 else found
+    return pool[ctx.rng.randrange(len(pool))]
+
+
 def _parent(doc: Any, path: Path_) -> Any:
     for p in path[:-1]:
         doc = doc[p]
@@ -61,8 +81,7 @@ def _parent(doc: Any, path: Path_) -> Any:
 
 def _pick(ctx: Ctx, key: str) -> tuple[Any, Path_]:
     doc = ctx.doc(key)
-    found = paths(doc)
-    return doc, found[ctx.rng.randrange(len(found))]
+    return doc, choose(ctx, paths(doc))
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -75,8 +94,7 @@ def _show(path: Path_) -> str:
 
 def _replace(ctx: Ctx, key: str, value: Any) -> str:
     doc = ctx.doc(key)
-    found = [p for p in paths(doc) if not _same(_parent(doc, p)[p[-1]], value)]  # never a no-op
-    path = found[ctx.rng.randrange(len(found))]
+    path = choose(ctx, [p for p in paths(doc) if not _same(_parent(doc, p)[p[-1]], value)])  # never a no-op
     _parent(doc, path)[path[-1]] = value
     ctx.write_doc(key, doc)
     return f"{key}#{_show(path)} = {json.dumps(value)}"
@@ -126,8 +144,7 @@ def _dict_members(doc: Any) -> list[Path_]:
 def _delete_key(ctx: Ctx, key: str) -> str:
     """an object member removed"""
     doc = ctx.doc(key)
-    found = _dict_members(doc)
-    path = found[ctx.rng.randrange(len(found))]
+    path = choose(ctx, _dict_members(doc))
     del _parent(doc, path)[path[-1]]
     ctx.write_doc(key, doc)
     return f"{key}#{_show(path)} deleted"
@@ -139,8 +156,7 @@ MARK = "\u0001zv-fuzz-mark\u0001"
 def _with_marker(ctx: Ctx, key: str, *, members_only: bool = False) -> tuple[str, Path_, Any]:
     """The document's text with the value at a random path replaced by a marker string."""
     doc = ctx.doc(key)
-    found = _dict_members(doc) if members_only else paths(doc)
-    path = found[ctx.rng.randrange(len(found))]
+    path = choose(ctx, _dict_members(doc) if members_only else paths(doc))
     parent = _parent(doc, path)
     old = parent[path[-1]]
     parent[path[-1]] = MARK

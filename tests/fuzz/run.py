@@ -1,9 +1,11 @@
 """Run the store fuzzer: ``python -m tests.fuzz.run --cases 3000 [--seed N] [--jobs 2] [--json out.json]``.
 
-A corpus interleaves rng seeds over every applicable (operator, seed store) pair, so any
-prefix covers every pair as evenly as it can; ``--cases P`` with P = the number of pairs
-is the CI corpus (``tests/fuzz/test_fuzz.py``).  One case replays with
-``--only SEED_STORE:OPERATOR:RNG`` (``--keep`` leaves its mutated store on disk).
+A corpus gives every operator the same number of cases, going round the seed stores it
+applies to with rng seeds N, N+1, ...; ``--ci`` runs the CI corpus instead (one case per
+applicable (operator, seed store) pair, ``tests/fuzz/test_fuzz.py``).  One case replays
+with ``--only SEED_STORE:OPERATOR:RNG`` (``--keep`` leaves its mutated store on disk).
+``--confirm-hangs`` reruns every HANG case once, alone: one that then finishes was slow
+under load, not hung, and its rerun's verdict replaces it (noted in the result).
 
 Before the corpus, the unmutated seeds run as calibration cases: they must all be OK,
 and the address-space cap and the peak-RSS bound are set a fixed margin above what they
@@ -41,14 +43,29 @@ MODULE = f"{__package__ or 'tests.fuzz'}.run"
 def pairs(inventories: dict[str, Any]) -> list[tuple[str, str]]:
     """Every (seed store, operator) where the operator has a target, in a fixed order."""
     ops = load_all()
-    return [(seed, name) for name in sorted(ops) for seed in SEEDS if seed in inventories and ops[name].targets(inventories[seed])]
+    return [(seed, name) for name in sorted(ops) for seed in SEEDS
+            if seed in inventories and ops[name].targets(inventories[seed])]
+
+
+def ci_corpus(inventories: dict[str, Any]) -> list[dict[str, Any]]:
+    """One case (rng seed 0) per applicable (seed store, operator) pair."""
+    return [{"seed": s, "op": o, "rng": 0} for s, o in pairs(inventories)]
 
 
 def corpus(inventories: dict[str, Any], n: int, first_rng: int = 0) -> list[dict[str, Any]]:
-    """``n`` cases: rng seeds first_rng, first_rng + 1, ... each over every pair in turn."""
-    every = pairs(inventories)
-    rounds = math.ceil(n / len(every)) if every else 0
-    cases = [{"seed": s, "op": o, "rng": first_rng + r} for r in range(rounds) for s, o in every]
+    """``n`` cases, the same number per operator (an operator that applies to one seed store
+    gets as many cases as one that applies to ten), each operator's cases going round its
+    seed stores with rng seeds first_rng, first_rng + 1, ...; interleaved, so that any
+    prefix is balanced too."""
+    by_op: dict[str, list[str]] = {}
+    for seed, op in pairs(inventories):
+        by_op.setdefault(op, []).append(seed)
+    if not by_op:
+        return []
+    per_op = math.ceil(n / len(by_op))
+    lists = {op: [{"seed": seeds[i % len(seeds)], "op": op, "rng": first_rng + i // len(seeds)}
+                  for i in range(per_op)] for op, seeds in by_op.items()}
+    cases = [lists[op][i] for i in range(per_op) for op in sorted(lists)]
     return cases[:n]
 
 
@@ -90,7 +107,8 @@ def _calibrate(server: Server, levels: dict[str, list[int]], jobs: int, timeout:
 
 def run(cases: int | None = None, *, first_rng: int = 0, jobs: int = 2, timeout: float = 10.0,
         mem_cap: int | None = None, rss_bound: int | None = None, only: list[dict[str, Any]] | None = None,
-        keep: bool = False, skip_after_hang: bool = False, progress: bool = False) -> Run:
+        keep: bool = False, skip_after_hang: bool = False, confirm_hangs: bool = False,
+        progress: bool = False) -> Run:
     """Build the seeds, calibrate, and run ``cases`` cases of the corpus (or the ``only`` ones)."""
     start = time.monotonic()
     workdir = tempfile.mkdtemp(prefix="zv-fuzz-", dir=scratch_root())
@@ -100,8 +118,8 @@ def run(cases: int | None = None, *, first_rng: int = 0, jobs: int = 2, timeout:
             inventories = {name: inventory(os.path.join(workdir, "seeds", f"{name}.zv")) for name in levels}
             cal, cap, bound = _calibrate(server, levels, jobs, timeout, os.path.join(workdir, "cases"),
                                          mem_cap, rss_bound)
-            todo = only if only is not None else corpus(inventories, len(pairs(inventories)) if cases is None
-                                                        else cases, first_rng)
+            todo = only if only is not None else ci_corpus(inventories) if cases is None else \
+                corpus(inventories, cases, first_rng)
             done = [0]
 
             def tick(result: dict[str, Any]) -> None:
@@ -113,6 +131,8 @@ def run(cases: int | None = None, *, first_rng: int = 0, jobs: int = 2, timeout:
             results = server.run(todo, jobs=jobs, timeout=timeout, mem_cap=cap, rss_bound=bound,
                                  workdir=os.path.join(workdir, "cases"), skip_after_hang=skip_after_hang,
                                  keep=keep, on_result=tick)
+            if confirm_hangs:
+                _confirm_hangs(server, results, timeout, cap, bound, os.path.join(workdir, "cases"))
             for r in results:
                 r["case"]["repro"] = REPRO.format(**r["case"])
             cov = Counter((r["case"]["op"], r["case"]["seed"]) for r in results)
@@ -122,9 +142,27 @@ def run(cases: int | None = None, *, first_rng: int = 0, jobs: int = 2, timeout:
     return Run(results, cal, cap, bound, time.monotonic() - start, jobs, dict(cov))
 
 
+def _confirm_hangs(server: Server, results: list[dict[str, Any]], timeout: float, cap: int, bound: int,
+                   workdir: str) -> None:
+    """Rerun each HANG case alone; a rerun that is no HANG replaces it (slow under load, not hung)."""
+    hung = [i for i, r in enumerate(results) if r["class"] == "HANG"]
+    if not hung:
+        return
+    again = server.run([results[i]["case"] for i in hung], jobs=1, timeout=timeout, mem_cap=cap, rss_bound=bound,
+                       workdir=workdir, skip_after_hang=True)
+    for i, rerun in zip(hung, again):
+        if rerun["class"] != "HANG":
+            first = results[i]
+            rerun["id"] = first["id"]
+            rerun["note"] = f"HANG under load in the corpus run ({first['seconds']} s); alone it is {rerun['class']}"
+            results[i] = rerun
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=MODULE, description="Run the store fuzzer.")
     parser.add_argument("--cases", type=int, default=3000, help="corpus size (default: %(default)s)")
+    parser.add_argument("--ci", action="store_true", help="the CI corpus: one case per (operator, seed store)")
+    parser.add_argument("--confirm-hangs", action="store_true", help="rerun HANG cases once, alone")
     parser.add_argument("--seed", type=int, default=0, help="first rng seed of the corpus (default: %(default)s)")
     parser.add_argument("--jobs", type=int, default=2, help="cases at a time (default: %(default)s)")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per target (default: %(default)s)")
@@ -146,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             if seed not in SEEDS or (op not in OPERATORS and op != "identity"):
                 parser.error(f"unknown seed store or operator in {text!r}")
             only.append({"seed": seed, "op": op, "rng": int(rng)})
-    result = run(args.cases, first_rng=args.seed, jobs=args.jobs, timeout=args.timeout,
+    result = run(None if args.ci else args.cases, first_rng=args.seed, confirm_hangs=args.confirm_hangs, jobs=args.jobs, timeout=args.timeout,
                  mem_cap=int(args.mem_cap * GiB) if args.mem_cap else None,
                  rss_bound=int(args.rss_bound * 2**20) if args.rss_bound else None, only=only, keep=args.keep,
                  skip_after_hang=args.skip_after_hang, progress=True)
