@@ -319,10 +319,9 @@ def _run_one(idx: int, case: dict[str, Any], cfg: dict[str, Any]) -> dict[str, A
             result["desc"] = mutate(OPERATORS[case["op"]], store, outside, _State.inventories[case["seed"]],
                                     int(case["rng"]), case["seed"])
     except Exception as exc:  # noqa: BLE001 - a fuzzer bug, reported as such
-        result.update(failures=[{"class": "HARNESS", "target": "mutation",
-                                                "signature": f"mutation {case['op']}: {type(exc).__name__}",
-                                                "message": str(exc)[:400], "tail": oracle.tail(exc)}])
-        result["class"] = "HARNESS"
+        result.update({"class": "HARNESS", "failures": [
+            {"class": "HARNESS", "target": "mutation", "signature": f"mutation {case['op']}: {type(exc).__name__}",
+             "message": str(exc)[:400], "tail": oracle.tail(exc)}]})
         shutil.rmtree(casedir, ignore_errors=True)
         return result
     targets = ["validate", *[f"read:{n}" for n in seed["levels"]], "cli"]
