@@ -28,7 +28,7 @@ from zarr_vectors.encoding import FragmentIndex
 from zarr_vectors.errors import EncodingError, InconsistentStoreError, InputError, MetadataError, ResourceLimitError
 from zarr_vectors.format.links import LinkRecords
 from zarr_vectors.format.objects import OBJECT_ID_RULE, ObjectVertices
-from zarr_vectors.format.paths import format_chunk_key
+from zarr_vectors.format.paths import LEVEL_FAMILIES, format_chunk_key
 from zarr_vectors.store.grid import GridArray, read_cells_many
 from zarr_vectors.store.groups import Level, check_zv_array, open_store
 from zarr_vectors.store.kinds import store_kind
@@ -388,6 +388,7 @@ def read(
     """Read one level of a store; ``bbox`` (inclusive) keeps the vertices inside it and the records among them."""
     store = open_store(url, storage_options=storage_options)
     lvl = store.level(level)
+    _check_arrays_present(lvl)
     kind = store_kind(store).kind
     box = _bbox(bbox, store.root.sid_ndim)
     table = _read_vertex_table(lvl, box, allow_layouts, need_fragments=kind in POLYLINE_KINDS + ("skeleton",))
@@ -415,6 +416,16 @@ def read(
         data.object_ids = data.object_vertices.smallest_owner()
         data.object_id_rule = OBJECT_ID_RULE
     return data
+
+
+def _check_arrays_present(lvl: Level) -> None:
+    """Every family the level document lists is a node: a missing one would read as "none"."""
+    listed = [n for n in lvl.meta.arrays_present if n in LEVEL_FAMILIES]
+    missing = [n for n, there in zip(listed, lvl.storage.overlap(lvl.has, listed)) if not there]
+    if missing:
+        raise InconsistentStoreError(
+            f"{lvl.path}: arrays_present lists {', '.join(missing)}, which the level does not have (no zarr.json)"
+        )
 
 
 def _assemble_records(data: VectorData, table: VertexTable, lvl: Level, kind: str) -> None:

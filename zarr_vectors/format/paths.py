@@ -212,6 +212,13 @@ ZV_ARRAY_VALUES = frozenset(
         "groupings_attribute",
     }
 )
+#: The names a level's ``arrays_present`` may list: each is a node directly below the level.
+LEVEL_FAMILIES = frozenset(
+    {
+        "vertices", "vertex_attributes", "fragment_attributes", "links", "object_index", "link_attributes",
+        "object_attributes", "groups", "group_attributes", "vertex_fragments", "link_fragments",
+    }
+)
 PLAIN = "plain"  # a plain group (no discriminator)
 RAW = "raw"  # an array with no discriminator (object_index/manifests, object_ids)
 

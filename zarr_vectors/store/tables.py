@@ -157,7 +157,10 @@ def read_table(storage: Storage, path: str) -> tuple[np.ndarray, dict[str, Any]]
     for i, key, raw in zip(indices, keys, storage.get_many(keys)):
         if raw is None:
             continue
-        buf = pipeline.decompress(raw, max_size=expected, where=key)
+        try:
+            buf = pipeline.decompress(raw, max_size=expected, where=key)
+        except EncodingError as exc:
+            raise EncodingError(f"{key}: chunk does not decode: {exc}") from None
         if len(buf) != expected:
             raise EncodingError(f"{key}: chunk holds {len(buf)} bytes, expected {expected}")
         block = np.frombuffer(buf, dtype=dtype).reshape(chunk_shape)

@@ -26,6 +26,7 @@ from typing import Any
 import dask
 
 from zarr_vectors.execution import runner
+from zarr_vectors.format.paths import LEVEL_FAMILIES
 from zarr_vectors.validation.conformance import store_kind
 from zarr_vectors.validation.consistency.cells import (
     Chunk,
@@ -120,22 +121,13 @@ def _collect(*parts: list[Finding]) -> list[Finding]:
     return [f for p in parts for f in p]
 
 
-FAMILY_PATHS = {
-    "vertices": "vertices", "vertex_attributes": "vertex_attributes", "fragment_attributes": "fragment_attributes",
-    "links": "links", "object_index": "object_index", "link_attributes": "link_attributes",
-    "object_attributes": "object_attributes", "groups": "groups", "group_attributes": "group_attributes",
-    "vertex_fragments": "vertex_fragments", "link_fragments": "link_fragments",
-}
-
-
 def _arrays_present(model: StoreModel, number: int, out: list[Finding]) -> None:
     lpath = model.levels[number]
     listed = model.level_attrs(number).get("arrays_present")
     if not isinstance(listed, list):
         return
     for name in listed:
-        rel = FAMILY_PATHS.get(name) if isinstance(name, str) else None
-        if rel is not None and f"{lpath}/{rel}" not in model.nodes:
+        if isinstance(name, str) and name in LEVEL_FAMILIES and f"{lpath}/{name}" not in model.nodes:
             out.append(make("L3_ARRAYS_PRESENT", lpath, f"arrays_present names {name!r}, which the level does not "
                             "have"))
 
