@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from zarr_vectors.errors import StorageObjectError
+from zarr_vectors.errors import ResourceLimitError, StorageObjectError
 
 ERROR = "error"
 WARNING = "warning"
@@ -75,8 +75,8 @@ RULES: list[Rule] = [
         ("L1_BAD_ORIGIN", _E, "chunk_grid_origin, where present, has sid_ndim integer entries"),
         ("L1_MANIFEST_UNDECODABLE", _E, "object_index/manifests decodes completely: every chunk frames and every "
                                         "row parses with no trailing or missing bytes"),
-        ("L1_RESOURCE_LIMIT", _E, "declared shapes stay within zarr_vectors.limits (max-declared-chunks): a reader "
-                                  "refuses a larger one before planning work for it"),
+        ("L1_RESOURCE_LIMIT", _E, "declared shapes and sizes stay within zarr_vectors.limits (max-declared-chunks, "
+                                  "max-decoded-bytes): a reader refuses a larger one before planning work for it"),
         ("L1_CHECK_CRASHED", _E, "a level-1 check raised an exception (reported, never swallowed)"),
     ),
     *_rules(
@@ -251,6 +251,8 @@ def crashed(level: int, node: str, exc: BaseException, *, cell: str | None = Non
     """
     if isinstance(exc, StorageObjectError):
         return make("L1_STORAGE_OBJECT", node, f"{exc}: readers refuse it", cell=cell)
+    if isinstance(exc, ResourceLimitError):  # e.g. a shard entry declaring more bytes than any cell may hold
+        return make("L1_RESOURCE_LIMIT", node, f"{exc}: readers refuse it", cell=cell)
     detail = f"{type(exc).__name__}: {exc}"
     prefix = f"check {what!r} crashed" if what else "check crashed"
     return make(f"L{level}_CHECK_CRASHED", node, f"{prefix}: {detail}", cell=cell)
