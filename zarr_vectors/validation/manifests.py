@@ -18,7 +18,7 @@ from zarr_vectors.format.schema import is_int
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.codecs import Compressor
 from zarr_vectors.validation.findings import Finding, Report, crashed, make
-from zarr_vectors.validation.structure import StoreModel, cell_key, key_parser
+from zarr_vectors.validation.structure import StoreModel, cell_key, grid_chunk_shape, key_parser
 
 
 @dataclass
@@ -80,16 +80,20 @@ def manifest_jobs(model: StoreModel, number: int) -> list[tuple[str, str, int, d
     if node is None or node.doc is None or node.node_type != "array":
         return []
     doc = node.doc
+    # the level's chunk-key rank; an object_index sid_ndim that disagrees is a level-2 finding
+    rank = model.grid_rank(number)
     sid = group.attrs.get("sid_ndim") if group else None
-    if not is_int(sid) or sid < 1:
-        sid = model.grid_rank(number) or 0
+    if not is_int(sid) or sid < 1 or (rank is not None and sid != rank):
+        sid = rank or 0
     shape = doc.get("shape")
-    grid = doc.get("chunk_grid", {}).get("configuration", {}).get("chunk_shape") if isinstance(
-        doc.get("chunk_grid"), dict) else None
-    if not (isinstance(shape, list) and len(shape) == 1 and isinstance(grid, list) and len(grid) == 1
-            and is_int(shape[0]) and is_int(grid[0]) and grid[0] >= 1) or sid < 1:
+    grid = grid_chunk_shape(doc)
+    parser = key_parser(doc)
+    if parser is None:
+        return []  # the chunk key encoding is reported at level 1 or 2
+    if not (isinstance(shape, list) and len(shape) == 1 and grid is not None and len(grid) == 1
+            and is_int(shape[0]) and grid[0] >= 1) or sid < 1:
         return [("bad", path, 0, doc, 0)]
-    prefix, sep = key_parser(doc)
+    prefix, sep = parser
     n_chunks = -(-shape[0] // grid[0])
     return [(path, cell_key(path, (i,), prefix, sep), i, doc, sid) for i in range(n_chunks)]
 
