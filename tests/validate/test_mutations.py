@@ -476,6 +476,53 @@ def unsupported_codec(s: Path) -> None:
     edit_json(s, "0/vertices", lambda d: d["codecs"].__setitem__(1, {"name": "lz4", "configuration": {}}))
 
 
+@mutation("points", "L1_JSON_FILL_VALUE")
+def vlen_fill_value_a_number(s: Path) -> None:
+    edit_json(s, "0/vertices", lambda d: d.__setitem__("fill_value", 1.5))
+
+
+@mutation("points", "L1_JSON_UNKNOWN_KEY")
+def zstd_bogus_key(s: Path) -> None:
+    edit_json(s, "0/vertices", lambda d: d["codecs"][1]["configuration"].__setitem__("bogus", 1))
+
+
+@mutation("points", "L1_JSON_CODEC_CONFIG")
+def zstd_level_a_string(s: Path) -> None:
+    edit_json(s, "0/vertices", lambda d: d["codecs"][1]["configuration"].__setitem__("level", "high"))
+
+
+@mutation("points", "L2_DATA_TYPE", ref_misses=True)
+def vertices_data_type_not_vlen(s: Path) -> None:
+    edit_json(s, "0/vertices", lambda d: d.update(data_type="int32", fill_value=0))
+
+
+@mutation("points", "L2_FILL_VALUE", ref_misses=True)
+def vlen_fill_value_not_empty(s: Path) -> None:
+    edit_json(s, "0/vertices", lambda d: d.__setitem__("fill_value", "AAAA"))
+
+
+@mutation("points", "L2_CHUNK_KEY_ENCODING", ref_misses=True)
+def chunk_keys_dotted(s: Path) -> None:
+    edit_json(s, "0/vertices", lambda d: d.__setitem__("chunk_key_encoding",
+                                                       {"name": "default", "configuration": {"separator": "."}}))
+
+
+@mutation("points_ids", "L2_CHUNK_GRID", ref_misses=True)
+def object_attribute_grid_not_regular(s: Path) -> None:
+    edit_json(s, "0/object_attributes/weight", lambda d: d["chunk_grid"].__setitem__("name", "rectangular"))
+
+
+@mutation("points", "L2_LEVEL_FLAGS", ref_misses=True)
+def fragments_tile_a_string(s: Path) -> None:
+    edit_attrs(s, "0", lambda a: level_block(a).__setitem__("fragments_tile", "yes"))
+
+
+@mutation("points_ids", "L2_OBJECT_ATTRIBUTE_ROWS", ref_misses=True)
+def object_attribute_rows_not_objects(s: Path) -> None:
+    edit_json(s, "0/object_attributes/weight", lambda d: (d.__setitem__("shape", [d["shape"][0] - 1]),
+                                                          d["attributes"].__setitem__("shape", [d["shape"][0]])))
+
+
 @mutation("points", "L2_NONEMPTY_CHUNKS")
 def nonempty_key_non_canonical(s: Path) -> None:
     set_nonempty(s, "0/vertices", lambda keys: ["-01" + keys[0][2:] if keys[0].startswith("-1") else "01.0.0",

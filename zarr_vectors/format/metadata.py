@@ -23,7 +23,8 @@ from zarr_vectors.format.schema import (
     ROOT_FIELDS,
     Field,
     check,
-    is_number,
+    is_finite_number,
+    short,
 )
 
 __all__ = [
@@ -63,9 +64,10 @@ class _Reader:
         return self.obj[key]
 
     def number_list(self, key: str) -> tuple[float, ...]:
+        """A non-empty list of finite numbers > 0 (an NGFF scale or translation of this format)."""
         value = self.required(key)
-        if not isinstance(value, list) or not value or not all(is_number(v) for v in value):
-            raise self.error(key, f"{key} must be a non-empty list of numbers, found {value!r}")
+        if not isinstance(value, list) or not value or not all(is_finite_number(v) and v > 0 for v in value):
+            raise self.error(key, f"{key} must be a non-empty list of finite numbers > 0, found {short(value)}")
         return tuple(float(v) for v in value)
 
     def fields(self, fields: dict[str, Field], sid_ndim: int | None = None) -> dict[str, Any]:
@@ -216,9 +218,12 @@ class RootMetadata:
         if not usable:
             raise ms.error("axes", f"axes must be a non-empty list of axis objects, found {axes!r}")
         d = len(axes)
+        listed = ms.obj.get("datasets", [])
+        if not isinstance(listed, list):
+            raise ms.error("datasets", f"datasets must be a list of dataset objects, found {short(listed)}")
         datasets = [
             _dataset(ds, d, file=file, pointer=f"/attributes/multiscales/0/datasets/{i}")
-            for i, ds in enumerate(ms.obj.get("datasets", []))
+            for i, ds in enumerate(listed)
         ]
         ome = attrs.get("ome")
         name = ome.get("name", "zarr_vectors") if isinstance(ome, dict) else "zarr_vectors"

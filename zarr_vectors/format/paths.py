@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from zarr_vectors.errors import InputError
+from zarr_vectors.format.schema import ZV_ARRAY_VALUES  # the discriminators, with each array's rules
 
 __all__ = [
     "PLAIN",
@@ -205,13 +206,6 @@ def _int64s(text: str, what: str, values: list[int]) -> tuple[int, ...]:
 # ---------------------------------------------------------------------------
 # what the format puts at each path below a level (docs/format.md §1, §5)
 # ---------------------------------------------------------------------------
-ZV_ARRAY_VALUES = frozenset(
-    {
-        "vertices", "vertex_fragments", "link_fragments", "attribute", "fragment_attribute", "links_family",
-        "links", "link_attribute_family", "link_attribute", "object_index", "object_attribute", "groups",
-        "groupings_attribute",
-    }
-)
 #: The names a level's ``arrays_present`` may list: each is a node directly below the level.
 LEVEL_FAMILIES = frozenset(
     {

@@ -16,6 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from zarr_vectors.format.objects import absence_fill
+
 MIN_ZV_VERSION = (0, 9, 0)
 
 GEOMETRY_TYPES = ("point_cloud", "line", "polyline", "streamline", "skeleton", "graph", "mesh")
@@ -49,6 +53,19 @@ def short(value: Any) -> str:
     """``repr`` cut to 80 characters, so one bad member cannot flood a message."""
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def whole_ratio(num: float, den: float) -> int | None:
+    """``num / den`` when it is a whole number >= 1 (within 1e-9, relative), else None.
+
+    Shapes are finite and > 0 but may be as far apart as 1e38 and 5e-324, whose quotient
+    is infinite: that is "not a whole multiple", never an exception.
+    """
+    r = num / den
+    if not math.isfinite(r):
+        return None
+    k = round(r)
+    return k if k >= 1 and abs(r - k) <= 1e-9 * max(1.0, r) else None
 
 
 def parse_version(text: Any) -> tuple[int, int, int]:
@@ -187,3 +204,160 @@ def check(field: Field, block: Mapping[str, Any], sid_ndim: int | None = None) -
         return ("", f"required key {field.name!r} is missing") if field.required else None
     message = problem(field, block[field.name], sid_ndim)
     return None if message is None else (f"/{field.name}", message)
+
+
+# ---------------------------------------------------------------------------
+# group blocks below a level: the object index (docs/format.md §6.7)
+# ---------------------------------------------------------------------------
+OBJECT_INDEX_FIELDS: dict[str, Field] = _fields(
+    Field("num_objects", INT, required=True, minimum=0),
+    Field("num_present", INT, required=True, minimum=0),
+    Field("sid_ndim", INT, required=True, minimum=1),
+    Field("object_ids_sorted", BOOL),
+)
+"""``attributes`` of ``object_index`` (its ``layout`` is decided by docs/decisions.md D1)."""
+
+
+# ---------------------------------------------------------------------------
+# arrays (docs/format.md §2.1, §2.3, §6): what each one's zarr.json must say
+# ---------------------------------------------------------------------------
+VLEN_DATA_TYPE = "variable_length_bytes"
+GRID_KINDS = frozenset(
+    {"vertices", "vertex_fragments", "link_fragments", "attribute", "fragment_attribute", "links", "link_attribute"}
+)
+"""``zv_array`` values of the grid ("per-chunk") arrays: one vlen cell per spatial chunk."""
+ZV_ARRAY_VALUES = GRID_KINDS | {
+    "links_family", "link_attribute_family", "object_index", "object_attribute", "groups", "groupings_attribute",
+}
+"""Every ``zv_array`` discriminator this format revision describes."""
+MANIFESTS, OBJECT_IDS = "manifests", "object_ids"  # the two arrays without a discriminator (kinds by path)
+
+FLOAT_DTYPES = ("float16", "float32", "float64")
+INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+ATTRIBUTE_DTYPES = ("bool", *INT_DTYPES, *FLOAT_DTYPES)
+"""Names a grid attribute's ``dtype`` may take (numpy names, always stored little endian)."""
+MAX_ROW_BYTES = 2**32 - 1
+"""Largest row a grid cell can hold: the vlen framing's u32 item length (§2.2)."""
+
+# the rule each array problem breaks (the validator gives each its own finding code)
+DATA_TYPE, FILL_VALUE, KEY_ENCODING, CHUNK_GRID, ROW_LAYOUT = (
+    "data_type", "fill_value", "chunk_key_encoding", "chunk_grid", "row_layout")
+
+
+@dataclass(frozen=True)
+class ArrayProblem:
+    rule: str  # DATA_TYPE, FILL_VALUE, KEY_ENCODING, CHUNK_GRID or ROW_LAYOUT
+    pointer: str  # into the array's zarr.json
+    message: str
+
+
+def node_kind(path: str, attrs: Mapping[str, Any]) -> Any:
+    """The node's kind: its ``zv_array`` discriminator, else what its path makes it (None: neither)."""
+    if "zv_array" in attrs or "zvf_array" in attrs:
+        return attrs.get("zv_array", attrs.get("zvf_array"))
+    tail = path.rsplit("/", 2)[-2:]
+    if len(tail) == 2 and tail[0] == "object_index" and tail[1] in (MANIFESTS, OBJECT_IDS):
+        return tail[1]
+    return None
+
+
+def _name(extension: Any) -> Any:
+    return extension.get("name") if isinstance(extension, dict) else extension
+
+
+def _dtype_of(attrs: Mapping[str, Any], default: str | None) -> Any:
+    return attrs.get("dtype", default) if default is not None else attrs.get("dtype")
+
+
+def row_layout_problem(kind: str, attrs: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(pointer, message) of what is wrong with a grid array's row description, or None.
+
+    ``dtype`` (and ``row_shape``, ``encoding``) say how a cell's bytes are rows; a value
+    numpy would read some other way (``">f4"``, a dict) is refused rather than guessed.
+    """
+    if kind == "vertices":
+        dt = _dtype_of(attrs, "float32")
+        if dt not in FLOAT_DTYPES:
+            return "/attributes/dtype", f"vertices dtype must be one of {list(FLOAT_DTYPES)}, found {short(dt)}"
+        if attrs.get("encoding", "raw") != "raw":
+            return ("/attributes/encoding", f"vertices encoding {short(attrs.get('encoding'))} is not supported "
+                    "(only 'raw')")
+    elif kind == "links":
+        dt = _dtype_of(attrs, "int64")
+        if dt not in INT_DTYPES:
+            return "/attributes/dtype", f"links dtype must be one of {list(INT_DTYPES)}, found {short(dt)}"
+    elif kind in ("attribute", "fragment_attribute", "link_attribute"):
+        if "dtype" not in attrs:
+            return "/attributes", "required key 'dtype' is missing"
+        dt = attrs["dtype"]
+        if dt not in ATTRIBUTE_DTYPES:
+            return "/attributes/dtype", f"dtype must be one of {list(ATTRIBUTE_DTYPES)}, found {short(dt)}"
+        rs = attrs.get("row_shape", [])
+        if not isinstance(rs, list) or not all(is_int(v) and v >= 1 for v in rs):
+            return "/attributes/row_shape", f"row_shape must be a list of integers >= 1, found {short(rs)}"
+        size = np.dtype(dt).itemsize
+        if math.prod(rs) * size > MAX_ROW_BYTES:
+            return ("/attributes/row_shape", f"row_shape {short(rs)} of {dt} makes rows larger than a cell can "
+                    f"hold ({MAX_ROW_BYTES} bytes)")
+    elif kind in ("vertex_fragments", "link_fragments"):
+        if attrs.get("encoding", "fragment_index_v1") != "fragment_index_v1":
+            return ("/attributes/encoding", f"encoding {short(attrs.get('encoding'))} is not fragment_index_v1")
+    return None
+
+
+def _sentinel_json(data_type: str) -> Any:
+    """The absence sentinel of an object attribute (§6.8) as its zarr.json spells it."""
+    value = absence_fill(np.dtype(data_type))
+    return "NaN" if data_type in FLOAT_DTYPES else int(value)
+
+
+def array_problems(kind: Any, doc: Mapping[str, Any]) -> list[ArrayProblem]:
+    """Every way an array's ``zarr.json`` differs from what the format requires of its kind.
+
+    Zarr-level validity (a fill value of the declared type, known codecs' keys) is the strict
+    reader's; this says which data type, fill value, chunk grid, key encoding and row layout
+    each kind of array of this format has, whoever wrote it.
+    """
+    out: list[ArrayProblem] = []
+    attrs = doc.get("attributes")
+    attrs = attrs if isinstance(attrs, dict) else {}
+    data_type, fill = _name(doc.get("data_type")), doc.get("fill_value")
+    encoding = doc.get("chunk_key_encoding")
+    configuration = encoding.get("configuration", {}) if isinstance(encoding, dict) else {}
+    separator = configuration.get("separator", "/") if isinstance(configuration, dict) else None
+    if _name(encoding) != "default" or separator != "/":
+        out.append(ArrayProblem(KEY_ENCODING, "/chunk_key_encoding", "chunk keys must use the 'default' encoding "
+                                f"with separator '/' (c/i/j/k), found {short(encoding)}"))
+    if _name(doc.get("chunk_grid")) != "regular":
+        out.append(ArrayProblem(CHUNK_GRID, "/chunk_grid", f"the chunk grid must be 'regular', found "
+                                f"{short(_name(doc.get('chunk_grid')))}"))
+    if kind in GRID_KINDS or kind in (MANIFESTS, "groups"):
+        if data_type != VLEN_DATA_TYPE:
+            out.append(ArrayProblem(DATA_TYPE, "/data_type", f"a {kind} array has data_type {VLEN_DATA_TYPE!r}, "
+                                    f"found {short(data_type)}"))
+        if fill != "":
+            out.append(ArrayProblem(FILL_VALUE, "/fill_value", f"a {kind} array has fill_value \"\" (an absent cell "
+                                    f"is an empty one), found {short(fill)}"))
+        found = row_layout_problem(kind, attrs) if kind in GRID_KINDS else None
+        if found is not None:
+            out.append(ArrayProblem(ROW_LAYOUT, *found))
+    elif kind == OBJECT_IDS:
+        if data_type != "int64":
+            out.append(ArrayProblem(DATA_TYPE, "/data_type", f"object_ids has data_type 'int64', found "
+                                    f"{short(data_type)}"))
+    elif kind == "object_attribute":
+        allowed = (*INT_DTYPES, *FLOAT_DTYPES)
+        if data_type not in allowed:
+            out.append(ArrayProblem(DATA_TYPE, "/data_type", f"an object attribute's data_type is one of "
+                                    f"{list(allowed)} (a type with an absence sentinel), found {short(data_type)}"))
+        else:
+            if "dtype" in attrs and attrs["dtype"] != data_type:
+                out.append(ArrayProblem(DATA_TYPE, "/attributes/dtype", f"dtype {short(attrs['dtype'])} disagrees "
+                                        f"with data_type {data_type!r}"))
+            if fill != _sentinel_json(data_type):
+                out.append(ArrayProblem(FILL_VALUE, "/fill_value", f"an object attribute's fill_value is the absence "
+                                        f"sentinel {_sentinel_json(data_type)!r} of {data_type}, found {short(fill)}"))
+    elif kind == "groupings_attribute" and data_type not in ATTRIBUTE_DTYPES:
+        out.append(ArrayProblem(DATA_TYPE, "/data_type", f"a group attribute's data_type is one of "
+                                f"{list(ATTRIBUTE_DTYPES)}, found {short(data_type)}"))
+    return out

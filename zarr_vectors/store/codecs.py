@@ -22,7 +22,10 @@ import numpy as np
 
 from zarr_vectors import config
 from zarr_vectors.errors import EncodingError, InputError, MetadataError
+from zarr_vectors.format.schema import short
+from zarr_vectors.store.extensions import check_codec_configuration
 from zarr_vectors.store.inflate import inflate_blosc, inflate_gzip, inflate_zstd, too_large
+from zarr_vectors.store.strict_json import json_pointer
 
 #: What ``compressor="zstd"`` writes: the reference's high-level default.
 ZSTD_DEFAULT: dict[str, Any] = {"name": "zstd", "configuration": {"level": 0, "checksum": False}}
@@ -56,6 +59,20 @@ def compressor_config(compressor: str | dict[str, Any] | None) -> dict[str, Any]
     )
 
 
+def _codec_object(codec: Any, *, file: str, pointer: str) -> dict[str, Any]:
+    """A codec as ``{"name": ..., "configuration": {...}}`` (a bare name is the short form)."""
+    if isinstance(codec, str):
+        return {"name": codec, "configuration": {}}
+    if not isinstance(codec, dict) or not isinstance(codec.get("configuration", {}), dict):
+        raise MetadataError(f"a codec is a name or an object with a name and an object configuration, found "
+                            f"{short(codec)}", file=file, pointer=pointer)
+    return codec if "configuration" in codec else {**codec, "configuration": {}}
+
+
+def json_pointer_below(pointer: str, *tokens: str | int) -> str:
+    return pointer + json_pointer(*tokens)
+
+
 @dataclass(frozen=True)
 class Compressor:
     """One bytes->bytes codec."""
@@ -64,29 +81,34 @@ class Compressor:
     impl: Any
 
     @classmethod
-    def from_config(cls, config: dict[str, Any], *, file: str, pointer: str = "") -> Compressor:
-        name = config.get("name")
-        conf = config.get("configuration") or {}
+    def from_config(cls, config: Any, *, file: str, pointer: str = "") -> Compressor:
+        """The compressor a codec object declares.
+
+        Raises :class:`MetadataError` (file and JSON pointer) for an unsupported codec or any
+        configuration its definition refuses (:mod:`zarr_vectors.store.extensions`: unknown
+        keys, values out of range), before numcodecs sees a value.
+        """
+        codec = _codec_object(config, file=file, pointer=pointer)
+        name, conf = codec.get("name"), codec.get("configuration", {})
+        if name not in ("zstd", "blosc", "gzip"):
+            raise MetadataError(f"unsupported codec {short(name)}", file=file, pointer=pointer)
+        for where, message in check_codec_configuration(name, conf):
+            raise MetadataError(message, file=file, pointer=json_pointer_below(pointer, "configuration", *where))
         try:
             if name == "zstd":
-                impl = numcodecs.Zstd(level=int(conf.get("level", 0)), checksum=bool(conf.get("checksum", False)))
+                impl = numcodecs.Zstd(level=conf.get("level", 0), checksum=conf.get("checksum", False))
             elif name == "blosc":
-                shuffle = conf.get("shuffle", "noshuffle")
                 impl = numcodecs.Blosc(
-                    cname=str(conf.get("cname", "zstd")),
-                    clevel=int(conf.get("clevel", 5)),
-                    shuffle=_BLOSC_SHUFFLE[shuffle] if isinstance(shuffle, str) else int(shuffle),
-                    blocksize=int(conf.get("blocksize", 0)),
+                    cname=conf.get("cname", "zstd"),
+                    clevel=conf.get("clevel", 5),
+                    shuffle=_BLOSC_SHUFFLE[conf.get("shuffle", "noshuffle")],
+                    blocksize=conf.get("blocksize", 0),
                 )
-            elif name == "gzip":
-                impl = numcodecs.GZip(level=int(conf.get("level", 5)))
             else:
-                raise MetadataError(f"unsupported codec {name!r}", file=file, pointer=pointer)
-        except (KeyError, TypeError, ValueError) as exc:
-            if isinstance(exc, MetadataError):
-                raise
+                impl = numcodecs.GZip(level=conf.get("level", 5))
+        except (TypeError, ValueError) as exc:  # numcodecs refusing what the definition allows
             raise MetadataError(f"bad {name} codec configuration: {exc}", file=file, pointer=pointer) from exc
-        return cls(config, impl)
+        return cls(codec, impl)
 
     def encode(self, data: bytes) -> bytes:
         return bytes(self.impl.encode(data))
@@ -114,30 +136,33 @@ class Pipeline:
     compressor: Compressor | None
 
     @classmethod
-    def from_codecs(cls, codecs: list[dict[str, Any]], *, file: str) -> Pipeline:
-        if not codecs:
-            raise MetadataError("empty codec list", file=file, pointer="/codecs")
-        first = codecs[0]
+    def from_codecs(cls, codecs: Any, *, file: str, pointer: str = "/codecs") -> Pipeline:
+        """The pipeline a codec list declares; :class:`MetadataError` at the first codec this format refuses."""
+        if not isinstance(codecs, list) or not codecs:
+            raise MetadataError(f"codecs must be a non-empty list, found {short(codecs)}", file=file, pointer=pointer)
+        first = _codec_object(codecs[0], file=file, pointer=f"{pointer}/0")
         name = first.get("name")
         if name not in ("vlen-bytes", "bytes"):
             raise MetadataError(
-                f"unsupported array->bytes codec {name!r} (expected vlen-bytes or bytes)",
+                f"unsupported array->bytes codec {short(name)} (expected vlen-bytes or bytes)",
                 file=file,
-                pointer="/codecs/0/name",
+                pointer=f"{pointer}/0/name",
             )
+        for where, message in check_codec_configuration(name, first.get("configuration", {})):
+            raise MetadataError(message, file=file, pointer=json_pointer_below(f"{pointer}/0", "configuration", *where))
         if name == "bytes":
-            endian = (first.get("configuration") or {}).get("endian", "little")
+            endian = first.get("configuration", {}).get("endian", "little")
             if endian != "little":
                 raise MetadataError(
-                    f"unsupported endianness {endian!r}", file=file, pointer="/codecs/0/configuration/endian"
+                    f"unsupported endianness {endian!r}", file=file, pointer=f"{pointer}/0/configuration/endian"
                 )
         if len(codecs) > 2:
             raise MetadataError(
                 f"{len(codecs)} codecs declared; this format allows one compressor after {name}",
                 file=file,
-                pointer="/codecs",
+                pointer=pointer,
             )
-        comp = Compressor.from_config(codecs[1], file=file, pointer="/codecs/1") if len(codecs) == 2 else None
+        comp = Compressor.from_config(codecs[1], file=file, pointer=f"{pointer}/1") if len(codecs) == 2 else None
         return cls(name, comp)
 
     @staticmethod
@@ -279,7 +304,7 @@ class ShardingSpec:
         inner_codecs = conf.get("codecs")
         if not isinstance(inner_codecs, list):
             raise MetadataError("sharding_indexed needs a codecs list", file=file, pointer=f"{where}/codecs")
-        inner = Pipeline.from_codecs(inner_codecs, file=file)
+        inner = Pipeline.from_codecs(inner_codecs, file=file, pointer=f"{where}/codecs")
         if inner.serializer != "vlen-bytes":
             raise MetadataError(
                 f"inner chunks of a grid array must be vlen-bytes, found {inner.serializer}",

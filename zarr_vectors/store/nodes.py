@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.errors import MetadataError
+from zarr_vectors.format.schema import OBJECT_INDEX_FIELDS, array_problems, check, node_kind, short
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.strict_json import dump_document, load_document
 
@@ -22,12 +23,44 @@ def meta_key(path: str) -> str:
 
 
 def read_node(storage: Storage, path: str) -> dict[str, Any] | None:
-    """The parsed ``zarr.json`` of the node at ``path``, or None when there is none."""
+    """The parsed ``zarr.json`` of the node at ``path``, or None when there is none.
+
+    Read strictly twice over: as a Zarr v3 document (:mod:`.strict_json`) and as the node
+    of this format its path and discriminator make it (:func:`check_format`).
+    """
     key = meta_key(path)
     raw = storage.get(key)
     if raw is None:
         return None
-    return load_document(raw, file=key)
+    doc = load_document(raw, file=key)
+    check_format(doc, path, file=key)
+    return doc
+
+
+def check_format(doc: dict[str, Any], path: str, *, file: str) -> None:
+    """Raise :class:`MetadataError` at the first member the format's rules for this node refuse.
+
+    Arrays: data type, fill value, chunk grid, key encoding and row layout of their kind
+    (:func:`~zarr_vectors.format.schema.array_problems`); an ``object_index`` group: its
+    counts (:data:`~zarr_vectors.format.schema.OBJECT_INDEX_FIELDS`).  A node without a
+    kind (the root, a level, a plain group) is checked by its own model.
+    """
+    attrs = doc.get("attributes", {})
+    if "zv_array" in attrs and not isinstance(attrs["zv_array"], str):
+        raise MetadataError(f"zv_array must be a string, found {short(attrs['zv_array'])}", file=file,
+                            pointer="/attributes/zv_array")
+    kind = node_kind(path, attrs)
+    if kind is None:
+        return
+    if doc.get("node_type") == "array":
+        problems = array_problems(kind, doc)
+        if problems:
+            raise MetadataError(problems[0].message, file=file, pointer=problems[0].pointer)
+    elif kind == "object_index":
+        for f in OBJECT_INDEX_FIELDS.values():
+            found = check(f, attrs)
+            if found is not None:
+                raise MetadataError(found[1], file=file, pointer="/attributes" + found[0])
 
 
 def require_node(storage: Storage, path: str, node_type: str | None = None) -> dict[str, Any]:

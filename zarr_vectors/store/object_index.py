@@ -85,7 +85,12 @@ def read_object_index(level: Level, *, allow_layouts: Collection[str] = ()) -> O
             file=file,
             pointer="/attributes/layout",
         )
-    sid_ndim = attrs.get("sid_ndim", level.store.root.sid_ndim)
+    # read_node has checked the counts' types (format/schema.py); the rank must be the level's
+    rank = level.store.root.sid_ndim + (1 if "chunk_dims" in level.meta.extra else 0)
+    sid_ndim = attrs.get("sid_ndim", rank)
+    if sid_ndim != rank:
+        raise MetadataError(f"object_index sid_ndim is {sid_ndim}, the level's chunk keys have {rank} components",
+                            file=file, pointer="/attributes/sid_ndim")
     stored = read_vlen_rows(level.storage, f"{path}/manifests")
     if len(stored.rows) != stored.num_rows:  # a missing chunk: its rows would be "", never a manifest
         gap = np.flatnonzero(stored.row_numbers != np.arange(len(stored.rows)))

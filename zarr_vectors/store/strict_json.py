@@ -21,6 +21,13 @@ import numpy as np
 
 from zarr_vectors.errors import MetadataError
 from zarr_vectors.format.schema import is_int
+from zarr_vectors.store.extensions import (
+    check_codec_configuration,
+    check_fill_value,
+    check_plain_configuration,
+    item_size,
+    known_data_type,
+)
 
 __all__ = ["MAX_DEPTH", "Problem", "check_document", "dump_document", "find_problems", "json_pointer", "load_document"]
 
@@ -63,6 +70,10 @@ class _Report:
 
     def add(self, path: Path, message: str) -> None:
         self.problems.append(Problem(json_pointer(*path), message))
+
+    def add_all(self, base: Path, found: Iterator[tuple[Path, str]]) -> None:
+        for path, message in found:
+            self.add((*base, *path), message)
 
 
 def _show(value: object) -> str:
@@ -296,13 +307,15 @@ def _check_array(doc: dict[str, Any], report: _Report) -> None:
             report.add((member,), "required array member is missing")
     ndim = _check_shape(doc["shape"], report) if "shape" in doc else None
     if "data_type" in doc:
-        _check_extension(doc["data_type"], ("data_type",), report)
+        _check_data_type(doc, report)
     if "chunk_grid" in doc:
         _check_chunk_grid(doc["chunk_grid"], ndim, report)
     if "chunk_key_encoding" in doc:
         _check_chunk_key_encoding(doc["chunk_key_encoding"], report)
     if "codecs" in doc:
-        _check_codecs(doc["codecs"], ("codecs",), ndim, report)
+        data_type = doc.get("data_type")
+        name = data_type.get("name") if isinstance(data_type, dict) else data_type
+        _check_codecs(doc["codecs"], ("codecs",), ndim, report, item_size(name))
     _check_attributes(doc, report)
     if "dimension_names" in doc:
         _check_dimension_names(doc["dimension_names"], ndim, report)
@@ -314,6 +327,19 @@ def _check_array(doc: dict[str, Any], report: _Report) -> None:
         else:
             report.add(("storage_transformers",), f"must be a list when present, got {_show(transformers)}")
     _check_unknown_members(doc, _ARRAY_MEMBERS, report)
+
+
+def _check_data_type(doc: dict[str, Any], report: _Report) -> None:
+    """The data type, and the fill value against it, when a definition here claims the name."""
+    name, configuration = _check_extension(doc["data_type"], ("data_type",), report)
+    if not isinstance(name, str) or not known_data_type(name):
+        return
+    if configuration:
+        path: Path = ("data_type", "configuration")
+        report.add_all(path, check_plain_configuration("data type", name, configuration, frozenset()))
+    fill = doc.get("fill_value")
+    if "fill_value" in doc and not (isinstance(fill, float) and not math.isfinite(fill)):  # else reported already
+        report.add_all(("fill_value",), check_fill_value(name, fill))
 
 
 def _check_shape(shape: Any, report: _Report) -> int | None:
@@ -394,6 +420,8 @@ def _check_chunk_grid(grid: Any, ndim: int | None, report: _Report) -> None:
     name, configuration = _check_extension(grid, ("chunk_grid",), report)
     if name != "regular" or configuration is None:
         return
+    report.add_all(("chunk_grid", "configuration"),
+                   check_plain_configuration("chunk grid", name, configuration, frozenset({"chunk_shape"})))
     if "chunk_shape" in configuration:
         _check_chunk_lengths(configuration["chunk_shape"], ("chunk_grid", "configuration", "chunk_shape"), ndim, report)
     else:
@@ -402,6 +430,9 @@ def _check_chunk_grid(grid: Any, ndim: int | None, report: _Report) -> None:
 
 def _check_chunk_key_encoding(encoding: Any, report: _Report) -> None:
     name, configuration = _check_extension(encoding, ("chunk_key_encoding",), report)
+    if name in ("default", "v2") and configuration is not None:
+        report.add_all(("chunk_key_encoding", "configuration"), check_plain_configuration(
+            "chunk key encoding", name, configuration, frozenset({"separator"})))
     if name in ("default", "v2") and configuration is not None and "separator" in configuration:
         separator = configuration["separator"]
         if separator not in ("/", "."):
@@ -411,7 +442,8 @@ def _check_chunk_key_encoding(encoding: Any, report: _Report) -> None:
             )
 
 
-def _check_codecs(codecs: Any, path: Path, ndim: int | None, report: _Report) -> None:
+def _check_codecs(codecs: Any, path: Path, ndim: int | None, report: _Report, itemsize: int | None) -> None:
+    """A codec list; ``itemsize`` is the byte size of the elements it receives (None: unknown)."""
     if not isinstance(codecs, list):
         report.add(path, f"must be a list of codecs, got {_show(codecs)}")
         return
@@ -420,6 +452,8 @@ def _check_codecs(codecs: Any, path: Path, ndim: int | None, report: _Report) ->
     for index, codec in enumerate(codecs):
         codec_path = (*path, index)
         name, configuration = _check_extension(codec, codec_path, report)
+        if isinstance(name, str) and configuration is not None:
+            report.add_all((*codec_path, "configuration"), check_codec_configuration(name, configuration, itemsize))
         if name != "sharding_indexed" or configuration is None:
             continue
         configuration_path = (*codec_path, "configuration")
@@ -427,8 +461,8 @@ def _check_codecs(codecs: Any, path: Path, ndim: int | None, report: _Report) ->
             _check_chunk_lengths(configuration["chunk_shape"], (*configuration_path, "chunk_shape"), ndim, report)
         else:
             report.add(codec_path, "sharding_indexed codec needs configuration.chunk_shape")
-        for member in ("codecs", "index_codecs"):
+        for member, size in (("codecs", itemsize), ("index_codecs", 8)):  # the index: u64 pairs
             if member in configuration:
-                _check_codecs(configuration[member], (*configuration_path, member), ndim, report)
+                _check_codecs(configuration[member], (*configuration_path, member), ndim, report, size)
             else:
                 report.add(codec_path, f"sharding_indexed codec needs configuration.{member}")

@@ -13,7 +13,7 @@ from typing import Any
 from zarr_vectors.errors import MetadataError
 from zarr_vectors.format.kinds import KIND_CONVENTIONS, LINK_WIDTHS, KindReading, StoreFacts, describe, read_kind
 from zarr_vectors.format.paths import format_delta, parse_delta
-from zarr_vectors.format.schema import is_int
+from zarr_vectors.format.schema import is_int, whole_ratio
 from zarr_vectors.validation.findings import Report, crashed, make
 from zarr_vectors.validation.metadata import level_chunk_shape, level_transform
 from zarr_vectors.validation.structure import StoreModel
@@ -132,8 +132,7 @@ def _pyramid(model: StoreModel, report: Report) -> None:
                             f"{number - 1}", pointer="/attributes/zarr_vectors_level/parent_level"))
         if "chunk_shape" in attrs:
             for i, (c, r) in enumerate(zip(attrs["chunk_shape"], root_cs)):
-                ratio = c / r
-                if round(ratio) < 1 or abs(ratio - round(ratio)) > 1e-9 * max(1.0, ratio):
+                if whole_ratio(c, r) is None:
                     report.add(make("L5_CHUNK_SHAPE_MULTIPLE", lpath, f"chunk_shape[{i}]={c} is not a positive integer "
                                     f"multiple of the root's {r}", pointer="/attributes/zarr_vectors_level/chunk_shape"))
         cs = level_chunk_shape(model, number)
@@ -144,11 +143,9 @@ def _pyramid(model: StoreModel, report: Report) -> None:
         scale, translation = transform
         bins = [2.0 * t for t in translation]
         for i, (b, c) in enumerate(zip(bins, cs)):
-            if b <= c:
-                ratio = c / b
-                if abs(ratio - round(ratio)) > 1e-9 * max(1.0, ratio):
-                    report.add(make("L5_BIN_DIVIDES_CHUNK", lpath, f"bin_shape[{i}]={b} (from the NGFF translation) "
-                                    f"does not divide chunk_shape[{i}]={c}"))
+            if b <= c and whole_ratio(c, b) is None:
+                report.add(make("L5_BIN_DIVIDES_CHUNK", lpath, f"bin_shape[{i}]={b} (from the NGFF translation) "
+                                f"does not divide chunk_shape[{i}]={c}"))
         pointer = f"/attributes/multiscales/0/datasets/{number}"
         if any(s < 1 for s in scale):
             report.add(make("L5_BIN_RATIO", "/", f"level {number} bin_ratio {list(scale)} has an entry below 1",

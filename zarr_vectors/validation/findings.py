@@ -46,6 +46,12 @@ RULES: list[Rule] = [
         ("L1_JSON_CHUNK_LENGTH", _E, "regular-grid (and shard) chunk lengths are integers >= 1, one per dimension"),
         ("L1_JSON_CONSOLIDATED", _E, "consolidated_metadata is an object when present"),
         ("L1_JSON_DIMENSION_NAMES", _E, "dimension_names has one entry per dimension when present"),
+        ("L1_JSON_FILL_VALUE", _E, "fill_value is a value of the declared data type, spelled as Zarr v3 spells it "
+                                   "(floats: a number in range, \"NaN\", \"Infinity\", \"-Infinity\" or a hex "
+                                   "string)"),
+        ("L1_JSON_UNKNOWN_KEY", _E, "the configuration of a known data type, chunk grid, chunk key encoding or codec "
+                                    "has only the keys its definition declares"),
+        ("L1_JSON_CODEC_CONFIG", _E, "every configuration value of a known codec is one its definition accepts"),
         ("L1_CONSOLIDATED_FORM", _E, "a group's consolidated_metadata has kind 'inline' and its metadata maps "
                                      "node paths to node documents"),
         ("L1_CONSOLIDATED_STALE", _E, "a group's consolidated_metadata copies exactly the nodes below it (zarr "
@@ -101,6 +107,8 @@ RULES: list[Rule] = [
         ("L2_OBJECT_INDEX_LAYOUT", _E, "object_index layout is vlen_manifests_v1 (D1); an allowed layout is a warning"),
         ("L2_OBJECT_INDEX_COUNTS", _E, "object_index num_objects, num_present, sid_ndim present and sane "
                                        "(0 <= num_present <= num_objects = manifest rows)"),
+        ("L2_OBJECT_ATTRIBUTE_ROWS", _E, "every object attribute has one row per object_index row (and "
+                                         "attributes.shape, where present, equals its shape)"),
         ("L2_LEVEL_BLOCK", _E, "each level has a zarr_vectors_level block"),
         ("L2_LEVEL_NUMBER", _E, "zarr_vectors_level.level equals the level's name"),
         ("L2_VERTEX_COUNT", _E, "zarr_vectors_level.vertex_count is an integer >= 0"),
@@ -108,15 +116,24 @@ RULES: list[Rule] = [
         ("L2_OBJECT_SPARSITY", _E, "object_sparsity is a number in (0, 1]"),
         ("L2_PARENT_LEVEL", _E, "parent_level is null at level 0, else an existing lower level"),
         ("L2_LEVEL_CHUNK_SHAPE", _E, "a per-level chunk_shape has sid_ndim finite entries > 0"),
+        ("L2_LEVEL_FLAGS", _E, "preserves_object_ids, shared_fragments, fragments_tile are booleans and "
+                               "inherited_num_objects an integer >= 0, where present"),
         ("L2_FAMILY_LINK_WIDTH", _E, "links/<d> has link_width >= 1"),
         ("L2_FAMILY_DIRECTED", _E, "links/<d> has a boolean directed"),
         ("L2_FAMILY_STORE", _E, "links/<d> has store canonical or duplicate"),
         ("L2_FAMILY_SID_NDIM", _E, "links/<d> has sid_ndim equal to the store's chunk-key rank"),
         ("L2_FAMILY_LEVEL_DELTA", _E, "links/<d> and link_attributes/<n>/<d> have level_delta equal to their path"),
         ("L2_LINKS_ARRAY_AGREES", _E, "every array under a family agrees with it: link_width, level_delta, offsets "
-                                      "field equal to its path segment, boolean has_perm, integer dtype"),
-        ("L2_ARRAY_DTYPE", _E, "every grid array's dtype and row_shape are usable (vertices float, attributes "
-                               "numeric)"),
+                                      "field equal to its path segment, boolean has_perm"),
+        ("L2_ARRAY_DTYPE", _E, "every grid array's dtype, row_shape and encoding are usable (vertices float, links "
+                               "integer, attributes bool or numeric, numpy names, rows that fit a cell)"),
+        ("L2_DATA_TYPE", _E, "every array's data_type is the one its kind has (grid arrays, manifests, groups: "
+                             "variable_length_bytes; object_ids int64; object attributes numeric and equal to "
+                             "their dtype)"),
+        ("L2_FILL_VALUE", _E, "every array's fill_value is the one its kind has (vlen arrays \"\"; object "
+                              "attributes the absence sentinel)"),
+        ("L2_CHUNK_KEY_ENCODING", _E, "every array's chunk keys use the default encoding with separator '/'"),
+        ("L2_CHUNK_GRID", _E, "every array has a regular chunk grid"),
         ("L2_CODECS", _E, "every grid array declares a codec pipeline this validator can decode"),
         ("L2_NONEMPTY_CHUNKS", _E, "every grid array has nonempty_chunks: a list of distinct canonical keys inside "
                                    "the array's grid"),

@@ -25,7 +25,7 @@ from zarr_vectors.format.schema import is_int
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.codecs import Compressor
 from zarr_vectors.validation.findings import Finding, Report, crashed, make
-from zarr_vectors.validation.structure import StoreModel, cell_key, key_parser
+from zarr_vectors.validation.structure import StoreModel, cell_key, grid_chunk_shape, key_parser
 
 
 @dataclass
@@ -95,13 +95,17 @@ def manifest_jobs(
     if node is None or node.doc is None or node.node_type != "array":
         return [], []
     doc = node.doc
+    # the level's chunk-key rank; an object_index sid_ndim that disagrees is a level-2 finding
+    rank = model.grid_rank(number)
     sid = group.attrs.get("sid_ndim") if group else None
-    if not is_int(sid) or sid < 1:
-        sid = model.grid_rank(number) or 0
+    if not is_int(sid) or sid < 1 or (rank is not None and sid != rank):
+        sid = rank or 0
     shape = doc.get("shape")
-    grid = doc.get("chunk_grid", {}).get("configuration", {}).get("chunk_shape") if isinstance(
-        doc.get("chunk_grid"), dict) else None
-    if not (isinstance(shape, list) and len(shape) == 1 and isinstance(grid, list) and len(grid) == 1
+    grid = grid_chunk_shape(doc)
+    parser = key_parser(doc)
+    if parser is None:
+        return [], []  # the chunk key encoding is reported at level 1 or 2
+    if not (isinstance(shape, list) and len(shape) == 1 and grid is not None and len(grid) == 1
             and is_int(shape[0]) and shape[0] >= 0 and is_int(grid[0]) and grid[0] >= 1
             and 1 <= sid <= MAX_SID_NDIM):
         return [], [make("L1_MANIFEST_UNDECODABLE", path, "manifests must be a 1-D variable_length_bytes array "
@@ -112,7 +116,7 @@ def manifest_jobs(
         return [], [make("L1_RESOURCE_LIMIT", path, f"shape {shape} in chunks of {grid} declares {n_chunks} chunks, "
                          f"more than zarr_vectors.limits.max-declared-chunks ({max_chunks}): a reader refuses it",
                          pointer="/shape")]
-    prefix, sep = key_parser(doc)
+    prefix, sep = parser
     stored = sorted(index[0] for index in model.cells.get(path, {}) if len(index) == 1 and index[0] < n_chunks)
     findings = []
     if len(stored) < n_chunks:

@@ -7,6 +7,7 @@ collected and becomes a finding with a stable code and a JSON pointer.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -14,14 +15,24 @@ import numpy as np
 from zarr_vectors.format.metadata import OBJECT_INDEX_LAYOUT
 from zarr_vectors.format.paths import format_delta, parse_chunk_key, parse_delta, parse_offsets
 from zarr_vectors.format.schema import (
+    CHUNK_GRID,
+    DATA_TYPE,
+    FILL_VALUE,
+    KEY_ENCODING,
     LEVEL_FIELDS,
+    OBJECT_INDEX_FIELDS,
     ROOT_FIELDS,
+    ROW_LAYOUT,
     Field,
+    array_problems,
     check,
     is_finite_number,
     is_int,
+    node_kind,
     problem,
+    row_layout_problem,
     short,
+    whole_ratio,
 )
 from zarr_vectors.validation.findings import Report, crashed, make
 from zarr_vectors.validation.structure import CellCodec, StoreModel, origin_of
@@ -30,8 +41,8 @@ ZV = "/attributes/zarr_vectors"
 LV = "/attributes/zarr_vectors_level"
 
 # the finding code of each schema field the validator reports (a missing member of the root
-# block is L2_ROOT_REQUIRED, except zv_version); the level block's booleans, coarsening_method
-# and inherited_num_objects have no level-2 code (level 5 checks inherited_num_objects)
+# block is L2_ROOT_REQUIRED, except zv_version); the level block's coarsening_method is any JSON
+# value and has no code (level 5 compares inherited_num_objects with the parent level)
 ROOT_CODES: dict[str, str] = {
     "zv_version": "L2_ZV_VERSION",
     "chunk_shape": "L2_CHUNK_SHAPE",
@@ -53,6 +64,10 @@ LEVEL_CODES: dict[str, str] = {
     "arrays_present": "L2_ARRAYS_PRESENT",
     "object_sparsity": "L2_OBJECT_SPARSITY",
     "chunk_shape": "L2_LEVEL_CHUNK_SHAPE",
+    "preserves_object_ids": "L2_LEVEL_FLAGS",
+    "shared_fragments": "L2_LEVEL_FLAGS",
+    "fragments_tile": "L2_LEVEL_FLAGS",
+    "inherited_num_objects": "L2_LEVEL_FLAGS",
 }
 # the open token sets: a token outside the known ones is a warning, not an error
 OPEN_SET_WARNINGS: dict[str, tuple[str, str]] = {
@@ -64,7 +79,7 @@ OPEN_SET_WARNINGS: dict[str, tuple[str, str]] = {
 
 def check_metadata(model: StoreModel, report: Report) -> None:
     for what, fn in (("root", _check_root), ("levels", _check_levels), ("links families", _check_families),
-                     ("grid arrays", _check_grid_arrays), ("object index", _check_object_index)):
+                     ("arrays", _check_arrays), ("object index", _check_object_index)):
         try:
             fn(model, report)
         except Exception as exc:  # noqa: BLE001 - a crash is a finding
@@ -116,10 +131,9 @@ def _check_root(model: StoreModel, report: Report) -> None:
     if "base_bin_shape" in zv and problem(ROOT_FIELDS["base_bin_shape"], bb, d) is None and check(
             ROOT_FIELDS["chunk_shape"], zv) is None and len(cs) == len(bb):
         for i, (c, b) in enumerate(zip(cs, bb)):
-            r = c / b
-            if abs(r - round(r)) > 1e-9 * max(1.0, r) or round(r) < 1:
+            if whole_ratio(c, b) is None:
                 report.add(make("L2_BASE_BIN_SHAPE", "/", f"base_bin_shape[{i}]={b} does not divide "
-                                f"chunk_shape[{i}]={c} (ratio {r})", pointer=ZV + "/base_bin_shape"))
+                                f"chunk_shape[{i}]={c} (ratio {c / b})", pointer=ZV + "/base_bin_shape"))
     # NGFF datasets: one per level
     datasets = ms[0].get("datasets") if isinstance(ms, list) and ms and isinstance(ms[0], dict) else None
     if not isinstance(datasets, list):
@@ -195,7 +209,7 @@ def level_chunk_shape(model: StoreModel, number: int) -> tuple[float, ...]:
 # ---------------------------------------------------------------------------
 def _check_levels(model: StoreModel, report: Report) -> None:
     for code in ("L2_LEVEL_BLOCK", "L2_LEVEL_NUMBER", "L2_VERTEX_COUNT", "L2_ARRAYS_PRESENT", "L2_OBJECT_SPARSITY",
-                 "L2_PARENT_LEVEL", "L2_LEVEL_CHUNK_SHAPE"):
+                 "L2_PARENT_LEVEL", "L2_LEVEL_CHUNK_SHAPE", "L2_LEVEL_FLAGS"):
         report.ran_rule(code)
     d = model.sid_ndim
     for number, name in sorted(model.levels.items()):
@@ -311,9 +325,6 @@ def _check_links_array(arr: Any, delta: int, width: int | None, sid: int | None,
                                     f"{arr.name!r} ({want})"))
     if "has_perm" in a and not isinstance(a["has_perm"], bool):
         problems.append(("has_perm", f"has_perm must be a boolean, found {short(a['has_perm'])}"))
-    dt = _dtype(a.get("dtype", "int64"))
-    if dt is None or dt.kind not in "iu":
-        problems.append(("dtype", f"dtype must be an integer type, found {short(a.get('dtype'))}"))
     for key, message in problems:
         report.add(make("L2_LINKS_ARRAY_AGREES", arr.path, message, pointer=f"/attributes/{key}"))
 
@@ -332,53 +343,43 @@ def _check_link_attribute_array(arr: Any, delta: int, pol: dict[str, Any] | None
 
 
 # ---------------------------------------------------------------------------
-# grid arrays: dtype, codecs, nonempty_chunks
+# arrays: what the format requires of each kind; grid arrays' codecs and nonempty_chunks
 # ---------------------------------------------------------------------------
-def _dtype(value: Any) -> np.dtype | None:
-    try:
-        dt = np.dtype(value)
-    except TypeError:
-        return None
-    return dt if dt.kind in "biuf" else None
+ARRAY_CODES: dict[str, str] = {
+    DATA_TYPE: "L2_DATA_TYPE",
+    FILL_VALUE: "L2_FILL_VALUE",
+    KEY_ENCODING: "L2_CHUNK_KEY_ENCODING",
+    CHUNK_GRID: "L2_CHUNK_GRID",
+    ROW_LAYOUT: "L2_ARRAY_DTYPE",
+}
 
 
 def attribute_layout(attrs: dict[str, Any]) -> tuple[np.dtype, int] | None:
     """(little-endian dtype, values per row) of an attribute array, or None when unusable."""
-    dt = _dtype(attrs.get("dtype"))
-    rs = attrs.get("row_shape", [])
-    if dt is None or not isinstance(rs, list) or not all(is_int(v) and v >= 1 for v in rs):
+    if row_layout_problem("attribute", attrs) is not None:
         return None
-    return dt.newbyteorder("<"), int(np.prod(rs)) if rs else 1
+    rs = attrs.get("row_shape", [])
+    return np.dtype(attrs["dtype"]).newbyteorder("<"), math.prod(rs)
 
 
 def vertices_dtype(attrs: dict[str, Any]) -> np.dtype | None:
-    dt = _dtype(attrs.get("dtype", "float32"))
-    return dt.newbyteorder("<") if dt is not None and dt.kind == "f" else None
+    if row_layout_problem("vertices", {"dtype": attrs.get("dtype", "float32")}) is not None:
+        return None
+    return np.dtype(attrs.get("dtype", "float32")).newbyteorder("<")
 
 
-def _check_grid_arrays(model: StoreModel, report: Report) -> None:
-    for code in ("L2_ARRAY_DTYPE", "L2_CODECS", "L2_NONEMPTY_CHUNKS", "L2_NONEMPTY_UNSORTED"):
+def _check_arrays(model: StoreModel, report: Report) -> None:
+    for code in (*ARRAY_CODES.values(), "L2_CODECS", "L2_NONEMPTY_CHUNKS", "L2_NONEMPTY_UNSORTED"):
         report.ran_rule(code)
-    for number in sorted(model.levels):
+    for number, lpath in sorted(model.levels.items()):
+        for path, node in sorted(model.nodes.items()):
+            if not path.startswith(lpath + "/") or node.node_type != "array":
+                continue
+            kind = node_kind(path, node.attrs)
+            if isinstance(kind, str):
+                for p in array_problems(kind, node.doc):
+                    report.add(make(ARRAY_CODES[p.rule], path, p.message, pointer=p.pointer))
         for node in model.grid_arrays(number):
-            a = node.attrs
-            kind = node.zv_array
-            if kind == "vertices":
-                if vertices_dtype(a) is None:
-                    report.add(make("L2_ARRAY_DTYPE", node.path, f"vertices dtype must be a float type, found "
-                                    f"{short(a.get('dtype'))}", pointer="/attributes/dtype"))
-                if a.get("encoding", "raw") != "raw":
-                    report.add(make("L2_ARRAY_DTYPE", node.path, f"vertices encoding {short(a.get('encoding'))} is "
-                                    "not supported (only 'raw' vertices can be checked)", pointer="/attributes/encoding"))
-            elif kind in ("attribute", "fragment_attribute", "link_attribute"):
-                if attribute_layout(a) is None:
-                    report.add(make("L2_ARRAY_DTYPE", node.path, f"dtype {short(a.get('dtype'))} / row_shape "
-                                    f"{short(a.get('row_shape'))} are not a numeric type and a list of positive "
-                                    "integers", pointer="/attributes"))
-            elif kind in ("vertex_fragments", "link_fragments"):
-                if a.get("encoding", "fragment_index_v1") != "fragment_index_v1":
-                    report.add(make("L2_ARRAY_DTYPE", node.path, f"encoding {short(a.get('encoding'))} is not "
-                                    "fragment_index_v1", pointer="/attributes/encoding"))
             try:
                 CellCodec(node.doc, file=f"{node.path}/zarr.json")
             except Exception as exc:  # noqa: BLE001
@@ -422,9 +423,27 @@ def _check_nonempty(node: Any, report: Report) -> None:
 # ---------------------------------------------------------------------------
 # object index
 # ---------------------------------------------------------------------------
+def _check_object_attributes(model: StoreModel, number: int, num_objects: Any, report: Report) -> None:
+    """One row per object-index row (§6.8: row i belongs to manifest row i)."""
+    lpath = model.levels[number]
+    group = model.nodes.get(f"{lpath}/object_attributes")
+    for node in model.children(f"{lpath}/object_attributes") if group is not None else []:
+        shape = node.doc.get("shape") if node.doc and node.node_type == "array" else None
+        if not isinstance(shape, list) or not shape:
+            continue
+        if is_int(num_objects) and shape[0] != num_objects:
+            report.add(make("L2_OBJECT_ATTRIBUTE_ROWS", node.path, f"{short(shape[0])} rows, the object index has "
+                            f"{num_objects}", pointer="/shape/0"))
+        declared = node.attrs.get("shape", shape)
+        if declared != shape:
+            report.add(make("L2_OBJECT_ATTRIBUTE_ROWS", node.path, f"attributes.shape {short(declared)} disagrees "
+                            f"with the array's shape {short(shape)}", pointer="/attributes/shape"))
+
+
 def _check_object_index(model: StoreModel, report: Report) -> None:
     report.ran_rule("L2_OBJECT_INDEX_LAYOUT")
     report.ran_rule("L2_OBJECT_INDEX_COUNTS")
+    report.ran_rule("L2_OBJECT_ATTRIBUTE_ROWS")
     for number, name in sorted(model.levels.items()):
         group = model.nodes.get(f"{name}/object_index")
         if group is None or group.node_type != "group":
@@ -441,17 +460,20 @@ def _check_object_index(model: StoreModel, report: Report) -> None:
                             pointer="/attributes/layout", severity="warning" if allowed else None))
         no, npres, sid = a.get("num_objects"), a.get("num_present"), a.get("sid_ndim")
         rank = model.grid_rank(number)
-        if not is_int(no) or no < 0:
-            report.add(make("L2_OBJECT_INDEX_COUNTS", group.path, f"num_objects must be an integer >= 0, found "
-                            f"{short(no)}", pointer="/attributes/num_objects"))
-        elif not is_int(npres) or not 0 <= npres <= no:
+        _check_object_attributes(model, number, no, report)
+        for f in OBJECT_INDEX_FIELDS.values():
+            found = check(f, a)
+            if found is not None:
+                report.add(make("L2_OBJECT_INDEX_COUNTS", group.path, found[1], pointer="/attributes" + found[0]))
+        if is_int(no) and is_int(npres) and 0 <= no < npres:
             report.add(make("L2_OBJECT_INDEX_COUNTS", group.path, f"num_present must be an integer in [0, {no}], "
                             f"found {short(npres)}", pointer="/attributes/num_present"))
-        if not is_int(sid) or (rank is not None and sid != rank):
+        if is_int(sid) and rank is not None and sid != rank:
             report.add(make("L2_OBJECT_INDEX_COUNTS", group.path, f"sid_ndim must be {rank}, found {short(sid)}",
                             pointer="/attributes/sid_ndim"))
         manifests = model.nodes.get(f"{name}/object_index/manifests")
-        rows = manifests.doc.get("shape", [None])[0] if manifests and manifests.doc else None
+        shape = manifests.doc.get("shape") if manifests and manifests.doc else None
+        rows = shape[0] if isinstance(shape, list) and len(shape) == 1 else None
         if manifests is None:
             report.add(make("L2_OBJECT_INDEX_COUNTS", group.path, "object_index has no manifests array"))
         elif is_int(no) and rows != no:

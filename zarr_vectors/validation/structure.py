@@ -17,7 +17,7 @@ from typing import Any
 from zarr_vectors.encoding import unframe_single
 from zarr_vectors.errors import MetadataError, StorageObjectError
 from zarr_vectors.format.paths import PLAIN, RAW, ZV_ARRAY_VALUES, expected_for, parse_delta, parse_offsets
-from zarr_vectors.format.schema import is_int
+from zarr_vectors.format.schema import GRID_KINDS, is_int
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.codecs import Pipeline, ShardingSpec
 from zarr_vectors.store.consolidated import MEMBER
@@ -28,9 +28,6 @@ LEVEL_NAME = re.compile(r"0|[1-9][0-9]*")
 LOOKS_NUMERIC = re.compile(r"[+-]?[0-9]+")
 ROOT_EXTRAS = ("parametric", "headers")
 
-GRID_KINDS = frozenset(
-    {"vertices", "vertex_fragments", "link_fragments", "attribute", "fragment_attribute", "links", "link_attribute"}
-)
 
 
 def display(path: str) -> str:
@@ -58,8 +55,15 @@ class Node:
 
     @property
     def zv_array(self) -> Any:
+        """The discriminator as written (any JSON value: level 1 reports one that is not a known string)."""
         a = self.attrs
         return a.get("zv_array", a.get("zvf_array"))
+
+    @property
+    def kind(self) -> str | None:
+        """The discriminator when it is one this format describes, else None."""
+        zv = self.zv_array
+        return zv if isinstance(zv, str) and zv in ZV_ARRAY_VALUES else None
 
     @property
     def name(self) -> str:
@@ -128,7 +132,7 @@ class StoreModel:
         prefix = self.levels[number] + "/"
         return [
             n for p, n in sorted(self.nodes.items())
-            if p.startswith(prefix) and n.node_type == "array" and n.zv_array in GRID_KINDS
+            if p.startswith(prefix) and n.node_type == "array" and n.kind in GRID_KINDS
         ]
 
     def grid_rank(self, number: int) -> int | None:
@@ -211,8 +215,8 @@ class CellCodec:
             raise MetadataError(f"{len(codecs)} codecs; vlen-bytes takes at most one compressor", file=file,
                                 pointer="/codecs")
         self.pipeline = Pipeline.from_codecs(codecs, file=file)
-        grid = doc.get("chunk_grid", {}).get("configuration", {}).get("chunk_shape")
-        if not isinstance(grid, list) or any(c != 1 for c in grid):
+        grid = grid_chunk_shape(doc)
+        if grid is None or any(c != 1 for c in grid):
             raise MetadataError("grid arrays must have chunk_shape 1 on every axis (one cell per chunk) unless "
                                 "sharded", file=file, pointer="/chunk_grid/configuration/chunk_shape")
 
@@ -236,14 +240,29 @@ def _sharding(doc: dict[str, Any], file: str) -> ShardingSpec:
     return spec
 
 
-def key_parser(doc: dict[str, Any]) -> tuple[str, str]:
-    """(prefix, separator) of the array's chunk keys."""
-    enc = doc.get("chunk_key_encoding") or {}
+def grid_chunk_shape(doc: dict[str, Any]) -> list[int] | None:
+    """The regular grid's chunk shape when it is a list of integers (level 1 reports any other)."""
+    grid = doc.get("chunk_grid")
+    conf = grid.get("configuration") if isinstance(grid, dict) else None
+    shape = conf.get("chunk_shape") if isinstance(conf, dict) else None
+    return shape if isinstance(shape, list) and all(is_int(c) for c in shape) else None
+
+
+def key_parser(doc: dict[str, Any]) -> tuple[str, str] | None:
+    """(prefix, separator) of the array's chunk keys; None when the encoding is unusable.
+
+    An unusable encoding (an unknown name, a separator other than '/' or '.') is a level-1
+    or level-2 finding of its own; the array's objects then belong to no cell.
+    """
+    enc = doc.get("chunk_key_encoding", {})
     name = enc.get("name") if isinstance(enc, dict) else enc
     conf = enc.get("configuration", {}) if isinstance(enc, dict) else {}
-    if name == "v2":
-        return "", conf.get("separator", ".")
-    return "c", conf.get("separator", "/")
+    if name not in ("default", "v2") or not isinstance(conf, dict):
+        return None
+    sep = conf.get("separator", "." if name == "v2" else "/")
+    if sep not in ("/", "."):
+        return None
+    return ("" if name == "v2" else "c"), sep
 
 
 def parse_cell_key(rel: str, prefix: str, sep: str, ndim: int) -> tuple[int, ...] | None:
@@ -295,6 +314,12 @@ def _json_code(message: str) -> str:
         return "L1_JSON_NONFINITE"
     if m.startswith("nesting is deeper"):
         return "L1_JSON_TOO_DEEP"
+    if m.startswith("unknown configuration key"):
+        return "L1_JSON_UNKNOWN_KEY"
+    if m.startswith("bad ") and " configuration: " in m:
+        return "L1_JSON_CODEC_CONFIG"
+    if m.startswith("fill_value of a") or m.startswith("raw data type"):
+        return "L1_JSON_FILL_VALUE"
     if "extension name" in m and ("must match" in m or "must be a string" in m):
         return "L1_JSON_EXTENSION_NAME"
     if "must_understand" in m and "unknown member" not in m:
@@ -472,8 +497,9 @@ def _check_tree(model: StoreModel, report: Report) -> None:
             if key not in model.special:  # already an L1_STORAGE_OBJECT error
                 stray.append(key)
             continue
-        (prefix, sep), ndim = parsers[owner]
-        index = parse_cell_key(key[len(owner) + 1:], prefix, sep, ndim) if ndim is not None else None
+        parser, ndim = parsers[owner]
+        index = (parse_cell_key(key[len(owner) + 1:], *parser, ndim)
+                 if ndim is not None and parser is not None else None)
         if index is None:
             if key not in model.special:
                 stray.append(key)
@@ -546,8 +572,8 @@ def _check_node(model: StoreModel, number: int, node: Node, rel: tuple[str, ...]
         if zv is None:
             report.add(make("L1_UNEXPECTED_NODE", shown, f"a {node.node_type or 'node'} at a path the format does "
                             "not describe, with no zv_array discriminator"))
-        elif zv not in ZV_ARRAY_VALUES:
-            report.add(make("L1_ZV_ARRAY_UNKNOWN", shown, f"unknown zv_array discriminator {zv!r}: the node was "
+        elif node.kind is None:
+            report.add(make("L1_ZV_ARRAY_UNKNOWN", shown, f"unknown zv_array discriminator {_short(zv)}: the node was "
                             "written to a contract this validator does not know", pointer="/attributes/zv_array"))
         else:
             report.add(make("L1_ZV_ARRAY_WRONG_PATH", shown, f"zv_array {zv!r} at a path the format does not "
@@ -559,15 +585,15 @@ def _check_node(model: StoreModel, number: int, node: Node, rel: tuple[str, ...]
         return
     if exp.kind in (PLAIN, RAW):
         if zv is not None:
-            code = "L1_ZV_ARRAY_UNKNOWN" if zv not in ZV_ARRAY_VALUES else "L1_ZV_ARRAY_WRONG_PATH"
-            report.add(make(code, shown, f"zv_array {zv!r} on a node that carries no discriminator "
+            code = "L1_ZV_ARRAY_UNKNOWN" if node.kind is None else "L1_ZV_ARRAY_WRONG_PATH"
+            report.add(make(code, shown, f"zv_array {_short(zv)} on a node that carries no discriminator "
                             f"({'/'.join(rel)})", pointer="/attributes/zv_array"))
     elif zv is None:
         report.add(make("L1_ZV_ARRAY_MISSING", shown, f"no zv_array discriminator (expected {exp.kind!r})",
                         pointer="/attributes"))
         return
-    elif zv not in ZV_ARRAY_VALUES:
-        report.add(make("L1_ZV_ARRAY_UNKNOWN", shown, f"unknown zv_array discriminator {zv!r} (expected "
+    elif node.kind is None:
+        report.add(make("L1_ZV_ARRAY_UNKNOWN", shown, f"unknown zv_array discriminator {_short(zv)} (expected "
                         f"{exp.kind!r}); refusing to guess", pointer="/attributes/zv_array"))
         return
     elif zv != exp.kind:

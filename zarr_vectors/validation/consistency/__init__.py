@@ -27,6 +27,7 @@ import dask
 
 from zarr_vectors.execution import runner
 from zarr_vectors.format.paths import LEVEL_FAMILIES
+from zarr_vectors.format.schema import whole_ratio
 from zarr_vectors.validation.conformance import store_kind
 from zarr_vectors.validation.consistency.cells import (
     Chunk,
@@ -77,9 +78,9 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
         bin_shape = tuple(2.0 * t for t in transform[1]) if transform else None
         bpc = None
         if bin_shape is not None and len(bin_shape) == len(cs):
-            ratios = [c / b for c, b in zip(cs, bin_shape)]
-            if all(abs(r - round(r)) <= 1e-9 * max(1.0, r) and round(r) >= 1 for r in ratios):
-                bpc = tuple(int(round(r)) for r in ratios)
+            ratios = [whole_ratio(c, b) for c, b in zip(cs, bin_shape)]
+            if all(r is not None for r in ratios):
+                bpc = tuple(ratios)
         max_fragments = math.prod(bpc) if bpc else None
         coarsened = attrs.get("coarsening_method", "none") not in (None, "none")
         bin_check = (requested >= 4 and binned and bpc is not None and not coarsened and rank == ndim

@@ -311,7 +311,10 @@ def _ratio(model: StoreModel, number: int, rank: int) -> tuple[int, ...] | None:
         return None
     root = model.zv["chunk_shape"]
     level = level_chunk_shape(model, number)
-    r = [round(a / b) for a, b in zip(level, root)]
+    q = [a / b for a, b in zip(level, root)]
+    if not all(math.isfinite(v) for v in q):
+        return None  # no usable multiple: level 5 reports it (L5_CHUNK_SHAPE_MULTIPLE)
+    r = [round(v) for v in q]
     return tuple([1] * (rank - len(r)) + r)
 
 
