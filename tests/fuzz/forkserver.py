@@ -345,7 +345,6 @@ def _run_one(idx: int, case: dict[str, Any], cfg: dict[str, Any]) -> dict[str, A
 
 def _target(name: str, store: str, seed: dict[str, Any], cfg: dict[str, Any], casedir: Path) -> dict[str, Any]:
     """Run one target in a forked child with the cap, the timeout and the watch; its report."""
-    from . import oracle
 
     timeout = float(cfg["timeout"])
     stack_file = casedir / f"{name.replace(':', '-')}.stack"
