@@ -17,7 +17,7 @@ from typing import Any
 from zarr_vectors.encoding import unframe_single
 from zarr_vectors.errors import MetadataError
 from zarr_vectors.format.paths import parse_delta, parse_offsets
-from zarr_vectors.format.schema import GRID_KINDS, ZV_ARRAY_VALUES, is_int
+from zarr_vectors.format.schema import GRID_KINDS, PLAIN, RAW, ZV_ARRAY_VALUES, discriminator, expected_node, is_int
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.codecs import Pipeline, ShardingSpec
 from zarr_vectors.store.consolidated import MEMBER
@@ -28,8 +28,6 @@ LEVEL_NAME = re.compile(r"0|[1-9][0-9]*")
 LOOKS_NUMERIC = re.compile(r"[+-]?[0-9]+")
 ROOT_EXTRAS = ("parametric", "headers")
 
-PLAIN = "plain"  # a plain group (no discriminator)
-RAW = "raw"  # an array with no discriminator (object_index/manifests, object_ids)
 
 
 def display(path: str) -> str:
@@ -58,8 +56,7 @@ class Node:
     @property
     def zv_array(self) -> Any:
         """The discriminator as written (any JSON value: level 1 reports one that is not a known string)."""
-        a = self.attrs
-        return a.get("zv_array", a.get("zvf_array"))
+        return discriminator(self.attrs)
 
     @property
     def kind(self) -> str | None:
@@ -70,51 +67,6 @@ class Node:
     @property
     def name(self) -> str:
         return posixpath.basename(self.path)
-
-
-@dataclass
-class Expected:
-    node_type: str
-    kind: str  # a zv_array value, PLAIN or RAW
-
-
-def expected_for(rel: tuple[str, ...]) -> Expected | None:
-    """What the format puts at a path relative to a level group (None: nothing)."""
-    n = len(rel)
-    head = rel[0] if rel else ""
-    fixed = {
-        ("vertices",): Expected("array", "vertices"),
-        ("vertex_fragments",): Expected("array", "vertex_fragments"),
-        ("link_fragments",): Expected("array", "link_fragments"),
-        ("groups",): Expected("array", "groups"),
-        ("object_index",): Expected("group", "object_index"),
-        ("object_index", "manifests"): Expected("array", RAW),
-        ("object_index", "object_ids"): Expected("array", RAW),
-    }
-    if rel in fixed:
-        return fixed[rel]
-    simple = {
-        "vertex_attributes": "attribute",
-        "fragment_attributes": "fragment_attribute",
-        "object_attributes": "object_attribute",
-        "group_attributes": "groupings_attribute",
-    }
-    if head in simple:
-        if n == 1:
-            return Expected("group", PLAIN)
-        if n == 2:
-            return Expected("array", simple[head])
-        return None
-    if head == "links":
-        return {1: Expected("group", PLAIN), 2: Expected("group", "links_family"), 3: Expected("array", "links")}.get(n)
-    if head == "link_attributes":
-        return {
-            1: Expected("group", PLAIN),
-            2: Expected("group", PLAIN),
-            3: Expected("group", "link_attribute_family"),
-            4: Expected("array", "link_attribute"),
-        }.get(n)
-    return None
 
 
 @dataclass
@@ -542,7 +494,7 @@ def _check_level(model: StoreModel, number: int, report: Report) -> None:
 def _check_node(model: StoreModel, number: int, node: Node, rel: tuple[str, ...], rank: int | None,
                 report: Report) -> None:
     shown = node.path
-    exp = expected_for(rel)
+    exp = expected_node(rel)
     zv = node.zv_array
     if exp is None:
         if zv is None:
