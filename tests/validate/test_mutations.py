@@ -456,6 +456,19 @@ def family_level_delta(s: Path) -> None:
     edit_attrs(s, "0/links/0", lambda a: a.__setitem__("level_delta", 1))
 
 
+@mutation("graph", "L2_FAMILY_COUNTS", ref_misses=True)
+def attribute_family_num_links_a_string(s: Path) -> None:
+    edit_attrs(s, "0/link_attributes/weight/0", lambda a: a.__setitem__("num_links", "many"))
+
+
+@mutation("graph", "L2_LINKS_ARRAY_AGREES", name="offsets_field_true_for_one")
+def offsets_field_true_for_one(s: Path) -> None:
+    # [[true, ...]] == [[1, ...]] in Python; JSON tells them apart
+    seg = cross_segment(s)
+    edit_attrs(s, f"0/links/0/{seg}", lambda a: a["offsets"][0].__setitem__(
+        next(i for i, v in enumerate(a["offsets"][0]) if v == 1), True))
+
+
 @mutation("graph", "L2_LINKS_ARRAY_AGREES")
 def offsets_field_disagrees(s: Path) -> None:
     edit_attrs(s, f"0/links/0/{cross_segment(s)}", lambda a: a.__setitem__("offsets", [[0, 0, 7]]))

@@ -5,9 +5,8 @@ nowhere else, so writers, readers and the validator agree on one spelling. Only 
 canonical spelling parses (docs/decisions.md D16): ``+0``, ``-0`` or ``+01`` would name the
 same geometry as another directory and silently split a family in two.
 
-:func:`expected_for` is the table of docs/format.md §1/§5: the node type and ``zv_array``
-the format puts at each path below a level.  The reader refuses a node that disagrees
-and the validator reports it (§13.2: an unknown discriminator is an error, never a guess).
+:data:`LEVEL_FAMILIES` names the nodes a level may hold; what each must declare is
+``format.schema.expected_node``.
 """
 
 from __future__ import annotations
@@ -15,18 +14,11 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from zarr_vectors.errors import InputError
-from zarr_vectors.format.schema import ZV_ARRAY_VALUES  # the discriminators, with each array's rules
 
 __all__ = [
-    "PLAIN",
-    "RAW",
     "SELF_SEGMENT",
-    "ZV_ARRAY_VALUES",
-    "Expected",
-    "expected_for",
     "format_chunk_key",
     "format_delta",
     "format_offsets",
@@ -213,50 +205,3 @@ LEVEL_FAMILIES = frozenset(
         "object_attributes", "groups", "group_attributes", "vertex_fragments", "link_fragments",
     }
 )
-PLAIN = "plain"  # a plain group (no discriminator)
-RAW = "raw"  # an array with no discriminator (object_index/manifests, object_ids)
-
-
-@dataclass(frozen=True)
-class Expected:
-    node_type: str
-    kind: str  # a zv_array value, PLAIN or RAW
-
-
-def expected_for(rel: tuple[str, ...]) -> Expected | None:
-    """What the format puts at a path relative to a level group (None: nothing)."""
-    n = len(rel)
-    head = rel[0] if rel else ""
-    fixed = {
-        ("vertices",): Expected("array", "vertices"),
-        ("vertex_fragments",): Expected("array", "vertex_fragments"),
-        ("link_fragments",): Expected("array", "link_fragments"),
-        ("groups",): Expected("array", "groups"),
-        ("object_index",): Expected("group", "object_index"),
-        ("object_index", "manifests"): Expected("array", RAW),
-        ("object_index", "object_ids"): Expected("array", RAW),
-    }
-    if rel in fixed:
-        return fixed[rel]
-    simple = {
-        "vertex_attributes": "attribute",
-        "fragment_attributes": "fragment_attribute",
-        "object_attributes": "object_attribute",
-        "group_attributes": "groupings_attribute",
-    }
-    if head in simple:
-        if n == 1:
-            return Expected("group", PLAIN)
-        if n == 2:
-            return Expected("array", simple[head])
-        return None
-    if head == "links":
-        return {1: Expected("group", PLAIN), 2: Expected("group", "links_family"), 3: Expected("array", "links")}.get(n)
-    if head == "link_attributes":
-        return {
-            1: Expected("group", PLAIN),
-            2: Expected("group", PLAIN),
-            3: Expected("group", "link_attribute_family"),
-            4: Expected("array", "link_attribute"),
-        }.get(n)
-    return None

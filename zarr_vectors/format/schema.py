@@ -217,6 +217,21 @@ OBJECT_INDEX_FIELDS: dict[str, Field] = _fields(
 )
 """``attributes`` of ``object_index`` (its ``layout`` is decided by docs/decisions.md D1)."""
 
+FAMILY_COUNT_FIELDS: dict[str, Field] = _fields(
+    Field("num_links", INT, minimum=0),
+    Field("num_physical_records", INT, minimum=0),
+)
+"""The counts a ``links/<d>`` or ``link_attributes/<n>/<d>`` family records, where present (§5)."""
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Equality of JSON values: ``true`` is not ``1`` and ``1.0`` is not ``1`` (Python's ``==`` says both are)."""
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
 
 # ---------------------------------------------------------------------------
 # arrays (docs/format.md §2.1, §2.3, §6): what each one's zarr.json must say
@@ -230,7 +245,7 @@ ZV_ARRAY_VALUES = GRID_KINDS | {
     "links_family", "link_attribute_family", "object_index", "object_attribute", "groups", "groupings_attribute",
 }
 """Every ``zv_array`` discriminator this format revision describes."""
-MANIFESTS, OBJECT_IDS = "manifests", "object_ids"  # the two arrays without a discriminator (kinds by path)
+MANIFESTS, OBJECT_IDS = "manifests", "object_ids"  # the two arrays without a discriminator
 
 FLOAT_DTYPES = ("float16", "float32", "float64")
 INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
@@ -251,13 +266,88 @@ class ArrayProblem:
     message: str
 
 
-def node_kind(path: str, attrs: Mapping[str, Any]) -> Any:
-    """The node's kind: its ``zv_array`` discriminator, else what its path makes it (None: neither)."""
-    if "zv_array" in attrs or "zvf_array" in attrs:
-        return attrs.get("zv_array", attrs.get("zvf_array"))
-    tail = path.rsplit("/", 2)[-2:]
-    if len(tail) == 2 and tail[0] == "object_index" and tail[1] in (MANIFESTS, OBJECT_IDS):
-        return tail[1]
+PLAIN, RAW = "plain", "raw"  # a group, an array, that carries no discriminator
+_LEVEL_NAME = re.compile(r"0|[1-9][0-9]*")
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What the format puts at a path below a level group (docs/format.md §1, §5)."""
+
+    node_type: str  # "array" or "group"
+    kind: str  # its zv_array value, or PLAIN / RAW when it carries none
+    rules: str | None = None  # the kind whose array rules apply to a RAW array
+
+    @property
+    def rule_kind(self) -> str:
+        return self.rules or self.kind
+
+
+_FIXED: dict[tuple[str, ...], Expected] = {
+    ("vertices",): Expected("array", "vertices"),
+    ("vertex_fragments",): Expected("array", "vertex_fragments"),
+    ("link_fragments",): Expected("array", "link_fragments"),
+    ("groups",): Expected("array", "groups"),
+    ("object_index",): Expected("group", "object_index"),
+    ("object_index", MANIFESTS): Expected("array", RAW, MANIFESTS),
+    ("object_index", OBJECT_IDS): Expected("array", RAW, OBJECT_IDS),
+}
+_NAMED: dict[str, str] = {
+    "vertex_attributes": "attribute",
+    "fragment_attributes": "fragment_attribute",
+    "object_attributes": "object_attribute",
+    "group_attributes": "groupings_attribute",
+}
+
+
+def expected_node(rel: tuple[str, ...]) -> Expected | None:
+    """What the format puts at ``rel``, a path relative to a level group (None: nothing)."""
+    n = len(rel)
+    head = rel[0] if rel else ""
+    if rel in _FIXED:
+        return _FIXED[rel]
+    if head in _NAMED:
+        return {1: Expected("group", PLAIN), 2: Expected("array", _NAMED[head])}.get(n)
+    if head == "links":
+        return {1: Expected("group", PLAIN), 2: Expected("group", "links_family"), 3: Expected("array", "links")}.get(n)
+    if head == "link_attributes":
+        return {
+            1: Expected("group", PLAIN),
+            2: Expected("group", PLAIN),
+            3: Expected("group", "link_attribute_family"),
+            4: Expected("array", "link_attribute"),
+        }.get(n)
+    return None
+
+
+def expected_at(path: str) -> Expected | None:
+    """:func:`expected_node` of a store path (``"0/vertices"``); None outside level groups."""
+    parts = tuple(path.split("/")) if path else ()
+    if len(parts) < 2 or not _LEVEL_NAME.fullmatch(parts[0]):
+        return None
+    return expected_node(parts[1:])
+
+
+def discriminator(attrs: Mapping[str, Any]) -> Any:
+    """The ``zv_array`` value as written (``zvf_array`` is an older spelling); None when absent."""
+    return attrs.get("zv_array", attrs.get("zvf_array"))
+
+
+def discriminator_problem(expected: Expected, attrs: Mapping[str, Any]) -> str | None:
+    """What is wrong with a node's discriminator for what its path holds (None: nothing).
+
+    An unrecognised value means the node was written to a contract this format does not
+    describe (§13.2): an error, never a guess.
+    """
+    zv = discriminator(attrs)
+    if expected.kind in (PLAIN, RAW):
+        return None if zv is None else f"zv_array {short(zv)} on a node that carries no discriminator"
+    if zv is None:
+        return f"no zv_array discriminator (the path holds a {expected.kind!r} node)"
+    if zv != expected.kind:
+        known = isinstance(zv, str) and zv in ZV_ARRAY_VALUES
+        return (f"{'' if known else 'unknown '}zv_array {short(zv)} where the path holds a {expected.kind!r} node; "
+                "refusing to guess")
     return None
 
 

@@ -149,18 +149,22 @@ def check_fill_value(data_type: str, fill_value: Any) -> Iterator[Found]:
 
 def item_size(name: Any) -> int | None:
     """Bytes per element of a fixed-size data type this module claims (None: variable or unknown)."""
+    if not isinstance(name, str):
+        return None
     if name == "bool":
         return 1
     if name in INTEGER_RANGES or name in _FLOATS:
         return int(re.sub(r"\D", "", name)) // 8
     if name in _COMPLEX:
         return 2 * _FLOATS[_COMPLEX[name]][1]
-    raw = _RAW_BITS.fullmatch(name) if isinstance(name, str) else None
+    raw = _RAW_BITS.fullmatch(name)
     return int(raw[1]) // 8 if raw and int(raw[1]) % 8 == 0 else None
 
 
-def known_data_type(name: str) -> bool:
+def known_data_type(name: Any) -> bool:
     """Whether a definition here claims the data type ``name`` (it then checks the fill value)."""
+    if not isinstance(name, str):
+        return False
     return (name in ("bool", "variable_length_bytes", "bytes", "string") or name in INTEGER_RANGES
             or name in _FLOATS or name in _COMPLEX or bool(_RAW_BITS.fullmatch(name)))
 

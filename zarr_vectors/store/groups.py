@@ -19,8 +19,15 @@ from zarr_vectors.errors import (
     UnsupportedLayoutError,
 )
 from zarr_vectors.format.metadata import GEOMETRY_TYPES, LevelMetadata, RootMetadata
-from zarr_vectors.format.paths import PLAIN, RAW, ZV_ARRAY_VALUES, expected_for
-from zarr_vectors.format.schema import KNOWN_CAPABILITIES
+from zarr_vectors.format.schema import (
+    KNOWN_CAPABILITIES,
+    PLAIN,
+    ZV_ARRAY_VALUES,
+    Expected,
+    discriminator,
+    discriminator_problem,
+    expected_node,
+)
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.grid import GridArray
 from zarr_vectors.store.nodes import group_document, read_node, require_node, write_node
@@ -153,29 +160,20 @@ class ZVStore:
 def check_zv_array(attrs: Mapping[str, Any], relpath: str, file: str) -> None:
     """Refuse a node whose ``zv_array`` is unknown, missing, or not the one the format puts at ``relpath``.
 
-    ``relpath`` is relative to the level group; the rule is ``format.paths.expected_for``
-    (docs/format.md §1, §5), the one the validator applies.  §13.2: a discriminator the
-    reader does not know is an error, never a guess.
+    ``relpath`` is relative to the level group; the rule is ``format.schema.expected_node``
+    (docs/format.md §1, §5), the one :func:`~zarr_vectors.store.nodes.read_node` and the
+    validator apply; this applies it to documents that arrive another way (a consolidated
+    block).  §13.2: a discriminator the reader does not know is an error, never a guess.
     """
-    expected = expected_for(tuple(relpath.split("/")))
-    value = attrs.get("zv_array", attrs.get("zvf_array"))
-    if expected is None or expected.kind in (PLAIN, RAW):
-        if value is not None:
-            raise MetadataError(f"zv_array {value!r} on a node that carries none ({relpath})", file=file,
-                                pointer="/attributes/zv_array")
+    message = discriminator_problem(expected_node(tuple(relpath.split("/"))) or Expected("group", PLAIN), attrs)
+    if message is None:
         return
-    if value is None:
-        raise MetadataError(f"no zv_array discriminator (expected {expected.kind!r})", file=file, pointer="/attributes")
-    if not isinstance(value, str) or value not in ZV_ARRAY_VALUES:
-        raise UnsupportedLayoutError(
-            f"unknown zv_array discriminator {value!r} (expected {expected.kind!r}): the node was written to a "
-            "contract this reader does not know",
-            file=file,
-            pointer="/attributes/zv_array",
-        )
-    if value != expected.kind:
-        raise MetadataError(f"zv_array {value!r} where the path requires {expected.kind!r}", file=file,
-                            pointer="/attributes/zv_array")
+    value = discriminator(attrs)
+    pointer = "/attributes/zv_array" if "zv_array" in attrs else "/attributes"
+    if value is not None and not (isinstance(value, str) and value in ZV_ARRAY_VALUES):
+        raise UnsupportedLayoutError(f"{message}: the node was written to a contract this reader does not know",
+                                     file=file, pointer=pointer)
+    raise MetadataError(f"{message} ({relpath})", file=file, pointer=pointer)
 
 
 def _check_required_capabilities(zv: Any) -> None:

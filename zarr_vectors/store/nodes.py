@@ -13,7 +13,14 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.errors import MetadataError
-from zarr_vectors.format.schema import OBJECT_INDEX_FIELDS, array_problems, check, node_kind, short
+from zarr_vectors.format.schema import (
+    FAMILY_COUNT_FIELDS,
+    OBJECT_INDEX_FIELDS,
+    array_problems,
+    check,
+    discriminator_problem,
+    expected_at,
+)
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.strict_json import dump_document, load_document
 
@@ -40,27 +47,42 @@ def read_node(storage: Storage, path: str) -> dict[str, Any] | None:
 def check_format(doc: dict[str, Any], path: str, *, file: str) -> None:
     """Raise :class:`MetadataError` at the first member the format's rules for this node refuse.
 
-    Arrays: data type, fill value, chunk grid, key encoding and row layout of their kind
-    (:func:`~zarr_vectors.format.schema.array_problems`); an ``object_index`` group: its
-    counts (:data:`~zarr_vectors.format.schema.OBJECT_INDEX_FIELDS`).  A node without a
-    kind (the root, a level, a plain group) is checked by its own model.
+    What the node must be comes from its path below a level
+    (:func:`~zarr_vectors.format.schema.expected_at`): its node type and discriminator,
+    then for arrays the data type, fill value, chunk grid, key encoding and row layout of
+    its kind (:func:`~zarr_vectors.format.schema.array_problems`), for the object index
+    its counts (:data:`~zarr_vectors.format.schema.OBJECT_INDEX_FIELDS`), for a links
+    family its recorded counts.  Nodes outside the level tree (the root, a level) are
+    checked by their own models.
     """
-    attrs = doc.get("attributes", {})
-    if "zv_array" in attrs and not isinstance(attrs["zv_array"], str):
-        raise MetadataError(f"zv_array must be a string, found {short(attrs['zv_array'])}", file=file,
-                            pointer="/attributes/zv_array")
-    kind = node_kind(path, attrs)
-    if kind is None:
+    expected = expected_at(path)
+    if expected is None:
         return
-    if doc.get("node_type") == "array":
-        problems = array_problems(kind, doc)
+    attrs = doc.get("attributes", {})
+    if doc.get("node_type") != expected.node_type:
+        raise MetadataError(f"must be an {expected.node_type}, found a {doc.get('node_type')}", file=file,
+                            pointer="/node_type")
+    message = discriminator_problem(expected, attrs)
+    if message is not None:
+        raise MetadataError(message, file=file, pointer="/attributes/zv_array" if "zv_array" in attrs else "/attributes")
+    if expected.node_type == "array":
+        problems = array_problems(expected.rule_kind, doc)
         if problems:
             raise MetadataError(problems[0].message, file=file, pointer=problems[0].pointer)
-    elif kind == "object_index":
-        for f in OBJECT_INDEX_FIELDS.values():
+    else:
+        fields = GROUP_FIELDS.get(expected.kind, {})
+        for f in fields.values():
             found = check(f, attrs)
             if found is not None:
                 raise MetadataError(found[1], file=file, pointer="/attributes" + found[0])
+
+
+GROUP_FIELDS = {
+    "object_index": OBJECT_INDEX_FIELDS,
+    "links_family": FAMILY_COUNT_FIELDS,
+    "link_attribute_family": FAMILY_COUNT_FIELDS,
+}
+"""The schema tables of the group kinds whose members readers use without a model of their own."""
 
 
 def require_node(storage: Storage, path: str, node_type: str | None = None) -> dict[str, Any]:

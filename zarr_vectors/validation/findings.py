@@ -123,6 +123,8 @@ RULES: list[Rule] = [
         ("L2_FAMILY_STORE", _E, "links/<d> has store canonical or duplicate"),
         ("L2_FAMILY_SID_NDIM", _E, "links/<d> has sid_ndim equal to the store's chunk-key rank"),
         ("L2_FAMILY_LEVEL_DELTA", _E, "links/<d> and link_attributes/<n>/<d> have level_delta equal to their path"),
+        ("L2_FAMILY_COUNTS", _E, "links/<d> and link_attributes/<n>/<d> record num_links and num_physical_records "
+                                 "as integers >= 0, where present"),
         ("L2_LINKS_ARRAY_AGREES", _E, "every array under a family agrees with it: link_width, level_delta, offsets "
                                       "field equal to its path segment, boolean has_perm"),
         ("L2_ARRAY_DTYPE", _E, "every grid array's dtype, row_shape and encoding are usable (vertices float, links "

@@ -17,6 +17,7 @@ from zarr_vectors.format.paths import format_delta, parse_chunk_key, parse_delta
 from zarr_vectors.format.schema import (
     CHUNK_GRID,
     DATA_TYPE,
+    FAMILY_COUNT_FIELDS,
     FILL_VALUE,
     KEY_ENCODING,
     LEVEL_FIELDS,
@@ -26,9 +27,10 @@ from zarr_vectors.format.schema import (
     Field,
     array_problems,
     check,
+    expected_at,
     is_finite_number,
     is_int,
-    node_kind,
+    json_equal,
     problem,
     row_layout_problem,
     short,
@@ -254,7 +256,7 @@ def family_policy(model: StoreModel, number: int, delta: int) -> dict[str, Any] 
 
 def _check_families(model: StoreModel, report: Report) -> None:
     for code in ("L2_FAMILY_LINK_WIDTH", "L2_FAMILY_DIRECTED", "L2_FAMILY_STORE", "L2_FAMILY_SID_NDIM",
-                 "L2_FAMILY_LEVEL_DELTA", "L2_LINKS_ARRAY_AGREES"):
+                 "L2_FAMILY_LEVEL_DELTA", "L2_FAMILY_COUNTS", "L2_LINKS_ARRAY_AGREES"):
         report.ran_rule(code)
     for number, name in sorted(model.levels.items()):
         rank = model.grid_rank(number)
@@ -281,9 +283,10 @@ def _check_families(model: StoreModel, report: Report) -> None:
             if not is_int(sid) or (rank is not None and sid != rank):
                 report.add(make("L2_FAMILY_SID_NDIM", fam.path, f"sid_ndim must be {rank}, found {short(sid)}",
                                 pointer="/attributes/sid_ndim"))
-            if a.get("level_delta") != delta or not is_int(a.get("level_delta")):
+            if not json_equal(a.get("level_delta"), delta):
                 report.add(make("L2_FAMILY_LEVEL_DELTA", fam.path, f"level_delta is {short(a.get('level_delta'))}, "
                                 f"the path says {delta}", pointer="/attributes/level_delta"))
+            _check_family_counts(fam, report)
             for arr in model.children(fam.path):
                 _check_links_array(arr, delta, w if is_int(w) else None, sid if is_int(sid) else rank, report)
         # link attribute families
@@ -294,7 +297,8 @@ def _check_families(model: StoreModel, report: Report) -> None:
                     delta = parse_delta(fam.name)
                 except ValueError:
                     continue
-                if fam.attrs.get("level_delta") != delta or not is_int(fam.attrs.get("level_delta")):
+                _check_family_counts(fam, report)
+                if not json_equal(fam.attrs.get("level_delta"), delta):
                     report.add(make("L2_FAMILY_LEVEL_DELTA", fam.path, f"level_delta is "
                                     f"{short(fam.attrs.get('level_delta'))}, the path says {delta}",
                                     pointer="/attributes/level_delta"))
@@ -312,15 +316,22 @@ def _offsets_value(segment: str, width: int | None, sid: int | None) -> list[lis
         return None
 
 
+def _check_family_counts(fam: Any, report: Report) -> None:
+    for f in FAMILY_COUNT_FIELDS.values():
+        found = check(f, fam.attrs)
+        if found is not None:
+            report.add(make("L2_FAMILY_COUNTS", fam.path, found[1], pointer="/attributes" + found[0]))
+
+
 def _check_links_array(arr: Any, delta: int, width: int | None, sid: int | None, report: Report) -> None:
     a = arr.attrs
     problems = []
-    if width is not None and a.get("link_width") != width:
+    if width is not None and not json_equal(a.get("link_width"), width):
         problems.append(("link_width", f"link_width {short(a.get('link_width'))} disagrees with the family's {width}"))
-    if a.get("level_delta") != delta:
+    if not json_equal(a.get("level_delta"), delta):
         problems.append(("level_delta", f"level_delta {short(a.get('level_delta'))} disagrees with the path's {delta}"))
     want = _offsets_value(arr.name, width, sid)
-    if want is not None and "offsets" in a and a["offsets"] != want:
+    if want is not None and "offsets" in a and not json_equal(a["offsets"], want):
         problems.append(("offsets", f"offsets field {short(a['offsets'])} disagrees with the path segment "
                                     f"{arr.name!r} ({want})"))
     if "has_perm" in a and not isinstance(a["has_perm"], bool):
@@ -332,12 +343,12 @@ def _check_links_array(arr: Any, delta: int, width: int | None, sid: int | None,
 def _check_link_attribute_array(arr: Any, delta: int, pol: dict[str, Any] | None, rank: int | None,
                                 report: Report) -> None:
     a = arr.attrs
-    if a.get("level_delta") != delta:
+    if not json_equal(a.get("level_delta"), delta):
         report.add(make("L2_LINKS_ARRAY_AGREES", arr.path, f"level_delta {short(a.get('level_delta'))} disagrees "
                         f"with the path's {delta}", pointer="/attributes/level_delta"))
     if pol is not None:
         want = _offsets_value(arr.name, pol["link_width"], pol["sid_ndim"])
-        if want is not None and "offsets" in a and a["offsets"] != want:
+        if want is not None and "offsets" in a and not json_equal(a["offsets"], want):
             report.add(make("L2_LINKS_ARRAY_AGREES", arr.path, f"offsets field {short(a['offsets'])} disagrees with "
                             f"the path segment {arr.name!r}", pointer="/attributes/offsets"))
 
@@ -375,9 +386,9 @@ def _check_arrays(model: StoreModel, report: Report) -> None:
         for path, node in sorted(model.nodes.items()):
             if not path.startswith(lpath + "/") or node.node_type != "array":
                 continue
-            kind = node_kind(path, node.attrs)
-            if isinstance(kind, str):
-                for p in array_problems(kind, node.doc):
+            expected = expected_at(path)  # level 1 has checked the node type and discriminator
+            if expected is not None and expected.node_type == "array":
+                for p in array_problems(expected.rule_kind, node.doc):
                     report.add(make(ARRAY_CODES[p.rule], path, p.message, pointer=p.pointer))
         for node in model.grid_arrays(number):
             try:

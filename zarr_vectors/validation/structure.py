@@ -16,8 +16,8 @@ from typing import Any
 
 from zarr_vectors.encoding import unframe_single
 from zarr_vectors.errors import MetadataError, StorageObjectError
-from zarr_vectors.format.paths import PLAIN, RAW, ZV_ARRAY_VALUES, expected_for, parse_delta, parse_offsets
-from zarr_vectors.format.schema import GRID_KINDS, is_int
+from zarr_vectors.format.paths import parse_delta, parse_offsets
+from zarr_vectors.format.schema import GRID_KINDS, PLAIN, RAW, ZV_ARRAY_VALUES, discriminator, expected_node, is_int
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.codecs import Pipeline, ShardingSpec
 from zarr_vectors.store.consolidated import MEMBER
@@ -56,8 +56,7 @@ class Node:
     @property
     def zv_array(self) -> Any:
         """The discriminator as written (any JSON value: level 1 reports one that is not a known string)."""
-        a = self.attrs
-        return a.get("zv_array", a.get("zvf_array"))
+        return discriminator(self.attrs)
 
     @property
     def kind(self) -> str | None:
@@ -566,7 +565,7 @@ def _check_level(model: StoreModel, number: int, report: Report) -> None:
 def _check_node(model: StoreModel, number: int, node: Node, rel: tuple[str, ...], rank: int | None,
                 report: Report) -> None:
     shown = node.path
-    exp = expected_for(rel)
+    exp = expected_node(rel)
     zv = node.zv_array
     if exp is None:
         if zv is None:
