@@ -84,12 +84,12 @@ def _on_store(command: str, args: argparse.Namespace, run: Callable[[dict], int]
     Exit 2, with one line naming the command, for a bad ``--storage-option`` (or other
     argument: ``run``'s own SystemExit), a refused store or an unreachable one.  With
     ``on_cluster`` the store is checked first, then ``run`` goes to the selected cluster
-    (the ``--scheduler-*`` options, ``DASK_SCHEDULER_ADDRESS``, else an embedded one) with
-    a progress bar per stage on stderr.
+    (the ``--scheduler-*`` options, ``DASK_SCHEDULER_ADDRESS``, an in-process scheduler
+    named in dask.config, else an embedded one) with a progress bar per stage on stderr.
     """
     from contextlib import nullcontext
 
-    from pipeline.cluster import connect
+    from pipeline.cluster import cluster_or_local
     from pipeline.progress import TextProgress
     from zarr_vectors.errors import StoreNotFoundError, ZarrVectorsError
     from zarr_vectors.execution.runner import callbacks
@@ -103,10 +103,10 @@ def _on_store(command: str, args: argparse.Namespace, run: Callable[[dict], int]
         storage.check_reachable()
         if not storage.list_dir(""):  # before a cluster starts
             raise StoreNotFoundError(f"nothing at {storage.url!r}: no such store")
-        with connect(scheduler_address=args.scheduler_address, scheduler_file=args.scheduler_file,
-                     workers=args.workers, memory_limit=args.memory_limit) as client:
+        with cluster_or_local(scheduler_address=args.scheduler_address, scheduler_file=args.scheduler_file,
+                              workers=args.workers, memory_limit=args.memory_limit) as client:
             quiet = getattr(args, "json", False)
-            if not quiet:
+            if not quiet and client is not None:
                 print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr)
             with callbacks(TextProgress()) if not quiet else nullcontext():
                 return run(options)
@@ -140,7 +140,8 @@ def _store_args(p: argparse.ArgumentParser) -> None:
 
 
 def _cluster_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("cluster (default: an embedded LocalCluster sized to the machine)")
+    g = p.add_argument_group("cluster (default: an embedded LocalCluster sized to the machine; none when "
+                             "DASK_SCHEDULER=threads or synchronous)")
     g.add_argument("--scheduler-address", help="connect to a running scheduler (else $DASK_SCHEDULER_ADDRESS)")
     g.add_argument("--scheduler-file", help="connect through a scheduler file")
     g.add_argument("--workers", type=int, help="embedded cluster: number of worker processes")
@@ -180,7 +181,7 @@ def _build(args: argparse.Namespace) -> int:
     import os
     from contextlib import nullcontext
 
-    from pipeline.cluster import connect
+    from pipeline.cluster import cluster_or_local, local_scheduler
     from pipeline.jobs import BuildSpec, parse_factors, plan_summary, preflight, run_build
     from pipeline.progress import TextProgress
     from zarr_vectors.errors import ValidationFailedError, ZarrVectorsError
@@ -216,6 +217,10 @@ def _build(args: argparse.Namespace) -> int:
     if args.report:
         import importlib.util
 
+        if local_scheduler(scheduler_address=args.scheduler_address, scheduler_file=args.scheduler_file):
+            print("zv build: error: --report needs a Dask cluster; dask.config names the in-process scheduler "
+                  f"{local_scheduler()!r}", file=sys.stderr)
+            return 2
         if importlib.util.find_spec("bokeh") is None:  # else the report fails after the whole job ran
             print("zv build: error: --report needs bokeh (pip install bokeh)", file=sys.stderr)
             return 2
@@ -224,13 +229,13 @@ def _build(args: argparse.Namespace) -> int:
     except ZarrVectorsError as exc:
         print(f"zv build: error: {exc}", file=sys.stderr)
         return 2
-    with connect(
+    with cluster_or_local(
         scheduler_address=args.scheduler_address,
         scheduler_file=args.scheduler_file,
         workers=args.workers,
         memory_limit=args.memory_limit,
     ) as client:
-        if not args.json:
+        if not args.json and client is not None:
             print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr)
         try:
             if args.dry_run:

@@ -270,3 +270,67 @@ def test_exit_1_when_validation_finds_errors(tmp_path, cli, scheduler, table):
     assert state["status"] == "failed" and state["stages"]["validate"]["status"] == "failed"
     assert state["stages"]["write"]["status"] == "done"  # not redone on resume
     assert cli("status", out).rc == 1
+
+
+# ---------------------------------------------------------------------------
+# an in-process scheduler named in dask.config: no cluster starts
+# ---------------------------------------------------------------------------
+@pytest.fixture
+def no_cluster(monkeypatch):
+    """Starting an embedded cluster fails the test."""
+    import pipeline.cluster
+
+    def refuse(**_: object) -> None:
+        raise AssertionError("an embedded LocalCluster was started")
+
+    monkeypatch.setattr(pipeline.cluster, "local_cluster", refuse)
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "synchronous"])
+def test_local_scheduler_in_dask_config_starts_no_cluster(tmp_path, cli, table, no_cluster, scheduler):
+    import dask
+
+    df, src = table
+    out = tmp_path / "s.zv"
+    with dask.config.set(scheduler=scheduler):
+        run = cli("build", "points", src, out, "--chunk-shape", "25", "--validate", "3")
+        assert run.rc == 0, run.err
+        assert "dashboard" not in run.err
+        check = cli("validate", out, "--level", "5")
+        assert check.rc == 0, check.err
+        assert "dashboard" not in check.err and "PASS" in check.out
+        assert cli("pyramid", out, "--factor", "2").rc == 0
+        assert cli("shard", out, "--shard-shape", "2").rc == 0
+        report = cli("build", "points", src, tmp_path / "r.zv", "--chunk-shape", "25", "--report", tmp_path / "r.html")
+        assert report.rc == 2 and "--report needs a Dask cluster" in report.err
+    assert len(zv.read(str(out))) == len(df) and validate(str(out), 5).ok
+
+
+def test_an_address_wins_over_a_local_scheduler(tmp_path, cli, scheduler, table, no_cluster):
+    import dask
+
+    _, src = table
+    out = tmp_path / "s.zv"
+    with dask.config.set(scheduler="threads"):
+        run = build(cli, scheduler, src, out)
+        assert run.rc == 0, run.err
+        assert "dask dashboard: http" in run.err  # it ran on the cluster given
+
+
+def test_dask_scheduler_environment_runs_zv_validate_in_process(tmp_path, cli, scheduler, table):
+    """``DASK_SCHEDULER=threads zv validate`` (a fresh process): no cluster, no dashboard, the usual verdict."""
+    import os
+
+    _, src = table
+    out = tmp_path / "s.zv"
+    assert build(cli, scheduler, src, out).rc == 0
+    env = {**os.environ, "DASK_SCHEDULER": "threads"}
+    env.pop("DASK_SCHEDULER_ADDRESS", None)
+    proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "validate", str(out)], capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "dashboard" not in proc.stderr and "PASS" in proc.stdout
+    (out / "zarr.json").unlink()
+    proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "validate", str(out), "--json"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 1 and json.loads(proc.stdout)["ok"] is False
