@@ -17,31 +17,54 @@ settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHES
 
 
 @pytest.fixture(scope="session")
-def s3_endpoint():
-    """A moto S3 server on 127.0.0.1 (a real HTTP endpoint, not a mock of s3fs)."""
-    from moto.server import ThreadedMotoServer
+def s3_server():
+    """A moto S3 server on 127.0.0.1 (a real HTTP endpoint, not a mock of s3fs) that counts requests."""
+    from tests.s3server import S3Server
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
+    server = S3Server().start()
+    yield server
     server.stop()
 
 
-@pytest.fixture
-def s3_bucket(s3_endpoint):
-    """A fresh bucket; yields (bucket name, storage_options)."""
+@pytest.fixture(scope="session")
+def s3_endpoint(s3_server):
+    return s3_server.endpoint
+
+
+@pytest.fixture(scope="session")
+def s3_latency_server():
+    """The same server with 20 ms added to every request, as an object store over a network costs."""
+    from tests.s3server import S3Server
+
+    server = S3Server(latency_ms=float(os.environ.get("ZV_TEST_S3_LATENCY_MS", "20"))).start()
+    yield server
+    server.stop()
+
+
+def _bucket(endpoint: str):
     import uuid
 
     import boto3
 
     name = f"zv-{uuid.uuid4().hex[:12]}"
     client = boto3.client(
-        "s3", endpoint_url=s3_endpoint, aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
+        "s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
     )
     client.create_bucket(Bucket=name)
-    options = {"endpoint_url": s3_endpoint, "key": "test", "secret": "test", "client_kwargs": {"region_name": "us-east-1"}}
-    yield name, options
+    options = {"endpoint_url": endpoint, "key": "test", "secret": "test", "client_kwargs": {"region_name": "us-east-1"}}
+    return name, options
+
+
+@pytest.fixture
+def s3_bucket(s3_endpoint):
+    """A fresh bucket; yields (bucket name, storage_options)."""
+    yield _bucket(s3_endpoint)
+
+
+@pytest.fixture
+def s3_latency_bucket(s3_latency_server):
+    """A fresh bucket on the 20 ms server; yields (bucket name, storage_options)."""
+    yield _bucket(s3_latency_server.endpoint)
 
 
 @pytest.fixture(scope="session")

@@ -56,7 +56,10 @@ class Server:
         top = Path(__file__).resolve().parents[len(package.split("."))]
         env = {k: v for k, v in os.environ.items() if k != "DASK_SCHEDULER_ADDRESS"}
         env.update(THREAD_ENV)
-        env["PYTHONPATH"] = os.pathsep.join([str(top), *filter(None, [env.get("PYTHONPATH")])])
+        # the repository first: under pytest ``top`` is tests/, whose pipeline/ folder (no
+        # __init__) would otherwise shadow the installed ``pipeline`` package as a namespace
+        repo = Path(__file__).resolve().parents[2]
+        env["PYTHONPATH"] = os.pathsep.join([str(repo), str(top), *filter(None, [env.get("PYTHONPATH")])])
         self.proc = subprocess.Popen([sys.executable, "-m", f"{package}.forkserver"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, env=env, cwd=str(top))
         self._expect("ready")

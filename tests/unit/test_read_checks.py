@@ -479,3 +479,17 @@ def test_cells_far_apart_are_still_ranked_exactly() -> None:
     table = VertexTable(cells, {}, np.zeros((0, 3), "f4"), {}, None, None, None)
     query = np.array([(0, 0, 0), (2**61, 1, 1), (0, 2**40, 7), (0, 2**40, 8), (-5, 0, 0), (3, 3, 3), (2**62, 0, 0)])
     np.testing.assert_array_equal(table.cell_rank(query), [1, 3, 2, -1, 0, -1, -1])
+
+
+@pytest.mark.parametrize(("kind", "family"), [("graph", "links"), ("points_ids", "object_index")])
+def test_a_family_arrays_present_lists_but_the_level_lacks_is_refused(store, kind: str, family: str) -> None:
+    """Regression (silent wrong answer, found by the fuzzer): a deleted links/ read as no edges,
+    a deleted object_index/zarr.json as no objects, though the level document lists them."""
+    path = store(kind)
+    assert family in doc(path, "0")["attributes"]["zarr_vectors_level"]["arrays_present"]
+    if family == "links":
+        shutil.rmtree(path / "0" / "links")
+    else:
+        (path / "0" / family / "zarr.json").unlink()
+    read_fails(path, InconsistentStoreError, "arrays_present", family)
+    assert validator_errors(path)

@@ -147,3 +147,19 @@ def test_refuses_bucket_root(s3_bucket, cloud):
         with pytest.raises(InputError, match=f"root of bucket '{bucket}'"):
             zv.write_points(url, cloud[0], chunk_shape=60, storage_options=options)
     assert s3_client(options).list_objects_v2(Bucket=bucket).get("KeyCount", 0) == 0
+
+
+def test_latency_server_charges_every_request_and_counts_it(s3_latency_server, s3_latency_bucket):
+    """The 20 ms fixture the S3 benchmarks and tests rely on: each round trip waits, each is counted."""
+    name, options = s3_latency_bucket
+    s3_latency_server.reset()
+    store = f"s3://{name}/lat.zv"
+    started = time.perf_counter()
+    zv.write_points(store, np.zeros((10, 3)), chunk_shape=(1, 1, 1), storage_options=options)
+    elapsed = time.perf_counter() - started
+    counts = s3_latency_server.requests()
+    assert counts.get("PUT", 0) >= 3, counts
+    # every request waited 20 ms; the writer overlaps some of them, never all
+    assert elapsed >= 0.02 * 2, (elapsed, counts)
+    s3_latency_server.reset()
+    assert s3_latency_server.requests() == {}

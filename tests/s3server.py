@@ -1,0 +1,106 @@
+"""A moto S3 server on loopback that costs what an object store costs.
+
+Loopback answers in well under a millisecond, which hides the round trips a real
+object store charges tens of milliseconds for; code that issues one blocking request
+after another looks fast there and is slow on S3.  This server wraps moto's WSGI app
+in a middleware that sleeps ``latency_ms`` before answering each request (requests are
+served on their own threads, so concurrent requests wait concurrently, as on S3) and
+counts requests by method, so tests and benchmarks can assert both.
+
+In a test: the ``s3_endpoint`` / ``s3_latency_endpoint`` fixtures.  Beside a benchmark,
+in its own process so the server does not share the client's GIL::
+
+    python -m tests.s3server --latency-ms 20      # prints the endpoint URL, then serves
+
+``GET /__zv_requests__`` answers the counts as JSON; ``DELETE`` on it resets them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any
+
+STATS_PATH = "/__zv_requests__"
+
+
+class LatencyMiddleware:
+    """Delay every request by ``latency_ms`` and count it by HTTP method."""
+
+    def __init__(self, app: Callable[..., Iterable[bytes]], latency_ms: float) -> None:
+        self.app = app
+        self.latency_s = latency_ms / 1000.0
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        method = environ.get("REQUEST_METHOD", "GET")
+        if environ.get("PATH_INFO") == STATS_PATH:
+            if method == "DELETE":
+                with self._lock:
+                    self.counts.clear()
+            with self._lock:
+                body = json.dumps(dict(self.counts)).encode()
+            start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+            return [body]
+        with self._lock:
+            self.counts[method] += 1
+        if self.latency_s:
+            time.sleep(self.latency_s)
+        return self.app(environ, start_response)
+
+
+class S3Server:
+    """moto's S3 on 127.0.0.1 behind :class:`LatencyMiddleware`, served on a thread."""
+
+    def __init__(self, latency_ms: float = 0.0, port: int = 0) -> None:
+        from moto.moto_server.threaded_moto_server import MotoRequestHandler
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+        from werkzeug.serving import make_server
+
+        self.middleware = LatencyMiddleware(DomainDispatcherApplication(create_backend_app), latency_ms)
+        self._server = make_server("127.0.0.1", port, self.middleware, threaded=True, request_handler=MotoRequestHandler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="moto-s3")
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> S3Server:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._thread.join()
+
+    def requests(self) -> dict[str, int]:
+        """Requests served since the last :meth:`reset`, by HTTP method."""
+        return dict(self.middleware.counts)
+
+    def reset(self) -> None:
+        self.middleware.counts.clear()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args(argv)
+    server = S3Server(args.latency_ms, args.port)
+    print(server.endpoint, flush=True)
+    try:
+        server._server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
