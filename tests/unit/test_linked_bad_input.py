@@ -354,6 +354,7 @@ def test_good_append_still_works_after_refusals(linked_store):
     path, _ = linked_store
     level = _level(path)
     chunks, vi = _records(2)
+    vi[1] = [1, 0]  # rows that exist (chunk 1.0.0 holds one vertex): the reader refuses others
     part = A.write_links(level, 0, chunks, vi, mode="append")
     A.write_link_attributes(level, "w", 0, np.array([10.0, 11.0]), partition=part)
     data = zv.read(str(path))
