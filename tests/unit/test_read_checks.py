@@ -10,6 +10,7 @@ the reader and the validator agree (issue 12, classes 5-7).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -479,3 +480,21 @@ def test_cells_far_apart_are_still_ranked_exactly() -> None:
     table = VertexTable(cells, {}, np.zeros((0, 3), "f4"), {}, None, None, None)
     query = np.array([(0, 0, 0), (2**61, 1, 1), (0, 2**40, 7), (0, 2**40, 8), (-5, 0, 0), (3, 3, 3), (2**62, 0, 0)])
     np.testing.assert_array_equal(table.cell_rank(query), [1, 3, 2, -1, 0, -1, -1])
+
+
+@pytest.mark.parametrize("keys", [
+    ["0.0.0", "-1.10.3", "12.0.-7"], [], ["99999999999999999999.0.0"], ["1..2"], [5], ["0.0"], ["01.0.0"],
+    ["0.0.0,1.1.1"], ["0.0.0", "1.1.1,"], ["+1.0.0"], [" 1.0.0"], ["-0.0.0"], ["0.0.0\n"], ["١.0.0"],
+])  # fmt: skip
+def test_parse_chunk_keys_accepts_exactly_what_parse_chunk_key_accepts(keys: list) -> None:
+    """The list parser the reader uses (one regex for the list) agrees with the key-by-key rule."""
+    from zarr_vectors.errors import InputError
+    from zarr_vectors.format.paths import parse_chunk_keys
+
+    try:
+        expected = np.array([parse_chunk_key(k, 3) for k in keys], dtype=np.int64).reshape(-1, 3)
+    except InputError as exc:
+        with pytest.raises(InputError, match=re.escape(str(exc))):
+            parse_chunk_keys(keys, 3)
+        return
+    np.testing.assert_array_equal(parse_chunk_keys(keys, 3), expected)

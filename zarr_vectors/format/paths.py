@@ -12,10 +12,13 @@ and the validator reports it (§13.2: an unknown discriminator is an error, neve
 
 from __future__ import annotations
 
+import functools
 import operator
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from zarr_vectors.errors import InputError
 
@@ -36,6 +39,7 @@ __all__ = [
     "links_group_path",
     "links_path",
     "parse_chunk_key",
+    "parse_chunk_keys",
     "parse_delta",
     "parse_offsets",
 ]
@@ -195,6 +199,34 @@ def parse_chunk_key(key: str, ndim: int | None = None) -> tuple[int, ...]:
     return _int64s(key, "chunk key", [int(c) for c in components])
 
 
+@functools.lru_cache(maxsize=8)
+def _chunk_keys_re(ndim: int) -> re.Pattern[str]:
+    """Comma-separated canonical keys of ``ndim`` components (a key holding a comma fails the count check)."""
+    component = _CHUNK_COMPONENT_RE.pattern
+    key = rf"(?:{component})(?:\.(?:{component})){{{ndim - 1}}}"
+    return re.compile(rf"{key}(?:,{key})*")
+
+
+def parse_chunk_keys(keys: Sequence[object], ndim: int) -> np.ndarray:
+    """Many keys at once, as an (n, ndim) int64 array: one regex match and one conversion for the list.
+
+    Accepts exactly what :func:`parse_chunk_key` accepts; otherwise raises that function's
+    error for the first entry it refuses.
+    """
+    if not keys:
+        return np.zeros((0, max(ndim, 0)), dtype=np.int64)
+    if ndim >= 1 and all(isinstance(k, str) for k in keys):
+        joined = ",".join(keys)  # type: ignore[arg-type]
+        if _chunk_keys_re(ndim).fullmatch(joined):
+            values = joined.replace(",", ".").split(".")
+            if len(values) == len(keys) * ndim:
+                try:
+                    return np.array(values, dtype=np.int64).reshape(-1, ndim)
+                except OverflowError:
+                    pass  # a component past int64: the key-by-key pass names it
+    return np.array([parse_chunk_key(k, ndim) for k in keys], dtype=np.int64).reshape(-1, ndim)  # type: ignore[arg-type]
+
+
 def _int64s(text: str, what: str, values: list[int]) -> tuple[int, ...]:
     """``values`` as a tuple, refusing a component no int64 holds (chunk coordinates are int64 everywhere)."""
     if any(not -(1 << 63) <= v < 1 << 63 for v in values):
@@ -222,40 +254,40 @@ class Expected:
     kind: str  # a zv_array value, PLAIN or RAW
 
 
+_FIXED = {
+    ("vertices",): Expected("array", "vertices"),
+    ("vertex_fragments",): Expected("array", "vertex_fragments"),
+    ("link_fragments",): Expected("array", "link_fragments"),
+    ("groups",): Expected("array", "groups"),
+    ("object_index",): Expected("group", "object_index"),
+    ("object_index", "manifests"): Expected("array", RAW),
+    ("object_index", "object_ids"): Expected("array", RAW),
+}
+_SIMPLE = {
+    "vertex_attributes": "attribute",
+    "fragment_attributes": "fragment_attribute",
+    "object_attributes": "object_attribute",
+    "group_attributes": "groupings_attribute",
+}
+_LINKS = {1: Expected("group", PLAIN), 2: Expected("group", "links_family"), 3: Expected("array", "links")}
+_LINK_ATTRIBUTES = {
+    1: Expected("group", PLAIN),
+    2: Expected("group", PLAIN),
+    3: Expected("group", "link_attribute_family"),
+    4: Expected("array", "link_attribute"),
+}
+
+
 def expected_for(rel: tuple[str, ...]) -> Expected | None:
     """What the format puts at a path relative to a level group (None: nothing)."""
+    if rel in _FIXED:
+        return _FIXED[rel]
     n = len(rel)
     head = rel[0] if rel else ""
-    fixed = {
-        ("vertices",): Expected("array", "vertices"),
-        ("vertex_fragments",): Expected("array", "vertex_fragments"),
-        ("link_fragments",): Expected("array", "link_fragments"),
-        ("groups",): Expected("array", "groups"),
-        ("object_index",): Expected("group", "object_index"),
-        ("object_index", "manifests"): Expected("array", RAW),
-        ("object_index", "object_ids"): Expected("array", RAW),
-    }
-    if rel in fixed:
-        return fixed[rel]
-    simple = {
-        "vertex_attributes": "attribute",
-        "fragment_attributes": "fragment_attribute",
-        "object_attributes": "object_attribute",
-        "group_attributes": "groupings_attribute",
-    }
-    if head in simple:
-        if n == 1:
-            return Expected("group", PLAIN)
-        if n == 2:
-            return Expected("array", simple[head])
-        return None
+    if head in _SIMPLE:
+        return Expected("group", PLAIN) if n == 1 else Expected("array", _SIMPLE[head]) if n == 2 else None
     if head == "links":
-        return {1: Expected("group", PLAIN), 2: Expected("group", "links_family"), 3: Expected("array", "links")}.get(n)
+        return _LINKS.get(n)
     if head == "link_attributes":
-        return {
-            1: Expected("group", PLAIN),
-            2: Expected("group", PLAIN),
-            3: Expected("group", "link_attribute_family"),
-            4: Expected("array", "link_attribute"),
-        }.get(n)
+        return _LINK_ATTRIBUTES.get(n)
     return None
