@@ -10,6 +10,7 @@ the reader and the validator agree (issue 12, classes 5-7).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -493,3 +494,21 @@ def test_a_family_arrays_present_lists_but_the_level_lacks_is_refused(store, kin
         (path / "0" / family / "zarr.json").unlink()
     read_fails(path, InconsistentStoreError, "arrays_present", family)
     assert validator_errors(path)
+
+
+@pytest.mark.parametrize("keys", [
+    ["0.0.0", "-1.10.3", "12.0.-7"], [], ["99999999999999999999.0.0"], ["1..2"], [5], ["0.0"], ["01.0.0"],
+    ["0.0.0,1.1.1"], ["0.0.0", "1.1.1,"], ["+1.0.0"], [" 1.0.0"], ["-0.0.0"], ["0.0.0\n"], ["١.0.0"],
+])  # fmt: skip
+def test_parse_chunk_keys_accepts_exactly_what_parse_chunk_key_accepts(keys: list) -> None:
+    """The list parser the reader uses (one regex for the list) agrees with the key-by-key rule."""
+    from zarr_vectors.errors import InputError
+    from zarr_vectors.format.paths import parse_chunk_keys
+
+    try:
+        expected = np.array([parse_chunk_key(k, 3) for k in keys], dtype=np.int64).reshape(-1, 3)
+    except InputError as exc:
+        with pytest.raises(InputError, match=re.escape(str(exc))):
+            parse_chunk_keys(keys, 3)
+        return
+    np.testing.assert_array_equal(parse_chunk_keys(keys, 3), expected)

@@ -11,9 +11,12 @@ same geometry as another directory and silently split a family in two.
 
 from __future__ import annotations
 
+import functools
 import operator
 import re
 from collections.abc import Sequence
+
+import numpy as np
 
 from zarr_vectors.errors import InputError
 
@@ -29,6 +32,7 @@ __all__ = [
     "links_group_path",
     "links_path",
     "parse_chunk_key",
+    "parse_chunk_keys",
     "parse_delta",
     "parse_offsets",
 ]
@@ -186,6 +190,34 @@ def parse_chunk_key(key: str, ndim: int | None = None) -> tuple[int, ...]:
     if ndim is not None and len(components) != ndim:
         raise InputError(f"chunk key {key!r} has {len(components)} components, expected {ndim}")
     return _int64s(key, "chunk key", [int(c) for c in components])
+
+
+@functools.lru_cache(maxsize=8)
+def _chunk_keys_re(ndim: int) -> re.Pattern[str]:
+    """Comma-separated canonical keys of ``ndim`` components (a key holding a comma fails the count check)."""
+    component = _CHUNK_COMPONENT_RE.pattern
+    key = rf"(?:{component})(?:\.(?:{component})){{{ndim - 1}}}"
+    return re.compile(rf"{key}(?:,{key})*")
+
+
+def parse_chunk_keys(keys: Sequence[object], ndim: int) -> np.ndarray:
+    """Many keys at once, as an (n, ndim) int64 array: one regex match and one conversion for the list.
+
+    Accepts exactly what :func:`parse_chunk_key` accepts; otherwise raises that function's
+    error for the first entry it refuses.
+    """
+    if not keys:
+        return np.zeros((0, max(ndim, 0)), dtype=np.int64)
+    if ndim >= 1 and all(isinstance(k, str) for k in keys):
+        joined = ",".join(keys)  # type: ignore[arg-type]
+        if _chunk_keys_re(ndim).fullmatch(joined):
+            values = joined.replace(",", ".").split(".")
+            if len(values) == len(keys) * ndim:
+                try:
+                    return np.array(values, dtype=np.int64).reshape(-1, ndim)
+                except OverflowError:
+                    pass  # a component past int64: the key-by-key pass names it
+    return np.array([parse_chunk_key(k, ndim) for k in keys], dtype=np.int64).reshape(-1, ndim)  # type: ignore[arg-type]
 
 
 def _int64s(text: str, what: str, values: list[int]) -> tuple[int, ...]:

@@ -34,7 +34,7 @@ from zarr_vectors.errors import (
     MetadataError,
     ResourceLimitError,
 )
-from zarr_vectors.format.paths import format_chunk_key, parse_chunk_key
+from zarr_vectors.format.paths import format_chunk_key, parse_chunk_key, parse_chunk_keys
 from zarr_vectors.store.backend import RangeRequest, Storage, io_pool
 from zarr_vectors.store.codecs import Pipeline, ShardingSpec
 from zarr_vectors.store.nodes import array_document, meta_key, require_node, write_node
@@ -281,15 +281,18 @@ class GridArray:
         array or repeats (the cell would be read twice) is refused here, naming the entry.
         """
         keys = self.nonempty_chunks
+        if not keys:
+            return []
         file = meta_key(self.path)
-        coords = []
-        for i, k in enumerate(keys):
-            try:
-                coords.append(parse_chunk_key(k, self.ndim))
-            except InputError as exc:
-                raise MetadataError(str(exc), file=file, pointer=f"/attributes/nonempty_chunks/{i}") from None
-        if not coords:
-            return coords
+        try:
+            coords = parse_chunk_keys(keys, self.ndim)
+        except InputError:
+            for i, k in enumerate(keys):  # name the first bad entry
+                try:
+                    parse_chunk_key(k, self.ndim)
+                except InputError as exc:
+                    raise MetadataError(str(exc), file=file, pointer=f"/attributes/nonempty_chunks/{i}") from None
+            raise
         if len(set(keys)) != len(keys):
             first: dict[str, int] = {}
             for i, k in enumerate(keys):
@@ -299,7 +302,7 @@ class GridArray:
                         f"and {i}): it would be read twice"
                     )
                 first[k] = i
-        index = np.asarray(coords, dtype=np.int64) - np.asarray(self.origin, dtype=np.int64)
+        index = coords - np.asarray(self.origin, dtype=np.int64)
         outside = ((index < 0) | (index >= np.asarray(self.shape, dtype=np.int64))).any(axis=1)
         if outside.any():
             i = int(np.argmax(outside))
@@ -308,7 +311,7 @@ class GridArray:
                 file=file,
                 pointer=f"/attributes/nonempty_chunks/{i}",
             )
-        return coords
+        return list(map(tuple, coords.tolist()))
 
     def set_nonempty_chunks(self, keys: Iterable[str]) -> None:
         self.attributes["nonempty_chunks"] = sort_chunk_keys(keys)
