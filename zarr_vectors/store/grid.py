@@ -85,9 +85,10 @@ class GridArray:
             not isinstance(origin, list)
             or len(origin) != self.ndim
             or not all(isinstance(v, int) and not isinstance(v, bool) for v in origin)
+            or not all(-(1 << 63) <= o and o + s < 1 << 63 for o, s in zip(origin, self.doc["shape"]))
         ):
             raise MetadataError(
-                f"chunk_grid_origin must be {self.ndim} integers, found {origin!r}",
+                f"chunk_grid_origin must be {self.ndim} integers placing the grid in the int64 range, found {origin!r}",
                 file=file,
                 pointer="/attributes/chunk_grid_origin",
             )

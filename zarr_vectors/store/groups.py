@@ -19,18 +19,10 @@ from zarr_vectors.errors import (
     UnsupportedLayoutError,
 )
 from zarr_vectors.format.metadata import GEOMETRY_TYPES, LevelMetadata, RootMetadata
-from zarr_vectors.format.schema import (
-    KNOWN_CAPABILITIES,
-    PLAIN,
-    ZV_ARRAY_VALUES,
-    Expected,
-    discriminator,
-    discriminator_problem,
-    expected_node,
-)
+from zarr_vectors.format.schema import KNOWN_CAPABILITIES, PLAIN, Expected, expected_node
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.grid import GridArray
-from zarr_vectors.store.nodes import group_document, read_node, require_node, write_node
+from zarr_vectors.store.nodes import check_discriminator, group_document, read_node, require_node, write_node
 
 _LEVEL_NAME = re.compile(r"^(0|[1-9][0-9]*)$")
 _NAME_SUFFIXES = (".zarrvectors", ".zv", ".zarr")
@@ -165,15 +157,7 @@ def check_zv_array(attrs: Mapping[str, Any], relpath: str, file: str) -> None:
     validator apply; this applies it to documents that arrive another way (a consolidated
     block).  §13.2: a discriminator the reader does not know is an error, never a guess.
     """
-    message = discriminator_problem(expected_node(tuple(relpath.split("/"))) or Expected("group", PLAIN), attrs)
-    if message is None:
-        return
-    value = discriminator(attrs)
-    pointer = "/attributes/zv_array" if "zv_array" in attrs else "/attributes"
-    if value is not None and not (isinstance(value, str) and value in ZV_ARRAY_VALUES):
-        raise UnsupportedLayoutError(f"{message}: the node was written to a contract this reader does not know",
-                                     file=file, pointer=pointer)
-    raise MetadataError(f"{message} ({relpath})", file=file, pointer=pointer)
+    check_discriminator(expected_node(tuple(relpath.split("/"))) or Expected("group", PLAIN), attrs, file=file)
 
 
 def _check_required_capabilities(zv: Any) -> None:

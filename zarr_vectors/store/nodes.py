@@ -12,12 +12,15 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.errors import MetadataError
+from zarr_vectors.errors import MetadataError, UnsupportedLayoutError
 from zarr_vectors.format.schema import (
     FAMILY_COUNT_FIELDS,
     OBJECT_INDEX_FIELDS,
+    ZV_ARRAY_VALUES,
+    Expected,
     array_problems,
     check,
+    discriminator,
     discriminator_problem,
     expected_at,
 )
@@ -62,9 +65,7 @@ def check_format(doc: dict[str, Any], path: str, *, file: str) -> None:
     if doc.get("node_type") != expected.node_type:
         raise MetadataError(f"must be an {expected.node_type}, found a {doc.get('node_type')}", file=file,
                             pointer="/node_type")
-    message = discriminator_problem(expected, attrs)
-    if message is not None:
-        raise MetadataError(message, file=file, pointer="/attributes/zv_array" if "zv_array" in attrs else "/attributes")
+    check_discriminator(expected, attrs, file=file)
     if expected.node_type == "array":
         problems = array_problems(expected.rule_kind, doc)
         if problems:
@@ -75,6 +76,20 @@ def check_format(doc: dict[str, Any], path: str, *, file: str) -> None:
             found = check(f, attrs)
             if found is not None:
                 raise MetadataError(found[1], file=file, pointer="/attributes" + found[0])
+
+
+def check_discriminator(expected: Expected, attrs: dict[str, Any], *, file: str) -> None:
+    """Refuse a ``zv_array`` the path does not hold: :class:`UnsupportedLayoutError` for a value
+    this format does not describe (§13.2: written to a contract this reader does not know),
+    :class:`MetadataError` for a known one in the wrong place or a missing one."""
+    message = discriminator_problem(expected, attrs)
+    if message is None:
+        return
+    pointer = "/attributes/zv_array" if "zv_array" in attrs else "/attributes"
+    value = discriminator(attrs)
+    if value is not None and not (isinstance(value, str) and value in ZV_ARRAY_VALUES):
+        raise UnsupportedLayoutError(message, file=file, pointer=pointer)
+    raise MetadataError(message, file=file, pointer=pointer)
 
 
 GROUP_FIELDS = {

@@ -404,12 +404,10 @@ def _is_cell_key(key: str, owner: str, node: Node) -> bool:
     shape = node.doc.get("shape") if node.doc else None
     if not isinstance(shape, list):
         return False
-    try:
-        prefix, sep = key_parser(node.doc or {})
-    except AttributeError:  # configuration not an object: a malformed encoding is another rule's finding
+    parser = key_parser(node.doc or {})
+    if parser is None:  # an unusable encoding is another rule's finding
         return False
-    if not isinstance(sep, str) or not sep:
-        return False
+    prefix, sep = parser
     return parse_cell_key(key[len(owner) + 1:], prefix, sep, len(shape)) is not None
 
 
@@ -647,9 +645,9 @@ def _check_grid_geometry(node: Node, rank: int | None, report: Report) -> None:
     if "chunk_grid_origin" in node.attrs:
         origin = node.attrs["chunk_grid_origin"]
         want = rank if rank is not None else ndim
-        ok = isinstance(origin, list) and all(is_int(v) for v in origin)
+        ok = isinstance(origin, list) and all(is_int(v) and -(1 << 63) <= v < 1 << 63 for v in origin)
         if not ok or (want is not None and len(origin) != want):
-            report.add(make("L1_BAD_ORIGIN", node.path, f"chunk_grid_origin must be {want} integers, found "
+            report.add(make("L1_BAD_ORIGIN", node.path, f"chunk_grid_origin must be {want} int64 integers, found "
                             f"{_short(origin)}", pointer="/attributes/chunk_grid_origin"))
 
 
