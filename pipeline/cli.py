@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from asyncio import CancelledError  # a BaseException: a client's cancelled wait is one too
 from collections.abc import Callable
 
 
@@ -116,6 +117,27 @@ def _on_store(command: str, args: argparse.Namespace, run: Callable[[dict], int]
     except (ZarrVectorsError, OSError) as exc:
         print(f"zv {command}: error: {exc}", file=sys.stderr)
         return 2
+    except (Exception, CancelledError) as exc:  # a task failed, a worker died, a future was cancelled
+        return _stage_failed(command, command, exc, as_json=getattr(args, "json", False))
+
+
+def _stage_failed(command: str, stage: str, exc: BaseException, *, as_json: bool, step: str = "",
+                  **job: str) -> int:
+    """One stderr line ``zv COMMAND: stage 'STAGE' failed: Type: message`` (with ``--json`` also
+    a structured ``error`` on stdout, beside ``job``'s fields).  Exit 2 when the stage refused
+    its input (a ZarrVectorsError other than a failed validation), else 1: a task failed, a
+    worker died, a future was cancelled."""
+    import json
+
+    from zarr_vectors.errors import ValidationFailedError, ZarrVectorsError, describe
+
+    line = describe(exc)
+    print(f"zv {command}: stage {stage!r} failed: {line}", file=sys.stderr)
+    if as_json:
+        error = {"stage": stage, "step": step, "type": type(exc).__name__, "message": line.partition(": ")[2]}
+        print(json.dumps({**job, "ok": False, "error": error}))
+    refused = isinstance(exc, ZarrVectorsError) and not isinstance(exc, ValidationFailedError)
+    return 2 if refused else 1
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -184,17 +206,14 @@ def _build(args: argparse.Namespace) -> int:
     from pipeline.cluster import cluster_or_local, local_scheduler
     from pipeline.jobs import BuildSpec, parse_factors, plan_summary, preflight, run_build
     from pipeline.progress import TextProgress
-    from zarr_vectors.errors import ValidationFailedError, ZarrVectorsError
+    from zarr_vectors.errors import StageFailedError, ZarrVectorsError, describe
     from zarr_vectors.execution.runner import callbacks
-
-    def located(path: str) -> str:  # local paths absolute: a detached job runs elsewhere
-        return path if "://" in path else os.path.abspath(path)
 
     try:
         spec = BuildSpec(
             kind=args.kind,
-            inputs=[located(p) for p in args.paths[:-1]],
-            out=located(args.paths[-1]),
+            inputs=args.paths[:-1],
+            out=args.paths[-1],  # BuildSpec makes local paths absolute
             chunk_shape=_shape(args.chunk_shape),
             bin_shape=_shape(args.bin_shape),
             pyramid=parse_factors(args.pyramid or []),
@@ -264,14 +283,14 @@ def _build(args: argparse.Namespace) -> int:
                     result = run_build(spec, resume=args.resume)
             finally:
                 _remember_job(spec)  # a resumed job takes the journalled job's id
-        except ValidationFailedError as exc:  # the store was built; it failed its check
-            print(f"zv build: job {spec.job_id} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-            return 1
+        except StageFailedError as exc:  # journalled too: `zv status` says the same
+            return _stage_failed("build", exc.stage, exc.cause, as_json=args.json, step=exc.step,
+                                 job_id=spec.job_id, store=spec.out)
         except ZarrVectorsError as exc:
             print(f"zv build: error: {exc}", file=sys.stderr)
             return 2
-        except Exception as exc:  # a stage failed: the journal says which; non-zero exit
-            print(f"zv build: job {spec.job_id} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        except (Exception, CancelledError) as exc:  # outside every stage (the plan, the journal, the cluster)
+            print(f"zv build: job {spec.job_id} failed: {describe(exc)}", file=sys.stderr)
             return 1
     if args.json:
         print(json.dumps(result.to_json(), default=str))
@@ -491,8 +510,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except Exception as exc:  # the command line reports, it does not trace back
-        from zarr_vectors.errors import ZarrVectorsError
+        from zarr_vectors.errors import StageFailedError, ZarrVectorsError
 
+        if isinstance(exc, StageFailedError):  # zv demo runs build jobs too
+            return _stage_failed(args.command, exc.stage, exc.cause, as_json=False, step=exc.step)
         if isinstance(exc, ZarrVectorsError):
             print(f"zv: error: {exc}", file=sys.stderr)
             return 2

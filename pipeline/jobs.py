@@ -10,6 +10,7 @@ from the same plan, so re-running it rewrites identical bytes).
 from __future__ import annotations
 
 import json
+import os
 import time
 import traceback
 import uuid
@@ -21,7 +22,7 @@ import numpy as np
 
 import zarr_vectors as zv
 from pipeline import sources
-from zarr_vectors.errors import InputError, ValidationFailedError
+from zarr_vectors.errors import InputError, StageFailedError, ValidationFailedError
 from zarr_vectors.store.backend import Storage
 
 KINDS = ("points", "graph", "skeleton", "mesh", "polylines", "streamlines")
@@ -47,6 +48,12 @@ class BuildSpec:
     overwrite: bool = False
     job_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
+    def __post_init__(self) -> None:
+        """Local paths made absolute here, in the client: the spec travels to a cluster
+        (``--detach``), whose processes run in other directories."""
+        self.inputs = [_located(p) for p in self.inputs]
+        self.out = _located(self.out)
+
     def stages(self) -> list[str]:
         return (
             ["write"]
@@ -55,6 +62,10 @@ class BuildSpec:
             + (["consolidate"] if self.consolidate else [])
             + (["validate"] if self.validate_level else [])
         )
+
+
+def _located(path: str) -> str:
+    return path if "://" in path else os.path.abspath(path)
 
 
 class Journal:
@@ -302,7 +313,8 @@ class JournalProgress:
 
 
 def run_build(spec: BuildSpec, *, resume: bool = False) -> JobResult:
-    """Run the job's stages in order, journalling each; a failure is recorded, then raised.
+    """Run the job's stages in order, journalling each; a failure is recorded, then raised as
+    :class:`StageFailedError` naming the stage (its ``cause`` is what the stage raised).
 
     ``resume``: continue the job journalled beside ``spec.out`` (same job id; its spec
     must match in every field that decides what was written); stages done are skipped,
@@ -340,10 +352,13 @@ def run_build(spec: BuildSpec, *, resume: bool = False) -> JobResult:
             with callbacks(JournalProgress(journal, stage)):
                 details = functions[stage]()
         except BaseException as exc:
-            journal.update(stage, status="failed", error=f"{type(exc).__name__}: {exc}")
+            step = str(journal.state["stages"].get(stage, {}).get("step", ""))
+            journal.update(stage, status="failed", error=f"{type(exc).__name__}: {exc}", error_type=type(exc).__name__)
             journal.set_status("failed", error=f"{stage}: {type(exc).__name__}: {exc}",
                                traceback=traceback.format_exc(limit=5))
-            raise
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            raise StageFailedError(stage, exc, step=step) from exc
         journal.update(stage, status="done", seconds=round(time.perf_counter() - t0, 3), **details)
     journal.set_status("done", finished=time.time())
     return JobResult(spec.job_id, spec.out, journal.state["stages"], True)

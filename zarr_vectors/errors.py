@@ -95,3 +95,23 @@ class PresenceMismatchError(ArrayError):
     Raised by every step that relies on presence lists (the writers' reconcile, the
     pyramid, sharding) before it changes anything (docs/decisions.md D15).
     """
+
+
+class StageFailedError(ZarrVectorsError):
+    """A stage of a job failed; ``stage`` names it, ``step`` the graph it was running (may be
+    empty) and ``cause`` (also ``__cause__``) is what it raised -- a task's exception, a
+    killed worker, a cancelled future -- so the failure is reported by stage, never bare."""
+
+    def __init__(self, stage: str, cause: BaseException, step: str = "") -> None:
+        self.stage, self.step, self.cause = stage, step, cause
+        super().__init__(f"stage {stage!r} failed{f' in step {step!r}' if step else ''}: {describe(cause)}")
+
+    def __reduce__(self) -> tuple[type[StageFailedError], tuple[str, BaseException, str]]:
+        return (type(self), (self.stage, self.cause, self.step))  # a detached job's error crosses processes
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` on one line, for a command's one-line failure report (multi-line
+    messages, as distributed's cancellation reports are, joined with ``; ``)."""
+    text = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    return f"{type(exc).__name__}: {text or '(no message)'}"

@@ -201,7 +201,10 @@ def flaky_filesystem_class():
     the failure claims a marker file with ``O_EXCL``, so exactly one write in the whole
     cluster raises, and the retry (another try of the same task, maybe on another
     worker) succeeds.  Options: ``fail_dir`` (where the marker goes) and ``fail_on``
-    (a substring of the path to fail on).
+    (a substring of the path to fail on).  ``hold_on``: the first write of a matching
+    path (across the cluster, claimed the same way, marker ``held``: "pid path") waits
+    until a file ``release`` appears in ``fail_dir`` (at most two minutes), so a test can
+    kill that worker or cancel that task while it runs.
     """
     global _FLAKY
     if _FLAKY is None:
@@ -210,21 +213,27 @@ def flaky_filesystem_class():
         class FlakyLocalFileSystem(LocalFileSystem):
             protocol = ("flaky",)
 
-            def __init__(self, fail_dir: str = "", fail_on: str = "", **kwargs):
+            def __init__(self, fail_dir: str = "", fail_on: str = "", hold_on: str = "", **kwargs):
                 kwargs.setdefault("auto_mkdir", True)  # like an object store: no directories to make
                 super().__init__(**kwargs)
-                self.fail_dir, self.fail_on = fail_dir, fail_on
+                self.fail_dir, self.fail_on, self.hold_on = fail_dir, fail_on, hold_on
+
+            def _claim(self, name: str, path: str) -> bool:
+                try:
+                    fd = os.open(os.path.join(self.fail_dir, name), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+                except FileExistsError:
+                    return False
+                os.write(fd, f"{os.getpid()} {path}".encode())
+                os.close(fd)
+                return True
 
             def pipe_file(self, path, value, mode="overwrite", **kwargs):
-                if self.fail_on and self.fail_on in path:
-                    try:
-                        fd = os.open(os.path.join(self.fail_dir, "failed-once"), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-                    except FileExistsError:
-                        pass
-                    else:
-                        os.write(fd, f"{os.getpid()} {path}".encode())
-                        os.close(fd)
-                        raise OSError(f"injected fault: write of {path} failed")
+                if self.hold_on and self.hold_on in path and self._claim("held", path):
+                    deadline = time.monotonic() + 120
+                    while not os.path.exists(os.path.join(self.fail_dir, "release")) and time.monotonic() < deadline:
+                        time.sleep(0.05)
+                if self.fail_on and self.fail_on in path and self._claim("failed-once", path):
+                    raise OSError(f"injected fault: write of {path} failed")
                 return super().pipe_file(path, value, mode=mode, **kwargs)
 
         _FLAKY = FlakyLocalFileSystem

@@ -1,12 +1,29 @@
-"""The embedded cluster: worker processes get the allocator setting the design relies on."""
+"""The cluster: worker processes get the allocator setting the design relies on; relative paths
+and ``memory://`` stores mean the same on every worker as in the client (issue 13)."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
 
-from distributed import Client
+import dask
+import numpy as np
+import pytest
+from distributed import Client, LocalCluster, get_task_stream
+from pipeline_helpers import graph_frames, points_frame, rows, wait_for
 
+import zarr_vectors as zv
 from pipeline.cluster import WORKER_ENVIRON, local_cluster
+from zarr_vectors.errors import InputError
+from zarr_vectors.store.backend import Storage
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_local_cluster_workers_get_the_worker_environment():
@@ -14,3 +31,184 @@ def test_local_cluster_workers_get_the_worker_environment():
         seen = client.run(lambda: {k: os.environ.get(k) for k in WORKER_ENVIRON})
         assert list(seen.values()) == [WORKER_ENVIRON]
         assert client.dashboard_link.startswith("http")
+
+
+# ---------------------------------------------------------------------------
+# a real `dask scheduler` / `dask worker` started in another working directory
+# ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def elsewhere(tmp_path_factory):
+    """A scheduler and two worker processes (the ``dask`` command line), whose working directory
+    is not the client's: a relative path a worker resolved itself would land in ``cwd``."""
+    base = tmp_path_factory.mktemp("elsewhere")
+    cwd = base / "workers-cwd"
+    cwd.mkdir()
+    scheduler_file = base / "scheduler.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(REPO), str(REPO / "tests" / "pipeline"), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env.pop("DASK_SCHEDULER_ADDRESS", None)
+    dask_cli = str(Path(sys.executable).with_name("dask"))
+    procs = []
+    try:
+        for role, extra in (("scheduler", ["--host", "127.0.0.1", "--port", "0"]),
+                            ("worker", ["--nworkers", "2", "--nthreads", "1", "--memory-limit", "1GiB"])):
+            with open(base / f"{role}.log", "w") as log:  # the child keeps its own descriptor
+                procs.append(subprocess.Popen([dask_cli, role, "--scheduler-file", str(scheduler_file),
+                                               "--no-dashboard", *extra], cwd=cwd, env=env, stdout=log,
+                                              stderr=subprocess.STDOUT))
+            if role == "scheduler":
+                wait_for(lambda: scheduler_file.exists() and scheduler_file.stat().st_size, 60, what="the scheduler")
+        with Client(scheduler_file=str(scheduler_file)) as client:
+            client.wait_for_workers(2, timeout=120)
+            assert set(client.run(os.getcwd).values()) == {str(cwd)}  # the premise of every test here
+        yield SimpleNamespace(scheduler_file=str(scheduler_file), cwd=cwd)
+    finally:
+        for proc in reversed(procs):  # workers first: they close their nannies' processes
+            proc.terminate()
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def nothing_written_where_the_workers_run(cwd: Path) -> None:
+    assert not [p for p in cwd.rglob("*") if "dask-scratch-space" not in p.parts], sorted(cwd.rglob("*"))
+
+
+@pytest.mark.slow
+def test_relative_store_paths_reach_workers_started_elsewhere(tmp_path, monkeypatch, cli, elsewhere):
+    """Regression (issue 13): validate, pyramid and shard sent the raw relative path to workers,
+    which resolved it in their own directory (133 false errors, a pyramid written elsewhere)."""
+    monkeypatch.chdir(tmp_path)
+    Path("data").mkdir()
+    df = points_frame(4000, seed=71, objects=9)
+    df.to_parquet("data/pts.parquet", index=False)
+    on = ["--scheduler-file", elsewhere.scheduler_file]
+    built = cli("build", "points", "data/pts.parquet", "rel.zv", "--chunk-shape", "25", "--json", *on)
+    assert built.rc == 0, built.err
+    assert built.json()["stages"]["write"]["num_vertices"] == 4000
+    pyramid = cli("pyramid", "rel.zv", "--factor", "2", *on)
+    assert pyramid.rc == 0, pyramid.err
+    shard = cli("shard", "rel.zv", "--shard-shape", "2", *on)
+    assert shard.rc == 0, shard.err
+    assert "repacked into shards of [2, 2, 2]" in shard.out
+    check = cli("validate", "rel.zv", "--level", "5", "--json", *on)
+    assert check.rc == 0, check.out + check.err
+    assert check.json()["ok"] is True and check.json()["errors"] == []
+    assert cli("consolidate", "rel.zv").rc == 0
+
+    nothing_written_where_the_workers_run(elsewhere.cwd)
+    store = zv.open_store(str(tmp_path / "rel.zv"))
+    assert store.level_numbers() == [0, 1]
+    assert "sharding_indexed" in (tmp_path / "rel.zv" / "0" / "vertices" / "zarr.json").read_text()
+    data = zv.read(str(tmp_path / "rel.zv"))
+    assert rows(data.positions) == rows(df[["x", "y", "z"]].to_numpy())
+    coarse = zv.read(str(tmp_path / "rel.zv"), level=1)
+    assert 0 < len(coarse) <= len(df)
+    assert zv.validate(str(tmp_path / "rel.zv"), 5).ok
+
+
+@pytest.mark.slow
+def test_the_api_resolves_relative_paths_in_the_client(tmp_path, monkeypatch, elsewhere):
+    monkeypatch.chdir(tmp_path)
+    g = graph_frames(600, 1500, seed=72)
+    index = {v: i for i, v in enumerate(g.vertices["id"].tolist())}
+    edges = np.array([[index[a], index[b]] for a, b in g.edges[["src", "dst"]].itertuples(index=False)])
+    positions = g.vertices[["x", "y", "z"]].to_numpy()
+    with Client(scheduler_file=elsewhere.scheduler_file) as client, get_task_stream(client) as stream:
+        zv.write_graph("api.zv", positions, edges, chunk_shape=25, attributes={"mass": g.vertices["mass"].to_numpy()})
+        zv.build_pyramid("api.zv", factors=[(2.0, 1.0)])
+        zv.shard_store("api.zv", 2)
+        assert zv.consolidate_store("api.zv") > 0
+        result = zv.validate("api.zv", 5)
+        assert result.ok, result.errors
+        data = zv.read("api.zv")
+    assert len({t["worker"] for t in stream.data}) == 2  # the tasks ran on both workers over there
+    nothing_written_where_the_workers_run(elsewhere.cwd)
+    assert len(data) == len(positions) and len(data.edges) == len(edges)
+    assert zv.open_store(str(tmp_path / "api.zv")).level_numbers() == [0, 1]
+
+
+def test_a_relative_local_path_is_pickled_resolved(tmp_path, monkeypatch):
+    """A Storage shipped to a task names the client's directory, whatever the task's cwd."""
+    import pickle
+
+    (tmp_path / "client").mkdir()
+    (tmp_path / "worker").mkdir()
+    monkeypatch.chdir(tmp_path / "client")
+    shipped = [pickle.dumps(Storage(url)) for url in ("rel.zv", "file://rel.zv", "./a/../rel.zv")]
+    monkeypatch.chdir(tmp_path / "worker")
+    for raw in shipped:
+        again = pickle.loads(raw)
+        assert again.root == str(tmp_path / "client" / "rel.zv")
+        assert Storage(again.url).root == again.root  # and so is every Storage rebuilt from it
+
+
+# ---------------------------------------------------------------------------
+# memory:// stores live in one process
+# ---------------------------------------------------------------------------
+def small_points(n: int = 2000) -> np.ndarray:
+    return points_frame(n, seed=73)[["x", "y", "z"]].to_numpy()
+
+
+def test_memory_store_is_refused_under_a_client_with_worker_processes(local_cluster):
+    """Regression (issue 13): write_points reported success into the workers' memory, read found 0 vertices."""
+    url = f"memory://zv-refused-{uuid.uuid4().hex[:8]}"
+    with local_cluster.as_current():
+        with pytest.raises(InputError, match=r"memory:// lives in this process only.*2 worker\(s\) in other processes"
+                           ) as refused:
+            zv.write_points(url, small_points(), chunk_shape=25)
+        assert url in str(refused.value)
+    assert Storage(url).list_dir("") == []  # refused before anything was written, here too
+    zv.write_points(url, small_points(), chunk_shape=25)  # on threads: fine
+    with local_cluster.as_current():
+        for call in (lambda: zv.read(url), lambda: zv.validate(url), lambda: zv.build_pyramid(url, factors=[(2.0, 1.0)]),
+                     lambda: zv.shard_store(url, 2), lambda: zv.consolidate_store(url)):
+            with pytest.raises(InputError, match="memory:// lives in this process only"):
+                call()
+        with dask.config.set(scheduler="threads"):  # a scheduler named in dask.config wins over the client
+            assert len(zv.read(url)) == 2000
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "synchronous"])
+def test_memory_store_works_on_local_schedulers(scheduler):
+    url = f"memory://zv-local-{uuid.uuid4().hex[:8]}"
+    with dask.config.set(scheduler=scheduler):
+        zv.write_points(url, small_points(), chunk_shape=25)
+        zv.build_pyramid(url, factors=[(2.0, 1.0)])
+        assert zv.validate(url, 5).ok
+        assert len(zv.read(url)) == 2000
+
+
+def test_memory_store_works_on_an_in_process_cluster():
+    url = f"memory://zv-inproc-{uuid.uuid4().hex[:8]}"
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
+            Client(cluster) as client, get_task_stream(client) as stream:
+        zv.write_points(url, small_points(), chunk_shape=25)
+        zv.shard_store(url, 2)
+        assert zv.validate(url, 5).ok
+        assert len(zv.read(url)) == 2000
+    assert any(str(t["key"]).startswith("write_owner") for t in stream.data)  # the tasks ran on that cluster
+
+
+def test_zv_build_into_memory_on_a_cluster_is_refused(tmp_path, cli, scheduler):
+    src = tmp_path / "in.parquet"
+    points_frame(500, seed=74).to_parquet(src, index=False)
+    run = cli("build", "points", src, "memory://zv-cli-refused", "--scheduler-address", scheduler)
+    assert run.rc == 2
+    assert "memory:// lives in this process only" in run.err and "other processes" in run.err
+
+
+def test_a_build_spec_resolves_its_local_paths_in_the_client(tmp_path, monkeypatch):
+    """The spec a detached job ships to a worker names the client's files (URLs stay as given)."""
+    import pickle
+
+    from pipeline.jobs import BuildSpec
+
+    monkeypatch.chdir(tmp_path)
+    spec = BuildSpec(kind="points", inputs=["in/*.parquet", "s3://bucket/t.parquet"], out="out.zv", chunk_shape=25)
+    monkeypatch.chdir("/")
+    again = pickle.loads(pickle.dumps(spec))
+    assert again.inputs == [str(tmp_path / "in" / "*.parquet"), "s3://bucket/t.parquet"]
+    assert again.out == str(tmp_path / "out.zv")

@@ -80,7 +80,7 @@ def test_without_retries_the_same_fault_fails_the_job(tmp_path, cli, flaky):
                   "--storage-option", f"fail_dir={faults}", "--storage-option", "fail_on=/0/vertices/c/",
                   "--scheduler-address", flaky.scheduler.address)
         assert run.rc == 1
-        assert "injected fault" in run.err
+        assert_one_failure_line(run.err, "write", "OSError", "injected fault: write of ")
         state = journal(out)
         assert state["status"] == "failed" and state["stages"]["write"]["status"] == "failed"
         assert "injected fault" in state["stages"]["write"]["error"]
@@ -91,6 +91,109 @@ def test_without_retries_the_same_fault_fails_the_job(tmp_path, cli, flaky):
         assert resumed.rc == 0, resumed.err
         assert journal(out)["status"] == "done" and validate(str(out), 5).ok
         assert len(zv.read(str(out))) == 5000
+
+
+def assert_one_failure_line(err: str, stage: str, kind: str, message: str) -> None:
+    """The failure is reported as one line naming the stage and the exception: no traceback, no bare warning."""
+    lines = [line for line in err.splitlines() if line.startswith("zv build:")]
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"zv build: stage '{stage}' failed: {kind}: {message}"), lines[0]
+    assert "Traceback" not in err
+
+
+def test_a_stage_failure_is_one_line_and_crosses_processes():
+    """A detached job's StageFailedError is pickled back to the scheduler; distributed's
+    cancellation reports span lines; an empty message still says what it was."""
+    import pickle
+    from concurrent.futures import CancelledError
+
+    from zarr_vectors.errors import StageFailedError
+
+    again = pickle.loads(pickle.dumps(StageFailedError("shard", OSError("two\nlines"), "pack shards")))
+    assert (again.stage, again.step, type(again.cause)) == ("shard", "pack shards", OSError)
+    assert str(again) == "stage 'shard' failed in step 'pack shards': OSError: two; lines"
+    assert str(StageFailedError("write", CancelledError())) == "stage 'write' failed: CancelledError: (no message)"
+
+
+def test_a_failed_shard_task_names_the_stage_and_its_exception(tmp_path, cli, flaky):
+    """Regression (issue 13): a failing stage ended in a bare warning line; now one line, a JSON error, exit 1."""
+    src = tmp_path / "in.parquet"
+    points_frame(3000, seed=46).to_parquet(src, index=False)
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    out = tmp_path / "s.zv"
+    with dask.config.set({"zarr_vectors.task-retries": 0}):
+        run = cli("build", "points", src, f"flaky://{out}", "--chunk-shape", "25", "--pyramid", "2",
+                  "--shard-shape", "2", "--validate", "5", "--json", "--storage-option", f"fail_dir={faults}",
+                  "--storage-option", "fail_on=.zv-shard-staging", "--scheduler-address", flaky.scheduler.address)
+    assert run.rc == 1
+    assert_one_failure_line(run.err, "shard", "OSError", "injected fault: write of ")
+    summary = run.json()
+    assert summary["ok"] is False and summary["store"] == f"flaky://{out}"
+    error = summary["error"]
+    assert (error["stage"], error["type"], error["step"]) == ("shard", "OSError", "pack shards")
+    assert error["message"].startswith("injected fault: write of ") and ".zv-shard-staging" in error["message"]
+    state = journal(out)
+    assert state["status"] == "failed" and state["error"].startswith("shard: OSError: injected fault")
+    assert [state["stages"][s]["status"] for s in ("write", "pyramid", "shard")] == ["done", "done", "failed"]
+    assert state["stages"]["shard"]["error_type"] == "OSError"
+
+
+@pytest.fixture
+def fragile_cluster():
+    """A dedicated 2-worker cluster whose scheduler gives up on a task the first time its worker dies."""
+    from distributed import Client, LocalCluster
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        register_flaky()
+        client.run(register_flaky)
+        yield client
+
+
+def build_holding_a_shard_write(tmp_path, client):
+    """Start ``zv build ... --shard-shape 2`` in a thread; returns (thread, result, pid of the held worker, faults)."""
+    src = tmp_path / "in.parquet"
+    points_frame(3000, seed=47).to_parquet(src, index=False)
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    argv = ["build", "points", str(src), f"flaky://{tmp_path / 's.zv'}", "--chunk-shape", "25", "--shard-shape",
+            "2", "--storage-option", f"fail_dir={faults}", "--storage-option", "hold_on=.zv-shard-staging",
+            "--scheduler-address", client.scheduler.address]
+    result: dict = {}
+    job = threading.Thread(target=lambda: result.update(rc=zv_main(argv)), daemon=True)
+    job.start()
+    held = wait_for(lambda: (faults / "held").exists() and (faults / "held").read_text(), timeout=120,
+                    what="a shard write to be held")
+    return job, result, int(held.split()[0]), faults
+
+
+def test_a_worker_killed_in_the_shard_stage_names_the_stage(tmp_path, fragile_cluster, capsys):
+    capsys.readouterr()
+    job, result, pid, faults = build_holding_a_shard_write(tmp_path, fragile_cluster)
+    assert pid in set(fragile_cluster.run(os.getpid).values())
+    os.kill(pid, signal.SIGKILL)
+    job.join(timeout=120)
+    (faults / "release").touch()
+    assert not job.is_alive() and result["rc"] == 1
+    assert_one_failure_line(capsys.readouterr().err, "shard", "KilledWorker", "Attempted to run task ")
+    assert journal(tmp_path / "s.zv")["stages"]["shard"]["error_type"] == "KilledWorker"
+
+
+def test_a_cancelled_shard_task_names_the_stage(tmp_path, fragile_cluster, capsys):
+    from distributed import Future
+
+    capsys.readouterr()
+    job, result, _, faults = build_holding_a_shard_write(tmp_path, fragile_cluster)
+    running = wait_for(lambda: [k for keys in fragile_cluster.processing().values() for k in keys
+                                if str(k).startswith("_pack_task")], timeout=60, what="the pack task")
+    fragile_cluster.cancel([Future(k, fragile_cluster) for k in running], force=True)
+    job.join(timeout=120)
+    (faults / "release").touch()
+    assert not job.is_alive() and result["rc"] == 1
+    assert_one_failure_line(capsys.readouterr().err, "shard", "FutureCancelledError", f"{running[0]} cancelled")
+    assert journal(tmp_path / "s.zv")["stages"]["shard"]["status"] == "failed"
 
 
 # ---------------------------------------------------------------------------

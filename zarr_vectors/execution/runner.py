@@ -113,6 +113,9 @@ def _run(stage: str, items: Sequence[Any], *, keep: bool, everywhere: bool = Fal
     for cb in registered:
         cb.on_stage_end(stage)
     if keep:  # results stay on the workers, as dask.persist would leave them
+        failed = next((f for f in futures if f.status in ("error", "cancelled")), None)
+        if failed is not None:  # raised here, in the step that failed, not in the next one to read it
+            failed.result()
         if everywhere and len(client.nthreads()) > 1:
             client.replicate(futures)
         return [dask.delayed(f) for f in futures]

@@ -114,7 +114,9 @@ class Storage(ABC):
         self.protocol, self.root = _split_url(self.url)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.url, self.storage_options))
+        """Rebuilt from the resolved location: a relative path means the client's working
+        directory, never a worker's (they may run anywhere)."""
+        return (type(self), (self.root if self.protocol == "file" else self.url, self.storage_options))
 
     def __repr__(self) -> str:
         return f"Storage({self.url!r})"  # what builds an equal object, whatever the backend
@@ -534,6 +536,15 @@ class MemoryStorage(FsspecStorage):
 
     is_remote = False
 
+    def check_reachable(self) -> None:
+        """Refuse the store when tasks would run in other processes: each has its own memory, so
+        a write there would land in the workers and a read would find nothing (InputError)."""
+        elsewhere = _tasks_run_elsewhere()
+        if elsewhere:
+            raise InputError(f"store {self.url!r}: memory:// lives in this process only, but {elsewhere}; "
+                             "use a path or an object store, or run on threads (or an in-process "
+                             "LocalCluster(processes=False))")
+
     def _keys_below(self, path: str) -> list[str]:
         """Keys at or below ``path``, from one atomic snapshot."""
         below = path.rstrip("/") + "/"
@@ -552,6 +563,38 @@ class MemoryStorage(FsspecStorage):
             self.fs.store.pop(key, None)
         below = path.rstrip("/") + "/"
         self.fs.pseudo_dirs[:] = [d for d in list(self.fs.pseudo_dirs) if not (d == path or d.startswith(below))]
+
+
+def _tasks_run_elsewhere() -> str | None:
+    """Why the scheduler graphs would run on now has tasks outside this process, or None.
+
+    The choice mirrors dask's (and the runner's): a scheduler named in dask.config wins,
+    else the default distributed client.  A client counts as in-process only when every
+    worker it has is a ``Worker`` of this process (``LocalCluster(processes=False)``).
+    """
+    import sys
+
+    import dask
+
+    scheduler = dask.config.get("scheduler", None)
+    if scheduler in ("processes", "multiprocessing"):
+        return f"dask.config names the {scheduler!r} scheduler"
+    if scheduler not in (None, "dask.distributed", "distributed") or "distributed" not in sys.modules:
+        return None  # threads or synchronous; no distributed client can exist without the module
+    from distributed import Worker, default_client
+
+    try:
+        client = default_client()
+    except ValueError:  # no client: dask's local threads
+        return None
+    workers = set(client.scheduler_info(n_workers=-1).get("workers", {}))
+    here = {w.address for w in list(Worker._instances)}
+    outside = sorted(workers - here)
+    if outside:
+        return f"the Dask client in use ({client.scheduler.address}) has {len(outside)} worker(s) in other processes"
+    if not workers:
+        return f"the Dask client in use ({client.scheduler.address}) has no workers in this process"
+    return None
 
 
 def _found_or_none(value: Any) -> Any:
