@@ -50,19 +50,12 @@ def _case_id(result: dict) -> str:
 
 #: Cases that fail on main today, each for a reason named here; any OTHER failing case fails
 #: the test.  Remove an entry when its fix lands (issue 12 stays open while this is non-empty).
-_BOMB = ("a decompression bomb inflates up to zarr_vectors.limits.max-decoded-bytes (4 GiB by default) "
-         "before it is refused: vertex/attribute/manifest cells are not yet decoded with their expected size")
 _STRICT = "a hostile metadata value crashes a check or the reader: fixed on branch h12-validator, not merged yet"
 KNOWN_OPEN: dict[str, str] = {
-    **{f"{seed}:{op}:0": _BOMB for op in ("gzip_bomb", "zstd_bomb")
-       for seed in ("points", "points2d", "graph", "mesh", "skeleton", "polylines", "streamlines", "pyramid",
-                    "sharded", "consolidated")},
     "mesh:json_2p63:0": _STRICT,  # shape 2**63: OverflowError in grid.nonempty_chunk_coords
     "points:json_denormal:0": _STRICT,  # attributes.dtype 5e-324: TypeError in read._read_vertex_table
     "mesh:json_wrong_type:0": _STRICT,  # separator 7: L1_CHECK_CRASHED in structure.parse_cell_key
     "streamlines:json_zero:0": _STRICT,
-    "mesh:manifest_fragment:0": "a manifest chunk coordinate of -2**63: ValueError in encoding/manifest._merge_max",
-    "streamlines:manifest_fragment:0": "a manifest chunk coordinate of -2**63: ValueError in encoding/manifest._merge_max",
 }
 
 
