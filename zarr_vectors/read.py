@@ -11,7 +11,9 @@ link endpoint and manifest block names a row or fragment that exists, and the co
 agree (attribute rows with vertex rows or records, the level's ``vertex_count`` on a
 whole-level read, the family's ``num_physical_records``).  A store that fails is an
 :class:`InconsistentStoreError` naming the node and the cell -- the defects the
-validator's level 3 reports -- never a plausible wrong answer.
+validator's level 3 reports -- never a plausible wrong answer.  Every cell decodes with
+its bound from metadata (:mod:`zarr_vectors.format.bounds`), so a cell inflating past what
+the level declares is a :class:`ResourceLimitError` naming it, not an allocation.
 """
 
 from __future__ import annotations

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from zarr_vectors import config
 from zarr_vectors.encoding.fragment_index import max_encoded_size
 from zarr_vectors.encoding.manifest import manifest_row_max_size
@@ -50,6 +52,12 @@ def rows_bound(rows: Any, row_bytes: int | None) -> int | None:
     if n is None or row_bytes is None:
         return None
     return _bounded(n * int(row_bytes))
+
+
+def rows_bounds(rows: np.ndarray, row_bytes: int) -> list[int]:
+    """:func:`rows_bound` of many cells at once (known non-negative row counts, e.g. per links cell)."""
+    allowance = int(config.get("limits.decode-allowance-bytes"))
+    return (np.asarray(rows, dtype=np.int64) * int(row_bytes) + allowance).tolist()
 
 
 def fragment_index_bound(rows: Any) -> int | None:

@@ -94,8 +94,8 @@ def read_family_rows(arrays: Sequence[FamilyArray], records: int | None = None) 
     no cell decodes to more than that many rows and its framing.
     """
     requests = [(fa.grid, cell) for fa in arrays for cell in fa.cells]
-    limits = [bounds.link_cell_bound(records, fa.dtype.itemsize * fa.width, flat=fa.flat)
-              for fa in arrays for _ in fa.cells]
+    limits = [lim for fa in arrays
+              for lim in [bounds.link_cell_bound(records, fa.dtype.itemsize * fa.width, flat=fa.flat)] * len(fa.cells)]
     raws = iter(read_cells_many(requests, required=True, max_payload_bytes=limits))
     out = []
     for fa in arrays:
@@ -330,7 +330,7 @@ def read_link_attributes(
     row_elems = int(np.prod(rs, dtype=np.int64))
     row_bytes = dt.itemsize * max(row_elems, 1)
     if sources is not None and len(sources.counts) == len(requests):  # each cell: its links cell's records
-        limits = [bounds.rows_bound(int(n), row_bytes) for n in sources.counts.tolist()]
+        limits: list[int | None] = list(bounds.rows_bounds(sources.counts, row_bytes))
     else:
         limits = [bounds.rows_bound(family_records_bound(level, delta), row_bytes)] * len(requests)
     cells = read_cells_many(requests, required=True, max_payload_bytes=limits)

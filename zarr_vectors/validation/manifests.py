@@ -94,8 +94,8 @@ def decode_manifest_chunk(
 def manifest_jobs(
     model: StoreModel, number: int
 ) -> tuple[list[tuple[str, str, int, dict[str, Any], int, tuple[Any, Any]]], list[Finding]]:
-    """(path, key, chunk index, doc, sid_ndim) for every *stored* manifests chunk of a level, and the
-    findings about the array's declared grid.
+    """(path, key, chunk index, doc, sid_ndim, (num_present, vertex_count)) for every *stored*
+    manifests chunk of a level, and the findings about the array's declared grid.
 
     Jobs come from the listing (``model.cells``), never from the declared shape: a shape of
     10^12 rows plans no more work than the chunks on storage.  A chunk the shape declares
