@@ -49,6 +49,9 @@ DEFAULTS: dict[str, Any] = {
         "limits": {
             # no single cell, shard or document decodes to more than this many bytes
             "max-decoded-bytes": 4 * 1024 * MIB,
+            # added to every cell's bound from metadata (zarr_vectors.format.bounds), so that a
+            # count that is merely wrong decodes and is reported by the rule that owns it
+            "decode-allowance-bytes": 1 * MIB,
             # a declared shape or count asking for more chunks/blocks than this is refused
             "max-declared-chunks": 1 << 24,
         },

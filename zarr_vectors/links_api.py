@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from zarr_vectors.errors import ArrayError, InputError
+from zarr_vectors.format import bounds
 from zarr_vectors.format.links import (
     Chunk,
     LinkCounts,
@@ -418,7 +419,8 @@ def write_link_attributes(
             if partition.base_rows[g]:
                 requests.append((level.array(link_attribute_array_rel(name, delta, partition.segments[s])), cell))
                 groups.append(g)
-        for g, (grid, cell), raw in zip(groups, requests, read_cells_many(requests)):
+        limits = [bounds.rows_bound(int(partition.base_rows[g]), row_bytes) for g in groups]  # exact size: below
+        for g, (grid, cell), raw in zip(groups, requests, read_cells_many(requests, max_payload_bytes=limits)):
             if len(raw) != int(partition.base_rows[g]) * row_bytes:
                 raise ArrayError(
                     f"{grid.path} cell {format_chunk_key(cell)}: holds {len(raw) // max(row_bytes, 1)} rows, "

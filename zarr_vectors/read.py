@@ -11,7 +11,9 @@ link endpoint and manifest block names a row or fragment that exists, and the co
 agree (attribute rows with vertex rows or records, the level's ``vertex_count`` on a
 whole-level read, the family's ``num_physical_records``).  A store that fails is an
 :class:`InconsistentStoreError` naming the node and the cell -- the defects the
-validator's level 3 reports -- never a plausible wrong answer.
+validator's level 3 reports -- never a plausible wrong answer.  Every cell decodes with
+its bound from metadata (:mod:`zarr_vectors.format.bounds`), so a cell inflating past what
+the level declares is a :class:`ResourceLimitError` naming it, not an allocation.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import numpy as np
 
 from zarr_vectors.encoding import FragmentIndex
 from zarr_vectors.errors import EncodingError, InconsistentStoreError, InputError, MetadataError, ResourceLimitError
+from zarr_vectors.format import bounds
 from zarr_vectors.format.links import LinkRecords
 from zarr_vectors.format.objects import OBJECT_ID_RULE, ObjectVertices
 from zarr_vectors.format.paths import LEVEL_FAMILIES, format_chunk_key
@@ -256,7 +259,9 @@ def _read_vertex_table(
         grids.append(lvl.array("vertex_fragments"))
     # every cell asked for is listed in vertices' nonempty_chunks: absent is an error, also for its
     # attribute and fragment cells (a vertex cell has rows, so they have rows too)
-    payloads = read_cells_many([(g, c) for g in grids for c in cells], required=True)
+    limits = _vertex_family_limits(lvl.meta.vertex_count, ndim * dtype.itemsize, attr_grids.values(), read_fragments)
+    payloads = read_cells_many([(g, c) for g in grids for c in cells], required=True,
+                               max_payload_bytes=[lim for lim in limits for _ in cells])
     per_grid = [payloads[i * len(cells) : (i + 1) * len(cells)] for i in range(len(grids))]
 
     pos_parts = [
@@ -293,6 +298,29 @@ def _read_vertex_table(
             fragments.append(_fragment_index(p, n, f"{where} cell {format_chunk_key(c)}", lvl.meta.fragments_tile))
     return VertexTable(cells, base, positions, attributes, fragments, objects, lvl.path,
                        np.asarray(counts, dtype=np.int64), np.asarray(lvl.chunk_shape, dtype=np.float64), box)
+
+
+def _vertex_family_limits(
+    vertex_count: int, vertex_row: int, attr_grids: Collection[GridArray], fragments: bool
+) -> list[int | None]:
+    """Decode bound of a cell of vertices, of each attribute grid and of vertex_fragments, in that
+    order: no cell of a level holds more rows than the level's ``vertex_count`` (format/bounds.py)."""
+    limits = [bounds.rows_bound(vertex_count, vertex_row)]
+    for grid in attr_grids:
+        limits.append(bounds.rows_bound(vertex_count, _row_bytes(grid.attributes)))
+    if fragments:
+        limits.append(bounds.fragment_index_bound(vertex_count))
+    return limits
+
+
+def _row_bytes(attrs: Mapping[str, Any]) -> int | None:
+    """Bytes of one attribute row as declared, None when the declaration is unusable (reported
+    when the rows are decoded; the cell then has only the global ceiling)."""
+    try:
+        shape = [int(v) for v in attrs.get("row_shape") or []]
+        return np.dtype(attrs["dtype"]).itemsize * math.prod(shape) if all(v >= 0 for v in shape) else None
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return None
 
 
 def _fragment_index(payload: bytes, n_rows: int, where: str, tiles: bool) -> FragmentIndex:

@@ -36,29 +36,8 @@ def test_fuzz_corpus_has_no_failures():
     ops = load_all()
     assert {op for op, _ in result.coverage} == set(ops), "an operator ran on no seed store"
     assert {seed for _, seed in result.coverage} == set(SEEDS), "a seed store got no case"
-    failing = [r for r in result.failures if _case_id(r) not in KNOWN_OPEN]
-    assert not failing, f"{len(failing)} of {len(result.results)} cases failed:\n\n" + "\n\n".join(
-        describe(r) for r in failing)
-    still_open = sorted(_case_id(r) for r in result.failures if _case_id(r) in KNOWN_OPEN)
-    print(f"known open (issue 12, not yet fixed on main): {len(still_open)} of {len(KNOWN_OPEN)}: {still_open}")
-
-
-def _case_id(result: dict) -> str:
-    case = result["case"]
-    return f"{case['seed']}:{case['op']}:{case['rng']}"
-
-
-#: Cases that fail on main today, each for a reason named here; any OTHER failing case fails
-#: the test.  Remove an entry when its fix lands (issue 12 stays open while this is non-empty).
-_BOMB = ("a decompression bomb inflates up to zarr_vectors.limits.max-decoded-bytes (4 GiB by default) "
-         "before it is refused: vertex/attribute/manifest cells are not yet decoded with their expected size")
-KNOWN_OPEN: dict[str, str] = {
-    **{f"{seed}:{op}:0": _BOMB for op in ("gzip_bomb", "zstd_bomb")
-       for seed in ("points", "points2d", "graph", "mesh", "skeleton", "polylines", "streamlines", "pyramid",
-                    "sharded", "consolidated")},
-    "mesh:manifest_fragment:0": "a manifest chunk coordinate of -2**63: ValueError in encoding/manifest._merge_max",
-    "streamlines:manifest_fragment:0": "a manifest chunk coordinate of -2**63: ValueError in encoding/manifest._merge_max",
-}
+    assert not result.failures, f"{len(result.failures)} of {len(result.results)} cases failed:\n\n" + "\n\n".join(
+        describe(r) for r in result.failures)
 
 
 def _fake_cases() -> list[dict]:

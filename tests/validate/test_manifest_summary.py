@@ -1,16 +1,26 @@
-"""encoding.summarize_manifest_rows: the vectorised summary agrees with row-by-row decoding."""
+"""encoding.summarize_manifest_rows: the vectorised summary agrees with row-by-row decoding, at any int64 chunk."""
 
 from __future__ import annotations
 
-import numpy as np
+from collections.abc import Callable
+from pathlib import Path
 
+import numpy as np
+import pytest
+from conftest import ZSTD
+
+import zarr_vectors as zv
 from zarr_vectors.encoding import (
     decode_manifest,
     encode_manifest,
     encode_mode0_manifests,
+    frame_items,
     merge_manifest_summaries,
     summarize_manifest_rows,
+    unframe_items,
 )
+from zarr_vectors.errors import InconsistentStoreError
+from zarr_vectors.validation import validate
 
 
 def _expected(rows: list[bytes]) -> tuple[int, dict]:
@@ -52,3 +62,27 @@ def test_a_bad_row_is_a_problem_not_an_exception() -> None:
     summary = summarize_manifest_rows([good, good[:-1], b"\x01"], 3, first_row=10)
     assert summary.nonempty == 1 and summary.max_fragment == {(0, 0, 0): (1, 10)}
     assert [p.split(":")[0] for p in summary.problems] == ["row 11", "row 12"]
+
+
+def test_manifest_chunk_coordinates_at_the_int64_extremes_are_summarised(copy_store: Callable[[str], Path]) -> None:
+    """A block naming chunk -2**63 next to chunk 0: the span no longer overflows int64 (was a
+    ValueError in _merge_max, L1_CHECK_CRASHED); the store gets the manifest rule's own finding
+    and the reader an InconsistentStoreError naming the manifests."""
+    low, high = -(2**63), 2**63 - 1
+    rows = [encode_manifest([((low, 0, 0), [1]), ((0, 0, 0), [2])], 3), encode_manifest([((high, low, 0), [3])], 3)]
+    summary = summarize_manifest_rows(rows, 3)
+    assert summary.max_fragment == {(low, 0, 0): (1, 0), (0, 0, 0): (2, 0), (high, low, 0): (3, 1)}
+
+    store = copy_store("points_ids")
+    f = store / "0/object_index/manifests/c/0"
+    items = unframe_items(ZSTD.decode(f.read_bytes()))
+    blocks = decode_manifest(items[0], 3)
+    items[0] = encode_manifest([((low, *blocks[0].chunk[1:]), blocks[0].fragments.tolist()),
+                                *((b.chunk, b.fragments.tolist()) for b in blocks[1:])], 3)
+    f.write_bytes(bytes(ZSTD.encode(frame_items(items))))
+    with pytest.raises(InconsistentStoreError, match=r"manifests: a manifest names chunk -9223372036854775808\."):
+        zv.read(str(store))
+    result = validate(str(store), 5)
+    found = {x.code for x in result.findings}
+    assert "L3_MANIFEST_CHUNK_MISSING" in found, result.summary()
+    assert not [c for c in found if c.endswith("_CHECK_CRASHED")], result.summary()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -39,7 +40,7 @@ from conftest import ZSTD, cell_file, edit_attrs, edit_json, first_chunk, read_j
 
 import zarr_vectors as zv
 from zarr_vectors.encoding import FragmentIndex, frame_items, unframe_items
-from zarr_vectors.errors import EncodingError, ResourceLimitError
+from zarr_vectors.errors import EncodingError, InconsistentStoreError, ResourceLimitError
 from zarr_vectors.store.codecs import Pipeline
 from zarr_vectors.store.inflate import zstd_content_size
 from zarr_vectors.validation import validate
@@ -208,7 +209,7 @@ def test_zstd_bomb_without_content_size_is_refused(copy: Callable[[str], Path]) 
     with dask.config.set(SMALL):
         with pytest.raises(ResourceLimitError, match=rf"{key}: decodes to more than {MIB} bytes"):
             zv.read(str(store))
-        assert_finding(store, "L3_CELL_UNDECODABLE", cell=".".join(map(str, first_chunk(store, "0/vertices"))))
+        assert_finding(store, "L1_RESOURCE_LIMIT", cell=".".join(map(str, first_chunk(store, "0/vertices"))))
 
 
 def test_zstd_bomb_declaring_its_size_is_refused_before_decoding(copy: Callable[[str], Path]) -> None:
@@ -222,7 +223,7 @@ def test_zstd_bomb_declaring_its_size_is_refused_before_decoding(copy: Callable[
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         assert peak < 32 * MIB
-        assert_finding(store, "L3_CELL_UNDECODABLE")
+        assert_finding(store, "L1_RESOURCE_LIMIT")
 
 
 def test_gzip_bomb_is_refused(copy: Callable[[str], Path]) -> None:
@@ -232,7 +233,7 @@ def test_gzip_bomb_is_refused(copy: Callable[[str], Path]) -> None:
     with dask.config.set(SMALL):
         with pytest.raises(ResourceLimitError, match=rf"{key}: decodes to more than {MIB} bytes"):
             zv.read(str(store))
-        assert_finding(store, "L3_CELL_UNDECODABLE")
+        assert_finding(store, "L1_RESOURCE_LIMIT")
 
 
 def test_blosc_header_lying_about_size_is_refused(copy: Callable[[str], Path]) -> None:
@@ -243,7 +244,7 @@ def test_blosc_header_lying_about_size_is_refused(copy: Callable[[str], Path]) -
     with dask.config.set(SMALL):
         with pytest.raises(ResourceLimitError, match=rf"{key}: declares {2**31} decoded bytes"):
             zv.read(str(store))
-        assert_finding(store, "L3_CELL_UNDECODABLE")
+        assert_finding(store, "L1_RESOURCE_LIMIT")
 
 
 def test_blosc_table_chunk_lying_about_size_is_refused_at_default_limits(copy: Callable[[str], Path]) -> None:
@@ -287,9 +288,10 @@ def _read_capped(store: Path, cap: int, env: dict[str, str] | None = None) -> di
 def test_real_size_zstd_bomb_fails_fast_with_bounded_memory(copy: Callable[[str], Path]) -> None:
     """196 KB describing 6 GiB, read under a 2.5 GiB address-space cap: refused, never materialised.
 
-    In a table chunk the limit is the chunk's exact size, at default settings; in a vertex
-    cell it is the configured ceiling (set to 64 MiB here through the environment, as a
-    deployment sets it for its workers).
+    At default settings both are refused at their size from metadata: a table chunk's exact
+    size, a vertex cell's the level's ``vertex_count`` rows (format/bounds.py); with the
+    ceiling below that (set through the environment, as a deployment sets it for its
+    workers) the ceiling is the limit.
     """
     bomb = zstd_rle_bomb(6 << 30)
     assert 190_000 < len(bomb) < 200_000
@@ -302,9 +304,12 @@ def test_real_size_zstd_bomb_fails_fast_with_bounded_memory(copy: Callable[[str]
 
     cell = copy("zstd", "zstd-cell")
     vertex_cell(cell)[0].write_bytes(bomb)
-    got = _read_capped(cell, cap, {"DASK_ZARR_VECTORS__LIMITS__MAX_DECODED_BYTES": str(64 * MIB)})
-    assert got["outcome"].startswith(f"ResourceLimitError: {vertex_cell(cell)[1]}: decodes to more than {64 * MIB}")
+    bound = 1000 * 3 * 4 + MIB + 8  # vertex_count x (3 x float32) + the allowance + the vlen framing
+    got = _read_capped(cell, cap)
+    assert got["outcome"].startswith(f"ResourceLimitError: {vertex_cell(cell)[1]}: decodes to more than {bound}")
     assert got["seconds"] < 30 and got["peak_rss"] < 1536 * MIB
+    got = _read_capped(cell, cap, {"DASK_ZARR_VECTORS__LIMITS__MAX_DECODED_BYTES": str(MIB // 2)})
+    assert got["outcome"].startswith(f"ResourceLimitError: {vertex_cell(cell)[1]}: decodes to more than {MIB // 2}")
 
 
 # ---------------------------------------------------------------------------------------
@@ -415,3 +420,90 @@ def test_link_fragment_groups_are_one_bounded_pass() -> None:
     overlapping = FragmentIndex.from_ranges(np.zeros(100, np.int64), np.full(100, 10**6, np.int64))
     with dask.config.set(SMALL), pytest.raises(ResourceLimitError):
         overlapping.fragment_rows()
+
+
+# ---------------------------------------------------------------------------------------
+# bombs at default settings: every cell decodes with its size from metadata (format/bounds.py)
+# ---------------------------------------------------------------------------------------
+BOMB_BYTES = 256 * MIB  # 8 KB of zstd; fully inflated it would pass every peak asserted below
+
+
+def _first_cell_of(store: Path, family: str) -> str:
+    """The array (relative to the store) of the first grid array under ``family`` holding a cell."""
+    for doc in sorted((store / family).rglob("zarr.json")):
+        node = doc.parent.relative_to(store).as_posix()
+        if read_json(store, node).get("attributes", {}).get("nonempty_chunks"):
+            return node
+    raise AssertionError(f"no cell under {family}")
+
+
+def _bomb_target(store: Path, what: str) -> Path:
+    if what == "manifest":
+        return store / "0/object_index/manifests/c/0"
+    array = {"vertex": "0/vertices", "attribute": "0/vertex_attributes/rgb"}.get(what) or _first_cell_of(
+        store, {"link": "0/links/0", "link attribute": "0/link_attributes/weight/0"}[what])
+    return cell_file(store, array, first_chunk(store, array))
+
+
+def _peak(fn: Callable[[], object]) -> tuple[object, int]:
+    tracemalloc.start()
+    try:
+        return fn(), tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize(("builder", "what"), [
+    ("points_ids", "vertex"), ("points_ids", "attribute"), ("points_ids", "manifest"),
+    ("graph", "link"), ("graph", "link attribute"),
+])
+def test_bomb_in_a_cell_is_refused_at_its_size_from_metadata(
+    copy_store: Callable[[str], Path], builder: str, what: str
+) -> None:
+    """A vertex, attribute, link, link-attribute or manifests cell inflating to 256 MiB, at the
+    default 4 GiB ceiling: read() raises ResourceLimitError naming the cell and validate() reports
+    L1_RESOURCE_LIMIT at its node, each having decoded no more than the cell's bound (~1 MiB)."""
+    store = copy_store(builder)
+    target = _bomb_target(store, what)
+    target.write_bytes(zstd_rle_bomb(BOMB_BYTES))
+    key = target.relative_to(store).as_posix()
+
+    def read() -> str:
+        with pytest.raises(ResourceLimitError, match=re.escape(key) + r": decodes to more than \d+ bytes") as info:
+            zv.read(str(store))
+        return str(info.value)
+
+    message, peak = _peak(read)
+    limit = int(str(message).split("more than ")[1].split(" ")[0])
+    assert limit < 4 * MIB and peak < 16 * MIB, (message, peak)
+    result, peak = _peak(lambda: validate(str(store), 5))
+    node = key.rsplit("/c/", 1)[0]
+    assert [f for f in result.findings if f.code == "L1_RESOURCE_LIMIT" and f.node == node], result.summary()
+    assert not [f for f in result.findings if f.code.endswith("_CHECK_CRASHED")], result.summary()
+    assert peak < 64 * MIB, peak
+
+
+def test_cell_bounds_allow_a_count_that_is_merely_wrong(copy_store: Callable[[str], Path]) -> None:
+    """vertex_count 1 on a 1200-row level: the cells still decode (the allowance), so the count's
+    own rule and the reader's count check report it, not a resource limit."""
+    store = copy_store("points_ids")
+    edit_attrs(store, "0", lambda a: a["zarr_vectors_level"].__setitem__("vertex_count", 1))
+    with pytest.raises(InconsistentStoreError, match="vertex_count is 1"):
+        zv.read(str(store))
+    result = validate(str(store), 5)
+    assert "L3_VERTEX_COUNT" in {f.code for f in result.findings}, result.summary()
+    assert "L1_RESOURCE_LIMIT" not in {f.code for f in result.findings}, result.summary()
+
+
+@pytest.mark.parametrize("builder", ["points", "points_ids", "pyramid", "points_sharded", "graph",
+                                     "graph_directed_duplicate", "points_fattr"])
+def test_valid_stores_decode_within_their_cell_bounds_without_the_allowance(
+    base_stores: dict[str, Path], builder: str
+) -> None:
+    """The bounds are upper bounds of what valid stores hold, not just the allowance hiding a
+    bound too tight: with no allowance every store still reads and validates clean."""
+    with dask.config.set({"zarr_vectors.limits.decode-allowance-bytes": 0}):
+        for level in zv.open_store(str(base_stores[builder])).level_numbers():
+            zv.read(str(base_stores[builder]), level=level)
+        result = validate(str(base_stores[builder]), 5)
+    assert not [f for f in result.findings if f.severity == "error"], result.summary()

@@ -31,6 +31,14 @@ def _bitmap_bytes(num_fragments: int) -> int:
     return (num_fragments + 63) // 64 * 8
 
 
+def max_encoded_size(num_fragments: int, explicit_rows: int) -> int:
+    """Most bytes a FragmentIndex of at most ``num_fragments`` fragments and ``explicit_rows``
+    explicit row indices can take: every fragment costed as a 16-byte range plus a 4-byte
+    csr offset (the dearer of the two kinds, and both), so no split of F is larger."""
+    f = max(0, int(num_fragments))
+    return _HEADER.size + _bitmap_bytes(f) + 20 * f + 4 + 8 * max(0, int(explicit_rows))
+
+
 def _int_vector(values: object, name: str) -> np.ndarray:
     """``values`` as a 1-D int64 array, or InputError naming ``name``."""
     arr = np.asarray(values)

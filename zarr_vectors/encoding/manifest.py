@@ -8,6 +8,7 @@ Writers emit modes 0 and 1 only; readers accept all three.
 from __future__ import annotations
 
 import functools
+import math
 import operator
 import struct
 from collections.abc import Iterable, Sequence
@@ -77,6 +78,14 @@ def fragment_budget(sid_ndim: int) -> int:
     this does, before anything is allocated.
     """
     return int(config.get("limits.max-decoded-bytes")) // (8 * (2 + sid_ndim))
+
+
+def manifest_row_max_size(fragments: int, sid_ndim: int) -> int:
+    """Most bytes a manifest row naming at most ``fragments`` fragments can take: the block
+    count, then at most one block per fragment, each at most ``8 D + 17`` bytes (a mode-1 run
+    or a one-entry mode-2 list; a mode-0 block is ``8 D + 9``).  Blocks naming no fragment
+    (a zero-length run or list) are not something a writer emits."""
+    return 4 + max(0, int(fragments)) * (8 * int(sid_ndim) + 17)
 
 
 def decode_manifest(buf: bytes | memoryview, sid_ndim: int, *, max_fragments: int | None = None) -> list[ManifestBlock]:
@@ -397,12 +406,16 @@ def summarize_manifest_rows(rows: Sequence[bytes], sid_ndim: int, *, first_row: 
 
 
 def _merge_max(table: dict[tuple[int, ...], tuple[int, int]], chunks: np.ndarray, frags: np.ndarray, rows: np.ndarray) -> None:
-    """Fold (chunk, fragment, row) triples into ``table``: the largest fragment named per chunk."""
+    """Fold (chunk, fragment, row) triples into ``table``: the largest fragment named per chunk.
+
+    Any int64 coordinates are chunk coordinates (docs/format.md §2.1), so the span is computed
+    in Python integers: ``max - min + 1`` of coordinates near +-2**63 does not fit an int64.
+    """
     chunks = np.asarray(chunks, dtype=np.int64)
     lo = chunks.min(axis=0)
-    span = chunks.max(axis=0) - lo + 1
-    if float(np.prod(span.astype(np.float64))) < 2.0**62:
-        key = np.ravel_multi_index(tuple((chunks - lo).T), tuple(int(v) for v in span))
+    span = [h - low + 1 for h, low in zip(chunks.max(axis=0).tolist(), lo.tolist())]
+    if math.prod(span) < 1 << 62:
+        key = np.ravel_multi_index(tuple((chunks - lo).T), tuple(span))
     else:  # absurdly spread coordinates: fall back to row-wise unique
         key = np.unique(chunks, axis=0, return_inverse=True)[1].ravel()
     order = np.lexsort((frags, key))

@@ -74,6 +74,13 @@ def encode_ragged_blob(groups: Sequence[np.ndarray], dtype: DTypeLike = "<i8") -
     return b"".join([header.tobytes(), *(a.tobytes() for a in arrays)])
 
 
+def ragged_blob_max_size(rows: int, row_bytes: int) -> int:
+    """Most bytes a blob of at most ``rows`` rows can take: its ``i64 K, i64 off[K]`` header
+    with ``K <= rows`` (writers store no empty group), then the rows."""
+    n = max(0, int(rows))
+    return 8 * (1 + n) + n * int(row_bytes)
+
+
 def decode_ragged_blob(
     buf: bytes | memoryview, width: int, dtype: DTypeLike = "<i8"
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -21,6 +21,11 @@ _U32 = struct.Struct("<I")
 _SINGLE = struct.Struct("<II")
 
 
+def framed_size(num_items: int, payload_bytes: int) -> int:
+    """Bytes of a vlen-bytes chunk of ``num_items`` items holding ``payload_bytes`` in all."""
+    return 4 + 4 * int(num_items) + int(payload_bytes)
+
+
 def frame_items(items: Sequence[bytes | memoryview]) -> bytes:
     """Frame ``items`` as one vlen-bytes chunk.
 

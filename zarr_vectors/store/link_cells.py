@@ -24,6 +24,7 @@ from zarr_vectors.encoding import (
     encode_ragged_ints,
 )
 from zarr_vectors.errors import ArrayError, EncodingError, InputError
+from zarr_vectors.format import bounds
 from zarr_vectors.format.links import Chunk, LinkPartition, LinkPolicy, OffsetsT
 from zarr_vectors.format.paths import format_chunk_key, link_attributes_group_path
 from zarr_vectors.store.codecs import ZSTD_DEFAULT, compressor_config
@@ -36,6 +37,7 @@ from zarr_vectors.store.link_family import (
     array_has_perm,
     check_partition_policy,
     ensure_plain_group,
+    family_document,
     link_array_rel,
     link_array_segments,
     link_attribute_array_rel,
@@ -97,15 +99,21 @@ def sidecar_groups(raw: bytes, n_rows: int, where: str) -> list[np.ndarray]:
 def stored_groups(
     level: Level, policy: LinkPolicy, grid: GridArray, offsets: OffsetsT, cells: list[Chunk]
 ) -> list[list[np.ndarray]]:
-    """Existing groups (lists of row arrays) of some cells of one offsets array."""
+    """Existing groups (lists of row arrays) of some cells of one offsets array.
+
+    Each cell decodes with its bound from the family's declared records (format/bounds.py).
+    """
     flat = policy.is_flat(offsets)
     width = policy.link_width + int(array_has_perm(grid, policy, offsets))
     dtype = link_row_dtype(grid)
+    records = bounds.family_records((family_document(level, policy.delta) or {}).get("attributes") or {})
     requests = [(grid, c) for c in cells]
+    limits = [bounds.link_cell_bound(records, dtype.itemsize * width, flat=flat)] * len(cells)
     frag = level.array(LINK_FRAGMENTS) if flat and level.has(LINK_FRAGMENTS) else None
     if frag is not None:
         requests += [(frag, c) for c in cells]
-    raws = read_cells_many(requests)
+        limits += [bounds.fragment_index_bound(records)] * len(cells)
+    raws = read_cells_many(requests, max_payload_bytes=limits)
     out = []
     for i, cell in enumerate(cells):
         where = f"{grid.path} cell {format_chunk_key(cell)}"

@@ -19,6 +19,7 @@ import numpy as np
 
 from zarr_vectors.encoding import lehmer_decode_rows
 from zarr_vectors.errors import ArrayError, EncodingError, InconsistentStoreError
+from zarr_vectors.format import bounds
 from zarr_vectors.format.links import (
     Chunk,
     LinkPolicy,
@@ -86,10 +87,16 @@ class RecordSources:
         return f"{self.paths[run]} cell {format_chunk_key(self.cells[run])} (row {row})"
 
 
-def read_family_rows(arrays: Sequence[FamilyArray]) -> list[list[np.ndarray]]:
-    """Stored rows of every enumerated cell, per array (one concurrent read; a listed cell must exist)."""
+def read_family_rows(arrays: Sequence[FamilyArray], records: int | None = None) -> list[list[np.ndarray]]:
+    """Stored rows of every enumerated cell, per array (one concurrent read; a listed cell must exist).
+
+    ``records`` is the most rows the family stores (:func:`zarr_vectors.format.bounds.family_records`);
+    no cell decodes to more than that many rows and its framing.
+    """
     requests = [(fa.grid, cell) for fa in arrays for cell in fa.cells]
-    raws = iter(read_cells_many(requests, required=True))
+    limits = [lim for fa in arrays
+              for lim in [bounds.link_cell_bound(records, fa.dtype.itemsize * fa.width, flat=fa.flat)] * len(fa.cells)]
+    raws = iter(read_cells_many(requests, required=True, max_payload_bytes=limits))
     out = []
     for fa in arrays:
         rows = []
@@ -99,6 +106,11 @@ def read_family_rows(arrays: Sequence[FamilyArray]) -> list[list[np.ndarray]]:
             rows.append(r)
         out.append(rows)
     return out
+
+
+def family_records_bound(level: Level, delta: int) -> int | None:
+    """Most rows the family ``links/<delta>`` stores, as its document declares (None: not declared)."""
+    return bounds.family_records((family_document(level, delta) or {}).get("attributes") or {})
 
 
 def decode_rows(
@@ -167,7 +179,7 @@ def read_family_located(
 ) -> tuple[LinkRecords, RecordSources]:
     """Every record of the family in enumeration order, and the cell each came from."""
     arrays = enumerate_family(level, policy)
-    rows_per_array = read_family_rows(arrays)
+    rows_per_array = read_family_rows(arrays, family_records_bound(level, policy.delta))
     ratios = ratios_for(level, policy, anchor_ratios) if arrays else None
     parts = []
     for fa, rows in zip(arrays, rows_per_array):
@@ -315,9 +327,13 @@ def read_link_attributes(
     if spec is None:
         return np.zeros(0)
     dt, rs = spec
-    cells = read_cells_many(requests, required=True)
     row_elems = int(np.prod(rs, dtype=np.int64))
     row_bytes = dt.itemsize * max(row_elems, 1)
+    if sources is not None and len(sources.counts) == len(requests):  # each cell: its links cell's records
+        limits: list[int | None] = list(bounds.rows_bounds(sources.counts, row_bytes))
+    else:
+        limits = [bounds.rows_bound(family_records_bound(level, delta), row_bytes)] * len(requests)
+    cells = read_cells_many(requests, required=True, max_payload_bytes=limits)
     sizes = np.fromiter((len(c) for c in cells), dtype=np.int64, count=len(cells))
     if (sizes % row_bytes).any() or (sources is not None and not np.array_equal(sizes // row_bytes, sources.counts)):
         _attribute_cell_mismatch(requests, sizes, row_bytes, sources, f"{dt} x {list(rs)}")

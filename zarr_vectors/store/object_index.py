@@ -21,6 +21,7 @@ from zarr_vectors.errors import (
     ResourceLimitError,
     UnsupportedLayoutError,
 )
+from zarr_vectors.format.bounds import manifest_chunk_bound
 from zarr_vectors.format.metadata import OBJECT_INDEX_LAYOUT, OBJECT_INDEX_LAYOUT_V2
 from zarr_vectors.store.groups import Level, check_zv_array
 from zarr_vectors.store.nodes import group_document, require_node, write_node
@@ -91,7 +92,9 @@ def read_object_index(level: Level, *, allow_layouts: Collection[str] = ()) -> O
     if sid_ndim != rank:
         raise MetadataError(f"object_index sid_ndim is {sid_ndim}, the level's chunk keys have {rank} components",
                             file=file, pointer="/attributes/sid_ndim")
-    stored = read_vlen_rows(level.storage, f"{path}/manifests")
+    vertex_count, num_present = level.meta.vertex_count, attrs.get("num_present")
+    stored = read_vlen_rows(level.storage, f"{path}/manifests", chunk_limit=lambda rows, per_chunk: (
+        manifest_chunk_bound(rows, per_chunk, num_present, vertex_count, sid_ndim)))
     if len(stored.rows) != stored.num_rows:  # a missing chunk: its rows would be "", never a manifest
         gap = np.flatnonzero(stored.row_numbers != np.arange(len(stored.rows)))
         first = int(gap[0]) if gap.size else len(stored.rows)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -215,8 +215,15 @@ class VlenRows:
     row_numbers: np.ndarray
 
 
-def read_vlen_rows(storage: Storage, path: str) -> VlenRows:
-    """The rows of a 1-D vlen array (``object_index/manifests``), chunk by stored chunk."""
+def read_vlen_rows(
+    storage: Storage, path: str, *, chunk_limit: Callable[[int, int], int | None] | None = None
+) -> VlenRows:
+    """The rows of a 1-D vlen array (``object_index/manifests``), chunk by stored chunk.
+
+    ``chunk_limit(rows in the chunk, rows per chunk)`` is the most a chunk may decode to, as
+    the caller knows it from metadata (:func:`zarr_vectors.format.bounds.manifest_chunk_bound`);
+    None, or no function, leaves the global ceiling.
+    """
     doc = require_node(storage, path, "array")
     file = meta_key(path)
     if doc.get("data_type") != "variable_length_bytes" or not isinstance(doc.get("shape"), list) or len(
@@ -234,8 +241,9 @@ def read_vlen_rows(storage: Storage, path: str) -> VlenRows:
     for i, key, raw in zip(indices, keys, storage.get_many(keys)):
         if raw is None:
             continue
+        limit = chunk_limit(min(rows_per_chunk, n - i * rows_per_chunk), rows_per_chunk) if chunk_limit else None
         try:
-            items = unframe_items(pipeline.decompress(raw, where=key))
+            items = unframe_items(pipeline.decompress(raw, max_size=limit, where=key))
         except ResourceLimitError:
             raise
         except Exception as exc:

@@ -82,7 +82,8 @@ RULES: list[Rule] = [
         ("L1_MANIFEST_UNDECODABLE", _E, "object_index/manifests decodes completely: every chunk frames and every "
                                         "row parses with no trailing or missing bytes"),
         ("L1_RESOURCE_LIMIT", _E, "declared shapes and sizes stay within zarr_vectors.limits (max-declared-chunks, "
-                                  "max-decoded-bytes): a reader refuses a larger one before planning work for it"),
+                                  "max-decoded-bytes), and no cell decodes to more than its size from metadata: a "
+                                  "reader refuses a larger one before planning work for it or decoding past it"),
         ("L1_CHECK_CRASHED", _E, "a level-1 check raised an exception (reported, never swallowed)"),
     ),
     *_rules(

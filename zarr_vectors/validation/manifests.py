@@ -20,10 +20,12 @@ from zarr_vectors.encoding import (
     summarize_manifest_rows,
     unframe_items,
 )
+from zarr_vectors.errors import ResourceLimitError
 from zarr_vectors.execution import runner
+from zarr_vectors.format.bounds import manifest_chunk_bound
 from zarr_vectors.format.schema import is_int
 from zarr_vectors.store.backend import Storage
-from zarr_vectors.store.codecs import Compressor
+from zarr_vectors.store.codecs import Compressor, decode_limit
 from zarr_vectors.validation.findings import Finding, Report, crashed, make
 from zarr_vectors.validation.structure import StoreModel, cell_key, grid_chunk_shape, key_parser
 
@@ -41,9 +43,15 @@ class ManifestCheck:
 
 
 def decode_manifest_chunk(
-    storage: Storage, path: str, key: str, chunk_index: int, doc: dict[str, Any], sid_ndim: int
+    storage: Storage, path: str, key: str, chunk_index: int, doc: dict[str, Any], sid_ndim: int,
+    declared: tuple[Any, Any] = (None, None),
 ) -> ManifestCheck:
-    """Decode one manifests chunk (all its rows); any failure is a finding, never an exception."""
+    """Decode one manifests chunk (all its rows); any failure is a finding, never an exception.
+
+    ``declared`` is the level's ``(num_present, vertex_count)``: with them the chunk decodes with
+    its bound from metadata (:func:`zarr_vectors.format.bounds.manifest_chunk_bound`), and one
+    inflating past it is an ``L1_RESOURCE_LIMIT`` finding.
+    """
     out = ManifestCheck()
     cell = str(chunk_index)
     try:
@@ -57,8 +65,12 @@ def decode_manifest_chunk(
         raw = storage.get(key)
         if raw is None:
             return out
+        limit = manifest_chunk_bound(count, rows_per_chunk, declared[0], declared[1], sid_ndim)
         try:
-            items = unframe_items(comp.decode(raw, where=key) if comp else raw)
+            items = unframe_items(comp.decode(raw, limit=decode_limit(limit), where=key) if comp else raw)
+        except ResourceLimitError as exc:
+            out.findings.append(make("L1_RESOURCE_LIMIT", path, f"chunk is not decoded: {exc}", cell=cell))
+            return out
         except Exception as exc:  # noqa: BLE001 - an undecodable chunk is a finding
             out.findings.append(make("L1_MANIFEST_UNDECODABLE", path, f"chunk {key!r} does not decode: {exc}",
                                      cell=cell))
@@ -81,9 +93,9 @@ def decode_manifest_chunk(
 
 def manifest_jobs(
     model: StoreModel, number: int
-) -> tuple[list[tuple[str, str, int, dict[str, Any], int]], list[Finding]]:
-    """(path, key, chunk index, doc, sid_ndim) for every *stored* manifests chunk of a level, and the
-    findings about the array's declared grid.
+) -> tuple[list[tuple[str, str, int, dict[str, Any], int, tuple[Any, Any]]], list[Finding]]:
+    """(path, key, chunk index, doc, sid_ndim, (num_present, vertex_count)) for every *stored*
+    manifests chunk of a level, and the findings about the array's declared grid.
 
     Jobs come from the listing (``model.cells``), never from the declared shape: a shape of
     10^12 rows plans no more work than the chunks on storage.  A chunk the shape declares
@@ -124,7 +136,8 @@ def manifest_jobs(
         findings.append(make("L1_MANIFEST_UNDECODABLE", path, f"{n_chunks - len(stored)} of its {n_chunks} chunks "
                              f"are not stored (the first is chunk {missing}): their rows would be the fill value "
                              "'', which is no manifest", cell=str(missing)))
-    return [(path, cell_key(path, (i,), prefix, sep), i, doc, sid) for i in stored], findings
+    declared = (group.attrs.get("num_present") if group else None, model.level_attrs(number).get("vertex_count"))
+    return [(path, cell_key(path, (i,), prefix, sep), i, doc, sid, declared) for i in stored], findings
 
 
 def check_manifests(model: StoreModel, report: Report) -> dict[int, ManifestCheck]:
@@ -139,8 +152,8 @@ def check_manifests(model: StoreModel, report: Report) -> dict[int, ManifestChec
             continue
         storage_d = dask.delayed(model.storage, traverse=False)
         per_level[number] = [
-            dask.delayed(decode_manifest_chunk, pure=False)(storage_d, path, key, i, doc, sid)
-            for path, key, i, doc, sid in jobs
+            dask.delayed(decode_manifest_chunk, pure=False)(storage_d, path, key, i, doc, sid, declared)
+            for path, key, i, doc, sid, declared in jobs
         ]
     if not per_level:
         return {}

@@ -184,6 +184,9 @@ def _read_documents(storage: Storage, keys: list[str], special: dict[str, str]) 
 # ---------------------------------------------------------------------------
 # cell codecs (grid arrays) and chunk keys
 # ---------------------------------------------------------------------------
+_ONE_ITEM_FRAMING = 8  # a grid cell's vlen framing: u32 item count, u32 length
+
+
 class CellCodec:
     """Decodes a grid array's stored cells: ``vlen-bytes`` plus at most one compressor.
 
@@ -219,9 +222,14 @@ class CellCodec:
             raise MetadataError("grid arrays must have chunk_shape 1 on every axis (one cell per chunk) unless "
                                 "sharded", file=file, pointer="/chunk_grid/configuration/chunk_shape")
 
-    def payload(self, raw: bytes) -> bytes:
-        """The payload of a stored cell (an inner chunk when sharded): decompressed, unframed."""
-        return bytes(unframe_single(self.pipeline.decompress(raw)))
+    def payload(self, raw: bytes, limit: int | None = None, where: str = "") -> bytes:
+        """The payload of a stored cell (an inner chunk when sharded): decompressed, unframed.
+
+        ``limit`` is the most the payload may hold (from metadata, format/bounds.py): a cell
+        decoding to more raises ResourceLimitError before the excess is produced.
+        """
+        max_size = None if limit is None else limit + _ONE_ITEM_FRAMING
+        return bytes(unframe_single(self.pipeline.decompress(raw, max_size=max_size, where=where)))
 
 
 def _sharding(doc: dict[str, Any], file: str) -> ShardingSpec:

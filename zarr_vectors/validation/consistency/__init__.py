@@ -26,10 +26,12 @@ from typing import Any
 import dask
 
 from zarr_vectors.execution import runner
+from zarr_vectors.format import bounds
 from zarr_vectors.format.paths import LEVEL_FAMILIES
 from zarr_vectors.format.schema import whole_ratio
 from zarr_vectors.validation.conformance import store_kind
 from zarr_vectors.validation.consistency.cells import (
+    ArraySpec,
     Chunk,
     array_spec,
     batch_limits,
@@ -42,10 +44,25 @@ from zarr_vectors.validation.consistency.links import link_graph, orphan_attribu
 from zarr_vectors.validation.consistency.vertices import VertexLevelSpec, merge_vertex, reduce_level, vertex_batch
 from zarr_vectors.validation.findings import Finding, crashed, make
 from zarr_vectors.validation.manifests import ManifestCheck
-from zarr_vectors.validation.metadata import level_chunk_shape, level_transform
+from zarr_vectors.validation.metadata import attribute_layout, level_chunk_shape, level_transform, vertices_dtype
 from zarr_vectors.validation.structure import StoreModel
 
 __all__ = ["run"]
+
+
+def _set_limits(vertex_count: Any, ndim: int, vertices: ArraySpec | None, fragments: ArraySpec | None,
+                vattrs: list[ArraySpec], fattrs: list[ArraySpec]) -> None:
+    """Each vertex-family array's decode bound (format/bounds.py): no cell holds more rows than the
+    level's ``vertex_count``.  An unusable declaration leaves the ceiling; its own rule reports it."""
+    if vertices is not None:
+        dtype = vertices_dtype(vertices.attrs)
+        vertices.limit = bounds.rows_bound(vertex_count, dtype.itemsize * ndim if dtype is not None else None)
+    if fragments is not None:
+        fragments.limit = bounds.fragment_index_bound(vertex_count)
+    for specs, bound in ((vattrs, bounds.rows_bound), (fattrs, bounds.fragment_rows_bound)):
+        for spec in specs:
+            layout = attribute_layout(spec.attrs)
+            spec.limit = bound(vertex_count, layout[0].itemsize * layout[1] if layout is not None else None)
 
 
 def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck], static: list[Finding],
@@ -71,6 +88,7 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
         fragments = grids.get(f"{lpath}/vertex_fragments")
         vattrs = [s for p, s in grids.items() if p.startswith(f"{lpath}/vertex_attributes/") and s]
         fattrs = [s for p, s in grids.items() if p.startswith(f"{lpath}/fragment_attributes/") and s]
+        _set_limits(attrs.get("vertex_count"), ndim, vertices, fragments, vattrs, fattrs)
         has_objects = f"{lpath}/object_index" in model.nodes
         binned = point_cloud and not has_objects
         transform = level_transform(model, number)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors import config
-from zarr_vectors.errors import EncodingError
+from zarr_vectors.errors import EncodingError, ResourceLimitError
 from zarr_vectors.execution.runner import parallelism
 from zarr_vectors.format.paths import (
     format_chunk_key,
@@ -40,6 +40,8 @@ class ArraySpec:
     # sharded arrays: absolute chunk -> offset of the inner chunk in its shard object; the cells of
     # a corrupt shard (already an L3_SHARD_CORRUPT finding) are in ``cells`` but have no offset
     offsets: dict[Chunk, int] | None = None
+    # the most a cell's payload may decode to, from metadata (format/bounds.py); None: the ceiling
+    limit: int | None = None
 
     def codec(self) -> CellCodec:
         return CellCodec(self.doc, file=f"{self.path}/zarr.json")
@@ -194,7 +196,9 @@ def prefetch(storage: Storage, wanted: list[tuple[ArraySpec | None, Sequence[Chu
                                 "the shard object", cell=format_chunk_key(c)))
                 continue
             try:
-                payloads[c] = codec.payload(raw)
+                payloads[c] = codec.payload(raw, spec.limit)
+            except ResourceLimitError as exc:
+                out.append(make("L1_RESOURCE_LIMIT", spec.path, f"cell is not decoded: {exc}", cell=format_chunk_key(c)))
             except Exception as exc:  # noqa: BLE001
                 out.append(make("L3_CELL_UNDECODABLE", spec.path, f"cell does not decode: {exc}", cell=format_chunk_key(c)))
     return results

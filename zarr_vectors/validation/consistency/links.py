@@ -18,6 +18,7 @@ import dask
 import numpy as np
 
 from zarr_vectors.encoding import FragmentIndex, decode_ragged_blob, decode_ragged_ints, lehmer_decode_rows
+from zarr_vectors.format import bounds
 from zarr_vectors.format.links import links_has_perm
 from zarr_vectors.format.paths import (
     format_chunk_key,
@@ -318,6 +319,19 @@ def _ratio(model: StoreModel, number: int, rank: int) -> tuple[int, ...] | None:
     return tuple([1] * (rank - len(r)) + r)
 
 
+def _set_limits(seg: SegmentSpec, width: int, records: int | None) -> None:
+    """Decode bounds of a segment's link and attribute cells (format/bounds.py): no cell holds more
+    rows than its family stores.  An unusable dtype leaves the ceiling; its own rule reports it."""
+    try:
+        row_bytes: int | None = np.dtype(seg.dtype).itemsize * (width + int(seg.has_perm))
+    except (TypeError, ValueError):
+        row_bytes = None
+    seg.links.limit = None if row_bytes is None else bounds.link_cell_bound(records, row_bytes, flat=seg.flat)
+    for a in seg.attributes:
+        layout = attribute_layout(a.attrs)
+        a.limit = bounds.rows_bound(records, layout[0].itemsize * layout[1] if layout is not None else None)
+
+
 def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: list[Finding],
                limits: tuple[int, int]) -> list[Any]:
     """Static checks of a level's links families into ``static``; one reduce per family (delayed)."""
@@ -336,6 +350,7 @@ def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: l
         if pol is None:
             continue
         width, directed, store = pol["link_width"], pol["directed"], pol["store"]
+        records = bounds.family_records(fam_node.attrs)
         segments: dict[str, SegmentSpec] = {}
         for arr in model.children(fam_node.path):
             try:
@@ -363,6 +378,9 @@ def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: l
                     attrs.append(a)
             segments[arr.name] = SegmentSpec(arr.name, offsets, spec, stamped if isinstance(stamped, bool)
                                              else expected, flat, str(arr.attrs.get("dtype", "int64")), attrs)
+            _set_limits(segments[arr.name], width, records)
+        if delta == 0 and lf is not None:
+            lf.limit = bounds.fragment_index_bound(records)
         target = number + delta
         r_src = _ratio(model, number, rank) or (1,) * rank
         r_trg = _ratio(model, target, rank) or (1,) * rank
