@@ -1,0 +1,265 @@
+"""Request accounting: how many GET/PUT/LIST/HEAD/DELETE requests a piece of work issued, and their bytes.
+
+Counted at the storage contract (:class:`~zarr_vectors.store.backend.Storage`), the one
+place every backend request passes, so a new backend is counted without code of its
+own: ``Storage.__init_subclass__`` wraps each contract method a backend defines with
+:func:`counted`.  The rule, per call of a contract method:
+
+* ``get`` is one GET; ``get_many`` / ``get_decoded`` of N keys are N GETs (a batched
+  read is N requests on the wire); ``get_ranges`` of N ranges is N GETs.  Bytes read
+  are the bytes returned.
+* ``put`` is one PUT, ``put_many`` of N objects N PUTs; bytes written are the bytes given.
+* ``exists`` and a remote backend's ``check_reachable`` are one HEAD.
+* ``list_dir``, ``list_files``, ``object_sizes`` and ``scan`` are one LIST per page of
+  ``list_page_size`` entries the backend returns (one LIST where the backend has no
+  pages, as a local walk); ``list_dirs`` of N prefixes counts each prefix so.
+* ``delete`` is one DELETE, ``delete_many`` of N keys ``ceil(N / delete_batch)`` (an
+  object store's bulk delete; one per key where the backend has none); ``delete_prefix``
+  one LIST and one DELETE batch; ``move_many`` of N pairs N PUTs (server-side copies, no
+  bytes through us) and one DELETE batch.
+* A call that makes other contract calls (``get_many`` that reads through ``get`` on a
+  pool, ``get_decoded`` through ``get_many``) counts only what those calls count: the
+  innermost contract call is the request.  Nesting is tracked in a context variable that
+  :class:`ContextExecutor` carries into its threads.
+
+Where counts go (:func:`current_sink`): the :class:`Recorder` set in this context
+(:func:`recording`), else -- on a Dask worker -- the recorder of the running task's
+``zv_requests`` annotation (:data:`ANNOTATION`), which the runner sets on every graph
+it submits inside a count; the client gathers those per stage with :func:`pop_tagged`
+(``execution/requests.py``).  Work outside any count is not counted and costs one
+context-variable lookup per request.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
+from typing import Any
+
+#: The task annotation naming where a task's requests are recorded: ``(count token, stage)``.
+ANNOTATION = "zv_requests"
+
+KINDS = ("GET", "PUT", "LIST", "HEAD", "DELETE")
+
+
+@dataclass(frozen=True)
+class RequestCounts:
+    """Requests by kind and the bytes they moved; added with ``+``."""
+
+    gets: int = 0
+    puts: int = 0
+    lists: int = 0
+    heads: int = 0
+    deletes: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+
+    def __add__(self, other: RequestCounts) -> RequestCounts:
+        if not isinstance(other, RequestCounts):
+            return NotImplemented
+        return RequestCounts(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+    @property
+    def requests(self) -> int:
+        """Every request, whatever its kind."""
+        return self.gets + self.puts + self.lists + self.heads + self.deletes
+
+    def by_kind(self) -> dict[str, int]:
+        return dict(zip(KINDS, (self.gets, self.puts, self.lists, self.heads, self.deletes)))
+
+    def to_json(self) -> dict[str, int]:
+        """``{"GET": n, ..., "bytes_read": b, "bytes_written": b}``: what journals and ``--json`` show."""
+        return {**self.by_kind(), "bytes_read": self.bytes_read, "bytes_written": self.bytes_written}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, int]) -> RequestCounts:
+        kinds = dict(zip(KINDS, ("gets", "puts", "lists", "heads", "deletes")))
+        return cls(**{kinds.get(k, k): int(v) for k, v in doc.items()})
+
+    def __str__(self) -> str:
+        kinds = ", ".join(f"{n} {k}" for k, n in self.by_kind().items())
+        return f"{kinds}; {self.bytes_read} B read, {self.bytes_written} B written"
+
+
+class Recorder:
+    """A running total of :class:`RequestCounts`, safe to add to from many threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts = RequestCounts()
+
+    def add(self, counts: RequestCounts) -> None:
+        with self._lock:
+            self._counts = self._counts + counts
+
+    @property
+    def counts(self) -> RequestCounts:
+        return self._counts
+
+
+_SINK: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("zv_request_sink", default=None)
+
+
+@contextmanager
+def recording(recorder: Recorder | None) -> Iterator[Recorder | None]:
+    """Count this context's requests (and those of :class:`ContextExecutor` threads it starts) into ``recorder``."""
+    token = _SINK.set(recorder)
+    try:
+        yield recorder
+    finally:
+        _SINK.reset(token)
+
+
+# -- worker side: recorders of annotated tasks -------------------------------
+_TAGGED: dict[tuple[str, str], Recorder] = {}
+_TAGGED_LOCK = threading.Lock()
+
+
+def _task_tag() -> tuple[str, str] | None:
+    """The ``(token, stage)`` annotation of the Dask task running on this thread, if any."""
+    worker_module = sys.modules.get("distributed.worker")
+    if worker_module is None:  # not a Dask worker process (or none has run a task)
+        return None
+    key = getattr(worker_module.thread_state, "key", None)
+    if key is None:
+        return None
+    try:
+        ts = worker_module.get_worker().state.tasks.get(key)
+    except (ValueError, AttributeError):
+        return None
+    tag = (ts.annotations or {}).get(ANNOTATION) if ts is not None else None
+    return tuple(tag) if tag else None  # type: ignore[return-value]
+
+
+def current_sink() -> Recorder | None:
+    """Where a request made here is counted: :func:`recording`'s recorder, else the running task's."""
+    sink = _SINK.get()
+    if sink is not None:
+        return sink
+    tag = _task_tag()
+    if tag is None:
+        return None
+    with _TAGGED_LOCK:
+        recorder = _TAGGED.get(tag)
+        if recorder is None:
+            recorder = _TAGGED[tag] = Recorder()
+        return recorder
+
+
+def pop_tagged(token: str) -> dict[str, dict[str, int]]:
+    """The counts this process recorded for annotated tasks of ``token``, by stage, forgotten here.
+
+    Run on every worker (``client.run``) when a count ends.
+    """
+    with _TAGGED_LOCK:
+        mine = [tag for tag in _TAGGED if tag[0] == token]
+        return {tag[1]: _TAGGED.pop(tag).counts.to_json() for tag in mine}
+
+
+# -- counting the contract ---------------------------------------------------
+class _Frame:
+    __slots__ = ("nested",)
+
+    def __init__(self) -> None:
+        self.nested = False
+
+
+_FRAME: contextvars.ContextVar[_Frame | None] = contextvars.ContextVar("zv_request_frame", default=None)
+
+
+def _pages(entries: int, page: int | None) -> int:
+    return max(1, -(-entries // page)) if page else 1
+
+
+def _batches(items: int, batch: int | None) -> int:
+    return -(-items // batch) if batch else items
+
+
+def _nbytes(values: Any) -> int:
+    return sum(len(v) for v in values if v is not None)
+
+
+def _listed(result: Any) -> int:
+    sizes = getattr(result, "sizes", result)  # a Listing's objects, or a list / dict of entries
+    return len(sizes) if sizes is not None else 0
+
+
+Rule = Callable[[Any, tuple[Any, ...], Any], RequestCounts]
+
+RULES: dict[str, Rule] = {
+    "get": lambda s, a, r: RequestCounts(gets=1, bytes_read=len(r) if r else 0),
+    "get_many": lambda s, a, r: RequestCounts(gets=len(r or ()), bytes_read=_nbytes(r or ())),
+    "get_decoded": lambda s, a, r: RequestCounts(gets=len(a[0])),
+    "get_ranges": lambda s, a, r: RequestCounts(gets=len(a[0]), bytes_read=_nbytes(r or ())),
+    "exists": lambda s, a, r: RequestCounts(heads=1),
+    "check_reachable": lambda s, a, r: RequestCounts(heads=1 if s.is_remote else 0),
+    "list_dir": lambda s, a, r: RequestCounts(lists=_pages(_listed(r), s.list_page_size)),
+    "list_dirs": lambda s, a, r: RequestCounts(lists=sum(_pages(len(x), s.list_page_size) for x in r or ())),
+    "list_files": lambda s, a, r: RequestCounts(lists=_pages(_listed(r), s.list_page_size)),
+    "object_sizes": lambda s, a, r: RequestCounts(lists=_pages(_listed(r), s.list_page_size)),
+    "scan": lambda s, a, r: RequestCounts(lists=_pages(_listed(r), s.list_page_size)),
+    "put": lambda s, a, r: RequestCounts(puts=1, bytes_written=len(a[1])),
+    "put_many": lambda s, a, r: RequestCounts(puts=len(a[0]), bytes_written=_nbytes(a[0].values())),
+    "delete": lambda s, a, r: RequestCounts(deletes=1),
+    "delete_many": lambda s, a, r: RequestCounts(deletes=_batches(len(a[0]), s.delete_batch)),
+    "delete_prefix": lambda s, a, r: RequestCounts(lists=1, deletes=1),
+    "move_many": lambda s, a, r: RequestCounts(puts=len(a[0]), deletes=_batches(len(a[0]), s.delete_batch)),
+}
+"""How each contract method counts, from ``(storage, positional arguments, result)``."""
+
+
+def counted(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` (contract method ``name``) counting its requests by :data:`RULES`, innermost call only."""
+    rule = RULES[name]
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        parent = _FRAME.get()
+        if parent is not None:
+            parent.nested = True
+        frame = _Frame()
+        token = _FRAME.set(frame)
+        result = None
+        try:
+            result = method(self, *args, **kwargs)
+            return result
+        finally:
+            _FRAME.reset(token)
+            if not frame.nested:
+                sink = current_sink()
+                if sink is not None:
+                    sink.add(rule(self, args, result))
+
+    wrapper.__zv_counted__ = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+def count_contract(cls: type) -> None:
+    """Wrap the contract methods ``cls`` itself defines (called by ``Storage.__init_subclass__``)."""
+    for name in RULES:
+        method = cls.__dict__.get(name)
+        if callable(method) and not getattr(method, "__zv_counted__", False):
+            setattr(cls, name, counted(name, method))
+
+
+def _run_in(sink: Recorder | None, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    _SINK.set(sink)  # inside the copied context: gone when the call ends
+    return fn(*args, **kwargs)
+
+
+class ContextExecutor(ThreadPoolExecutor):
+    """A thread pool whose calls run in the submitter's context, counted where the submitter's requests are.
+
+    Every pool that storage calls go through must be one (``io_pool`` is), or their
+    requests are not counted and nested calls are counted twice.
+    """
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        context = contextvars.copy_context()
+        return super().submit(context.run, _run_in, current_sink(), fn, *args, **kwargs)
