@@ -124,6 +124,12 @@ def stage(name: str, client: Any = None) -> Iterator[None]:
         yield
 
 
+def attribute(name: str):  # noqa: ANN201 - a context manager
+    """Inside a count: this thread's requests in the block go to stage ``name`` (a job's journal, say)."""
+    tally = _ACTIVE.get()
+    return nullcontext() if tally is None else recording(tally.recorder(name))
+
+
 _POOL: dict[int, Any] = {}
 _POOL_LOCK = threading.Lock()
 
