@@ -307,7 +307,11 @@ def _build(args: argparse.Namespace) -> int:
         for stage, info in result.stages.items():
             print(f"{stage:<10} {info.get('status')}  {info.get('seconds', '')}s  {_requests_line(info)}".rstrip())
         print(f"store: {result.store}")
-        if args.report:
+    if args.report:
+        from pipeline.report import add_requests
+
+        add_requests(os.path.abspath(args.report), result.stages)
+        if not args.json:
             print(f"performance report: {os.path.abspath(args.report)}")
     return 0
 

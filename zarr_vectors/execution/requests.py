@@ -20,7 +20,7 @@ import contextvars
 import threading
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import dask
@@ -43,6 +43,8 @@ class RequestTally:
         self._lock = threading.Lock()
         self._stages: dict[str, Recorder] = {CLIENT: Recorder()}
         self._clients: dict[int, Any] = {}
+        self.incomplete: list[str] = []
+        """Why some workers' counts could not be gathered (a lost worker, a closed client); empty when complete."""
 
     def recorder(self, stage: str) -> Recorder:
         with self._lock:
@@ -65,7 +67,8 @@ class RequestTally:
         return sum(self.by_stage.values(), RequestCounts())
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.counts.to_json(), "by_stage": {k: v.to_json() for k, v in self.by_stage.items()}}
+        out = {**self.counts.to_json(), "by_stage": {k: v.to_json() for k, v in self.by_stage.items()}}
+        return {**out, "incomplete": list(self.incomplete)} if self.incomplete else out
 
     def _gather(self) -> None:
         """Collect what workers (and this process, for in-process workers) recorded for this count."""
@@ -73,8 +76,8 @@ class RequestTally:
         for client in self._clients.values():
             try:
                 found.extend(client.run(pop_tagged, self.token).values())
-            except Exception:  # a closed client or a lost worker: its counts are gone, say nothing false
-                continue
+            except Exception as exc:  # noqa: BLE001 - the counts are lost, the work is not: say so in the tally
+                self.incomplete.append(f"workers of {client!r}: {type(exc).__name__}: {exc}")
         for per_stage in found:
             for name, doc in per_stage.items():
                 self.add(name, RequestCounts.from_json(doc))
@@ -101,6 +104,7 @@ def count_requests() -> Iterator[RequestTally]:
         tally._gather()
         if parent is not None:
             tally._merge_into(parent)
+            parent.incomplete.extend(tally.incomplete)
 
 
 @contextmanager
@@ -124,7 +128,7 @@ def stage(name: str, client: Any = None) -> Iterator[None]:
         yield
 
 
-def attribute(name: str):  # noqa: ANN201 - a context manager
+def attribute(name: str) -> AbstractContextManager[Any]:
     """Inside a count: this thread's requests in the block go to stage ``name`` (a job's journal, say)."""
     tally = _ACTIVE.get()
     return nullcontext() if tally is None else recording(tally.recorder(name))
@@ -134,7 +138,7 @@ _POOL: dict[int, Any] = {}
 _POOL_LOCK = threading.Lock()
 
 
-def _local_pool():  # noqa: ANN202 - a context manager
+def _local_pool() -> AbstractContextManager[Any]:
     """dask's threaded scheduler on a pool that carries this context (and so the count) into its threads."""
     import dask.threaded
     from dask.base import get_scheduler
