@@ -19,8 +19,16 @@ own: ``Storage.__init_subclass__`` wraps each contract method a backend defines 
   bytes through us) and one DELETE batch.
 * A call that makes other contract calls (``get_many`` that reads through ``get`` on a
   pool, ``get_decoded`` through ``get_many``) counts only what those calls count: the
-  innermost contract call is the request.  Nesting is tracked in a context variable that
-  :class:`ContextExecutor` carries into its threads.
+  innermost contract call is the request.  Except the composite calls
+  (:data:`ADDITIVE`: ``delete_prefix``, ``move_many``), whose own walk, copies and
+  deletes are counted beside the contract calls they make (an ``exists`` first, say).
+  Nesting is tracked in a context variable that :class:`ContextExecutor` carries into
+  its threads.
+
+What the contract does not see is not counted: probes a filesystem library adds on its
+own (s3fs lists a prefix after a HEAD that missed, and lists the parent when a prefix
+lists empty; it HEADs each source before a server-side copy).  tests/unit/
+test_request_accounting_s3.py measures the difference against a server's own count.
 
 Where counts go (:func:`current_sink`): the :class:`Recorder` set in this context
 (:func:`recording`), else -- on a Dask worker -- the recorder of the running task's
@@ -213,10 +221,13 @@ RULES: dict[str, Rule] = {
 }
 """How each contract method counts, from ``(storage, positional arguments, result)``."""
 
+ADDITIVE = frozenset({"delete_prefix", "move_many"})
+"""Composite calls: their rule counts their own requests, beside the contract calls they make."""
+
 
 def counted(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
     """``method`` (contract method ``name``) counting its requests by :data:`RULES`, innermost call only."""
-    rule = RULES[name]
+    rule, additive = RULES[name], name in ADDITIVE
 
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -231,7 +242,7 @@ def counted(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
             return result
         finally:
             _FRAME.reset(token)
-            if not frame.nested:
+            if additive or not frame.nested:
                 sink = current_sink()
                 if sink is not None:
                     sink.add(rule(self, args, result))

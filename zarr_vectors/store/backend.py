@@ -493,9 +493,8 @@ class FsspecStorage(Storage):
             self.fs.rm([self.full_path(k) for k in keys])
 
     def delete_prefix(self, prefix: str) -> None:
-        path = self.full_path(prefix)
-        if self.fs.exists(path):
-            self.fs.rm(path, recursive=True)
+        if self.exists(prefix):
+            self.fs.rm(self.full_path(prefix), recursive=True)
 
     def move_many(self, pairs: Sequence[tuple[str, str]]) -> None:
         """Copy (server side on S3) then delete: object stores have no rename."""
