@@ -25,7 +25,7 @@ def storage(request, tmp_path) -> Storage:
     return Storage(url)
 
 
-def counted(fn) -> RequestCounts:  # noqa: ANN001
+def counted(fn) -> RequestCounts:
     with count_requests() as tally:
         fn()
     return tally.counts

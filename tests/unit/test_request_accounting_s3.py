@@ -24,7 +24,7 @@ def quiet_moto():
     logger.setLevel(level)
 
 
-def served(server, fn) -> tuple[dict[str, int], RequestCounts]:  # noqa: ANN001
+def served(server, fn) -> tuple[dict[str, int], RequestCounts]:
     """What the server saw while ``fn`` ran, and what we counted."""
     server.reset()
     with count_requests() as tally:

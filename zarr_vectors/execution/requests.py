@@ -120,6 +120,9 @@ def stage(name: str, client: Any = None) -> Iterator[None]:
         yield
         return
     if client is not None:
+        from zarr_vectors.execution.tagging import ensure_registered
+
+        ensure_registered(client)
         tally._clients.setdefault(id(client), client)
         with dask.annotate(**{ANNOTATION: (tally.token, name)}):
             yield

@@ -35,7 +35,7 @@ Where counts go (:func:`current_sink`): the :class:`Recorder` set in this contex
 ``zv_requests`` annotation (:data:`ANNOTATION`), which the runner sets on every graph
 it submits inside a count; the client gathers those per stage with :func:`pop_tagged`
 (``execution/requests.py``).  Work outside any count is not counted and costs one
-context-variable lookup per request.
+global lookup per request.
 """
 
 from __future__ import annotations
@@ -113,15 +113,33 @@ class Recorder:
 
 _SINK: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("zv_request_sink", default=None)
 
+_live = 0  # recordings open in this process: while none is, and no task is tagged here, nothing is counted
+_tagging = False  # this process is a Dask worker whose tasks may carry the annotation
+_LIVE_LOCK = threading.Lock()
+
+
+def _open(step: int) -> None:
+    global _live
+    with _LIVE_LOCK:
+        _live += step
+
 
 @contextmanager
 def recording(recorder: Recorder | None) -> Iterator[Recorder | None]:
     """Count this context's requests (and those of :class:`ContextExecutor` threads it starts) into ``recorder``."""
     token = _SINK.set(recorder)
+    _open(1)
     try:
         yield recorder
     finally:
+        _open(-1)
         _SINK.reset(token)
+
+
+def enable_tagging() -> None:
+    """Look for the annotation on this process's tasks from now on (a worker plugin calls it on each worker)."""
+    global _tagging
+    _tagging = True
 
 
 # -- worker side: recorders of annotated tasks -------------------------------
@@ -148,7 +166,7 @@ def _task_tag() -> tuple[str, str] | None:
 def current_sink() -> Recorder | None:
     """Where a request made here is counted: :func:`recording`'s recorder, else the running task's."""
     sink = _SINK.get()
-    if sink is not None:
+    if sink is not None or not _tagging:
         return sink
     tag = _task_tag()
     if tag is None:
@@ -231,6 +249,8 @@ def counted(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not (_live or _tagging):  # nothing counts here now: the call as it is
+            return method(self, *args, **kwargs)
         parent = _FRAME.get()
         if parent is not None:
             parent.nested = True
@@ -272,5 +292,7 @@ class ContextExecutor(ThreadPoolExecutor):
     """
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        if not (_live or _tagging):
+            return super().submit(fn, *args, **kwargs)
         context = contextvars.copy_context()
         return super().submit(context.run, _run_in, current_sink(), fn, *args, **kwargs)
