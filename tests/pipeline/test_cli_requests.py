@@ -96,3 +96,25 @@ def test_build_on_s3_counts_what_the_server_saw(tmp_path, cli, s3_server, s3_buc
                           aws_secret_access_key="test", region_name="us-east-1")
     stored = sum(o["Size"] for o in client.list_objects_v2(Bucket=bucket, Prefix="out/p.zv/")["Contents"])
     assert total["bytes_written"] >= stored
+
+
+def test_detached_job_journals_its_stages_requests(tmp_path, cli, scheduler, table):
+    """A detached job runs on a worker and submits its stages from there: still counted per stage."""
+    from pipeline_helpers import wait_for
+
+    out = tmp_path / "s.zv"
+    run = cli("build", "points", table, out, "--chunk-shape", "25", "--validate", "3", "--detach", "--json",
+              "--scheduler-address", scheduler)
+    assert run.rc == 0, run.err
+
+    def finished():
+        state = journal(out) if (tmp_path / "s.zv.zvjob.json").exists() else {}
+        assert state.get("status") != "failed", state.get("error")
+        return state if state.get("status") == "done" else None
+
+    state = wait_for(finished, timeout=120, interval=0.2, what="detached job")
+    write = state["stages"]["write"]["requests"]
+    cells = [p for p in (out / "0" / "vertices" / "c").rglob("*") if p.is_file()]
+    assert write["by_stage"]["write vertices"]["PUT"] >= len(cells) > 1
+    assert "incomplete" not in write
+    assert state["stages"]["validate"]["requests"]["GET"] > 0

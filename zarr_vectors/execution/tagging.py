@@ -7,6 +7,7 @@ distributed for it.  Registered once per client, it reaches workers that join la
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
@@ -25,13 +26,13 @@ class RequestTagging(WorkerPlugin):
         enable_tagging()
 
 
-_REGISTERED: set[tuple[int, str]] = set()
+_REGISTERED: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
 
 def ensure_registered(client: Any) -> None:
     """Register :class:`RequestTagging` with ``client``'s cluster, once per client and scheduler."""
-    key = (id(client), str(getattr(client.scheduler, "address", "")))
-    if key in _REGISTERED:
+    address = str(getattr(client.scheduler, "address", ""))
+    if _REGISTERED.get(client) == address:
         return
     client.register_plugin(RequestTagging(), name=NAME)
-    _REGISTERED.add(key)
+    _REGISTERED[client] = address
