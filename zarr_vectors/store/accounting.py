@@ -47,7 +47,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import astuple, dataclass
 from typing import Any
 
 #: The task annotation naming where a task's requests are recorded: ``(count token, stage)``.
@@ -71,7 +71,7 @@ class RequestCounts:
     def __add__(self, other: RequestCounts) -> RequestCounts:
         if not isinstance(other, RequestCounts):
             return NotImplemented
-        return RequestCounts(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+        return RequestCounts(*(a + b for a, b in zip(astuple(self), astuple(other))))
 
     @property
     def requests(self) -> int:
@@ -100,15 +100,21 @@ class Recorder:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._counts = RequestCounts()
+        self._totals = [0] * 7  # RequestCounts' fields, in order: added per request without building one
 
     def add(self, counts: RequestCounts) -> None:
+        self._add(astuple(counts))
+
+    def _add(self, values: tuple[int, ...]) -> None:
         with self._lock:
-            self._counts = self._counts + counts
+            totals = self._totals
+            for i, v in enumerate(values):
+                totals[i] += v
 
     @property
     def counts(self) -> RequestCounts:
-        return self._counts
+        with self._lock:
+            return RequestCounts(*self._totals)
 
 
 _SINK: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("zv_request_sink", default=None)
@@ -216,28 +222,30 @@ def _listed(result: Any) -> int:
     return len(sizes) if sizes is not None else 0
 
 
-Rule = Callable[[Any, tuple[Any, ...], Any], RequestCounts]
+Rule = Callable[[Any, tuple[Any, ...], Any], tuple[int, int, int, int, int, int, int]]
 
 RULES: dict[str, Rule] = {
-    "get": lambda s, a, r: RequestCounts(gets=1, bytes_read=len(r) if r else 0),
-    "get_many": lambda s, a, r: RequestCounts(gets=len(r or ()), bytes_read=_nbytes(r or ())),
-    "get_decoded": lambda s, a, r: RequestCounts(gets=len(a[0])),
-    "get_ranges": lambda s, a, r: RequestCounts(gets=len(a[0]), bytes_read=_nbytes(r or ())),
-    "exists": lambda s, a, r: RequestCounts(heads=1),
-    "check_reachable": lambda s, a, r: RequestCounts(heads=1 if s.is_remote else 0),
-    "list_dir": lambda s, a, r: RequestCounts(lists=_pages(_listed(r), s.list_page_size)),
-    "list_dirs": lambda s, a, r: RequestCounts(lists=sum(_pages(len(x), s.list_page_size) for x in r or ())),
-    "list_files": lambda s, a, r: RequestCounts(lists=_pages(_listed(r), s.list_page_size)),
-    "object_sizes": lambda s, a, r: RequestCounts(lists=_pages(_listed(r), s.list_page_size)),
-    "scan": lambda s, a, r: RequestCounts(lists=_pages(_listed(r), s.list_page_size)),
-    "put": lambda s, a, r: RequestCounts(puts=1, bytes_written=len(a[1])),
-    "put_many": lambda s, a, r: RequestCounts(puts=len(a[0]), bytes_written=_nbytes(a[0].values())),
-    "delete": lambda s, a, r: RequestCounts(deletes=1),
-    "delete_many": lambda s, a, r: RequestCounts(deletes=_batches(len(a[0]), s.delete_batch)),
-    "delete_prefix": lambda s, a, r: RequestCounts(lists=1, deletes=1),
-    "move_many": lambda s, a, r: RequestCounts(puts=len(a[0]), deletes=_batches(len(a[0]), s.delete_batch)),
+    # name: (GETs, PUTs, LISTs, HEADs, DELETEs, bytes read, bytes written)
+    "get": lambda s, a, r: (1, 0, 0, 0, 0, len(r) if r else 0, 0),
+    "get_many": lambda s, a, r: (len(r or ()), 0, 0, 0, 0, _nbytes(r or ()), 0),
+    "get_decoded": lambda s, a, r: (len(a[0]), 0, 0, 0, 0, 0, 0),
+    "get_ranges": lambda s, a, r: (len(a[0]), 0, 0, 0, 0, _nbytes(r or ()), 0),
+    "exists": lambda s, a, r: (0, 0, 0, 1, 0, 0, 0),
+    "check_reachable": lambda s, a, r: (0, 0, 0, 1 if s.is_remote else 0, 0, 0, 0),
+    "list_dir": lambda s, a, r: (0, 0, _pages(_listed(r), s.list_page_size), 0, 0, 0, 0),
+    "list_dirs": lambda s, a, r: (0, 0, sum(_pages(len(x), s.list_page_size) for x in r or ()), 0, 0, 0, 0),
+    "list_files": lambda s, a, r: (0, 0, _pages(_listed(r), s.list_page_size), 0, 0, 0, 0),
+    "object_sizes": lambda s, a, r: (0, 0, _pages(_listed(r), s.list_page_size), 0, 0, 0, 0),
+    "scan": lambda s, a, r: (0, 0, _pages(_listed(r), s.list_page_size), 0, 0, 0, 0),
+    "put": lambda s, a, r: (0, 1, 0, 0, 0, 0, len(a[1])),
+    "put_many": lambda s, a, r: (0, len(a[0]), 0, 0, 0, 0, _nbytes(a[0].values())),
+    "delete": lambda s, a, r: (0, 0, 0, 0, 1, 0, 0),
+    "delete_many": lambda s, a, r: (0, 0, 0, 0, _batches(len(a[0]), s.delete_batch), 0, 0),
+    "delete_prefix": lambda s, a, r: (0, 0, 1, 0, 1, 0, 0),
+    "move_many": lambda s, a, r: (0, len(a[0]), 0, 0, _batches(len(a[0]), s.delete_batch), 0, 0),
 }
-"""How each contract method counts, from ``(storage, positional arguments, result)``."""
+"""How each contract method counts, from ``(storage, positional arguments, result)``: the
+fields of :class:`RequestCounts` in order (a tuple: built on every request)."""
 
 ADDITIVE = frozenset({"delete_prefix", "move_many"})
 """Composite calls: their rule counts their own requests, beside the contract calls they make."""
@@ -265,7 +273,7 @@ def counted(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
             if additive or not frame.nested:
                 sink = current_sink()
                 if sink is not None:
-                    sink.add(rule(self, args, result))
+                    sink._add(rule(self, args, result))
 
     wrapper.__zv_counted__ = True  # type: ignore[attr-defined]
     return wrapper
