@@ -118,3 +118,29 @@ def test_detached_job_journals_its_stages_requests(tmp_path, cli, scheduler, tab
     assert write["by_stage"]["write vertices"]["PUT"] >= len(cells) > 1
     assert "incomplete" not in write
     assert state["stages"]["validate"]["requests"]["GET"] > 0
+
+
+def test_failed_stage_journals_the_requests_it_made(tmp_path, table, monkeypatch):
+    """A stage that fails half-way still says what it asked of the store before failing."""
+    import dask
+
+    from pipeline import jobs
+    from zarr_vectors.store.backend import Storage
+
+    out = tmp_path / "s.zv"
+
+    def broken(spec):
+        def write() -> dict:
+            Storage(spec.out).put_many({"a": b"12", "b": b"345"})
+            raise RuntimeError("disk on fire")
+
+        return {"write": write}
+
+    monkeypatch.setattr(jobs, "_stage_functions", broken)
+    spec = jobs.BuildSpec(kind="points", inputs=[str(table)], out=str(out), chunk_shape=25.0)
+    with dask.config.set(scheduler="synchronous"), pytest.raises(RuntimeError, match="disk on fire"):
+        jobs.run_build(spec)
+    stage = journal(out)["stages"]["write"]
+    assert stage["status"] == "failed"
+    assert stage["requests"]["by_stage"]["client"] == {"GET": 0, "PUT": 2, "LIST": 0, "HEAD": 0, "DELETE": 0,
+                                                       "bytes_read": 0, "bytes_written": 5}
