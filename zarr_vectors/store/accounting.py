@@ -16,14 +16,17 @@ own: ``Storage.__init_subclass__`` wraps each contract method a backend defines 
 * ``delete`` is one DELETE, ``delete_many`` of N keys ``ceil(N / delete_batch)`` (an
   object store's bulk delete; one per key where the backend has none); ``delete_prefix``
   one LIST and one DELETE batch; ``move_many`` of N pairs N PUTs (server-side copies, no
-  bytes through us) and one DELETE batch.
+  bytes through us) and the DELETE batches of the sources.
 * A call that makes other contract calls (``get_many`` that reads through ``get`` on a
   pool, ``get_decoded`` through ``get_many``) counts only what those calls count: the
   innermost contract call is the request.  Except the composite calls
   (:data:`ADDITIVE`: ``delete_prefix``, ``move_many``), whose own walk, copies and
   deletes are counted beside the contract calls they make (an ``exists`` first, say).
   Nesting is tracked in a context variable that :class:`ContextExecutor` carries into
-  its threads.
+  its threads.  (Calls on another pool record nothing, and the call that started them,
+  not seen to nest, counts by its own rule: nothing is counted twice.)
+
+A contract method added to ``Storage`` needs a rule in :data:`RULES`, or it is not counted.
 
 What the contract does not see is not counted: probes a filesystem library adds on its
 own (s3fs lists a prefix after a HEAD that missed, and lists the parent when a prefix
