@@ -17,6 +17,16 @@ def _demo(args: argparse.Namespace) -> int:
 def _info(args: argparse.Namespace) -> int:
     """Levels, counts, arrays and what each holds on storage (one listing of the store)."""
     import zarr_vectors as zv
+
+    with zv.count_requests() as own:
+        _info_body(args)
+    print(f"requests:       {own.counts} (this command)")
+    _job_requests(args.store, _storage_options(args.storage_option))
+    return 0
+
+
+def _info_body(args: argparse.Namespace) -> None:
+    import zarr_vectors as zv
     from zarr_vectors.store.consolidated import is_consolidated
 
     store = zv.open_store(args.store, storage_options=_storage_options(args.storage_option))
@@ -37,7 +47,23 @@ def _info(args: argparse.Namespace) -> int:
             print(f"  {name:<22}{count:>8} objects {_size(nbytes):>12}")
     total = sum(b for _, b in stored.values())
     print(f"total:          {sum(c for c, _ in stored.values())} objects, {_size(total)}")
-    return 0
+
+
+def _job_requests(store: str, options: dict) -> None:
+    """The requests of each stage of the job that built the store, from its journal (if one is beside it)."""
+    from pipeline.jobs import Journal
+    from zarr_vectors.errors import ZarrVectorsError
+    from zarr_vectors.store.accounting import RequestCounts
+
+    try:
+        state = Journal.load(store, options)
+    except (ZarrVectorsError, OSError, ValueError):
+        return
+    stages = {k: v["requests"] for k, v in (state or {}).get("stages", {}).items() if "requests" in v}
+    if stages:
+        print(f"job {state.get('job_id')} requests by stage:")
+        for stage, doc in stages.items():
+            print(f"  {stage:<12}{RequestCounts.from_json({k: v for k, v in doc.items() if k != 'by_stage'})}")
 
 
 def _stored_by_array(sizes: dict[str, int]) -> dict[tuple[str, str], tuple[int, int]]:
@@ -144,11 +170,13 @@ def _validate(args: argparse.Namespace) -> int:
     """Exit 0 when the store has no error, 1 when it has, 2 for usage errors or an unreachable store."""
     import json
 
+    from zarr_vectors import count_requests
     from zarr_vectors.validation import validate
 
     def run(options: dict) -> int:
-        result = validate(args.store, args.level, allow_layouts=tuple(args.allow_layout), storage_options=options)
-        print(json.dumps(result.to_json()) if args.json else result.summary())
+        with count_requests() as tally:
+            result = validate(args.store, args.level, allow_layouts=tuple(args.allow_layout), storage_options=options)
+        print(json.dumps({**result.to_json(), "requests": tally.to_json()}) if args.json else result.summary())
         return 0 if result.ok else 1
 
     return _on_store("validate", args, run, on_cluster=True)
@@ -296,11 +324,23 @@ def _build(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_json(), default=str))
     else:
         for stage, info in result.stages.items():
-            print(f"{stage:<10} {info.get('status')}  {info.get('seconds', '')}s")
+            print(f"{stage:<10} {info.get('status')}  {info.get('seconds', '')}s  {_requests_line(info)}".rstrip())
         print(f"store: {result.store}")
-        if args.report:
+    if args.report:
+        from pipeline.report import add_requests
+
+        add_requests(os.path.abspath(args.report), result.stages)
+        if not args.json:
             print(f"performance report: {os.path.abspath(args.report)}")
     return 0
+
+
+def _requests_line(info: dict) -> str:
+    """A journalled stage's request totals on one line ('' when it has none)."""
+    from zarr_vectors.store.accounting import RequestCounts
+
+    doc = info.get("requests")
+    return str(RequestCounts.from_json({k: v for k, v in doc.items() if k != "by_stage"})) if doc else ""
 
 
 def _job_index(job_id: str):  # -> pathlib.Path
@@ -370,10 +410,12 @@ def _shard(args: argparse.Namespace) -> int:
         return 2
 
     def run(options: dict) -> int:
-        if shape is None:
-            print(zv.unshard_store(args.store, storage_options=options))
-        else:
-            print(zv.shard_store(args.store, shape, storage_options=options))
+        with zv.count_requests() as tally:
+            if shape is None:
+                print(zv.unshard_store(args.store, storage_options=options))
+            else:
+                print(zv.shard_store(args.store, shape, storage_options=options))
+        print(f"requests: {tally.counts}")
         return 0
 
     return _on_store("shard", args, run, on_cluster=True)
@@ -420,10 +462,12 @@ def _pyramid(args: argparse.Namespace) -> int:
         return 2
 
     def run(options: dict) -> int:
-        print(zv.build_pyramid(
-            args.store, factors=factors, chunk_scale_factors=scales, cross_level_storage=args.cross_level_storage,
-            cross_level_depth=args.cross_level_depth, sparsity_seed=args.seed, storage_options=options,
-        ))  # fmt: skip
+        with zv.count_requests() as tally:
+            print(zv.build_pyramid(
+                args.store, factors=factors, chunk_scale_factors=scales, cross_level_storage=args.cross_level_storage,
+                cross_level_depth=args.cross_level_depth, sparsity_seed=args.seed, storage_options=options,
+            ))  # fmt: skip
+        print(f"requests: {tally.counts}")
         return 0
 
     return _on_store("pyramid", args, run, on_cluster=True)

@@ -98,7 +98,10 @@ class Journal:
         self.save()
 
     def save(self) -> None:
-        self.storage.put("", json.dumps(self.state, indent=2, default=str).encode())
+        from zarr_vectors.execution.requests import attribute
+
+        with attribute("journal"):  # counted apart from the stage's own work
+            self.storage.put("", json.dumps(self.state, indent=2, default=str).encode())
 
 
 # ---------------------------------------------------------------------------
@@ -320,6 +323,7 @@ def run_build(spec: BuildSpec, *, resume: bool = False) -> JobResult:
     must match in every field that decides what was written); stages done are skipped,
     and an unfinished write is redone from scratch (a half-written store is replaced).
     """
+    from zarr_vectors import count_requests
     from zarr_vectors.execution.runner import callbacks
 
     preflight(spec, resume=resume)
@@ -348,18 +352,21 @@ def run_build(spec: BuildSpec, *, resume: bool = False) -> JobResult:
             continue
         journal.update(stage, status="running", started=time.time())
         t0 = time.perf_counter()
+        tally = None
         try:
-            with callbacks(JournalProgress(journal, stage)):
+            with count_requests() as tally, callbacks(JournalProgress(journal, stage)):
                 details = functions[stage]()
         except BaseException as exc:
             step = str(journal.state["stages"].get(stage, {}).get("step", ""))
-            journal.update(stage, status="failed", error=f"{type(exc).__name__}: {exc}", error_type=type(exc).__name__)
+            journal.update(stage, status="failed", error=f"{type(exc).__name__}: {exc}", error_type=type(exc).__name__,
+                           **({"requests": tally.to_json()} if tally is not None else {}))
             journal.set_status("failed", error=f"{stage}: {type(exc).__name__}: {exc}",
                                traceback=traceback.format_exc(limit=5))
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
             raise StageFailedError(stage, exc, step=step) from exc
-        journal.update(stage, status="done", seconds=round(time.perf_counter() - t0, 3), **details)
+        journal.update(stage, status="done", seconds=round(time.perf_counter() - t0, 3), **details,
+                       requests=tally.to_json())
     journal.set_status("done", finished=time.time())
     return JobResult(spec.job_id, spec.out, journal.state["stages"], True)
 

@@ -20,6 +20,7 @@ import dask
 import numpy as np
 
 from zarr_vectors import config
+from zarr_vectors.execution import requests
 
 
 class ProgressCallback(Protocol):
@@ -98,13 +99,15 @@ def _run(stage: str, items: Sequence[Any], *, keep: bool, everywhere: bool = Fal
     if client is None:
         for cb in registered:
             cb.on_stage_start(stage, len(items))
-        out = list(dask.persist(*items) if keep else dask.compute(*items))
+        with requests.stage(stage):
+            out = list(dask.persist(*items) if keep else dask.compute(*items))
         for cb in registered:
             cb.on_stage_end(stage)
         return out
     from distributed import as_completed
 
-    futures = client.compute(list(items), retries=config.get("task-retries"))
+    with requests.stage(stage, client):
+        futures = client.compute(list(items), retries=config.get("task-retries"))
     for cb in registered:
         cb.on_stage_start(stage, len(futures))
     for _ in as_completed(futures):
@@ -162,7 +165,9 @@ def start(*items: Any) -> list[Any]:
     client = current_client()
     if client is None:
         return list(items)
-    return [dask.delayed(f) for f in client.compute(list(items), retries=config.get("task-retries"))]
+    with requests.stage("background", client):
+        futures = client.compute(list(items), retries=config.get("task-retries"))
+    return [dask.delayed(f) for f in futures]
 
 
 def split_by_weight(weights, target: int) -> list[slice]:  # noqa: ANN001 - numpy array of ints

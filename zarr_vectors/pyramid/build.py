@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,6 +70,7 @@ from zarr_vectors.pyramid.plan import (
     plan_pyramid,
 )
 from zarr_vectors.reconcile import confirm_presence, finalize_links
+from zarr_vectors.store.accounting import ContextExecutor
 from zarr_vectors.store.consolidated import reconsolidating
 from zarr_vectors.store.grid import GridArray, write_cells_many
 from zarr_vectors.store.groups import Level
@@ -159,7 +159,7 @@ def _reconcile(
         finalize_links(lvl, delta, counts=LinkCounts(n, n))
         return lvl.number, delta, n
 
-    with ThreadPoolExecutor(4) as pool:
+    with ContextExecutor(4) as pool:  # its threads' requests counted with this task's
         jobs = [pool.submit(confirm_presence, grid, keys) for grid in arrays]
         if objects is not None:
             jobs.append(pool.submit(write_objects, level, source, objects, layout, sequences))

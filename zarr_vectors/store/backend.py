@@ -28,6 +28,7 @@ import fsspec
 
 from zarr_vectors import config
 from zarr_vectors.errors import InputError, StorageObjectError, StoreNotFoundError
+from zarr_vectors.store.accounting import ContextExecutor, count_contract
 from zarr_vectors.store.localfs import Listing, SafeRoot, check_key
 
 T = TypeVar("T")
@@ -41,7 +42,7 @@ def _pool(name: str) -> ThreadPoolExecutor:
     with _POOLS_LOCK:
         pool = _POOLS.get(name)
         if pool is None:
-            pool = _POOLS[name] = ThreadPoolExecutor(int(config.get("io.threads")), thread_name_prefix=name)
+            pool = _POOLS[name] = ContextExecutor(int(config.get("io.threads")), thread_name_prefix=name)
         return pool
 
 
@@ -102,6 +103,16 @@ class Storage(ABC):
 
     is_remote: bool = False
     """Whether requests are network round trips worth overlapping on threads."""
+
+    list_page_size: int | None = None
+    """Entries per listing request, where listings come in pages (request accounting)."""
+
+    delete_batch: int | None = None
+    """Keys per bulk-delete request, where the backend has one (request accounting)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        count_contract(cls)  # every backend's requests counted by one rule: store/accounting.py
 
     def __new__(cls, url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> Storage:
         if cls is Storage:
@@ -361,6 +372,8 @@ class FsspecStorage(Storage):
     """Any fsspec filesystem; S3 through s3fs, tuned for many small whole objects."""
 
     is_remote = True
+    list_page_size = 1000  # S3's ListObjectsV2 page
+    delete_batch = 1000  # S3's DeleteObjects batch
 
     def __init__(self, url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> None:
         super().__init__(url, storage_options)
@@ -482,9 +495,8 @@ class FsspecStorage(Storage):
             self.fs.rm([self.full_path(k) for k in keys])
 
     def delete_prefix(self, prefix: str) -> None:
-        path = self.full_path(prefix)
-        if self.fs.exists(path):
-            self.fs.rm(path, recursive=True)
+        if self.exists(prefix):
+            self.fs.rm(self.full_path(prefix), recursive=True)
 
     def move_many(self, pairs: Sequence[tuple[str, str]]) -> None:
         """Copy (server side on S3) then delete: object stores have no rename."""
@@ -535,6 +547,7 @@ class MemoryStorage(FsspecStorage):
     """
 
     is_remote = False
+    list_page_size = delete_batch = None
 
     def check_reachable(self) -> None:
         """Refuse the store when tasks would run in other processes: each has its own memory, so
