@@ -363,24 +363,14 @@ def figures(rec: Recording, lo: float, hi: float, graphs: Sequence[Graph] | None
 
 
 def _frame_label(stack: tuple[Any, ...]) -> str:
-    """The innermost project function (and its project caller) and the library it was in."""
+    """The innermost project function on the client's stack, and whether it was submitting a graph."""
     project = [c for c in stack if c.co_filename.startswith(_PROJECT) and c.co_filename != _RUNNER]
     if not project:
         return "outside the project"
     inner = project[0]
-
-    def name(code: Any) -> str:
-        return f"{os.path.relpath(code.co_filename, _REPO)}:{code.co_name}"
-
-    label = name(inner) + (f" <- {project[1].co_name}" if len(project) > 1 else "")
-    below = stack[: stack.index(inner)]
-    if below and any(c.co_filename == _RUNNER for c in below):
-        label += " -> runner (graph submission)"
-    elif below:
-        path = below[0].co_filename
-        parts = Path(path).parts
-        lib = parts[parts.index("site-packages") + 1] if "site-packages" in parts else Path(path).stem
-        label += f" -> {lib}"
+    label = f"{os.path.relpath(inner.co_filename, _REPO)}:{inner.co_name}"
+    if any(c.co_filename == _RUNNER for c in stack[: stack.index(inner)]):
+        label += " (building/submitting a graph)"
     return label
 
 
