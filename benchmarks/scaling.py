@@ -51,6 +51,7 @@ to timestamp them and learn their keys), and the client thread's sampled stacks 
 from __future__ import annotations
 
 import argparse
+import ast
 import bisect
 import json
 import os
@@ -69,6 +70,7 @@ import dask
 import numpy as np
 import pandas as pd
 from dask.core import flatten
+from dask.utils import key_split
 from distributed.diagnostics.plugin import SchedulerPlugin
 from distributed.metrics import time
 
@@ -270,6 +272,7 @@ class Figures:
     critical_path: float  # CP, with the client as a serial chain
     client_chain: float  # the client's own time on that chain (between and after its waits)
     dag_critical_path: float  # the task graph alone
+    chain: list[tuple[str, float, int]]  # the critical chain: (the client / a task group, seconds, count)
     bounds: dict[int, dict[str, Any]]
 
 
@@ -306,9 +309,33 @@ def _duration(task: dict[str, Any]) -> float:
     return float(sum(b - a for a, b in task["spans"]))
 
 
-def critical_paths(rec: Recording, graphs: Sequence[Graph], lo: float, hi: float) -> tuple[float, float, float]:
-    """(CP with the client as a serial chain, the client's share of it, CP of the task
-    graph alone) over ``graphs``.
+Path = tuple[Any, tuple[str, float]] | None  # a cons list, innermost last: (rest, (what, seconds))
+
+
+def _group(key: str) -> str:
+    """A task key's group name (``('write-owner-<token>', 3)`` -> ``write-owner``)."""
+    try:
+        name = ast.literal_eval(key)[0] if key.startswith("(") else key
+    except (ValueError, SyntaxError, IndexError, TypeError):
+        name = key
+    return key_split(name)
+
+
+def _chain_summary(path: Path) -> list[tuple[str, float, int]]:
+    """The critical chain's time by what it is: the client, and each task group (seconds, count)."""
+    seconds: dict[str, float] = defaultdict(float)
+    count: dict[str, int] = defaultdict(int)
+    while path is not None:
+        path, (what, dt) = path
+        seconds[what] += dt
+        count[what] += 1
+    return sorted(((w, round(seconds[w], 3), count[w]) for w in seconds), key=lambda x: -x[1])
+
+
+def critical_paths(rec: Recording, graphs: Sequence[Graph], lo: float, hi: float
+                   ) -> tuple[float, float, float, list[tuple[str, float, int]]]:
+    """(CP with the client as a serial chain, the client's share of all of its time, CP of the
+    task graph alone, what the critical chain is made of) over ``graphs``.
 
     The replay on unboundedly many workers: the client's chain advances by the time it
     spent between submissions in the measured run; a task finishes its duration after
@@ -316,26 +343,29 @@ def critical_paths(rec: Recording, graphs: Sequence[Graph], lo: float, hi: float
     for holds the chain until its last task.  Dependencies outside ``graphs`` (earlier
     stages) are done already.
     """
-    finish: dict[str, float] = {}
+    finish: dict[str, tuple[float, Path]] = {}
     dag: dict[str, float] = {}
-    chain, last, client = 0.0, lo, 0.0
+    chain, path, last, client = 0.0, None, lo, 0.0
     for g in graphs:
-        client += max(0.0, g.time - last)
-        chain += max(0.0, g.time - last)
-        release, latest = chain, chain
+        gap = max(0.0, g.time - last)
+        client += gap
+        chain, path = chain + gap, (path, ("client", gap)) if gap > 0 else path
+        release, latest = (chain, path), (chain, path)
         for k in g.tasks:
-            task = rec.tasks[k]
+            task, dur = rec.tasks[k], _duration(rec.tasks[k])
             deps = [d for d in task["deps"] if d in finish]
-            finish[k] = max([release] + [finish[d] for d in deps]) + _duration(task)
-            dag[k] = max([0.0] + [dag[d] for d in deps]) + _duration(task)
-            latest = max(latest, finish[k])
+            before = max([release] + [finish[d] for d in deps], key=lambda fp: fp[0])
+            finish[k] = (before[0] + dur, (before[1], (_group(k), dur)))
+            dag[k] = max([0.0] + [dag[d] for d in deps]) + dur
+            latest = max(latest, finish[k], key=lambda fp: fp[0])
         if g.blocking:
-            chain, last = max(chain, latest), max(last, g.done)
+            (chain, path), last = max((chain, path), latest, key=lambda fp: fp[0]), max(last, g.done)
         else:
             last = max(last, g.time)
-    client += max(0.0, hi - last)
-    chain += max(0.0, hi - last)
-    return max([chain, *finish.values()]), client, max(dag.values(), default=0.0)
+    gap = max(0.0, hi - last)
+    client += gap
+    end = max([(chain + gap, (path, ("client", gap)) if gap > 0 else path), *finish.values()], key=lambda fp: fp[0])
+    return end[0], client, max(dag.values(), default=0.0), _chain_summary(end[1])
 
 
 def figures(rec: Recording, lo: float, hi: float, graphs: Sequence[Graph] | None = None) -> Figures:
@@ -351,7 +381,7 @@ def figures(rec: Recording, lo: float, hi: float, graphs: Sequence[Graph] | None
     submit = length(intersect(idle_waiting, latency))
     dispatch = length(idle_waiting) - submit
     wall, work = hi - lo, length(busy)
-    cp, client_chain, dag_cp = critical_paths(rec, graphs, lo, hi)
+    cp, client_chain, dag_cp, chain = critical_paths(rec, graphs, lo, hi)
     serial = client + submit
     bounds = {}
     for n in WORKERS:
@@ -359,7 +389,7 @@ def figures(rec: Recording, lo: float, hi: float, graphs: Sequence[Graph] | None
         path = wall / cp if cp > 0 else float("inf")
         bounds[n] = {"amdahl": amdahl, "critical_path": path, "bound": min(amdahl, path),
                      "binds": "serial (Amdahl)" if amdahl <= path else "critical path"}
-    return Figures(wall, len(keys), work, serial, client, submit, dispatch, cp, client_chain, dag_cp, bounds)
+    return Figures(wall, len(keys), work, serial, client, submit, dispatch, cp, client_chain, dag_cp, chain, bounds)
 
 
 def _frame_label(stack: tuple[Any, ...]) -> str:
@@ -494,6 +524,8 @@ def format_report(r: Report, top: int = 12) -> str:
 
     lines.append(row("build", r.build))
     lines += [row(s, f) for s, f in r.stages.items()]
+    lines.append("  critical chain (seconds, count): " + "; ".join(
+        f"{s}: " + ", ".join(f"{w} {t:.2f} x{c}" for w, t, c in f.chain[:4]) for s, f in r.stages.items()))
     lines.append(f"{'(job)':<10}{r.between_stages:8.2f}  outside every stage: preflight, journal")
     b32 = r.build.bounds[32]
     lines.append(f"  32 workers: Amdahl {b32['amdahl']:.1f}x, critical path {b32['critical_path']:.1f}x -> "

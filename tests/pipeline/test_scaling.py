@@ -48,6 +48,8 @@ def test_serial_time_and_critical_path_of_a_known_stream(scaling):
     assert f.critical_path == pytest.approx(8.3)
     assert f.client_chain == pytest.approx(3.3)
     assert f.dag_critical_path == pytest.approx(5.0)  # a -> b -> d
+    chain = {what: (seconds, count) for what, seconds, count in f.chain}
+    assert chain == {"client": (pytest.approx(3.3), 3), "a": (2.0, 1), "b": (1.0, 1), "d": (2.0, 1)}
     b8 = f.bounds[8]
     assert b8["amdahl"] == pytest.approx(10 / (4.3 + 5.7 / 8))
     assert b8["critical_path"] == pytest.approx(10 / 8.3)
@@ -92,6 +94,7 @@ def test_recorded_tiny_build_adds_up(scaling, tmp_path):
     assert sum(f.wall for f in report.stages.values()) <= report.build.wall
     assert any("compute 'scan'" in step for step, _ in report.serial_steps)
     assert report.serial_functions  # the client thread was sampled during serial time
+    assert sum(seconds for _, seconds, _ in report.build.chain) == pytest.approx(report.build.critical_path, abs=1e-2)
     text = scaling.format_report(report)
     assert "binds at 32" in text and "validate" in text
 
