@@ -77,9 +77,9 @@ from distributed.metrics import time
 # This folder holds ``pipeline.py``, whose name shadows the ``pipeline`` package.
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
-from pipeline.cluster import connect  # noqa: E402
-from pipeline.jobs import BuildSpec, run_build  # noqa: E402
-from zarr_vectors.execution import runner  # noqa: E402
+from pipeline.cluster import connect
+from pipeline.jobs import BuildSpec, run_build
+from zarr_vectors.execution import runner
 
 PLUGIN = "zv-scaling-stream"
 WORKERS = (8, 32, 128)
@@ -309,7 +309,7 @@ def _duration(task: dict[str, Any]) -> float:
     return float(sum(b - a for a, b in task["spans"]))
 
 
-Path = tuple[Any, tuple[str, float]] | None  # a cons list, innermost last: (rest, (what, seconds))
+Chain = tuple[Any, tuple[str, float]] | None  # a cons list, innermost last: (rest, (what, seconds))
 
 
 def _group(key: str) -> str:
@@ -321,7 +321,7 @@ def _group(key: str) -> str:
     return key_split(name)
 
 
-def _chain_summary(path: Path) -> list[tuple[str, float, int]]:
+def _chain_summary(path: Chain) -> list[tuple[str, float, int]]:
     """The critical chain's time by what it is: the client, and each task group (seconds, count)."""
     seconds: dict[str, float] = defaultdict(float)
     count: dict[str, int] = defaultdict(int)
@@ -343,7 +343,7 @@ def critical_paths(rec: Recording, graphs: Sequence[Graph], lo: float, hi: float
     for holds the chain until its last task.  Dependencies outside ``graphs`` (earlier
     stages) are done already.
     """
-    finish: dict[str, tuple[float, Path]] = {}
+    finish: dict[str, tuple[float, Chain]] = {}
     dag: dict[str, float] = {}
     chain, path, last, client = 0.0, None, lo, 0.0
     for g in graphs:
@@ -513,8 +513,8 @@ def measure(client: Any, kind: str, inputs: list[str], out: Path, workload: str 
 def format_report(r: Report, top: int = 12) -> str:
     head = (f"{'':<10}{'T1':>8}{'tasks':>7}{'W':>8}{'S':>7}{'(client':>8}{'submit)':>8}{'D':>7}{'CP':>8}"
             f"{'(client)':>9}{'CP dag':>8}" + "".join(f"{f'x{n}':>8}" for n in WORKERS) + "  binds at 32")
-    lines = [f"{r.workload}: zv build on 1 worker, planned for {r.plan_threads} (write + pyramid 2 + shard 2 + "
-             "validate L5); seconds, bounds x",
+    lines = [(f"{r.workload}: zv build on 1 worker, planned for {r.plan_threads} (write + pyramid 2 + shard 2 + "
+             "validate L5); seconds, bounds x"),
              head]
 
     def row(name: str, f: Figures) -> str:
