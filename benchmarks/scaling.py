@@ -297,9 +297,12 @@ def _graphs(rec: Recording) -> list[Graph]:
         spans = [s for k in keys for s in rec.tasks[k]["spans"]]
         # the latest runner call before the graph that asked for one of its keys (a later
         # call may ask for the keys of an earlier ``start`` again)
-        calls = [c for k in g["keys"] for c in by_keys.get(k, ()) if c.enter <= g["time"]]
+        calls = [c for k in g["keys"] for c in by_keys.get(k, ())]
+        # else the call running when it arrived (a dict of collections is wrapped in a
+        # delayed of a fresh key on submission)
+        calls = [c for c in calls if c.enter <= g["time"]] or [c for c in rec.calls if c.enter <= g["time"] <= c.exit]
         call = max(calls, key=lambda c: c.enter, default=None)
-        label = f"{call.kind} {call.name!r}" if call is not None else "dask.compute (outside the runner)"
+        label = f"{call.kind} {call.name!r}" if call is not None else "dask.compute outside the runner"
         out.append(Graph(g["time"], label, call is None or call.kind != "start", keys,
                          min((a for a, _ in spans), default=None), max((b for _, b in spans), default=None)))
     return sorted(out, key=lambda g: g.time)

@@ -106,3 +106,15 @@ def test_plan_threads_setting_sizes_the_graph_for_a_larger_cluster(zv_config):
     zv_config("plan-threads", 32)
     assert runner.parallelism() == 32
     assert len(runner.task_runs(np.ones(640, dtype=np.int64), 1)) == 4 * 32  # tasks-per-thread 4, 5 items each
+
+
+def test_a_graph_of_fresh_keys_is_billed_to_the_running_call(scaling):
+    """A dict of collections reaches the scheduler under a key made on submission: the call
+    running then owns it; a graph outside every call is named as such."""
+    rec = scaling.Recording(
+        graphs=[{"time": 1.0, "keys": ["dict-123"], "tasks": ["x", "dict-123"]},
+                {"time": 3.0, "keys": ["len-9"], "tasks": ["len-9"]}],
+        tasks={"x": _task(1.1, 1.5), "dict-123": _task(1.5, 1.6, "x"), "len-9": _task(3.1, 3.2)},
+        calls=[scaling.Call("compute", "manifests", 0.9, 1.7, set())],
+    )
+    assert [g.label for g in scaling._graphs(rec)] == ["compute 'manifests'", "dask.compute outside the runner"]
