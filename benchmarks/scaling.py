@@ -22,9 +22,11 @@ so ``T1 = W + S + D``.  The graphs are planned for ``--plan-threads`` worker thr
 (default 32, the size the target names; ``zarr_vectors.plan-threads``), not for the one
 worker that runs them: task sizes follow the cluster a graph is planned for, and a graph
 cut for one worker would bound its own critical path.  One worker then runs the graph
-32 workers would get, its per-task costs included.  On ``N`` workers two lower bounds hold for the wall time:
+32 workers would get, its per-task costs included.  On ``N`` workers two lower bounds
+hold for the wall time:
 
-* Amdahl, with the serial part measured: ``T(N) >= S + (W + D) / N``;
+* Amdahl, with the serial part measured: ``T(N) >= S + (W + D) / N`` (each worker has
+  its share of the tasks and of the gaps between them);
 * the critical path ``CP``: the build replayed on unboundedly many workers, as soon as
   possible -- each task starts when its dependencies (from the scheduler) are done and
   its graph has been submitted; the client is a serial chain: between two submissions it
@@ -36,16 +38,18 @@ so the speed-up over one worker is at most ``T1 / max(S + (W + D)/N, CP)`` =
 ``min(Amdahl, T1 / CP)``; the report says which term binds.  Both bounds are optimistic:
 they leave out the scheduler's per-task cost growing with N, transfers between workers
 (none with one worker), stragglers and storage bandwidth.  ``CP (DAG)`` is the longest
-chain through the task graph alone, without the client: what the graph's shape allows.
+chain through the task graph alone, without the client: what the graph's shape allows;
+the report also names what the critical chain is made of (the client, each task group).
 Target (issue 13): a bound of at least 16x at 32 workers.
 
-Where the serial time goes: ``S`` before each submitted graph is billed to the runner
-step that graph belongs to (``runner.compute`` / ``persist`` / ``start`` are wrapped here
-to timestamp them and learn their keys), and the client thread's sampled stacks during
-``S`` name the functions.  Nothing in the library is changed for this.
+Where the serial time goes: the client-only part of ``S`` before each submitted graph is
+billed to the runner step that graph belongs to (``runner.compute`` / ``persist`` /
+``start`` are wrapped here to timestamp them and learn their keys), and the client
+thread's stacks, sampled every 10 ms, name the functions.  The library's only part in
+this is the ``zarr_vectors.plan-threads`` setting.
 
     .venv/bin/python benchmarks/scaling.py [--workloads graph points] [--graph-n 1000000]
-        [--points-n 10000000] [--workdir DIR] [--json FILE]
+        [--points-n 10000000] [--plan-threads 32] [--workdir DIR] [--json FILE]
 """
 
 from __future__ import annotations
