@@ -24,6 +24,9 @@ DEFAULTS: dict[str, Any] = {
         # under a distributed client (safe: every task is idempotent)
         "tasks-per-thread": 4,
         "task-retries": 2,
+        # plan graphs for this many worker threads instead of the current cluster's (a
+        # cluster that will grow; benchmarks/scaling.py records a 32-thread plan on 1 worker)
+        "plan-threads": None,
         "write": {
             "block-rows": 1_000_000,  # input rows per scan/route block
             "min-rows-per-task": 250_000,  # a vertex owner task holds at least this many rows ...

@@ -83,7 +83,11 @@ def current_client():  # -> distributed.Client | None
 
 
 def parallelism() -> int:
-    """How many tasks the current scheduler runs at once (worker threads or cores)."""
+    """How many tasks the graphs are planned for: ``zarr_vectors.plan-threads`` when set,
+    else what the current scheduler runs at once (worker threads or cores)."""
+    planned = config.get("plan-threads")
+    if planned:
+        return int(planned)
     client = current_client()
     if client is not None:
         try:
