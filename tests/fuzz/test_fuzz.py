@@ -48,7 +48,7 @@ def _fake_cases() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def fake_run():
-    return {r["case"]["fake"]: r for r in run(only=_fake_cases(), jobs=2, timeout=6).results}
+    return {r["case"]["fake"]: r for r in run(only=_fake_cases(), jobs=2, timeout=15).results}
 
 
 def _failures(result: dict, cls: str) -> dict[str, list[str]]:
