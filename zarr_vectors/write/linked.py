@@ -349,13 +349,16 @@ def write_linked(
     for counts in runner.compute("records per cell", *[dask.delayed(FiledRecords.counts)(f, len(plan.cells)) for f in filed]):
         per_cell += counts
     duplicate = link.store == "duplicate"
+    # a cell costs its records and its files (one per segment): sparse families of many
+    # cells (streamline bridges) get several owners, not one task writing every file
+    link_weights = per_cell + (per_cell > 0) * config.get("write.link-cell-rows")
     owned = runner.persist(
         "place records",
         *[
             dask.delayed(_place_owner)(
                 placement, plan, cells, link, *[dask.delayed(FiledRecords.share)(f, cells, duplicate) for f in filed]
             )
-            for cells in runner.task_runs(per_cell, config.get("write.min-rows-per-task"))
+            for cells in runner.task_runs(link_weights, config.get("write.min-rows-per-task"))
         ],
     )
     segments = set().union(*runner.compute("plan links", *[dask.delayed(_segments)(o) for o in owned]))

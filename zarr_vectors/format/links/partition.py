@@ -341,14 +341,29 @@ def partition_records_by_rank(
         return replace(part, num_links=n, record=cross[part.record], base_rows=None)
     by_cell = kept[stable_order(r[kept, 0], table.shape[0])]
     zero = intra_offsets(ndim, width)
+    # the intra placements follow the cross ones: fill preallocated columns (no concatenate copies)
+    head, total = part.num_physical_records, part.num_physical_records + kept.size
+    cell = np.empty((total, ndim), dtype=np.int64)
+    cell[:head] = part.cell.reshape(head, ndim)
+    np.take(table, r[by_cell, 0], axis=0, out=cell[head:])
+    stored = np.empty((total, width), dtype=np.int64)
+    stored[:head] = part.vi.reshape(head, width)
+    np.take(v, by_cell, axis=0, out=stored[head:])
+    record = np.empty(total, dtype=np.int64)
+    record[:head] = cross[part.record]
+    record[head:] = by_cell
+    segment = np.full(total, len(part.segments), dtype=np.int64)
+    segment[:head] = part.segment
+    perm = np.zeros(total, dtype=np.int64)
+    perm[:head] = part.perm
     return LinkPartition(
         policy=part.policy,
         num_links=n,
         segments=part.segments + (format_offsets(zero),),
         segment_offsets=part.segment_offsets + (zero,),
-        segment=np.concatenate([part.segment, np.full(kept.size, len(part.segments), dtype=np.int64)]),
-        cell=np.concatenate([part.cell.reshape(-1, ndim), table[r[by_cell, 0]]]),
-        record=np.concatenate([cross[part.record], by_cell]),
-        vi=np.concatenate([part.vi.reshape(-1, width), v[by_cell]]),
-        perm=np.concatenate([part.perm, np.zeros(kept.size, dtype=np.int64)]),
+        segment=segment,
+        cell=cell,
+        record=record,
+        vi=stored,
+        perm=perm,
     )
