@@ -1,12 +1,18 @@
-"""Mesh write and read-all, this project against the reference, in one run.
+"""Mesh write and read-all, this project against the reference, cold and warm, in one run.
 
-A 1000 x 1000 height-field grid over [0, 1000)^2 (z a smooth surface around 500),
-two triangles per grid cell: 10^6 vertices, 1,996,002 triangles, chunk 250.  Both
-sides get the same arrays (made here, handed to the reference driver as an .npz).
-Ours runs as a library call on the default (threaded) scheduler; the reference in
-its own virtual environment (``write_mesh`` / ``read_mesh``).
+A 1000 x 1000 height-field grid over [0, 1000)^2, z = 500 + 200 sin(x/97) cos(y/131),
+two triangles per grid square: 10^6 vertices, 1,996,002 triangles, chunk 250 over
+[0, 1000)^3.  Both sides get the same arrays (made here, handed over as an .npz) and
+run in their own processes (``_linked_run.py``: ours on the default scheduler, the
+reference's ``write_mesh`` / ``read_mesh`` in its own venv):
 
-    .venv/bin/python benchmarks/mesh.py [--side 1000] [--repeat 3]
+* cold -- one write per fresh process, timed from just before ``import zarr_vectors``
+  to the write's return (imports, pools, first-use costs included), ``--repeat``
+  processes per side, alternating ours / reference;
+* warm -- one process per side: an untimed warm-up write, then ``--repeat`` timed
+  writes and reads.
+
+    .venv/bin/python benchmarks/mesh.py [--side 1000] [--repeat 3] [--mode cold|warm|both]
 """
 
 from __future__ import annotations
@@ -17,11 +23,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from _common import ensure_reference_env, report, run_reference, timed, timed_fresh
-
-import zarr_vectors as zv
-
-BOUNDS = [[0.0, 0.0, 0.0], [1000.0, 1000.0, 1000.0]]
+from _linked_run import compare, report
 
 
 def make_inputs(side: int) -> dict[str, np.ndarray]:
@@ -39,29 +41,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--side", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--mode", choices=("cold", "warm", "both"), default="both")
     args = parser.parse_args()
 
     data = make_inputs(args.side)
     work = Path(tempfile.mkdtemp(prefix="zv-bench-mesh-"))
     try:
-        def write(store: Path) -> None:
-            zv.write_mesh(str(store), data["positions"], data["faces"], chunk_shape=250.0, bounds=BOUNDS)
-
-        write(work / "warm-up.zv")  # imports, thread pools
-        ours_write, store = timed_fresh(write, work, "ours", args.repeat)
-        got = zv.read(str(store))
-        assert len(got) == len(data["positions"]) and len(got.faces) == len(data["faces"])
-        ours_read = timed(lambda: zv.read(str(store)), args.repeat)
-
-        ensure_reference_env()
         npz = work / "inputs.npz"
         np.savez(npz, **data)
-        ref = run_reference("bench-linked", "mesh", str(npz), "--repeat", str(args.repeat),
-                            "--workdir", str(work / "ref"), timeout=3600)
-        assert ref["counts"][:2] == [len(data["positions"]), len(data["faces"])], ref["counts"]
-        print(f"mesh: {args.side}x{args.side} height field, {len(data['positions']):,} vertices, "
-              f"{len(data['faces']):,} triangles, chunk 250, {args.repeat} runs each")
-        report([("write", ours_write, ref["write_s"]), ("read-all", ours_read, ref["read_s"])])
+        modes = ["cold", "warm"] if args.mode == "both" else [args.mode]
+        timings = compare("mesh", npz, work, args.repeat, modes)
+        if "warm" in timings:
+            assert timings["warm"]["ours"]["counts"] == [len(data["positions"]), len(data["faces"])], timings["warm"]
+        report(f"mesh: {args.side}x{args.side} height field, {len(data['positions']):,} vertices, "
+               f"{len(data['faces']):,} triangles, chunk 250, {args.repeat} runs each", timings)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

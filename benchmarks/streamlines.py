@@ -1,12 +1,12 @@
-"""Streamline write and read-all, this project against the reference, in one run.
+"""Streamline write and read-all, this project against the reference, cold and warm, in one run.
 
 2*10^4 random-walk streamlines of 100 points each (2*10^6 vertices, float32) inside
-[0, 1000)^3, chunk 250.  Both sides get the same arrays (made here, handed to the
-reference driver as an .npz).  Ours runs as a library call on the default (threaded)
-scheduler; the reference in its own virtual environment (``write_polylines`` with
-``geometry_type="streamline"`` / ``read_polylines``).
+[0, 1000)^3, chunk 250.  Both sides get the same arrays (made here, handed over as an
+.npz) and run in their own processes (``_linked_run.py``: ours on the default
+scheduler, the reference's ``write_polylines(geometry_type="streamline")`` /
+``read_polylines`` in its own venv); cold and warm modes as in ``mesh.py``.
 
-    .venv/bin/python benchmarks/streamlines.py [--count 20000] [--length 100] [--repeat 3]
+    .venv/bin/python benchmarks/streamlines.py [--count 20000] [--length 100] [--repeat 3] [--mode cold|warm|both]
 """
 
 from __future__ import annotations
@@ -17,11 +17,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from _common import ensure_reference_env, report, run_reference, timed, timed_fresh
-
-import zarr_vectors as zv
-
-BOUNDS = [[0.0, 0.0, 0.0], [1000.0, 1000.0, 1000.0]]
+from _linked_run import compare, report
 
 
 def make_inputs(count: int, length: int, seed: int = 0) -> dict[str, np.ndarray]:
@@ -39,30 +35,20 @@ def main() -> None:
     parser.add_argument("--length", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mode", choices=("cold", "warm", "both"), default="both")
     args = parser.parse_args()
 
     data = make_inputs(args.count, args.length, args.seed)
     work = Path(tempfile.mkdtemp(prefix="zv-bench-streamlines-"))
     try:
-        def write(store: Path) -> None:
-            zv.write_polylines(str(store), data["positions"], data["offsets"], chunk_shape=250.0, bounds=BOUNDS,
-                               kind="streamline")
-
-        write(work / "warm-up.zv")  # imports, thread pools
-        ours_write, store = timed_fresh(write, work, "ours", args.repeat)
-        got = zv.read(str(store))
-        assert np.array_equal(got.offsets, data["offsets"]) and np.array_equal(got.positions, data["positions"])
-        ours_read = timed(lambda: zv.read(str(store)), args.repeat)
-
-        ensure_reference_env()
         npz = work / "inputs.npz"
         np.savez(npz, **data)
-        ref = run_reference("bench-linked", "streamline", str(npz), "--repeat", str(args.repeat),
-                            "--workdir", str(work / "ref"), timeout=3600)
-        assert ref["counts"][:2] == [len(data["positions"]), args.count], ref["counts"]
-        print(f"streamlines: {args.count:,} x {args.length} points ({len(data['positions']):,} vertices), "
-              f"chunk 250, {args.repeat} runs each")
-        report([("write", ours_write, ref["write_s"]), ("read-all", ours_read, ref["read_s"])])
+        modes = ["cold", "warm"] if args.mode == "both" else [args.mode]
+        timings = compare("streamline", npz, work, args.repeat, modes)
+        if "warm" in timings:
+            assert timings["warm"]["ours"]["counts"] == [len(data["positions"]), args.count], timings["warm"]
+        report(f"streamlines: {args.count:,} x {args.length} points ({len(data['positions']):,} vertices), "
+               f"chunk 250, {args.repeat} runs each", timings)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

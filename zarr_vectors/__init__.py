@@ -13,6 +13,8 @@ The single-process links API is :mod:`zarr_vectors.links_api`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from zarr_vectors.errors import (
     ArrayError,
     EncodingError,
@@ -30,19 +32,69 @@ from zarr_vectors.errors import (
     ValidationFailedError,
     ZarrVectorsError,
 )
-from zarr_vectors.execution.requests import RequestTally, count_requests
-from zarr_vectors.execution.runner import ProgressCallback, callbacks
-from zarr_vectors.pyramid.build import PyramidResult, build_pyramid
+
+# ``read`` is also a submodule's name: bound here, so importing ``zarr_vectors.read``
+# (the module) anywhere can never leave the package attribute pointing at the module.
 from zarr_vectors.read import VectorData, read
-from zarr_vectors.sharding import shard_store, unshard_store
-from zarr_vectors.store.accounting import RequestCounts
-from zarr_vectors.store.consolidated import consolidate_store
-from zarr_vectors.store.groups import create_store, get_resolution_level, open_store
-from zarr_vectors.validation import ValidationResult, validate
-from zarr_vectors.write.linked import write_graph, write_mesh, write_polylines, write_skeleton
-from zarr_vectors.write.options import WriteOptions
-from zarr_vectors.write.plan import WritePlan, plan_write
-from zarr_vectors.write.points import WriteResult, write_points
+
+if TYPE_CHECKING:
+    from zarr_vectors.execution.requests import RequestTally, count_requests
+    from zarr_vectors.execution.runner import ProgressCallback, callbacks
+    from zarr_vectors.pyramid.build import PyramidResult, build_pyramid
+    from zarr_vectors.sharding import shard_store, unshard_store
+    from zarr_vectors.store.accounting import RequestCounts
+    from zarr_vectors.store.consolidated import consolidate_store
+    from zarr_vectors.store.groups import create_store, get_resolution_level, open_store
+    from zarr_vectors.validation import ValidationResult, validate
+    from zarr_vectors.write.linked import write_graph, write_mesh, write_polylines, write_skeleton
+    from zarr_vectors.write.options import WriteOptions
+    from zarr_vectors.write.plan import WritePlan, plan_write
+    from zarr_vectors.write.points import WriteResult, write_points
+
+#: Where each public name lives.  Imported on first use (PEP 562): a script that only
+#: writes never pays for the pyramid, the sharder or the validator.
+_LAZY = {
+    "RequestTally": "zarr_vectors.execution.requests",
+    "count_requests": "zarr_vectors.execution.requests",
+    "RequestCounts": "zarr_vectors.store.accounting",
+    "ProgressCallback": "zarr_vectors.execution.runner",
+    "callbacks": "zarr_vectors.execution.runner",
+    "PyramidResult": "zarr_vectors.pyramid.build",
+    "build_pyramid": "zarr_vectors.pyramid.build",
+    "shard_store": "zarr_vectors.sharding",
+    "unshard_store": "zarr_vectors.sharding",
+    "consolidate_store": "zarr_vectors.store.consolidated",
+    "create_store": "zarr_vectors.store.groups",
+    "get_resolution_level": "zarr_vectors.store.groups",
+    "open_store": "zarr_vectors.store.groups",
+    "ValidationResult": "zarr_vectors.validation",
+    "validate": "zarr_vectors.validation",
+    "write_graph": "zarr_vectors.write.linked",
+    "write_mesh": "zarr_vectors.write.linked",
+    "write_polylines": "zarr_vectors.write.linked",
+    "write_skeleton": "zarr_vectors.write.linked",
+    "WriteOptions": "zarr_vectors.write.options",
+    "WritePlan": "zarr_vectors.write.plan",
+    "plan_write": "zarr_vectors.write.plan",
+    "WriteResult": "zarr_vectors.write.points",
+    "write_points": "zarr_vectors.write.points",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'zarr_vectors' has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "ArrayError",

@@ -20,6 +20,7 @@ from zarr_vectors.format.links import (
     copies_per_record,
     links_has_perm,
     partition_records_by_offset,
+    partition_records_by_rank,
 )
 from zarr_vectors.format.paths import format_offsets
 
@@ -269,3 +270,44 @@ def test_vectorised_placement_matches_oracle(batch):
     assert list(p.segments) == sorted(set(p.segments))
     copies = copies_per_record(chunks, delta=delta, store=store)
     assert np.bincount(p.record, minlength=len(chunks)).tolist() == copies.tolist()
+
+
+def _as_ranks(chunks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(cells ascending, rank of every endpoint's chunk), as a write plan numbers them."""
+    flat = chunks.reshape(-1, chunks.shape[-1])
+    cells, inverse = np.unique(flat, axis=0, return_inverse=True)  # rows sort lexicographically = chunk order
+    return cells, inverse.reshape(chunks.shape[:2])
+
+
+@settings(max_examples=150, deadline=None)
+@given(batches())
+def test_partition_by_rank_matches_partition_by_offset(batch):
+    """Link owners place by cell rank: the same placements, in the same order, as by coordinates."""
+    chunks, vi, _, directed, store, _ = batch
+    if chunks.shape[0] == 0:
+        return
+    cells, ranks = _as_ranks(chunks)
+    by_rank = partition_records_by_rank(cells, ranks, vi, directed=directed, store=store)
+    by_offset = partition_records_by_offset(chunks, vi, directed=directed, store=store)
+    assert placements(by_rank) == placements(by_offset)
+    assert by_rank.segments == by_offset.segments and by_rank.num_links == by_offset.num_links
+
+
+def test_partition_by_rank_of_a_mostly_intra_mesh_matches_by_offset():
+    """A large batch of mostly intra-chunk faces (the case ranks are for), every column equal."""
+    rng = np.random.default_rng(3)
+    chunks = np.repeat(rng.integers(-2, 3, (5000, 1, 3)), 3, axis=1)
+    cross = rng.random(5000) < 0.05
+    chunks[cross, 1] += rng.integers(-1, 2, (int(cross.sum()), 3))
+    vi = rng.integers(0, 50, (5000, 3))
+    cells, ranks = _as_ranks(chunks)
+    a = partition_records_by_rank(cells, ranks, vi)
+    b = partition_records_by_offset(chunks, vi)
+    for name in ("segment", "cell", "record", "vi", "perm", "group_starts"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    assert a.segments == b.segments
+
+
+def test_partition_by_rank_refuses_ranks_outside_the_cells():
+    with pytest.raises(InputError):
+        partition_records_by_rank(np.zeros((2, 3), np.int64), np.array([[0, 2]]), np.array([[0, 0]]))

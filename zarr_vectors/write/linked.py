@@ -11,8 +11,8 @@ stage over the records the kind stores (docs/format.md §8):
 4. link owners are runs of whole cells of even record counts -- not the vertex
    owners: undirected records are filed in their smallest endpoint cell, which
    crowds the first cells -- and each takes its cells' records from every block
-   and places them in one pass (``partition_records_by_offset``, the single place
-   placement is decided);
+   and places them in one pass (``partition_records_by_rank``: intra records by cell
+   rank, the rest through ``partition_records_by_offset``, where placement is decided);
 5. the coordinator stamps the family and creates every offsets / attribute array
    the owners' partitions need (metadata only);
 6. every link owner writes its cells whole with ``record_presence=False`` (links,
@@ -28,10 +28,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dask
-import dask.array as da
 import numpy as np
 from typing_extensions import Unpack
 
@@ -39,8 +38,9 @@ from zarr_vectors import config, reconcile
 from zarr_vectors.errors import InputError
 from zarr_vectors.execution import runner
 from zarr_vectors.format import topology
-from zarr_vectors.format.links import LinkCounts, LinkPartition, partition_records_by_offset
+from zarr_vectors.format.links import LinkCounts, LinkPartition, partition_records_by_rank
 from zarr_vectors.format.paths import format_offsets, intra_offsets
+from zarr_vectors.format.points import stable_order
 from zarr_vectors.reconcile import link_presence_arrays, rebuild_presence, stamp_link_counts
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.groups import Level, create_store
@@ -50,6 +50,10 @@ from zarr_vectors.write import vertices as vx
 from zarr_vectors.write.options import SharedOptions, WriteOptions
 from zarr_vectors.write.plan import plan_write
 from zarr_vectors.write.points import WriteResult
+from zarr_vectors.write.vertices import is_dask_array
+
+if TYPE_CHECKING:
+    import dask.array as da
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,7 @@ class LinkSpec:
 
 def _records_in(records: Any, n: int, *, what: str, width: int | None = None) -> np.ndarray | da.Array:
     """Numpy records checked whole now; dask records checked for shape now, values per block later."""
-    if isinstance(records, da.Array):
+    if is_dask_array(records):
         topology.check_record_shape(records, what=what, width=width)
         return records
     return topology.check_records(records, n, what=what, width=width)
@@ -82,7 +86,7 @@ def _check_record_attributes(values: Mapping[str, Any] | None, m: int, what: str
     out = {}
     for name, value in (values or {}).items():
         vx.check_name(name, what)
-        arr = value if isinstance(value, da.Array) else np.asarray(value)
+        arr = value if is_dask_array(value) else np.asarray(value)
         if arr.ndim not in (1, 2) or arr.shape[0] != m:
             raise InputError(f"{what} {name!r} has shape {arr.shape}; expected ({m},) or ({m}, channels), one row per record")
         if arr.dtype.kind not in vx.ATTRIBUTE_KINDS:
@@ -129,15 +133,19 @@ class FiledRecords:
         return OwnerRecords(self.records[rows], {name: v[rows] for name, v in self.attributes.items()})
 
 
-def _file_block(records: np.ndarray, attributes: dict[str, np.ndarray], placement: vx.Placement, link: LinkSpec) -> FiledRecords:
+def _file_block(
+    records: np.ndarray, attributes: dict[str, np.ndarray], placement: vx.Placement, link: LinkSpec, num_cells: int
+) -> FiledRecords:
     ends = np.take(placement.rank, records)
     if link.store == "duplicate":
         m = records.shape[0]
         key = np.unique(ends.astype(np.int64) * m + np.arange(m)[:, None])  # (cell, record) pairs, each once
         filed, index = np.divmod(key, m)
     else:
-        src = ends[:, 0] if link.directed else ends.min(axis=1)
-        index = np.argsort(src, kind="stable")
+        src = ends[:, 0].copy()
+        for k in range(1, 1 if link.directed else ends.shape[1]):  # column by column: no strided reduce
+            np.minimum(src, ends[:, k], out=src)
+        index = stable_order(src, num_cells)
         filed = src[index]
     return FiledRecords(records, attributes, filed, index)
 
@@ -152,15 +160,15 @@ class OwnerLinks:
 
 
 def _place_owner(placement: vx.Placement, plan: vx.VertexPlan, cells: slice, link: LinkSpec, *shares: OwnerRecords) -> OwnerLinks:
-    """Place every record filed in the cells of ranks ``cells`` (``partition_records_by_offset``) in one pass."""
+    """Place every record filed in the cells of ranks ``cells`` (``partition_records_by_rank``) in one pass."""
     records = np.concatenate([s.records for s in shares]) if shares else np.zeros((0, link.link_width), np.int64)
     if records.shape[0] == 0:
         return OwnerLinks(None, {})
-    flat = records.reshape(-1)
-    chunks = np.take(placement.chunks, flat, axis=0).reshape(records.shape + (placement.chunks.shape[1],))
-    part = partition_records_by_offset(
-        chunks, np.take(placement.rows, flat).reshape(records.shape), directed=link.directed, store=link.store
-    )
+    # endpoints as cell ranks: most records are intra-chunk, and only the rest need coordinates
+    part = partition_records_by_rank(
+        plan.chunks(), np.take(placement.rank, records), np.take(placement.rows, records),
+        directed=link.directed, store=link.store,
+    )  # fmt: skip
     if link.store == "duplicate":  # copies filed in other owners' cells are theirs to write
         group_cells = part.group_cells()
         rank = plan.rank_of(np.ravel_multi_index(tuple((group_cells - plan.origin).T), plan.grid_shape))
@@ -246,7 +254,7 @@ def _record_blocks(
     data moves), is read once into cluster memory (``persist``) and checked block by
     block before anything is written; a numpy array is cut into blocks of ``zarr_vectors.write.record-block`` rows.
     """
-    if isinstance(records, da.Array):
+    if is_dask_array(records):
         rec = records.rechunk({1: -1})
         rows = np.r_[0, np.cumsum(rec.chunks[0])].astype(int).tolist()
         columns = {name: vx.publish_blocks(v, rows) for name, v in attributes.items()}
@@ -335,19 +343,22 @@ def write_linked(
 
     filed = runner.persist(
         "file records",
-        *[dask.delayed(_file_block)(r, a, placement, link) for r, a in zip(record_blocks, attr_blocks)],
+        *[dask.delayed(_file_block)(r, a, placement, link, len(plan.cells)) for r, a in zip(record_blocks, attr_blocks)],
     )
     per_cell = np.zeros(len(plan.cells), dtype=np.int64)
     for counts in runner.compute("records per cell", *[dask.delayed(FiledRecords.counts)(f, len(plan.cells)) for f in filed]):
         per_cell += counts
     duplicate = link.store == "duplicate"
+    # a cell costs its records and its files (one per segment): sparse families of many
+    # cells (streamline bridges) get several owners, not one task writing every file
+    link_weights = per_cell + (per_cell > 0) * config.get("write.link-cell-rows")
     owned = runner.persist(
         "place records",
         *[
             dask.delayed(_place_owner)(
                 placement, plan, cells, link, *[dask.delayed(FiledRecords.share)(f, cells, duplicate) for f in filed]
             )
-            for cells in runner.task_runs(per_cell, config.get("write.min-rows-per-task"))
+            for cells in runner.task_runs(link_weights, config.get("write.min-rows-per-task"))
         ],
     )
     segments = set().union(*runner.compute("plan links", *[dask.delayed(_segments)(o) for o in owned]))
@@ -447,7 +458,7 @@ def _skeleton_records(parents: np.ndarray, object_ids: np.ndarray) -> RecordSour
         child = np.flatnonzero(parents >= 0)
         parent = parents[child]
         implied = (
-            (placement.chunks[child] == placement.chunks[parent]).all(axis=1)
+            (placement.rank[child] == placement.rank[parent])
             & (placement.rows[child] == placement.rows[parent] + 1)
             & (object_ids[child] == object_ids[parent])
         )
@@ -479,7 +490,7 @@ def write_skeleton(
     depth-first order.
     """
     opts = WriteOptions.resolve("write_skeleton", options, shared)
-    pos = positions if isinstance(positions, da.Array) else np.asarray(positions)
+    pos = positions if is_dask_array(positions) else np.asarray(positions)
     n = int(pos.shape[0]) if pos.ndim == 2 else 0
     par = topology.check_parents(parents, n)
     order = topology.depth_first_order(par)
@@ -488,14 +499,14 @@ def write_skeleton(
     new_parents = np.where(par[order] >= 0, rank[np.maximum(par[order], 0)], -1)
     # the explicit-edge test needs every node's object id in one task, like the parents
     ids = np.zeros(n, np.int64) if object_ids is None else np.asarray(
-        object_ids.compute() if isinstance(object_ids, da.Array) else object_ids
+        object_ids.compute() if is_dask_array(object_ids) else object_ids
     )
     if ids.shape != (n,):
         raise InputError(f"object_ids must have shape ({n},), found {ids.shape}")
     ids = ids[order]
 
     def reordered(v: Any) -> Any:  # dask columns are permuted on the cluster
-        if isinstance(v, da.Array):
+        if is_dask_array(v):
             return v[order] if v.ndim >= 1 and v.shape[0] == n else v
         return np.asarray(v)[order] if np.ndim(v) >= 1 and len(v) == n else v
 
@@ -517,8 +528,10 @@ def _ids_between(offsets: np.ndarray, start: int, stop: int) -> np.ndarray:
 def _polyline_ids(offsets: np.ndarray, positions: Any) -> np.ndarray | da.Array:
     """Object id (polyline number) of every vertex; for dask positions a dask array with
     their blocks, so the per-vertex ids are never built on the client."""
-    if not isinstance(positions, da.Array):
+    if not is_dask_array(positions):
         return np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets))
+    import dask.array as da  # already imported: positions is one
+
     (shared,) = vx.publish_blocks(offsets, [0, len(offsets)])
     bounds = np.r_[0, np.cumsum(positions.chunks[0])].astype(int).tolist()
     blocks = [
@@ -554,7 +567,7 @@ def write_polylines(
     ids = _polyline_ids(off, positions)
 
     def bridges(placement: vx.Placement) -> np.ndarray:
-        return topology.polyline_bridges(off, placement.chunks)
+        return topology.polyline_bridges(off, placement.rank[:, None])  # equal ranks, equal chunks
 
     return write_linked(
         url, kind, positions,

@@ -10,7 +10,7 @@ that differs between geometry kinds:
 * ``runs``    -- polylines: input order; a fragment is a maximal run of consecutive
   input rows of one object inside one chunk; manifests list runs in traversal order.
 
-Owners can also report where every input vertex landed (``placement``: chunk rank and
+Owners can also report where every input vertex landed (``placement``: cell rank and
 chunk-local row per global input index), which link writers need to turn vertex
 indices into ``(chunk, vi)`` endpoints.
 """
@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import math
 import posixpath
+import sys
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import dask
-import dask.array as da
 import numpy as np
 
 from zarr_vectors import config, reconcile
@@ -53,6 +53,17 @@ DENSE_GRID_LIMIT = 1 << 22  # grids up to this many cells are counted with binco
 # ---------------------------------------------------------------------------
 # inputs
 # ---------------------------------------------------------------------------
+def is_dask_array(x: Any) -> bool:
+    """Whether ``x`` is a dask array, without importing ``dask.array``.
+
+    That import costs about half a second (it pulls in xarray and pandas where they are
+    installed) and a numpy write never needs it: a dask array cannot exist unless its
+    module was already imported.
+    """
+    module = sys.modules.get("dask.array")
+    return module is not None and isinstance(x, module.Array)
+
+
 @dataclass(frozen=True)
 class VertexSpec:
     """Everything about a vertex write that is known before reading the data."""
@@ -103,7 +114,7 @@ class InputBlocks:
 
 def publish_blocks(x: Any, bounds: Sequence[int]) -> list[Any]:
     """Row blocks of one input column as graph references."""
-    if isinstance(x, da.Array):
+    if is_dask_array(x):
         chunks = (tuple(np.diff(bounds).tolist()),) + tuple((s,) for s in x.shape[1:])
         return list(x.rechunk(chunks).to_delayed().ravel())
     parts = [x[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]
@@ -149,7 +160,7 @@ def normalise_vertex_inputs(
     without ids, every vertex belongs to object 0.  ``breaks`` (bool per vertex)
     forces a new fragment to start at the flagged rows (skeleton roots).
     """
-    pos = positions if isinstance(positions, da.Array) else np.asarray(positions)
+    pos = positions if is_dask_array(positions) else np.asarray(positions)
     if pos.ndim != 2 or pos.shape[1] < 1:
         raise InputError(f"positions must have shape (n, ndim), found {tuple(pos.shape)}")
     if pos.dtype not in (np.float32, np.float64):
@@ -172,7 +183,7 @@ def normalise_vertex_inputs(
         if b.shape != (2, ndim) or not np.isfinite(b).all() or (b[0] > b[1]).any():
             raise InputError(f"bounds must be [min[{ndim}], max[{ndim}]] with min <= max, found {bounds!r}")
         declared = (tuple(b[0].tolist()), tuple(b[1].tolist()))
-    if isinstance(pos, da.Array):
+    if is_dask_array(pos):
         pos = pos.rechunk({1: -1})
         rows = np.r_[0, np.cumsum(pos.chunks[0])].astype(int).tolist()
     else:
@@ -181,7 +192,7 @@ def normalise_vertex_inputs(
     mode = mode or ("objects" if object_ids is not None else "bins")
     ids_in: Any = None
     if object_ids is not None:
-        ids_in = object_ids if isinstance(object_ids, da.Array) else np.asarray(object_ids)
+        ids_in = object_ids if is_dask_array(object_ids) else np.asarray(object_ids)
         if ids_in.ndim != 1 or ids_in.shape[0] != n:
             raise InputError(f"object_ids must have shape ({n},), found {tuple(ids_in.shape)}")
         if ids_in.dtype.kind not in "iu":
@@ -197,7 +208,7 @@ def normalise_vertex_inputs(
     attrs_in: dict[str, Any] = {}
     for name, value in (attributes or {}).items():
         check_name(name, "attribute")
-        arr = value if isinstance(value, da.Array) else np.asarray(value)
+        arr = value if is_dask_array(value) else np.asarray(value)
         if arr.ndim not in (1, 2) or arr.shape[0] != n:
             raise InputError(f"attribute {name!r} has shape {tuple(arr.shape)}; expected ({n},) or ({n}, channels)")
         if arr.dtype.kind not in ATTRIBUTE_KINDS:
@@ -637,11 +648,15 @@ def write_object_attributes(level: Level, spec: VertexSpec, values: Mapping[str,
 
 @dataclass(frozen=True)
 class Placement:
-    """Where every input vertex landed: chunk coords and chunk-local row, by input index."""
+    """Where every input vertex landed, by input index: its cell and chunk-local row.
 
-    chunks: np.ndarray  # (n, D) int64
+    The cell is a rank (position in ``VertexPlan.cells``, which is chunk order), never
+    the chunk coordinates: equal ranks are equal chunks, and ``plan.chunks()[rank]``
+    recovers the coordinates of the few vertices that need them (cross-chunk records).
+    """
+
     rows: np.ndarray  # (n,) int64
-    rank: np.ndarray  # (n,) int64 position of the vertex's cell in ``VertexPlan.cells`` (= chunk order)
+    rank: np.ndarray  # (n,) int64
 
 
 def assemble_placement(plan: VertexPlan, n: int, *summaries: dict[str, Any]) -> Placement:
@@ -651,4 +666,4 @@ def assemble_placement(plan: VertexPlan, n: int, *summaries: dict[str, Any]) -> 
         gid, r, row = s["placement"]
         rank[gid] = r
         rows[gid] = row
-    return Placement(plan.chunks()[rank], rows, rank)
+    return Placement(rows, rank)

@@ -17,7 +17,7 @@ decisions into bytes and back.
 from __future__ import annotations
 
 from zarr_vectors.format.links.crosslevel import CrossLevelRecords, cross_level_segments, place_cross_level
-from zarr_vectors.format.links.partition import LinkPartition, partition_records_by_offset
+from zarr_vectors.format.links.partition import LinkPartition, partition_records_by_offset, partition_records_by_rank
 from zarr_vectors.format.links.placement import (
     CANONICAL,
     DUPLICATE,
@@ -77,6 +77,7 @@ __all__ = [
     "make_policy",
     "offsets_tuple",
     "partition_records_by_offset",
+    "partition_records_by_rank",
     "place_cross_level",
     "place_records",
     "ratios_arg",

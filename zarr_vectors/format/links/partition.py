@@ -31,6 +31,7 @@ from zarr_vectors.format.links.policy import (
     ratios_arg,
 )
 from zarr_vectors.format.paths import format_offsets, intra_offsets
+from zarr_vectors.format.points import stable_order
 
 
 @dataclass(frozen=True, eq=False)
@@ -298,4 +299,71 @@ def partition_records_by_offset(
         record=np.concatenate(records),
         vi=np.concatenate(vis),
         perm=np.concatenate(perms),
+    )
+
+
+def partition_records_by_rank(
+    cells: ArrayLike,
+    ranks: ArrayLike,
+    vi: ArrayLike,
+    *,
+    directed: bool = False,
+    store: StorePolicy = "canonical",
+) -> LinkPartition:
+    """:func:`partition_records_by_offset` at delta 0 for endpoints given by cell rank.
+
+    ``cells`` ``(K, D)`` are chunk coordinates in ascending chunk order (a write plan's
+    occupied cells) and ``ranks`` ``(n, L)`` each endpoint's index into them -- what a
+    link owner has.  Intra records (one rank) keep input order, sorted by cell, under the
+    all-zero segment that sorts after every other name (docs/format.md §7.2 rule 1), so
+    they are found and ordered by rank alone; only the cross records' coordinates are
+    gathered and placed by :func:`partition_records_by_offset`.  The same partition, at
+    a fraction of the memory traffic when most records are intra.
+    """
+    table = np.ascontiguousarray(cells, dtype=np.int64)
+    r = np.asarray(ranks, dtype=np.int64)
+    v = np.asarray(vi, dtype=np.int64)
+    if table.ndim != 2 or r.ndim != 2 or v.shape != r.shape or r.shape[1] < 1:
+        raise InputError(f"cells (K, D), ranks (n, L) and vi (n, L) expected, got {table.shape}, {r.shape}, {v.shape}")
+    if r.size and (int(r.min()) < 0 or int(r.max()) >= table.shape[0]):
+        raise InputError(f"ranks must index the {table.shape[0]} cells")
+    n, width = r.shape
+    ndim = table.shape[1]
+    intra = np.ones(n, dtype=bool)
+    for k in range(1, width):  # column by column: cheaper than a strided all(axis=1)
+        intra &= r[:, k] == r[:, 0]
+    cross = np.flatnonzero(~intra)
+    part = partition_records_by_offset(
+        table[r[cross]].reshape(cross.size, width, ndim), v[cross], directed=directed, store=store
+    )
+    kept = np.flatnonzero(intra)
+    if kept.size == 0:
+        return replace(part, num_links=n, record=cross[part.record], base_rows=None)
+    by_cell = kept[stable_order(r[kept, 0], table.shape[0])]
+    zero = intra_offsets(ndim, width)
+    # the intra placements follow the cross ones: fill preallocated columns (no concatenate copies)
+    head, total = part.num_physical_records, part.num_physical_records + kept.size
+    cell = np.empty((total, ndim), dtype=np.int64)
+    cell[:head] = part.cell.reshape(head, ndim)
+    np.take(table, r[by_cell, 0], axis=0, out=cell[head:])
+    stored = np.empty((total, width), dtype=np.int64)
+    stored[:head] = part.vi.reshape(head, width)
+    np.take(v, by_cell, axis=0, out=stored[head:])
+    record = np.empty(total, dtype=np.int64)
+    record[:head] = cross[part.record]
+    record[head:] = by_cell
+    segment = np.full(total, len(part.segments), dtype=np.int64)
+    segment[:head] = part.segment
+    perm = np.zeros(total, dtype=np.int64)
+    perm[:head] = part.perm
+    return LinkPartition(
+        policy=part.policy,
+        num_links=n,
+        segments=part.segments + (format_offsets(zero),),
+        segment_offsets=part.segment_offsets + (zero,),
+        segment=segment,
+        cell=cell,
+        record=record,
+        vi=stored,
+        perm=perm,
     )

@@ -1,0 +1,60 @@
+"""What ``import zarr_vectors`` and a local numpy write load: first-use costs a script pays.
+
+A script's first write is timed with its imports (issue 13 item 7), so the public API
+loads its heavy parts on first use and a numpy write never imports ``dask.array``
+(which pulls xarray and pandas where installed) nor ``distributed`` (dask imports it to
+look for a client unless told the scheduler).  Each check runs in a fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import zarr_vectors as zv
+
+REPO = Path(__file__).resolve().parents[2]
+HEAVY = ("dask.array", "distributed", "pandas", "xarray")
+
+
+def _fresh(code: str) -> dict:
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_import_loads_no_pyramid_validator_or_heavy_dependency_and_read_stays_the_function():
+    """Nothing heavy at import; ``zarr_vectors.read`` is also a submodule, and importing it
+    (or the validator) afterwards must not rebind the API's ``read``."""
+    got = _fresh(
+        "import json, sys; import zarr_vectors as zv; "
+        f"loaded = sorted(m for m in sys.modules if m in {HEAVY!r} or m.startswith(("
+        "'zarr_vectors.pyramid', 'zarr_vectors.validation', 'zarr_vectors.sharding'))); "
+        "import zarr_vectors.read; import zarr_vectors.validation; "
+        "print(json.dumps([loaded, type(zv.read).__name__, callable(zv.validate)]))"
+    )
+    assert got == [[], "function", True]
+
+
+def test_numpy_writes_import_neither_dask_array_nor_distributed(tmp_path):
+    got = _fresh(
+        "import json, sys; import numpy as np; import zarr_vectors as zv; "
+        "pos = np.array([[0.1, 0.1, 0.1], [1.5, 0.2, 0.3], [0.4, 1.6, 0.2], [1.2, 1.3, 0.9]], np.float32); "
+        f"m, s = {str(tmp_path / 'm.zv')!r}, {str(tmp_path / 's.zv')!r}; "
+        "zv.write_mesh(m, pos, np.array([[0, 1, 2], [1, 2, 3]]), chunk_shape=1.0); "
+        "zv.write_polylines(s, pos, np.array([0, 2, 4]), chunk_shape=1.0, kind='streamline'); "
+        f"print(json.dumps([len(zv.read(m)), len(zv.read(s)), sorted(m for m in sys.modules if m in {HEAVY!r})]))"
+    )
+    assert got == [4, 4, []]
+
+
+def test_every_public_name_resolves():
+    for name in zv.__all__:
+        assert getattr(zv, name) is not None, name
+    assert set(zv.__all__) <= set(dir(zv))
+    with pytest.raises(AttributeError):
+        zv.no_such_name  # noqa: B018
