@@ -272,6 +272,10 @@ def run_cli(store: str) -> dict[str, Any]:
         if not isinstance(doc, dict) or doc.get("ok") is not (rc == 0):
             failures.append(_failure("CRASH", "cli", f"zv validate exit {rc} without one JSON verdict",
                                      out.getvalue()[:400]))
+        elif isinstance(doc.get("error"), dict):  # the run failed instead of reporting findings
+            error = doc["error"]
+            failures.append(_failure("CRASH", "cli", f"zv validate failed: {error.get('type')}",
+                                     f"{error.get('type')}: {error.get('message')}", err.getvalue()[-400:]))
     return {"outcome": "exit", "rc": rc, "stderr": err.getvalue()[-300:], "failures": failures}
 
 

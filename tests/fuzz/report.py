@@ -107,7 +107,8 @@ def summary(run_: Any) -> str:
 # the findings page
 # ---------------------------------------------------------------------------------------
 _PREFIXES = {"escapes validate(): ": "validate() raised", "untyped from read(): ": "read() raised untyped",
-             "traceback from zv validate: ": "zv validate traced back"}
+             "traceback from zv validate: ": "zv validate traced back",
+             "zv validate failed: ": "zv validate failed instead of reporting findings"}
 _CASE_DIR = re.compile(r"/\S*?/zv-fuzz-[^/]+/cases/case-\d+/")
 _WHERE = re.compile(r" at (\S+?):(\d+) \((.*?)\)")
 #: the defect classes of issue 12 each failure class belongs to

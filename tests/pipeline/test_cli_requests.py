@@ -125,6 +125,7 @@ def test_failed_stage_journals_the_requests_it_made(tmp_path, table, monkeypatch
     import dask
 
     from pipeline import jobs
+    from zarr_vectors.errors import StageFailedError
     from zarr_vectors.store.backend import Storage
 
     out = tmp_path / "s.zv"
@@ -138,8 +139,9 @@ def test_failed_stage_journals_the_requests_it_made(tmp_path, table, monkeypatch
 
     monkeypatch.setattr(jobs, "_stage_functions", broken)
     spec = jobs.BuildSpec(kind="points", inputs=[str(table)], out=str(out), chunk_shape=25.0)
-    with dask.config.set(scheduler="synchronous"), pytest.raises(RuntimeError, match="disk on fire"):
+    with dask.config.set(scheduler="synchronous"), pytest.raises(StageFailedError, match="disk on fire") as failed:
         jobs.run_build(spec)
+    assert failed.value.stage == "write" and isinstance(failed.value.cause, RuntimeError)
     stage = journal(out)["stages"]["write"]
     assert stage["status"] == "failed"
     assert stage["requests"]["by_stage"]["client"] == {"GET": 0, "PUT": 2, "LIST": 0, "HEAD": 0, "DELETE": 0,
