@@ -8,7 +8,7 @@ import os
 import posixpath
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, overload
 
 from zarr_vectors.errors import (
@@ -79,9 +79,18 @@ class Level:
         return posixpath.join(self.path, relpath)
 
     def has(self, relpath: str) -> bool:
+        if relpath in self.known_arrays:  # created or opened by this write: there
+            return True
         if self.snapshot is not None and self.snapshot.knows(relpath):
             return self.snapshot.document(relpath) is not None
         return self.storage.exists(meta_key(self.node_path(relpath)))
+
+    def observed(self, groups: Sequence[str]) -> Level:
+        """This level with a :class:`LevelSnapshot` of the groups ``groups`` (one batched walk), for
+        a coordinator about to probe many nodes below them.  Its remembered arrays are shared,
+        and answer :meth:`has` before the snapshot, so what it creates next is seen."""
+        snap = snapshot_level(self.storage, self.path, roots=groups)
+        return replace(self, snapshot=snap)
 
     def node(self, relpath: str) -> dict[str, Any] | None:
         """The parsed ``zarr.json`` at ``relpath`` (strictly read), or None when there is none."""

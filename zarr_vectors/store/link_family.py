@@ -349,11 +349,15 @@ def create_links_segments(
     name = check_link_dtype(dtype)
     ext = (tuple(int(v) for v in extent[0]), tuple(int(v) for v in extent[1]))
     none = np.zeros((0, policy.sid_ndim), dtype=np.int64)
-    for segment in segments:
-        offsets = parse_segment(level, policy, segment)
-        open_or_create_links_array(level, policy, segment, offsets, none, extent=ext, dtype=name, compressor=comp)
-        if policy.is_flat(offsets):
-            open_or_create_fragments(level, none, extent=ext, compressor=comp)
+    seen = level.observed([links_group_path(delta)])  # one walk answers every "does it exist yet"
+    parsed = [(segment, parse_segment(level, policy, segment)) for segment in segments]
+    if any(policy.is_flat(offsets) for _, offsets in parsed):
+        open_or_create_fragments(seen, none, extent=ext, compressor=comp)
+    seen.storage.overlap(  # the documents written concurrently on an object store
+        lambda so: open_or_create_links_array(seen, policy, so[0], so[1], none, extent=ext, dtype=name,
+                                              compressor=comp),
+        parsed,
+    )
 
 
 def create_links_arrays(

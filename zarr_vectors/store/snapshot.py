@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from zarr_vectors.store.backend import Storage
@@ -47,8 +48,11 @@ class LevelSnapshot:
         return None if names is None else [n for n in names if n != "zarr.json"]
 
 
-def snapshot_level(storage: Storage, level_path: str, level_document: bytes | None = None) -> LevelSnapshot:
-    """Walk the level group ``level_path``: one concurrent batch of listings, then one of documents, per depth.
+def snapshot_level(
+    storage: Storage, level_path: str, level_document: bytes | None = None, *, roots: Sequence[str] = ("",)
+) -> LevelSnapshot:
+    """Walk the groups ``roots`` of the level ``level_path`` (default: all of it): one concurrent
+    batch of listings, then one of documents, per depth.
 
     Arrays are never listed (their cells are not metadata); a directory without a
     ``zarr.json`` is recorded as absent and not descended into.
@@ -56,7 +60,7 @@ def snapshot_level(storage: Storage, level_path: str, level_document: bytes | No
     snap = LevelSnapshot()
     if level_document is not None:
         snap.documents[""] = level_document
-    groups = [""]
+    groups = list(roots)
     while groups:
         listings = storage.list_dirs(_full(level_path, g) for g in groups)
         children = []
