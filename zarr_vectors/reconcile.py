@@ -152,7 +152,8 @@ def link_presence_arrays(level: Level, delta: int) -> list[str]:
         rels.append(LINK_FRAGMENTS)
     for name in list_link_attribute_names(level):
         rel = link_attributes_group_path(name, delta)
-        rels += [f"{rel}/{segment}" for segment in level.children(rel) if level.has(f"{rel}/{segment}")]
+        below = [f"{rel}/{segment}" for segment in level.children(rel)]
+        rels += [r for r, doc in zip(below, level.nodes(below)) if doc is not None]  # one batch, not a HEAD each
     return rels
 
 

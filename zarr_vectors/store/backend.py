@@ -582,7 +582,7 @@ def _backend_class(protocol: str) -> type[Storage]:
     if protocol == "s3":
         name = config.get("s3.backend")
         if name == "obstore":
-            from zarr_vectors.store.obstore_backend import ObstoreStorage  # noqa: PLC0415 (optional, sibling)
+            from zarr_vectors.store.obstore_backend import ObstoreStorage  # a sibling that imports this module
 
             return ObstoreStorage
         if name != "s3fs":

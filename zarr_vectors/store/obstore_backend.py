@@ -19,6 +19,7 @@ import os
 import posixpath
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any, TypeVar
 
 import obstore
@@ -145,8 +146,7 @@ class ObstoreStorage(Storage):
         return _Loop.run(self._get(self._key(key)))
 
     def get_many(self, keys: Iterable[str]) -> list[bytes | None]:
-        keys = [self._key(k) for k in keys]
-        return _Loop.run(_bounded([lambda k=k: self._get(k) for k in keys]))
+        return _Loop.run(_bounded([partial(self._get, self._key(k)) for k in keys]))
 
     def get_decoded(self, keys: Sequence[str], decode: Callable[[int, bytes | None], T]) -> list[T]:
         """One concurrent batch of reads, then the decoding."""
@@ -164,7 +164,7 @@ class ObstoreStorage(Storage):
                 rng = {"offset": start}
             else:
                 rng = (start, max(start, end))
-            calls.append(lambda key=key, rng=rng: self._get_range(key, rng))
+            calls.append(partial(self._get_range, key, rng))
         return _Loop.run(_bounded(calls))
 
     async def _get_range(self, key: str, rng: Any) -> bytes | None:
@@ -190,7 +190,7 @@ class ObstoreStorage(Storage):
 
     def list_dirs(self, prefixes: Iterable[str]) -> list[list[str]]:
         """One delimited listing per prefix, all concurrently."""
-        return _Loop.run(_bounded([lambda p=p: self._list_dir(p) for p in prefixes]))
+        return _Loop.run(_bounded([partial(self._list_dir, p) for p in prefixes]))
 
     async def _list_dir(self, prefix: str) -> list[str]:
         found = await obstore.list_with_delimiter_async(self._store, self._key(prefix) if prefix else None)
@@ -220,8 +220,7 @@ class ObstoreStorage(Storage):
         obstore.put(self._store, self._key(key), data)
 
     def put_many(self, items: Mapping[str, bytes]) -> None:
-        calls = [lambda k=self._key(k), v=v: obstore.put_async(self._store, k, v) for k, v in items.items()]
-        _Loop.run(_bounded(calls))
+        _Loop.run(_bounded([partial(obstore.put_async, self._store, self._key(k), v) for k, v in items.items()]))
 
     def delete(self, key: str) -> None:
         self.delete_many([key])
@@ -242,13 +241,12 @@ class ObstoreStorage(Storage):
         if not pairs:
             return
         if len(pairs) < 8:
-            there = _Loop.run(_bounded([lambda s=self._key(s): self._head(s) for s, _ in pairs]))
+            there = _Loop.run(_bounded([partial(self._head, self._key(s)) for s, _ in pairs]))
             present = [p for p, ok in zip(pairs, there) if ok]
         else:  # one listing instead of a HEAD per object
             listed = set(self._listing(posixpath.commonpath([s for s, _ in pairs])))
             present = [(s, d) for s, d in pairs if s in listed]
-        calls = [lambda s=self._key(s), d=self._key(d): obstore.copy_async(self._store, s, d) for s, d in present]
-        _Loop.run(_bounded(calls))
+        _Loop.run(_bounded([partial(obstore.copy_async, self._store, self._key(s), self._key(d)) for s, d in present]))
         self.delete_many([s for s, _ in present])
 
     def check_reachable(self) -> None:
