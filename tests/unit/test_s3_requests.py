@@ -97,3 +97,16 @@ def test_obstore_refuses_an_option_it_cannot_honour(s3_bucket):
     bucket, options = s3_bucket
     with pytest.raises(zv.errors.InputError, match="not understood by the obstore"):
         ObstoreStorage(f"s3://{bucket}/x.zv", {**options, "profile": "dev"})
+
+
+def test_obstore_single_object_storage_uses_its_root_as_the_key(s3_bucket):
+    """A job journal is a storage whose URL names one object, read and written at key "": the
+    obstore backend first refused "" as a key, so `zv build` into S3 failed before any stage."""
+    bucket, options = s3_bucket
+    journal = ObstoreStorage(f"s3://{bucket}/out.zv.zvjob.json", options)
+    assert journal.get("") is None
+    journal.put("", b"{}")
+    assert journal.get("") == b"{}" and journal.exists("")
+    assert ObstoreStorage(f"s3://{bucket}", options).list_dir("") == ["out.zv.zvjob.json"]
+    journal.delete_prefix("")
+    assert journal.get("") is None

@@ -116,9 +116,9 @@ class ObstoreStorage(Storage):
 
     def __init__(self, url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> None:
         super().__init__(url, storage_options)
-        bucket, _, prefix = self.root.partition("/")
+        bucket, _, self._prefix = self.root.partition("/")
         s3, client = s3_config(self.storage_options)
-        self._store = S3Store(bucket, prefix=prefix or None, config=s3, client_options=client)  # type: ignore[arg-type]
+        self._store = S3Store(bucket, config=s3, client_options=client)  # type: ignore[arg-type]
 
     @property
     def bucket(self) -> str | None:
@@ -131,8 +131,19 @@ class ObstoreStorage(Storage):
         return super().full_path(key)
 
     def _key(self, key: str) -> str:
+        """The object path in the bucket of ``key`` (``""``: the root itself, a single-object storage)."""
+        if not key:
+            return self._prefix
         check_key(key)
-        return key
+        return posixpath.join(self._prefix, key) if self._prefix else key
+
+    def _list_prefix(self, prefix: str) -> str | None:
+        """What to list below ``prefix`` (a directory: a trailing slash, so ``a`` never lists ``ab``)."""
+        path = self._key(prefix)
+        return path + "/" if path else None
+
+    def _relative(self, path: str) -> str:
+        return path[len(self._prefix) + 1 :] if self._prefix else path
 
     # -- reads -----------------------------------------------------------------
     async def _get(self, key: str, options: dict[str, Any] | None = None) -> bytes | None:
@@ -180,9 +191,9 @@ class ObstoreStorage(Storage):
         return True
 
     def exists(self, key: str) -> bool:
-        """One HEAD (``""``, the root: whether anything is below it)."""
+        """One HEAD (``""``, the root: an object there, or anything below it)."""
         if not key:
-            return bool(self.list_dir(""))
+            return bool(self._prefix and _Loop.run(self._head(self._prefix))) or bool(self.list_dir(""))
         return _Loop.run(self._head(self._key(key)))
 
     def list_dir(self, prefix: str) -> list[str]:
@@ -193,19 +204,19 @@ class ObstoreStorage(Storage):
         return _Loop.run(_bounded([partial(self._list_dir, p) for p in prefixes]))
 
     async def _list_dir(self, prefix: str) -> list[str]:
-        found = await obstore.list_with_delimiter_async(self._store, self._key(prefix) if prefix else None)
+        found = await obstore.list_with_delimiter_async(self._store, self._list_prefix(prefix))
         names = [posixpath.basename(p.rstrip("/")) for p in found["common_prefixes"]]
         names += [posixpath.basename(o["path"]) for o in found["objects"]]
         return sorted(n for n in set(names) if n and not n.startswith(".tmp-"))
 
     def _listing(self, prefix: str) -> dict[str, int]:
         out: dict[str, int] = {}
-        stream = obstore.list(self._store, self._key(prefix) if prefix else None, chunk_size=1000)
-        for batch in stream:
+        below = self._list_prefix(prefix) or ""
+        for batch in obstore.list(self._store, below or None, chunk_size=1000):
             for meta in batch:
                 path = str(meta["path"])
-                if path and not path.endswith("/"):
-                    out[path] = int(meta["size"])
+                if path.startswith(below) and not path.endswith("/"):
+                    out[self._relative(path)] = int(meta["size"])
         return out
 
     def list_files(self, prefix: str) -> list[str]:
@@ -232,8 +243,8 @@ class ObstoreStorage(Storage):
 
     def delete_prefix(self, prefix: str) -> None:
         keys = list(self._listing(prefix))
-        if prefix:
-            keys.append(prefix)  # an object at the prefix itself
+        if self._key(prefix):
+            keys.append(prefix)  # an object at the prefix itself (a single-object storage's root)
         self.delete_many(keys)
 
     def move_many(self, pairs: Sequence[tuple[str, str]]) -> None:
@@ -252,7 +263,7 @@ class ObstoreStorage(Storage):
     def check_reachable(self) -> None:
         """List the root once, telling a missing bucket from an unreachable endpoint."""
         try:
-            obstore.list_with_delimiter(self._store, None)
+            obstore.list_with_delimiter(self._store, self._list_prefix(""))
         except Exception as exc:
             text = str(exc)
             if "NoSuchBucket" in text:
