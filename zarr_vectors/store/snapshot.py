@@ -8,8 +8,11 @@ times, every ``exists`` a HEAD).  :func:`snapshot_level` instead walks the level
 depth at a time: the groups of one depth are listed, and their children's documents
 read, in one concurrent batch each (a handful of round trips for the whole level).
 
-A snapshot is what the level held when it was taken: readers and the validator take
-one per call, writers never do (their own writes would make it stale).
+A snapshot is what the level held when it was taken.  The reader takes one per call
+(``ZVStore.level(n, snapshot=True)``); a coordinator takes one of the groups it is about
+to fill (``Level.observed``), where the arrays it creates meanwhile are answered from its
+remembered documents first, so its own writes never read as absent.  Cell writers and
+the reconcile never use one.
 """
 
 from __future__ import annotations
