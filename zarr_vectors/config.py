@@ -49,6 +49,12 @@ DEFAULTS: dict[str, Any] = {
         "io": {
             "threads": 16,  # concurrent object requests of one process
         },
+        # the S3 backend (docs/DESIGN.md, "Object stores": measured, obstore is the faster)
+        # and how many requests of one batch it keeps in flight
+        "s3": {
+            "backend": "obstore",  # or "s3fs"
+            "concurrency": 64,
+        },
         # bounds on what a store may make a reader do; a store is data from elsewhere
         "limits": {
             # no single cell, shard or document decodes to more than this many bytes

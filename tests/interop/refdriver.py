@@ -1476,6 +1476,91 @@ def _add_api_parsers(sub) -> None:
 API_COMMANDS = {"api-stores": cmd_api_stores, "write-namespaced": cmd_write_namespaced, "write-twice": cmd_write_twice}
 
 
+# ---------------------------------------------------------------- S3 (benchmarks/s3.py)
+
+
+def _s3_env(endpoint: str) -> None:
+    """Point both of the reference's S3 backends at ``endpoint``: its write and read functions take
+    no storage options, so obstore (``from_url``) and s3fs (botocore) read the environment."""
+    os.environ.update({
+        "AWS_ENDPOINT_URL": endpoint, "AWS_ENDPOINT": endpoint, "AWS_ALLOW_HTTP": "true",
+        "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1",
+    })
+
+
+def _server_requests(endpoint: str, reset: bool = False) -> dict:
+    """The moto server's request counts by method (tests/s3server.py); ``reset`` then clears them."""
+    import urllib.request
+
+    with urllib.request.urlopen(endpoint + "/__zv_requests__", timeout=60) as answer:
+        counts = json.loads(answer.read())
+    if reset:
+        urllib.request.urlopen(urllib.request.Request(endpoint + "/__zv_requests__", method="DELETE"), timeout=60).close()
+    return counts
+
+
+def cmd_bench_s3(args, zv, info) -> dict:
+    """Time the reference's write and read-all of a benchmark input (npz) on an S3 server, with one
+    of its S3 backends, and count the server's requests of each (the last run's)."""
+    _s3_env(args.endpoint)
+    data = np.load(args.npz, allow_pickle=False)
+    positions = np.asarray(data["positions"])
+    box = ([0.0, 0.0, 0.0], [1000.0, 1000.0, 1000.0])
+    if args.kind == "points":
+        from zarr_vectors.types.points import read_points, write_points
+
+        def write(store):
+            write_points(store, positions, chunk_shape=(250.0,) * 3, bin_shape=(62.5,) * 3, bounds=box,
+                         vertex_attributes={"value": np.asarray(data["value"])}, backend=args.backend)
+
+        def read(store):
+            got = read_points(store, attribute_names=["value"], backend=args.backend)
+            return [len(got["positions"]), len(got["vertex_attributes"]["value"])]
+    elif args.kind == "graph":
+        from zarr_vectors.core.arrays import read_link_attributes
+        from zarr_vectors.core.store import get_resolution_level, open_store
+        from zarr_vectors.types.graphs import read_graph, write_graph
+
+        def write(store):
+            write_graph(store, positions, np.asarray(data["edges"], np.int64), chunk_shape=(250.0,) * 3,
+                        bounds=box, link_attributes={"weight": np.asarray(data["lattr__weight"])},
+                        object_ids=np.asarray(data["object_ids"]), compressor="zstd", backend=args.backend)
+
+        def read(store):
+            got = read_graph(store, backend=args.backend)
+            level = get_resolution_level(open_store(store, backend=args.backend), 0)
+            return [len(got["positions"]), len(got["edges"]), len(read_link_attributes(level, "weight", delta=0))]
+    else:
+        raise SystemExit(f"refdriver: bench-s3 does not know {args.kind!r}")
+    out: dict = {"write_s": [], "read_s": [], "write_requests": {}, "read_requests": {}, "counts": None}
+    for i in range(int(args.repeat)):
+        store = f"{args.url.rstrip('/')}-{i}.zv"
+        _server_requests(args.endpoint, reset=True)
+        t0 = time.perf_counter()
+        write(store)
+        out["write_s"].append(time.perf_counter() - t0)
+        out["write_requests"] = _server_requests(args.endpoint, reset=True)
+        t0 = time.perf_counter()
+        out["counts"] = read(store)
+        out["read_s"].append(time.perf_counter() - t0)
+        out["read_requests"] = _server_requests(args.endpoint)
+    return {**info, "kind": args.kind, "backend": args.backend, "repeat": int(args.repeat), **out}
+
+
+def _add_s3_parsers(sub) -> None:
+    b = sub.add_parser("bench-s3", help="write + read-all of a benchmark npz on an S3 server, one backend")
+    b.add_argument("kind", choices=["points", "graph"])
+    b.add_argument("npz")
+    b.add_argument("--url", required=True, help="s3://bucket/name; runs write <url>-<i>.zv")
+    b.add_argument("--endpoint", required=True)
+    b.add_argument("--backend", choices=["obstore", "fsspec"], required=True)
+    b.add_argument("--repeat", type=int, default=1)
+
+
+S3_COMMANDS = {"bench-s3": cmd_bench_s3}
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="refdriver")
     sub = p.add_subparsers(dest="command", required=True)
@@ -1531,6 +1616,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_pyramid_parsers(sub)
     _add_pipeline_parsers(sub)
     _add_api_parsers(sub)
+    _add_s3_parsers(sub)
     return p
 
 
@@ -1550,6 +1636,7 @@ COMMANDS.update(SHARDING_COMMANDS)
 COMMANDS.update(PYRAMID_COMMANDS)
 COMMANDS.update(PIPELINE_COMMANDS)
 COMMANDS.update(API_COMMANDS)
+COMMANDS.update(S3_COMMANDS)
 
 
 def main(argv: list[str] | None = None) -> int:

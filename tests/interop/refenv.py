@@ -36,6 +36,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).resolve().with_name("refdriver.py")
 
 _STAMP_NAME = ".zv-refenv-ok"
+#: what the reference needs for its two S3 backends (benchmarks/s3.py): obstore and s3fs.
+#: Installed with the env, and into an env built before they were listed (its own stamp).
+EXTRAS = ("obstore", "s3fs")
+_EXTRAS_STAMP = ".zv-refenv-extras"
 _INSTALL_TIMEOUT = 1800.0
 _TAIL = 4000
 
@@ -124,7 +128,7 @@ def _build(env_dir: Path) -> None:
     _run(
         [
             str(python), "-m", "pip", "install", "--quiet", "--no-input",
-            "--disable-pip-version-check", f"zarr-vectors=={REFERENCE_VERSION}",
+            "--disable-pip-version-check", f"zarr-vectors=={REFERENCE_VERSION}", *EXTRAS,
         ],
         timeout=_INSTALL_TIMEOUT,
         what=f"pip install zarr-vectors=={REFERENCE_VERSION}",
@@ -146,10 +150,32 @@ def _build(env_dir: Path) -> None:
             f"reference env at {env_dir} imports zarr_vectors {info['version']} "
             f"from {zv_file}; expected {REFERENCE_VERSION} from inside the env"
         )
-    stamp = env_dir / _STAMP_NAME
+    _write_stamp(env_dir / _EXTRAS_STAMP, " ".join(EXTRAS))
+    _write_stamp(env_dir / _STAMP_NAME, REFERENCE_VERSION)
+
+
+def _write_stamp(stamp: Path, content: str) -> None:
     tmp = stamp.with_suffix(".tmp")
-    tmp.write_text(REFERENCE_VERSION + "\n", encoding="utf-8")
+    tmp.write_text(content + "\n", encoding="utf-8")
     os.replace(tmp, stamp)
+
+
+def _extras_ok(env_dir: Path) -> bool:
+    try:
+        return (env_dir / _EXTRAS_STAMP).read_text(encoding="utf-8").split() == list(EXTRAS)
+    except OSError:
+        return False
+
+
+def _install_extras(env_dir: Path) -> None:
+    """Add :data:`EXTRAS` to an env built without them (no rebuild: other processes may be using it)."""
+    _run(
+        [str(_venv_python(env_dir)), "-m", "pip", "install", "--quiet", "--no-input",
+         "--disable-pip-version-check", *EXTRAS],
+        timeout=_INSTALL_TIMEOUT,
+        what=f"pip install {' '.join(EXTRAS)} into the reference env",
+    )
+    _write_stamp(env_dir / _EXTRAS_STAMP, " ".join(EXTRAS))
 
 
 def ensure_reference_env() -> Path:
@@ -160,7 +186,7 @@ def ensure_reference_env() -> Path:
     its stamp file (a build that died half-way) is deleted and rebuilt.
     """
     env_dir = _env_dir()
-    if _stamp_ok(env_dir):
+    if _stamp_ok(env_dir) and _extras_ok(env_dir):
         return _venv_python(env_dir)
     env_dir.parent.mkdir(parents=True, exist_ok=True)
     lock_path = env_dir.with_name(env_dir.name + ".lock")
@@ -169,6 +195,8 @@ def ensure_reference_env() -> Path:
         try:
             if not _stamp_ok(env_dir):  # another process may have built it meanwhile
                 _build(env_dir)
+            elif not _extras_ok(env_dir):
+                _install_extras(env_dir)
         finally:
             fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
     return _venv_python(env_dir)

@@ -10,6 +10,7 @@ import struct
 import uuid
 from pathlib import Path
 
+import dask
 import numpy as np
 import pytest
 from file_tree import tree
@@ -26,6 +27,7 @@ from zarr_vectors.errors import (
 from zarr_vectors.store.backend import FsspecStorage, LocalStorage, MemoryStorage, RangeRequest, Storage
 from zarr_vectors.store.codecs import ZSTD_DEFAULT, compressor_config
 from zarr_vectors.store.grid import GridArray
+from zarr_vectors.store.obstore_backend import ObstoreStorage
 from zarr_vectors.store.tables import read_table, read_vlen_rows, write_table, write_vlen_rows
 
 ZSTD = {"name": "zstd", "configuration": {"level": 0, "checksum": False}}
@@ -386,18 +388,22 @@ def test_storage_urls(tmp_path):
 def test_storage_backend_by_protocol_survives_pickling(tmp_path):
     """Storage(url) picks the backend; a pickled one (as shipped to Dask workers) is rebuilt the same."""
     cases = [
-        (str(tmp_path / "a"), None, LocalStorage, False),
-        ("memory://x/y", None, MemoryStorage, False),
-        ("s3://bucket/p", {"anon": True}, FsspecStorage, True),
+        (str(tmp_path / "a"), None, LocalStorage, False, "obstore"),
+        ("memory://x/y", None, MemoryStorage, False, "obstore"),
+        ("s3://bucket/p", {"anon": True}, ObstoreStorage, True, "obstore"),
+        ("s3://bucket/p", {"anon": True}, FsspecStorage, True, "s3fs"),
     ]
-    for url, options, cls, remote in cases:
-        storage = Storage(url, options)
-        again = pickle.loads(pickle.dumps(storage))
+    for url, options, cls, remote, s3_backend in cases:
+        with dask.config.set({"zarr_vectors.s3.backend": s3_backend}):
+            storage = Storage(url, options)
+        again = pickle.loads(pickle.dumps(storage))  # the class travels, whatever the worker's setting
         assert type(storage) is cls and type(again) is cls and isinstance(again, Storage)
         assert (again.url, again.root, again.storage_options, again.is_remote) == (
             storage.url, storage.root, storage.storage_options, remote
         )
         assert repr(again) == f"Storage({url!r})"
+    with dask.config.set({"zarr_vectors.s3.backend": "boto"}), pytest.raises(InputError, match="s3.backend"):
+        Storage("s3://bucket/p")
 
 
 @pytest.mark.parametrize("where", ["local", "memory"])

@@ -116,7 +116,7 @@ class Storage(ABC):
 
     def __new__(cls, url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> Storage:
         if cls is Storage:
-            cls = _BACKENDS.get(_split_url(url)[0], FsspecStorage)
+            cls = _backend_class(_split_url(url)[0])
         return super().__new__(cls)
 
     def __init__(self, url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> None:
@@ -430,7 +430,18 @@ class FsspecStorage(Storage):
         return [None if v is None else bytes(v) for v in out]
 
     def exists(self, key: str) -> bool:
-        return self.fs.exists(self.full_path(key))
+        """Whether an object is at ``key``.  On S3 one HEAD: s3fs's ``exists`` follows a missing
+        object with a listing (is it a directory?), a second blocking round trip for every
+        absent node a writer probes, and keys here always name objects."""
+        path = self.full_path(key)
+        if self.protocol != "s3" or not key:
+            return self.fs.exists(path)
+        bucket, name, _ = self.fs.split_path(path)
+        try:
+            self.fs.call_s3("head_object", Bucket=bucket, Key=name)
+        except FileNotFoundError:
+            return False
+        return True
 
     def list_dir(self, prefix: str) -> list[str]:
         try:
@@ -620,3 +631,16 @@ def _found_or_none(value: Any) -> Any:
 
 
 _BACKENDS: dict[str, type[Storage]] = {"file": LocalStorage, "memory": MemoryStorage}
+
+
+def _backend_class(protocol: str) -> type[Storage]:
+    """The class serving ``protocol``; S3's is ``zarr_vectors.s3.backend`` (obstore or s3fs)."""
+    if protocol == "s3":
+        name = config.get("s3.backend")
+        if name == "obstore":
+            from zarr_vectors.store.obstore_backend import ObstoreStorage  # a sibling that imports this module
+
+            return ObstoreStorage
+        if name != "s3fs":
+            raise InputError(f"zarr_vectors.s3.backend must be 'obstore' or 's3fs', not {name!r}")
+    return _BACKENDS.get(protocol, FsspecStorage)

@@ -8,8 +8,8 @@ import os
 import posixpath
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, overload
 
 from zarr_vectors.errors import (
     InputError,
@@ -22,7 +22,9 @@ from zarr_vectors.format.metadata import GEOMETRY_TYPES, LevelMetadata, RootMeta
 from zarr_vectors.format.schema import KNOWN_CAPABILITIES, PLAIN, Expected, expected_node
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.grid import GridArray
-from zarr_vectors.store.nodes import check_discriminator, group_document, read_node, require_node, write_node
+from zarr_vectors.store.nodes import check_discriminator, group_document, meta_key, read_node, require_node, write_node
+from zarr_vectors.store.snapshot import LevelSnapshot, snapshot_level
+from zarr_vectors.store.strict_json import load_document
 
 _LEVEL_NAME = re.compile(r"^(0|[1-9][0-9]*)$")
 _NAME_SUFFIXES = (".zarrvectors", ".zv", ".zarr")
@@ -51,6 +53,10 @@ class Level:
     #: Text, not dicts: dask walks nested containers in task arguments, and a few hundred
     #: documents cost more to walk than to parse.
     known_arrays: dict[str, bytes] = field(default_factory=dict, repr=False, compare=False)
+    #: The level's metadata as one batched walk read it (:func:`snapshot_level`), for a
+    #: reader: node questions are answered from it instead of one request each.  None
+    #: for writers, whose own writes would make it stale.
+    snapshot: LevelSnapshot | None = field(default=None, repr=False, compare=False)
 
     @property
     def path(self) -> str:
@@ -72,13 +78,61 @@ class Level:
         return posixpath.join(self.path, relpath)
 
     def has(self, relpath: str) -> bool:
-        return self.storage.exists(posixpath.join(self.node_path(relpath), "zarr.json"))
+        if relpath in self.known_arrays:  # created or opened by this write: there
+            return True
+        if self.snapshot is not None and self.snapshot.knows(relpath):
+            return self.snapshot.document(relpath) is not None
+        return self.storage.exists(meta_key(self.node_path(relpath)))
+
+    def observed(self, groups: Sequence[str]) -> Level:
+        """This level with a :class:`LevelSnapshot` of the groups ``groups`` (one batched walk), for
+        a coordinator about to probe many nodes below them.  Its remembered arrays are shared,
+        and answer :meth:`has` before the snapshot, so what it creates next is seen."""
+        snap = snapshot_level(self.storage, self.path, roots=groups)
+        return replace(self, snapshot=snap)
+
+    def node(self, relpath: str) -> dict[str, Any] | None:
+        """The parsed ``zarr.json`` at ``relpath`` (strictly read), or None when there is none."""
+        return self.nodes([relpath])[0]
+
+    def nodes(self, relpaths: Sequence[str]) -> list[dict[str, Any] | None]:
+        """:meth:`node` of many paths: from the snapshot where it knows them, the rest in one concurrent batch."""
+        snap = self.snapshot
+        ask = [r for r in relpaths if snap is None or not snap.knows(r)]
+        fetched = dict(zip(ask, self.storage.get_many(meta_key(self.node_path(r)) for r in ask)))
+        out = []
+        for r in relpaths:
+            raw = fetched[r] if r in fetched else snap.document(r)  # type: ignore[union-attr]
+            out.append(None if raw is None else load_document(raw, file=meta_key(self.node_path(r))))
+        return out
 
     def array(self, relpath: str) -> GridArray:
         """The grid array at ``relpath``, refused unless its ``zv_array`` is the one for that path."""
-        grid = GridArray.open(self.storage, self.node_path(relpath))
-        check_zv_array(grid.attributes, relpath, posixpath.join(grid.path, "zarr.json"))
-        return grid
+        return self.arrays([relpath])[0]
+
+    @overload
+    def arrays(self, relpaths: Sequence[str]) -> list[GridArray]: ...
+    @overload
+    def arrays(self, relpaths: Sequence[str], *, missing: bool) -> list[GridArray | None]: ...
+
+    def arrays(self, relpaths: Sequence[str], *, missing: bool = False) -> Sequence[GridArray | None]:
+        """:meth:`array` of many paths, their documents read in one batch (see :meth:`nodes`);
+        with ``missing``, None where there is no node instead of an error."""
+        out: list[GridArray | None] = []
+        for rel, doc in zip(relpaths, self.nodes(relpaths)):
+            key = meta_key(self.node_path(rel))
+            if doc is None and missing:
+                out.append(None)
+                continue
+            if doc is None:
+                raise MetadataError(f"no zarr.json in store {self.storage.url!r}", file=key)
+            if doc.get("node_type") != "array":
+                raise MetadataError(f"expected a array, found a {doc.get('node_type')}", file=key,
+                                    pointer="/node_type")
+            grid = GridArray(self.storage, self.node_path(rel), doc)
+            check_zv_array(grid.attributes, rel, key)
+            out.append(grid)
+        return out
 
     def create_array(
         self,
@@ -115,6 +169,9 @@ class Level:
         return self.array(relpath) if self.has(relpath) else None
 
     def children(self, relpath: str) -> list[str]:
+        known = self.snapshot.children(relpath) if self.snapshot is not None else None
+        if known is not None:
+            return known
         return [n for n in self.storage.list_dir(self.node_path(relpath)) if n != "zarr.json"]
 
     def write_metadata(self) -> None:
@@ -136,14 +193,17 @@ class ZVStore:
         """Level groups present, ascending (bare non-negative integer names)."""
         return sorted(int(n) for n in self.storage.list_dir("") if _LEVEL_NAME.match(n))
 
-    def level(self, number: int) -> Level:
+    def level(self, number: int, *, snapshot: bool = False) -> Level:
+        """Level ``number``; with ``snapshot``, its metadata read in one batched walk (for readers)."""
         path = str(number)
-        doc = read_node(self.storage, path)
+        raw = self.storage.get(meta_key(path))
+        doc = None if raw is None else load_document(raw, file=meta_key(path))
         if doc is None:
             raise InputError(f"store {self.url!r} has no level {number} (levels: {self.level_numbers()})")
         if doc.get("node_type") != "group":
             raise MetadataError("a level must be a group", file=f"{path}/zarr.json", pointer="/node_type")
-        return Level(self, number, LevelMetadata.from_attributes(doc.get("attributes", {}), file=f"{path}/zarr.json"))
+        meta = LevelMetadata.from_attributes(doc.get("attributes", {}), file=f"{path}/zarr.json")
+        return Level(self, number, meta, snapshot=snapshot_level(self.storage, path, raw) if snapshot else None)
 
     def write_root(self) -> None:
         write_node(self.storage, "", group_document(self.root.to_attributes()))

@@ -240,9 +240,9 @@ def open_or_create_attribute_array(
             )
         return level.remember(grid)
     links_rel = link_array_rel(delta, segment)
-    if not level.has(links_rel):
+    mirror = level.known_array(links_rel)  # only its grid, which never changes
+    if mirror is None:
         raise ArrayError(f"level {level.number}: {links_rel} does not exist; link attributes mirror link arrays")
-    mirror = level.array(links_rel)
     return level.create_array(
         rel, shape=mirror.shape, origin=mirror.origin,
         attributes=_attribute_array_attributes(name, dtype, row_shape, offsets, delta), compressor=compressor,
@@ -278,8 +278,10 @@ def create_link_attribute_arrays(
     if read_node(level.storage, level.node_path(link_attributes_group_path(name, delta))) is None:
         create_attribute_family(level, name, delta, None)
     shape = tuple(int(x) for x in row_shape)
-    for segment, offsets in segments:
-        open_or_create_attribute_array(level, name, delta, segment, offsets, dt, shape, comp)
+    seen = level.observed([link_attributes_group_path(name, delta)])  # one walk, not a probe per array
+    seen.storage.overlap(
+        lambda so: open_or_create_attribute_array(seen, name, delta, so[0], so[1], dt, shape, comp), segments
+    )
     return [s for s, _ in segments]
 
 

@@ -77,7 +77,7 @@ def ensure_plain_group(level: Level, rel: str) -> None:
 
 def family_document(level: Level, delta: int) -> dict[str, Any] | None:
     """The ``links/<delta>`` group's document (its ``zv_array`` checked), or None when there is none."""
-    doc = read_node(level.storage, family_path(level, delta))
+    doc = level.node(links_group_path(delta))
     if doc is None or doc.get("node_type") != "group":
         return None
     check_zv_array(doc.get("attributes") or {}, links_group_path(delta), posixpath.join(family_path(level, delta),
@@ -128,12 +128,9 @@ def require_policy(level: Level, delta: int) -> LinkPolicy:
 def link_array_segments(level: Level, delta: int) -> list[str]:
     """Names of the array children of ``links/<delta>``, ASCII-sorted, unvalidated."""
     rel = links_group_path(delta)
-    out = []
-    for name in level.children(rel):
-        doc = read_node(level.storage, level.node_path(f"{rel}/{name}"))
-        if doc is not None and doc.get("node_type") == "array":
-            out.append(name)
-    return sorted(out)
+    names = level.children(rel)
+    docs = level.nodes([f"{rel}/{name}" for name in names])  # one batch, not a read per child
+    return sorted(n for n, doc in zip(names, docs) if doc is not None and doc.get("node_type") == "array")
 
 
 def create_links_family(
@@ -352,11 +349,15 @@ def create_links_segments(
     name = check_link_dtype(dtype)
     ext = (tuple(int(v) for v in extent[0]), tuple(int(v) for v in extent[1]))
     none = np.zeros((0, policy.sid_ndim), dtype=np.int64)
-    for segment in segments:
-        offsets = parse_segment(level, policy, segment)
-        open_or_create_links_array(level, policy, segment, offsets, none, extent=ext, dtype=name, compressor=comp)
-        if policy.is_flat(offsets):
-            open_or_create_fragments(level, none, extent=ext, compressor=comp)
+    seen = level.observed([links_group_path(delta)])  # one walk answers every "does it exist yet"
+    parsed = [(segment, parse_segment(level, policy, segment)) for segment in segments]
+    if any(policy.is_flat(offsets) for _, offsets in parsed):
+        open_or_create_fragments(seen, none, extent=ext, compressor=comp)
+    seen.storage.overlap(  # the documents written concurrently on an object store
+        lambda so: open_or_create_links_array(seen, policy, so[0], so[1], none, extent=ext, dtype=name,
+                                              compressor=comp),
+        parsed,
+    )
 
 
 def create_links_arrays(
@@ -454,7 +455,7 @@ def stamp_counts(level: Level, delta: int, counts: LinkCounts, *, attributes: bo
     if attributes:
         for name in list_link_attribute_names(level):
             rel = link_attributes_group_path(name, delta)
-            if read_node(level.storage, level.node_path(rel)) is not None:
+            if level.node(rel) is not None:
                 update_group_attributes(level, rel, {"num_links": counts.num_links})
 
 
@@ -476,9 +477,9 @@ class FamilyArray:
 def list_link_deltas(level: Level) -> list[int]:
     """Level deltas with a ``links/<delta>/`` group, ascending numerically."""
     out = []
-    for name in level.children(LINKS):
+    names = level.children(LINKS)
+    for name, doc in zip(names, level.nodes([f"{LINKS}/{name}" for name in names])):
         path = level.node_path(f"{LINKS}/{name}")
-        doc = read_node(level.storage, path)
         if doc is None or doc.get("node_type") != "group":
             continue
         try:
@@ -510,9 +511,10 @@ def parse_segment(level: Level, policy: LinkPolicy, segment: str) -> OffsetsT:
         raise MetadataError(f"malformed offsets segment: {exc}", file=posixpath.join(path, "zarr.json")) from None
 
 
-def family_array(level: Level, policy: LinkPolicy, segment: str) -> FamilyArray:
+def family_array(level: Level, policy: LinkPolicy, segment: str, grid: GridArray | None = None) -> FamilyArray:
+    """The array of ``segment`` (``grid``: its already-opened array)."""
     offsets = parse_segment(level, policy, segment)
-    grid = level.array(link_array_rel(policy.delta, segment))
+    grid = grid if grid is not None else level.array(link_array_rel(policy.delta, segment))
     stored = grid.attributes.get("offsets")
     if stored is not None:
         try:
@@ -543,4 +545,6 @@ def enumerate_family(level: Level, policy: LinkPolicy) -> list[FamilyArray]:
     The single definition of the order shared by :func:`read_links`,
     :func:`read_link_attributes` and :func:`write_link_attributes`.
     """
-    return [family_array(level, policy, s) for s in link_array_segments(level, policy.delta)]
+    segments = link_array_segments(level, policy.delta)
+    grids = level.arrays([link_array_rel(policy.delta, s) for s in segments])  # one batch of documents
+    return [family_array(level, policy, s, g) for s, g in zip(segments, grids)]

@@ -46,7 +46,6 @@ from zarr_vectors.store.link_family import (
     link_family_policy,
     require_policy,
 )
-from zarr_vectors.store.nodes import read_node
 
 
 @dataclass(frozen=True, eq=False)
@@ -296,7 +295,7 @@ def read_link_attributes(
         return np.zeros(0)
     arrays = enumerate_family(level, policy)
     group_rel = link_attributes_group_path(name, delta)
-    group = read_node(level.storage, level.node_path(group_rel))
+    group = level.node(group_rel)
     if group is None:
         if any(fa.cells for fa in arrays):
             raise ArrayError(f"level {level.number}: no link attribute {name!r} at delta {format_delta(delta)}")
@@ -308,13 +307,11 @@ def read_link_attributes(
         raise ArrayError(f"{level.node_path(group_rel)}: arrays {sorted(extra)} have no link array to mirror")
     requests = []
     spec: tuple[np.dtype, tuple[int, ...]] | None = None
-    for fa in arrays:
-        if not fa.cells:
-            continue
-        rel = link_attribute_array_rel(name, delta, fa.segment)
-        if not level.has(rel):
+    filled = [fa for fa in arrays if fa.cells]
+    rels = [link_attribute_array_rel(name, delta, fa.segment) for fa in filled]
+    for fa, rel, grid in zip(filled, rels, level.arrays(rels, missing=True)):  # one batch of documents
+        if grid is None:
             raise ArrayError(f"level {level.number}: {rel} is missing; attributes must mirror every link array")
-        grid = level.array(rel)
         if set(grid.nonempty_chunk_coords()) != set(fa.cells):
             raise ArrayError(f"{grid.path}: its cells do not mirror {fa.grid.path}")
         dt = np.dtype(grid.attributes.get("dtype", "float32")).newbyteorder("<")

@@ -24,7 +24,7 @@ from zarr_vectors.errors import (
 from zarr_vectors.format.bounds import manifest_chunk_bound
 from zarr_vectors.format.metadata import OBJECT_INDEX_LAYOUT, OBJECT_INDEX_LAYOUT_V2
 from zarr_vectors.store.groups import Level, check_zv_array
-from zarr_vectors.store.nodes import group_document, require_node, write_node
+from zarr_vectors.store.nodes import group_document, write_node
 from zarr_vectors.store.tables import read_table, read_vlen_rows, write_vlen_rows
 
 
@@ -66,10 +66,12 @@ def write_object_index(
 def read_object_index(level: Level, *, allow_layouts: Collection[str] = ()) -> ObjectIndex | None:
     """The level's object index, or None when the level has none."""
     path = level.node_path("object_index")
-    if not level.has("object_index"):
+    doc = level.node("object_index")
+    if doc is None:
         return None
-    doc = require_node(level.storage, path, "group")
     file = f"{path}/zarr.json"
+    if doc.get("node_type") != "group":
+        raise MetadataError(f"expected a group, found a {doc.get('node_type')}", file=file, pointer="/node_type")
     attrs = doc.get("attributes", {})
     check_zv_array(attrs, "object_index", file)
     if "layout" not in attrs:

@@ -1,0 +1,112 @@
+"""Request economy on S3: what a write and a read-all ask the server, through either S3 backend.
+
+The server counts requests by method (tests/s3server.py); the store's own listing gives
+how many objects there are.  A read-all that reads an object twice, or probes with a
+HEAD what a listing it already made could answer, is the defect class these pin.
+"""
+
+from __future__ import annotations
+
+import dask
+import numpy as np
+import pytest
+
+import zarr_vectors as zv
+from zarr_vectors.store.backend import FsspecStorage, Storage
+from zarr_vectors.store.obstore_backend import ObstoreStorage
+
+pytestmark = [pytest.mark.s3, pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")]
+
+BACKENDS = {"obstore": ObstoreStorage, "s3fs": FsspecStorage}
+
+
+def _graph(n: int = 600, seed: int = 5):
+    rng = np.random.default_rng(seed)
+    pos = rng.uniform(0, 100, (n, 3)).astype("f4")
+    edges = rng.integers(0, n, (3 * n, 2))
+    return pos, edges, {"weight": rng.random(3 * n).astype("f4")}, np.repeat(np.arange(n // 10), 10)
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend(request):
+    with dask.config.set({"zarr_vectors.s3.backend": request.param}):
+        yield request.param
+
+
+def test_s3_backend_follows_the_setting(backend, s3_bucket):
+    bucket, options = s3_bucket
+    assert type(Storage(f"s3://{bucket}/x.zv", options)) is BACKENDS[backend]
+
+
+def test_graph_read_reads_no_object_twice_and_never_heads(backend, s3_server, s3_bucket):
+    """Every array document was read four times and every attribute array HEADed before its GET."""
+    bucket, options = s3_bucket
+    url = f"s3://{bucket}/g.zv"
+    pos, edges, eattrs, ids = _graph()
+    zv.write_graph(url, pos, edges, chunk_shape=25.0, bounds=[[0, 0, 0], [100, 100, 100]], object_ids=ids,
+                   edge_attributes=eattrs, storage_options=options)
+    objects = len(Storage(url, options).object_sizes())
+    s3_server.reset()
+    got = zv.read(url, storage_options=options)
+    counts = s3_server.requests()
+    assert len(got) == len(pos) and len(got.edges) == len(edges) and len(got.edge_attributes["weight"]) == len(edges)
+    assert counts.get("HEAD", 0) <= 1, counts  # the bucket check, nothing per node
+    # a GET is an object read or a listing: each object at most once, one listing per group
+    assert counts.get("GET", 0) <= objects + 12, (counts, objects)
+
+
+def test_fresh_graph_write_does_not_probe_each_link_array(backend, s3_server, s3_bucket):
+    """Creating a family's arrays HEADed each one first (and s3fs followed each 404 with a listing)."""
+    bucket, options = s3_bucket
+    pos, edges, eattrs, ids = _graph()
+    s3_server.reset()
+    zv.write_graph(f"s3://{bucket}/w.zv", pos, edges, chunk_shape=25.0, bounds=[[0, 0, 0], [100, 100, 100]],
+                   object_ids=ids, edge_attributes=eattrs, storage_options=options)
+    counts = s3_server.requests()
+    arrays = len([k for k in Storage(f"s3://{bucket}/w.zv", options).object_sizes() if k.endswith("zarr.json")])
+    assert counts.get("HEAD", 0) < arrays // 4, (counts, arrays)
+
+
+def test_missing_object_is_one_head(backend, s3_server, s3_bucket):
+    """s3fs's exists() follows a 404 with a listing (is it a directory?): two round trips per probe."""
+    bucket, options = s3_bucket
+    storage = Storage(f"s3://{bucket}/e.zv", options)
+    storage.put("a/zarr.json", b"{}")
+    s3_server.reset()
+    assert storage.exists("a/zarr.json") and not storage.exists("b/zarr.json")
+    assert s3_server.requests() == {"HEAD": 2}
+
+
+def test_obstore_ranges_and_listings_match_the_contract(s3_bucket):
+    """The obstore backend answers the Storage contract as the others do (ranges fsspec-style, None when missing)."""
+    bucket, options = s3_bucket
+    storage = ObstoreStorage(f"s3://{bucket}/r.zv", options)
+    storage.put_many({"a/c/0": b"0123456789", "a/zarr.json": b"{}", "b": b"x"})
+    assert storage.get_ranges([("a/c/0", 2, 5), ("a/c/0", -3, None), ("a/c/0", 4, None), ("a/c/0", 8, 20),
+                               ("nope", 0, 2), ("a/c/0", 3, 3)]) == [b"234", b"789", b"456789", b"89", None, b""]
+    assert storage.get_many(["b", "nope"]) == [b"x", None]
+    assert storage.list_dir("") == ["a", "b"] and storage.list_dirs(["a", "none"]) == [["c", "zarr.json"], []]
+    assert storage.list_files("a") == ["a/c/0", "a/zarr.json"]
+    storage.move_many([("b", "d")])
+    assert sorted(storage.object_sizes()) == ["a/c/0", "a/zarr.json", "d"]
+    storage.delete_prefix("a")
+    assert storage.object_sizes() == {"d": 1}
+
+
+def test_obstore_refuses_an_option_it_cannot_honour(s3_bucket):
+    bucket, options = s3_bucket
+    with pytest.raises(zv.errors.InputError, match="not understood by the obstore"):
+        ObstoreStorage(f"s3://{bucket}/x.zv", {**options, "profile": "dev"})
+
+
+def test_obstore_single_object_storage_uses_its_root_as_the_key(s3_bucket):
+    """A job journal is a storage whose URL names one object, read and written at key "": the
+    obstore backend first refused "" as a key, so `zv build` into S3 failed before any stage."""
+    bucket, options = s3_bucket
+    journal = ObstoreStorage(f"s3://{bucket}/out.zv.zvjob.json", options)
+    assert journal.get("") is None
+    journal.put("", b"{}")
+    assert journal.get("") == b"{}" and journal.exists("")
+    assert ObstoreStorage(f"s3://{bucket}", options).list_dir("") == ["out.zv.zvjob.json"]
+    journal.delete_prefix("")
+    assert journal.get("") is None
