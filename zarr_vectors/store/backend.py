@@ -110,6 +110,9 @@ class Storage(ABC):
     delete_batch: int | None = None
     """Keys per bulk-delete request, where the backend has one (request accounting)."""
 
+    reachability_probe: str = "HEAD"
+    """The one request a remote backend's ``check_reachable`` makes (request accounting)."""
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         count_contract(cls)  # every backend's requests counted by one rule: store/accounting.py

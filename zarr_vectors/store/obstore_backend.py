@@ -115,6 +115,7 @@ class ObstoreStorage(Storage):
     is_remote = True
     list_page_size = 1000  # S3's ListObjectsV2 page
     delete_batch = 1000  # S3's DeleteObjects batch (obstore splits a longer list)
+    reachability_probe = "LIST"  # check_reachable lists the root
 
     def __init__(self, url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> None:
         super().__init__(url, storage_options)
@@ -247,7 +248,8 @@ class ObstoreStorage(Storage):
         keys = list(self._listing(prefix))
         if self._key(prefix):
             keys.append(prefix)  # an object at the prefix itself (a single-object storage's root)
-        self.delete_many(keys)
+        if keys:  # not through delete_many: this call's own requests are counted as one (accounting.ADDITIVE)
+            obstore.delete(self._store, [self._key(k) for k in keys])
 
     def move_many(self, pairs: Sequence[tuple[str, str]]) -> None:
         """Server-side copies, then one bulk delete; sources already moved are skipped."""
@@ -260,7 +262,8 @@ class ObstoreStorage(Storage):
             listed = set(self._listing(posixpath.commonpath([s for s, _ in pairs])))
             present = [(s, d) for s, d in pairs if s in listed]
         _Loop.run(_bounded([partial(obstore.copy_async, self._store, self._key(s), self._key(d)) for s, d in present]))
-        self.delete_many([s for s, _ in present])
+        if present:  # the copies and this delete are this call's own requests (accounting.ADDITIVE)
+            obstore.delete(self._store, [self._key(s) for s, _ in present])
 
     def check_reachable(self) -> None:
         """List the root once, telling a missing bucket from an unreachable endpoint."""
