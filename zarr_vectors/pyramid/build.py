@@ -70,7 +70,7 @@ from zarr_vectors.pyramid.plan import (
     clear_pyramid,
     level_ratios,
     plan_pyramid,
-    presence_problem,
+    presence_problems,
     refuse_level,
 )
 from zarr_vectors.reconcile import confirm_presence, finalize_links
@@ -224,13 +224,14 @@ class _Builder:
         self.ancestors: dict[int, list[Any]] = {}  # fine level -> persisted ancestor arrays
         self.offsets: dict[int, tuple[list[int], int]] = {}  # fine level -> (group offsets, total)
         # the presence-list check of the level-0 arrays the pyramid does not read (it lists every
-        # cell; a task per array) runs beside level 1's read-only bin stage; nothing is removed
-        # before it passed
+        # cell; tasks of a few whole arrays) runs beside level 1's read-only bin stage; nothing is
+        # removed before it passed
         rest = list(plan.deferred_check)
         self.pending_check = None
         if rest:
             base = _publish(plan.base.level)
-            problems = [dask.delayed(presence_problem)(base, rel) for rel in rest]
+            runs = runner.task_runs(np.ones(len(rest), dtype=np.int64), 4)
+            problems = [dask.delayed(presence_problems)(base, rest[r]) for r in runs]
             self.pending_check = dask.delayed(refuse_level)(0, *problems)
 
     def build_level(self, new: NewLevel) -> tuple[PyramidLevel, list[tuple[int, int, int]]]:

@@ -3,7 +3,7 @@
 :func:`plan_pyramid` runs every check that needs no task (arguments, the store's kind and
 level 0, the presence lists of the arrays the pyramid reads, the bin/chunk nesting of
 every new level) and returns a :class:`PyramidPlan` to inspect before anything changes:
-which arrays are still to be listed (one task each, :func:`presence_problem`), which
+which arrays are still to be listed (tasks of a few arrays, :func:`presence_problems`), which
 storage prefixes a build removes, each new level's bins and chunks, the task sizing.
 The object index is decoded (under D1) by the task that plans level 1's objects, in
 level 1's bin graph.  Nothing here writes; :func:`clear_pyramid` carries out the
@@ -34,7 +34,7 @@ __all__ = [
     "check_reconciled",
     "clear_pyramid",
     "plan_pyramid",
-    "presence_problem",
+    "presence_problems",
     "refuse_level",
 ]
 
@@ -172,15 +172,16 @@ def check_reconciled(level: Level, rels: Sequence[str]) -> None:
     require_reconciled(f"level {level.number}", grids, listings)
 
 
-def presence_problem(level: Level, rel: str) -> str | None:
-    """How one array's presence list differs from a listing (a task of the deferred check), or None."""
-    grid = level.array(rel)
-    return presence_mismatch(grid, grid.derive_nonempty_chunks())
+def presence_problems(level: Level, rels: Sequence[str]) -> list[str]:
+    """How the presence lists of arrays ``rels`` differ from listings (a task of the deferred check)."""
+    grids = [level.array(rel) for rel in rels]
+    listings = level.storage.overlap(GridArray.derive_nonempty_chunks, grids)
+    return [p for grid, keys in zip(grids, listings) if (p := presence_mismatch(grid, keys))]
 
 
-def refuse_level(number: int, *problems: str | None) -> None:
-    """Refuse level ``number`` when any :func:`presence_problem` found one (the check's last task)."""
-    refuse_unreconciled(f"level {number}", problems)
+def refuse_level(number: int, *problems: list[str]) -> None:
+    """Refuse level ``number`` when any :func:`presence_problems` task found one (the check's last task)."""
+    refuse_unreconciled(f"level {number}", [p for part in problems for p in part])
 
 
 @dataclass
