@@ -31,8 +31,8 @@ arrays' documents and submits them as ONE graph (no client step between its stag
    listed in ``nonempty_chunks`` (each source shard fetched once) and writes the new
    objects under the staging prefix (:mod:`.journal`).  Nothing of the store itself
    is touched, and two tasks never write the same object.
-3. **commit** (tasks of whole arrays, which depend on every pack task): journal and
-   apply each array's new layout (:func:`.journal.commit_arrays`).  A last task
+3. **commit** (tasks of whole arrays, which depend on every pack task): plan each array's
+   new document and keys, journal and apply them (:func:`.journal.commit_arrays`).  A last task
    removes the staging prefix and writes the consolidated copy again if there was one.
 
 Task sizes are the settings ``shard.min-cells-per-task`` and ``shard.cells-per-batch``
@@ -135,8 +135,12 @@ def _after(storage: Storage, *done: Any) -> Storage:
     return storage
 
 
-def _commit_task(storage: Storage, commits: _Opaque, *packed: dict[str, int]) -> int:
-    return commit_arrays(storage, commits.value)
+def _commit_task(
+    storage: Storage, grids: _Opaque, shard_shape: tuple[int, ...] | None, *packed: dict[str, int]
+) -> int:
+    """Journal and apply the new layout of whole arrays (their documents and keys planned here)."""
+    commits: list[Commit] = [(g.path, target_document(g.doc, shard_shape), new_keys(g, shard_shape)) for g in grids.value]
+    return commit_arrays(storage, commits)
 
 
 def _finish_task(storage: Storage, had_consolidated: bool, *committed: int) -> None:
@@ -289,9 +293,8 @@ def _relayout(url: Any, shard_shape: Any, storage_options: Mapping[str, Any] | N
     ready = dask.delayed(_after, pure=False)(storage, prepared)
     tasks, cells = _plan(todo, target, min_cells_per_task)
     packs = [dask.delayed(_pack_task, pure=False)(ready, _Opaque(jobs), cells_per_batch) for jobs in tasks]
-    commits: list[Commit] = [(g.path, target_document(g.doc, target), new_keys(g, target)) for g in todo]
-    runs = split_commits([len(keys) + 8 for _, _, keys in commits])
-    committed = [dask.delayed(_commit_task, pure=False)(ready, _Opaque(commits[r]), *packs) for r in runs]
+    runs = split_commits([len(g.nonempty_chunks) + 8 for g in todo])
+    committed = [dask.delayed(_commit_task, pure=False)(ready, _Opaque(todo[r]), target, *packs) for r in runs]
     *packed, _ = runner.compute(
         "pack shards" if target is not None else "unpack shards",
         *packs, dask.delayed(_finish_task, pure=False)(storage, prepared, *committed),
