@@ -30,6 +30,8 @@ from typing import Any
 
 import dask
 import numpy as np
+from dask.delayed import Delayed
+from dask.highlevelgraph import HighLevelGraph
 
 from zarr_vectors.encoding import FragmentIndex
 from zarr_vectors.execution import runner
@@ -173,6 +175,18 @@ def _publish(value: Any) -> Any:
     if client is not None:
         return client.scatter(value, hash=False)
     return dask.delayed(value, name=f"zv-pyramid-{uuid.uuid4().hex}", traverse=False)
+
+
+def _minus_shares(parts: list[Delayed], owners: int) -> list[list[Delayed]]:
+    """Per coarse owner ``j``, a task taking its share of every fine group's ``-k`` records.
+
+    groups x owners tasks (32 x 32 for a 32-thread plan), written as one graph layer: a
+    ``dask.delayed`` call each cost the client about as much as the rest of the level's graph.
+    """
+    name = f"minus_share-{uuid.uuid4().hex}"
+    layer = {(name, i, j): (minus_share, p.key, j) for i, p in enumerate(parts) for j in range(owners)}
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=parts)
+    return [[Delayed((name, i, j), graph, layer=name) for i in range(len(parts))] for j in range(owners)]
 
 
 def _coarse_grid(
@@ -407,7 +421,6 @@ class _Builder:
         # under a distributed client a coarse owner fetches only its share of each group's records;
         # on local threads nothing moves, so it reads the groups' results directly
         distributed = current_client() is not None
-        share = (lambda p, j: dask.delayed(minus_share)(p, j)) if distributed else (lambda p, j: p)  # noqa: E731
         writers = []
         for k in ks:
             spec_ref = spec_refs[k]
@@ -419,10 +432,9 @@ class _Builder:
             ]
             writers.append((fine_ref, k, [(write_plus, p) for p in parts]))
             if explicit:
+                shares = _minus_shares(parts, len(owners)) if distributed else [parts] * len(owners)
                 minus = [
-                    dask.delayed(minus_owner_partition)(
-                        layout, fine_cells, spec_ref, tot, j, *[share(p, j) for p in parts]
-                    )
+                    dask.delayed(minus_owner_partition)(layout, fine_cells, spec_ref, tot, j, *shares[j])
                     for j in range(len(owners))
                 ]
                 writers.append((level_ref, -k, [(write_minus, m) for m in minus]))

@@ -16,8 +16,8 @@ This module plans and runs the Dask graph; which arrays and layouts is
 
 The graph
 ---------
-The client checks the shard shape (its rank and values), plans every task from the
-arrays' documents and submits them as ONE graph (no client step between its stages):
+The client checks the shard shape (its rank and values), plans the pack tasks from the
+arrays' documents and submits steps 1-2 as one graph (no client step between them):
 
 1. **check** (tasks, before anything is written): per grid array, the cells actually
    on disk (``derive_nonempty_chunks``: a listing, or the shard indexes of an already
@@ -31,8 +31,9 @@ arrays' documents and submits them as ONE graph (no client step between its stag
    listed in ``nonempty_chunks`` (each source shard fetched once) and writes the new
    objects under the staging prefix (:mod:`.journal`).  Nothing of the store itself
    is touched, and two tasks never write the same object.
-3. **commit** (tasks of whole arrays, which depend on every pack task): plan each array's
-   new document and keys, journal and apply them (:func:`.journal.commit_arrays`).  A last task
+3. **commit** (tasks of whole arrays, a graph of its own once every pack task succeeded):
+   plan each array's new document and keys, journal and apply them
+   (:func:`.journal.commit_arrays`).  A last task
    removes the staging prefix and writes the consolidated copy again if there was one.
 
 Task sizes are the settings ``shard.min-cells-per-task`` and ``shard.cells-per-batch``
@@ -135,9 +136,7 @@ def _after(storage: Storage, *done: Any) -> Storage:
     return storage
 
 
-def _commit_task(
-    storage: Storage, grids: _Opaque, shard_shape: tuple[int, ...] | None, *packed: dict[str, int]
-) -> int:
+def _commit_task(storage: Storage, grids: _Opaque, shard_shape: tuple[int, ...] | None) -> int:
     """Journal and apply the new layout of whole arrays (their documents and keys planned here)."""
     commits: list[Commit] = [(g.path, target_document(g.doc, shard_shape), new_keys(g, shard_shape)) for g in grids.value]
     return commit_arrays(storage, commits)
@@ -287,18 +286,19 @@ def _relayout(url: Any, shard_shape: Any, storage_options: Mapping[str, Any] | N
                 f"{grid.path}: has {grid.ndim} axes but the store's chunk keys have {ndim}; cannot shard it"
             )
     todo = [g for g in grids if not in_layout(g, target)]
-    # one graph: check -> (store may change from here) staging and consolidated copy dropped -> pack
-    # -> commit, only once every pack task succeeded (grouped into tasks of a useful size) -> finish
+    # one graph: check -> (the store may change from here) staging and consolidated copy dropped -> pack
     prepared = dask.delayed(_prepare_task, pure=False)(storage, _check_presence(store, todo, min_cells_per_task))
     ready = dask.delayed(_after, pure=False)(storage, prepared)
     tasks, cells = _plan(todo, target, min_cells_per_task)
-    packs = [dask.delayed(_pack_task, pure=False)(ready, _Opaque(jobs), cells_per_batch) for jobs in tasks]
-    runs = split_commits([len(g.nonempty_chunks) + 8 for g in todo])
-    committed = [dask.delayed(_commit_task, pure=False)(ready, _Opaque(todo[r]), target, *packs) for r in runs]
-    *packed, _ = runner.compute(
+    *packed, had_consolidated = runner.compute(
         "pack shards" if target is not None else "unpack shards",
-        *packs, dask.delayed(_finish_task, pure=False)(storage, prepared, *committed),
+        *[dask.delayed(_pack_task, pure=False)(ready, _Opaque(jobs), cells_per_batch) for jobs in tasks], prepared,
     )  # fmt: skip
+    # commits only once every pack task succeeded (a graph of its own: a pack task cancelled or lost
+    # fails its step instead of being recomputed for a commit); grouped into tasks of a useful size
+    runs = split_commits([len(g.nonempty_chunks) + 8 for g in todo])
+    committed = [dask.delayed(_commit_task, pure=False)(storage, _Opaque(todo[r]), target) for r in runs]
+    runner.compute("commit", dask.delayed(_finish_task, pure=False)(storage, had_consolidated, *committed))
     return ShardResult(
         url=storage.url,
         shard_shape=target,
