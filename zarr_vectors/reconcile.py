@@ -56,6 +56,7 @@ __all__ = [
     "merge_presence",
     "presence_mismatch",
     "rebuild_presence",
+    "refuse_unreconciled",
     "require_reconciled",
     "stamp_link_counts",
     "write_object_attributes",
@@ -136,7 +137,13 @@ def require_reconciled(what: str, grids: Sequence[GridArray], on_storage: Sequen
     sharding -- trust presence lists, so an unreconciled store is refused before
     anything changes.
     """
-    problems = [p for grid, keys in zip(grids, on_storage) if (p := presence_mismatch(grid, keys))]
+    refuse_unreconciled(what, [p for grid, keys in zip(grids, on_storage) if (p := presence_mismatch(grid, keys))])
+
+
+def refuse_unreconciled(what: str, problems: Sequence[str | None]) -> None:
+    """:func:`require_reconciled` from the :func:`presence_mismatch` lines of arrays checked
+    apart (one task per array: only the lines, never the listings, travel)."""
+    problems = [p for p in problems if p]
     _raise_mismatches(
         f"{what} is not reconciled",
         problems,

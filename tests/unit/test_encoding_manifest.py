@@ -256,3 +256,25 @@ def test_decode_manifest_table_rejects_a_truncated_row():
     good = encode_manifest([((1, 2), [3])], 2)
     with pytest.raises(EncodingError):
         decode_manifest_table([good, good[:-1]], 2)
+
+
+def test_mode0_gather_skips_bad_empty_and_mixed_rows_between_good_ones():
+    """Regression (issue 13): the mode-0 records are gathered by a byte mask of the fast rows'
+    bodies; rows it must leave to the exact decoder sit between them and shift nothing."""
+    from zarr_vectors.encoding import decode_manifest_table, summarize_manifest_rows
+
+    rows = [
+        encode_manifest([((1, 2), [3]), ((-4, 5), [6])], 2),
+        encode_manifest([], 2),
+        encode_manifest([((7, 8), [1, 2, 3])], 2),  # mode 1: the exact decoder's
+        encode_manifest([((0, 0), [9])], 2),
+        encode_manifest([((5, 5), [4])], 2)[:-1],  # truncated
+        encode_manifest([((2, 1), [0]), ((2, 1), [5])], 2),
+    ]
+    summary = summarize_manifest_rows(rows, 2, first_row=10)
+    assert summary.nonempty == 4 and len(summary.problems) == 1 and summary.problems[0].startswith("row 14:")
+    assert summary.max_fragment == {(1, 2): (3, 10), (-4, 5): (6, 10), (7, 8): (3, 12), (0, 0): (9, 13), (2, 1): (5, 15)}
+    row, chunk, frag = decode_manifest_table([r for i, r in enumerate(rows) if i != 4], 2)
+    assert row.tolist() == [0, 0, 2, 2, 2, 3, 4, 4]
+    assert chunk.tolist() == [[1, 2], [-4, 5], [7, 8], [7, 8], [7, 8], [0, 0], [2, 1], [2, 1]]
+    assert frag.tolist() == [3, 6, 1, 2, 3, 9, 0, 5]

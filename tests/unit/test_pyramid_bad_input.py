@@ -125,3 +125,32 @@ def test_missing_store(tmp_path):
     with pytest.raises(StoreNotFoundError):
         zv.build_pyramid(str(tmp_path / "nothing.zv"), factors=[(2, 1)])
     assert not (tmp_path / "nothing.zv").exists()
+
+
+def test_planning_decodes_no_manifest(store, monkeypatch):
+    """Regression (issue 13, serial time): the client plans without decoding the object index;
+    level 1's object-plan task decodes it."""
+    from zarr_vectors.pyramid.plan import plan_pyramid
+    from zarr_vectors.store import object_index
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the client decoded manifests")
+
+    monkeypatch.setattr(object_index, "decode_manifest_table", refuse)
+    plan = plan_pyramid(str(store), factors=[(2, 1)])
+    assert plan.has_objects
+    with pytest.raises(AssertionError, match="decoded manifests"):  # the task does, in-process here
+        zv.build_pyramid(str(store), factors=[(2, 1)])
+
+
+def test_two_unreconciled_arrays_are_both_named(store):
+    """The deferred presence check runs a task per array; the verdict names every one that disagrees."""
+    for rel in ("0/links/0/0.0.0", "0/link_fragments"):
+        meta = store / rel / "zarr.json"
+        listed = json.loads(meta.read_text())["attributes"]["nonempty_chunks"]
+        _edit_attrs(meta, nonempty_chunks=listed[1:])
+    before = tree(store)
+    with pytest.raises(PresenceMismatchError, match="2 grid array") as info:
+        zv.build_pyramid(str(store), factors=[(2, 1)])
+    assert "0/links/0/0.0.0" in str(info.value) and "0/link_fragments" in str(info.value)
+    assert tree(store) == before

@@ -535,3 +535,34 @@ def test_shard_and_unshard_on_s3(s3_bucket, tmp_path):
     assert_same_data(zv.read(str(tmp_path / "small.zv"), bbox=box), zv.read(url, bbox=box, storage_options=options))
     zv.unshard_store(url, storage_options=options)
     assert {k: remote.get(k) for k in remote.list_files("")} == tree(tmp_path / "small.zv")
+
+
+def test_refused_consolidated_store_keeps_its_copy_and_its_staging(stores, tmp_path):
+    """Regression (issue 13, one graph per relayout): the consolidated copy and stale staging are
+    dropped by a task that runs only after the presence check passed, never before it."""
+    store = copy_of(stores["graph_duplicate"], tmp_path)
+    zv.consolidate_store(str(store))
+    (store / STAGING / "0" / "vertices" / "c").mkdir(parents=True)
+    (store / STAGING / "0" / "vertices" / "c" / "orphan").write_bytes(b"x")
+    path = store / "0" / "link_fragments" / "zarr.json"
+    d = json.loads(path.read_bytes())
+    d["attributes"]["nonempty_chunks"] = d["attributes"]["nonempty_chunks"][1:]
+    path.write_bytes(json.dumps(d, indent=2).encode())
+    before = tree(store)
+    with pytest.raises(PresenceMismatchError, match="0/link_fragments"):
+        zv.shard_store(str(store), 2)
+    assert tree(store) == before
+
+
+def test_every_unreconciled_array_is_named_from_the_check_tasks(stores, tmp_path):
+    """The check tasks return only mismatch lines; the verdict names every array that disagrees."""
+    store = copy_of(stores["graph_duplicate"], tmp_path)
+    for rel in ("0/vertices", "0/link_fragments"):
+        path = store / rel / "zarr.json"
+        d = json.loads(path.read_bytes())
+        d["attributes"]["nonempty_chunks"] = d["attributes"]["nonempty_chunks"][1:]
+        path.write_bytes(json.dumps(d, indent=2).encode())
+    with pytest.raises(PresenceMismatchError, match="2 grid array") as info, \
+            dask.config.set({"zarr_vectors.shard.min-cells-per-task": 1}):
+        zv.shard_store(str(store), 2)
+    assert "0/vertices" in str(info.value) and "0/link_fragments" in str(info.value)

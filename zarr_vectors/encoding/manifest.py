@@ -303,10 +303,8 @@ def _mode0_blocks(
     body = np.maximum(lens - 4, 0)  # by division: counts * itemsize may wrap int64 for a hostile count
     fast = long_enough & (body % rec.itemsize == 0) & (body // rec.itemsize == counts)
     block_row = np.repeat(np.flatnonzero(fast), counts[fast])
-    within = np.arange(block_row.size) - np.repeat(np.cumsum(counts[fast]) - counts[fast], counts[fast])
-    pos = np.repeat(starts[fast] + 4, counts[fast]) + within * rec.itemsize
-    if pos.size:
-        blocks = buf[pos[:, None] + np.arange(rec.itemsize)].copy().view(rec).ravel()
+    if block_row.size:  # the fast rows' bodies back to back are their records, in row order
+        blocks = buf[_ranges_mask(buf.size, starts[fast] + 4, body[fast])].view(rec)
     else:  # no block: nothing to gather (a record may be wide, an empty gather still allocates its width)
         blocks = np.zeros(0, dtype=rec)
     bad_mode = blocks["mode"] != MODE_SINGLE
@@ -315,6 +313,15 @@ def _mode0_blocks(
         keep = fast[block_row]
         block_row, blocks = block_row[keep], blocks[keep]
     return fast, counts, block_row, blocks
+
+
+def _ranges_mask(size: int, begins: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """A mask of ``size`` bytes, True inside the disjoint ranges ``[begin, begin + length)``
+    (one pass over the bytes: no index per byte is built)."""
+    mark = np.zeros(size + 1, dtype=np.int8)
+    np.add.at(mark, begins, 1)
+    np.add.at(mark, begins + lengths, -1)
+    return np.cumsum(mark[:-1], dtype=np.int8) > 0
 
 
 def decode_manifest_table(

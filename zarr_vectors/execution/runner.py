@@ -166,17 +166,18 @@ def task_runs(
     return split_by_weight(weights, target if maximum is None else max(1, min(target, maximum)))
 
 
-def start(*items: Any) -> list[Any]:
+def start(*items: Any, stage: str = "background") -> list[Any]:
     """Start ``items`` now and return references to them without waiting for them.
 
     For work nothing needs until a later stage: under a distributed client it runs
     beside the stages in between (a failure surfaces in the stage that needs it); on
-    local threads the items come back as they are and run with that stage.
+    local threads the items come back as they are and run with that stage.  Their
+    requests are counted under ``stage``.
     """
     client = current_client()
     if client is None:
         return list(items)
-    with requests.stage("background", client):
+    with requests.stage(stage, client):
         futures = client.compute(list(items), retries=config.get("task-retries"))
     return [dask.delayed(f) for f in futures]
 

@@ -6,15 +6,18 @@ are listed beside level 1's read-only bin stage); then the plan's removals happe
 the levels are built one after the other.  Level ``N`` from level ``N - 1``
 (:meth:`_Builder.build_level`):
 
-1. **bin, combine, map** (:mod:`.bins`): one graph; the layout of the metavertices and
-   each source group's map stay in memory;
+1. **bin, combine, map** (:mod:`.bins`): one graph, led by the task that decodes the
+   source level's object index and plans its objects (:func:`.objects.plan_objects`)
+   and, at level 1, by the deferred presence check (a task per array); the layout of
+   the metavertices, each source group's map and the object plan stay in memory;
 2. **init** (client, metadata only): the level group, its vertex arrays, the root's NGFF
    dataset and capability tokens;
 3. one graph: a coordinator task creating every cross-level family and offsets array,
    the ``+k`` / ``-k`` records placed and written by the owners of their cells
-   (:mod:`.families`), the coarse vertex cells, and one **reconcile** task: presence
-   lists, the object tables (:mod:`.objects`), ``finalize_links`` with the counts the
-   tasks report, the level document.
+   (:mod:`.families`), the coarse vertex cells, and the **reconcile** tasks: presence
+   lists, the object index and the object attributes (:mod:`.objects`),
+   ``finalize_links`` with the counts the tasks report -- a task each, then the level
+   document.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from typing import Any
 
 import dask
 import numpy as np
+from dask.delayed import Delayed
+from dask.highlevelgraph import HighLevelGraph
 
 from zarr_vectors.encoding import FragmentIndex
 from zarr_vectors.execution import runner
@@ -59,18 +64,18 @@ from zarr_vectors.pyramid.families import (
     write_minus,
     write_plus,
 )
-from zarr_vectors.pyramid.objects import ObjectPlan, plan_objects, write_objects
+from zarr_vectors.pyramid.objects import ObjectPlan, plan_objects, write_kept_attributes, write_objects
 from zarr_vectors.pyramid.plan import (
     LevelState,
     NewLevel,
     PyramidPlan,
-    check_reconciled,
     clear_pyramid,
     level_ratios,
     plan_pyramid,
+    presence_problems,
+    refuse_level,
 )
 from zarr_vectors.reconcile import confirm_presence, finalize_links
-from zarr_vectors.store.accounting import ContextExecutor
 from zarr_vectors.store.consolidated import reconsolidating
 from zarr_vectors.store.grid import GridArray, write_cells_many
 from zarr_vectors.store.groups import Level
@@ -136,39 +141,27 @@ def _write_vertices(
     return [format_chunk_key(c) for c in vcells]
 
 
-def _reconcile(
-    level: Level,
-    source: Level,
-    arrays: tuple[GridArray, GridArray],
-    layout: MetavertexLayout,
-    objects: ObjectPlan | None,
-    vertex_keys: list[list[str]],
-    sequences: list[tuple[np.ndarray, ...]],
-    families: list[tuple[Level, int, list[int]]],
-    ready: int = 0,
-) -> list[tuple[int, int, int]]:
-    """The level's single coordinator step (after the family init, ``ready``); safe to run twice.
+def _vertex_keys(*parts: list[str]) -> list[str]:
+    """Every coarse vertex cell the owners wrote, sorted (what the presence lists must say)."""
+    return sorted({k for ks in parts for k in ks})
 
-    Its parts touch disjoint files and are mostly listings and small writes, so they
-    run side by side on a few threads.
-    """
-    keys = sorted({k for ks in vertex_keys for k in ks})
 
-    def finalize(lvl: Level, delta: int, rows: list[int]) -> tuple[int, int, int]:
-        n = int(sum(rows))
-        finalize_links(lvl, delta, counts=LinkCounts(n, n))
-        return lvl.number, delta, n
+def _finalize(level: Level, delta: int, rows: list[int]) -> tuple[int, int, int]:
+    """One family's counts and presence lists (a reconcile task): ``(level, delta, records)``."""
+    n = int(sum(rows))
+    finalize_links(level, delta, counts=LinkCounts(n, n))
+    return level.number, delta, n
 
-    with ContextExecutor(4) as pool:  # its threads' requests counted with this task's
-        jobs = [pool.submit(confirm_presence, grid, keys) for grid in arrays]
-        if objects is not None:
-            jobs.append(pool.submit(write_objects, level, source, objects, layout, sequences))
-        counted = [pool.submit(finalize, *fam) for fam in families]
-        for job in jobs:
-            job.result()
-        out = [job.result() for job in counted]
+
+def _finish(level: Level, families: list[tuple[int, int, int]], *done: None) -> list[tuple[int, int, int]]:
+    """The level document, once every reconcile task (``done``) has run; safe to run twice."""
     level.write_metadata()
-    return out
+    return families
+
+
+def _objects_summary(plan: ObjectPlan) -> tuple[int, int]:
+    """What the client plans the level's metadata with: (object slots, objects kept)."""
+    return plan.num_objects, int(plan.kept.size)
 
 
 # ---------------------------------------------------------------------------
@@ -182,6 +175,18 @@ def _publish(value: Any) -> Any:
     if client is not None:
         return client.scatter(value, hash=False)
     return dask.delayed(value, name=f"zv-pyramid-{uuid.uuid4().hex}", traverse=False)
+
+
+def _minus_shares(parts: list[Delayed], owners: int) -> list[list[Delayed]]:
+    """Per coarse owner ``j``, a task taking its share of every fine group's ``-k`` records.
+
+    groups x owners tasks (32 x 32 for a 32-thread plan), written as one graph layer: a
+    ``dask.delayed`` call each cost the client about as much as the rest of the level's graph.
+    """
+    name = f"minus_share-{uuid.uuid4().hex}"
+    layer = {(name, i, j): (minus_share, p.key, j) for i, p in enumerate(parts) for j in range(owners)}
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=parts)
+    return [[Delayed((name, i, j), graph, layer=name) for i in range(len(parts))] for j in range(owners)]
 
 
 def _coarse_grid(
@@ -207,7 +212,9 @@ def _compressor(grid: GridArray) -> dict[str, Any] | None:
 class _Binned:
     """A level after its bin stage: the layout and maps (persisted), and what the client plans with."""
 
-    objects: ObjectPlan | None
+    objects: Any  # persisted ObjectPlan (None: the store has no objects)
+    num_objects: int | None  # the plan's object slots and kept objects, for the client's metadata
+    kept: int | None
     dtype: np.dtype
     layout: Any  # persisted MetavertexLayout
     maps: list[Any]  # persisted MapState per source group
@@ -230,11 +237,16 @@ class _Builder:
         self.maps: dict[int, list[Any]] = {}  # fine level -> persisted MapState per group
         self.ancestors: dict[int, list[Any]] = {}  # fine level -> persisted ancestor arrays
         self.offsets: dict[int, tuple[list[int], int]] = {}  # fine level -> (group offsets, total)
-        self.index = plan.index  # level 0's object index, read by the checks
         # the presence-list check of the level-0 arrays the pyramid does not read (it lists every
-        # cell) runs beside level 1's read-only bin stage; nothing is removed before it passed
+        # cell; tasks of a few whole arrays) runs beside level 1's read-only bin stage; nothing is
+        # removed before it passed
         rest = list(plan.deferred_check)
-        self.pending_check = dask.delayed(check_reconciled)(_publish(plan.base.level), rest) if rest else None
+        self.pending_check = None
+        if rest:
+            base = _publish(plan.base.level)
+            runs = runner.task_runs(np.ones(len(rest), dtype=np.int64), 4)
+            problems = [dask.delayed(presence_problems)(base, rest[r]) for r in runs]
+            self.pending_check = dask.delayed(refuse_level)(0, *problems)
 
     def build_level(self, new: NewLevel) -> tuple[PyramidLevel, list[tuple[int, int, int]]]:
         """Level ``new`` from its parent: bin, init, then families, vertex cells and reconcile."""
@@ -258,21 +270,23 @@ class _Builder:
             cells=len(binned.cells),
             bin_shape=tuple(new.bin_shape),
             chunk_shape=state.chunk_shape,
-            objects_kept=int(binned.objects.kept.size) if binned.objects is not None else None,
+            objects_kept=binned.kept,
         )
         return result, families
 
     # -- steps of one level -----------------------------------------------------
     def _bin(self, src: LevelState, new: NewLevel) -> _Binned:
-        """Bin, combine and map as one graph (with the deferred check); the layout and maps stay in memory."""
+        """Bin, combine and map as one graph (with the object plan and the deferred check); the
+        layout, the maps and the object plan stay in memory."""
         plan = self.plan
-        if plan.has_objects:
-            index, self.index = self.index, None
-            objects, frag_cell, frag_id = plan_objects(
-                src, index, sparsity=new.sparsity, seed=plan.seed, number=new.number, kind=plan.kind
+        extra: list[Any] = []
+        if plan.has_objects:  # the source's object index is decoded by this task, not by the client
+            objects, fc, fi = dask.delayed(plan_objects, nout=3)(
+                _publish(src), None, sparsity=new.sparsity, seed=plan.seed, number=new.number, kind=plan.kind
             )
+            extra = [objects, dask.delayed(_objects_summary)(objects)]
         else:
-            objects, frag_cell, frag_id = None, np.zeros(0, np.int64), np.zeros(0, np.int64)
+            fc = fi = _publish(np.zeros(0, np.int64))
         vertices = src.level.array("vertices")
         fragments = src.level.array("vertex_fragments") if plan.has_objects else None
         grid = BinGrid.covering(new.bin_shape, src.chunk_shape, src.origin, src.shape)
@@ -280,7 +294,6 @@ class _Builder:
         # groups of whole source cells, by rows where a built level knows them, else by cell count
         weights = src.counts if src.counts is not None else np.ones(len(src.cells), dtype=np.int64)
         groups = runner.task_runs(weights, 1, tasks_per_thread=plan.tasks_per_thread)
-        fc, fi = _publish(frag_cell), _publish(frag_id)
         v_ref, f_ref, p_ref = _publish(vertices), _publish(fragments), _publish(params)
         bins = [dask.delayed(bin_group)(v_ref, f_ref, p_ref, g.start, src.cells[g], fc, fi) for g in groups]
         partials = [dask.delayed(partial_rows)(b) for b in bins]
@@ -288,19 +301,24 @@ class _Builder:
         # one graph: bin -> combine -> map; only the layout, the maps and a small summary stay in memory
         checks = [self.pending_check] if self.pending_check is not None else []
         self.pending_check = None
-        layout, summary, *maps = runner.persist(
+        layout, summary, *rest = runner.persist(
             f"pyramid level {new.number}: bin",
-            combined, dask.delayed(layout_summary)(combined, *partials), *checks,
+            combined, dask.delayed(layout_summary)(combined, *partials), *checks, *extra,
             *[dask.delayed(map_group)(b, combined) for b in bins],
         )  # fmt: skip
-        ((cells, counts, members, sizes), *_) = runner.compute(
-            f"pyramid level {new.number}: layout", summary, *maps[: len(checks)]
+        head = len(checks) + len(extra)
+        ((cells, counts, members, sizes), *small) = runner.compute(
+            f"pyramid level {new.number}: layout", summary, *rest[: len(checks)], *rest[len(checks) + 1 : head]
         )
-        return _Binned(objects, params.dtype, layout, maps[len(checks) :], cells, counts, members, sizes)
+        num_objects, kept = small[-1] if extra else (None, None)
+        return _Binned(
+            rest[len(checks)] if extra else None, num_objects, kept, params.dtype, layout, rest[head:], cells, counts,
+            members, sizes,
+        )  # fmt: skip
 
     def _init_level(self, new: NewLevel, binned: _Binned) -> tuple[LevelState, tuple[GridArray, GridArray]]:
         """The level group, its vertex arrays, the root's dataset and tokens (metadata only)."""
-        n, objects = new.number, binned.objects
+        n = new.number
         cs = tuple(float(c) for c in new.chunk_shape)
         meta = LevelMetadata(
             level=n,
@@ -311,7 +329,7 @@ class _Builder:
             parent_level=n - 1,
             chunk_shape=cs if any(abs(a - b) > 1e-9 for a, b in zip(cs, self.root.chunk_shape)) else None,
             preserves_object_ids=self.plan.has_objects,
-            inherited_num_objects=objects.num_objects if objects is not None else None,
+            inherited_num_objects=binned.num_objects,
             shared_fragments=True,
             fragments_tile=True,
         )
@@ -403,7 +421,6 @@ class _Builder:
         # under a distributed client a coarse owner fetches only its share of each group's records;
         # on local threads nothing moves, so it reads the groups' results directly
         distributed = current_client() is not None
-        share = (lambda p, j: dask.delayed(minus_share)(p, j)) if distributed else (lambda p, j: p)  # noqa: E731
         writers = []
         for k in ks:
             spec_ref = spec_refs[k]
@@ -415,10 +432,9 @@ class _Builder:
             ]
             writers.append((fine_ref, k, [(write_plus, p) for p in parts]))
             if explicit:
+                shares = _minus_shares(parts, len(owners)) if distributed else [parts] * len(owners)
                 minus = [
-                    dask.delayed(minus_owner_partition)(
-                        layout, fine_cells, spec_ref, tot, j, *[share(p, j) for p in parts]
-                    )
+                    dask.delayed(minus_owner_partition)(layout, fine_cells, spec_ref, tot, j, *shares[j])
                     for j in range(len(owners))
                 ]
                 writers.append((level_ref, -k, [(write_minus, m) for m in minus]))
@@ -436,17 +452,26 @@ class _Builder:
         ready: Any,
         family_rows: list[tuple[Any, int, list[Any]]],
     ) -> list[tuple[int, int, int]]:
-        """One graph: the families' writers, the coarse vertex cells and the reconcile task."""
+        """One graph: the families' writers, the coarse vertex cells and the reconcile tasks.
+
+        The reconcile's parts touch disjoint files, so each is a task of its own (safe to
+        run twice); the level document is written once all of them have run.
+        """
         v_out, f_out = _publish(arrays[0]), _publish(arrays[1])
         vertex_keys = [dask.delayed(_write_vertices)(v_out, f_out, binned.layout, s.start, s.stop) for s in owners]
+        keys = dask.delayed(_vertex_keys)(*vertex_keys)
+        parts = [dask.delayed(confirm_presence)(a, keys) for a in (v_out, f_out)]
         objects = binned.objects
-        sequences = [dask.delayed(sequences_of)(m) for m in binned.maps] if objects is not None else []
+        if objects is not None:
+            source = _publish(src.level)
+            sequences = [dask.delayed(sequences_of)(m) for m in binned.maps]
+            parts += [
+                dask.delayed(write_objects)(level_ref, objects, binned.layout, sequences),
+                dask.delayed(write_kept_attributes)(level_ref, source, objects),
+            ]
+        counted = [dask.delayed(_finalize)(lv, d, rows) for lv, d, rows in family_rows]
         (families,) = runner.compute(
-            f"pyramid level {state.number}: write",
-            dask.delayed(_reconcile)(
-                level_ref, _publish(src.level), _publish(arrays), binned.layout, _publish(objects), vertex_keys,
-                sequences, family_rows, ready,
-            )  # fmt: skip
+            f"pyramid level {state.number}: write", dask.delayed(_finish)(level_ref, counted, ready, *parts)
         )
         return families
 

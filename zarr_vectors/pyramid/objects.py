@@ -24,7 +24,7 @@ from zarr_vectors.store.nodes import fill_value_from_json, read_node
 from zarr_vectors.store.object_index import ObjectIndex, read_object_index
 from zarr_vectors.store.tables import read_table
 
-__all__ = ["ORDERED_KINDS", "ObjectPlan", "kept_attribute_tables", "plan_objects", "write_objects"]
+__all__ = ["ORDERED_KINDS", "ObjectPlan", "kept_attribute_tables", "plan_objects", "write_kept_attributes", "write_objects"]
 
 ORDERED_KINDS = ("polyline", "streamline", "line")  # manifests keep traversal order
 
@@ -47,7 +47,8 @@ def plan_objects(
 ) -> tuple[ObjectPlan, np.ndarray, np.ndarray]:
     """Kept objects and their blocks; and the surviving (cell rank, fragment) pairs the bin tasks read, sorted.
 
-    ``index`` is the source level's object index when already read (level 0's, by the checks).
+    A task of the level's bin graph: ``index`` None decodes the source level's object
+    index here (under D1: layouts other than v1 are refused by name).
     """
     index = index or read_object_index(src.level)
     if index is None:
@@ -122,9 +123,13 @@ def kept_attribute_tables(source: Level, plan: ObjectPlan) -> dict[str, ObjectAt
 
 
 def write_objects(
-    level: Level, source: Level, plan: ObjectPlan, layout: MetavertexLayout, sequences: list[tuple[np.ndarray, ...]]
+    level: Level, plan: ObjectPlan, layout: MetavertexLayout, sequences: list[tuple[np.ndarray, ...]]
 ) -> None:
-    """The coarse level's object index and object attributes (part of its reconcile step)."""
+    """The coarse level's object index (a reconcile task)."""
     obj, chunks, rows = _metavertex_manifests(plan, layout, sequences)
     write_object_index(level, obj, chunks, rows, num_objects=plan.num_objects, sid_ndim=level.store.root.sid_ndim)
+
+
+def write_kept_attributes(level: Level, source: Level, plan: ObjectPlan) -> None:
+    """The coarse level's object attributes (a reconcile task beside :func:`write_objects`)."""
     write_object_attributes(level, kept_attribute_tables(source, plan))

@@ -1,11 +1,13 @@
 """The plan of a pyramid build: every check, level 0 as found, the new levels, what is cleared.
 
 :func:`plan_pyramid` runs every check that needs no task (arguments, the store's kind and
-level 0, the presence lists of the arrays the pyramid reads, the object index, the
-bin/chunk nesting of every new level) and returns a :class:`PyramidPlan` to inspect
-before anything changes: which arrays are still to be listed, which storage prefixes
-a build removes, each new level's bins and chunks, the task sizing.  Nothing here
-writes; :func:`clear_pyramid` carries out the plan's removals once every check passed.
+level 0, the presence lists of the arrays the pyramid reads, the bin/chunk nesting of
+every new level) and returns a :class:`PyramidPlan` to inspect before anything changes:
+which arrays are still to be listed (tasks of a few arrays, :func:`presence_problems`), which
+storage prefixes a build removes, each new level's bins and chunks, the task sizing.
+The object index is decoded (under D1) by the task that plans level 1's objects, in
+level 1's bin graph.  Nothing here writes; :func:`clear_pyramid` carries out the
+plan's removals once every check -- those tasks included -- passed.
 """
 
 from __future__ import annotations
@@ -20,13 +22,21 @@ import numpy as np
 from zarr_vectors import config
 from zarr_vectors.errors import EncodingError, InputError
 from zarr_vectors.format.paths import format_chunk_key, parse_delta
-from zarr_vectors.reconcile import require_reconciled
+from zarr_vectors.reconcile import presence_mismatch, refuse_unreconciled, require_reconciled
 from zarr_vectors.store.grid import GridArray
 from zarr_vectors.store.groups import Level, ZVStore, open_store
 from zarr_vectors.store.kinds import store_kind
-from zarr_vectors.store.object_index import ObjectIndex, read_object_index
 
-__all__ = ["LevelState", "NewLevel", "PyramidPlan", "check_reconciled", "clear_pyramid", "plan_pyramid"]
+__all__ = [
+    "LevelState",
+    "NewLevel",
+    "PyramidPlan",
+    "check_reconciled",
+    "clear_pyramid",
+    "plan_pyramid",
+    "presence_problems",
+    "refuse_level",
+]
 
 CROSS_LEVEL_STORAGES = ("none", "implicit", "explicit")
 PYRAMID_TOKENS = ("preserved_object_ids", "shared_fragments", "multiscale_links")
@@ -162,6 +172,18 @@ def check_reconciled(level: Level, rels: Sequence[str]) -> None:
     require_reconciled(f"level {level.number}", grids, listings)
 
 
+def presence_problems(level: Level, rels: Sequence[str]) -> list[str]:
+    """How the presence lists of arrays ``rels`` differ from listings (a task of the deferred check)."""
+    grids = [level.array(rel) for rel in rels]
+    listings = level.storage.overlap(GridArray.derive_nonempty_chunks, grids)
+    return [p for grid, keys in zip(grids, listings) if (p := presence_mismatch(grid, keys))]
+
+
+def refuse_level(number: int, *problems: list[str]) -> None:
+    """Refuse level ``number`` when any :func:`presence_problems` task found one (the check's last task)."""
+    refuse_unreconciled(f"level {number}", [p for part in problems for p in part])
+
+
 @dataclass
 class LevelState:
     """What the build knows about one level that exists on disk."""
@@ -271,7 +293,7 @@ class PyramidPlan:
     store: ZVStore
     base: LevelState  # level 0 as found
     kind: str  # the store's geometry type
-    index: ObjectIndex | None  # level 0's object index (None: the store has no objects)
+    has_objects: bool  # level 0 has an object index (decoded by level 1's object plan task)
     levels: tuple[NewLevel, ...]
     cross_level_storage: str
     cross_level_depth: int
@@ -279,10 +301,6 @@ class PyramidPlan:
     tasks_per_thread: int  # bin/map groups per worker thread (``zarr_vectors.pyramid.tasks-per-thread``)
     deferred_check: tuple[str, ...]  # level-0 arrays still to be listed (beside level 1's bin stage)
     removes: tuple[str, ...]  # storage prefixes removed once every check passed
-
-    @property
-    def has_objects(self) -> bool:
-        return self.index is not None
 
     @property
     def max_delta(self) -> int:
@@ -304,8 +322,8 @@ def plan_pyramid(
 ) -> PyramidPlan:
     """Check a build's arguments and store and plan it (the arguments of :func:`build_pyramid`).
 
-    Reads level 0's metadata, object index and the listings of the arrays the pyramid
-    reads; raises before anything is written.
+    Reads level 0's metadata and the listings of the arrays the pyramid reads; raises
+    before anything is written.
     """
     parsed = _check_factors(factors, chunk_scale_factors)
     _check_options(cross_level_storage, cross_level_depth, sparsity_seed)
@@ -316,7 +334,6 @@ def plan_pyramid(
     read_here = [r for r in rels if r in READ_ARRAYS]
     check_reconciled(base.level, read_here)  # the arrays the pyramid reads: before anything else
     has_objects = base.level.has("object_index")
-    index = read_object_index(base.level) if has_objects else None  # decodes; refuses layouts but v1 (D1)
     if not has_objects and any(f.sparsity != 1 for f in parsed):
         raise InputError(
             f"{store.url!r} has no object ids, so there are no objects to drop: object sparsity needs an "
@@ -326,7 +343,7 @@ def plan_pyramid(
         store=store,
         base=base,
         kind=kind,
-        index=index,
+        has_objects=has_objects,
         levels=tuple(_plan_levels(store, base, parsed)),
         cross_level_storage=cross_level_storage,
         cross_level_depth=int(cross_level_depth),

@@ -122,5 +122,5 @@ def new_keys(grid: GridArray, shard_shape: tuple[int, ...] | None) -> list[str]:
         return []
     index = np.asarray(grid.nonempty_chunk_coords(), dtype=np.int64) - np.asarray(grid.origin, dtype=np.int64)
     if shard_shape is not None:
-        index = np.unique(index // np.asarray(shard_shape, dtype=np.int64), axis=0)
-    return sorted(posixpath.join("c", *map(str, c)) for c in index.tolist())
+        index = index // np.asarray(shard_shape, dtype=np.int64)
+    return sorted({"c/" + "/".join(map(str, c)) for c in index.tolist()})

@@ -16,20 +16,25 @@ This module plans and runs the Dask graph; which arrays and layouts is
 
 The graph
 ---------
-1. **check** (before anything is written): the shard shape's rank and values; then,
-   per grid array, the cells actually on disk (``derive_nonempty_chunks``: a listing,
-   or the shard indexes of an already sharded array) must be exactly its
-   ``nonempty_chunks``, otherwise the store is refused and left untouched (D15):
-   the presence lists are what the packer reads, and after sharding they cannot be
-   rebuilt from a listing any more.
+The client checks the shard shape (its rank and values), plans the pack tasks from the
+arrays' documents and submits steps 1-2 as one graph (no client step between them):
+
+1. **check** (tasks, before anything is written): per grid array, the cells actually
+   on disk (``derive_nonempty_chunks``: a listing, or the shard indexes of an already
+   sharded array) must be exactly its ``nonempty_chunks``; one task gathers the
+   disagreements and refuses the store (D15), which is left untouched: the presence
+   lists are what the packer reads, and after sharding they cannot be rebuilt from a
+   listing any more.  Only then does a task remove stale staging and the root's
+   consolidated copy (:func:`~zarr_vectors.store.consolidated.drop_consolidated`).
 2. **pack** (tasks): each task owns a group of whole target objects -- whole shards,
    or when unsharding every cell of whole source shards -- reads the source cells
    listed in ``nonempty_chunks`` (each source shard fetched once) and writes the new
    objects under the staging prefix (:mod:`.journal`).  Nothing of the store itself
    is touched, and two tasks never write the same object.
-3. **commit** (tasks of whole arrays, only after every pack task succeeded): journal
-   and apply each array's new layout (:func:`.journal.commit_arrays`).  Finally the
-   staging prefix is removed.
+3. **commit** (tasks of whole arrays, a graph of its own once every pack task succeeded):
+   plan each array's new document and keys, journal and apply them
+   (:func:`.journal.commit_arrays`).  A last task
+   removes the staging prefix and writes the consolidated copy again if there was one.
 
 Task sizes are the settings ``shard.min-cells-per-task`` and ``shard.cells-per-batch``
 (:mod:`zarr_vectors.config`), read when the graph is planned.
@@ -50,7 +55,7 @@ from zarr_vectors import config
 from zarr_vectors.errors import EncodingError, InputError
 from zarr_vectors.execution import runner
 from zarr_vectors.format.paths import format_chunk_key
-from zarr_vectors.reconcile import require_reconciled
+from zarr_vectors.reconcile import presence_mismatch, refuse_unreconciled
 from zarr_vectors.sharding.journal import STAGING, Commit, commit_arrays, recover, staged_key
 from zarr_vectors.sharding.layout import (
     ShardShapeArg,
@@ -62,7 +67,7 @@ from zarr_vectors.sharding.layout import (
 )
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.codecs import ShardingSpec
-from zarr_vectors.store.consolidated import reconsolidating
+from zarr_vectors.store.consolidated import consolidate, drop_consolidated
 from zarr_vectors.store.grid import GridArray, read_stored_cells_many
 from zarr_vectors.store.groups import ZVStore, open_store
 
@@ -109,12 +114,39 @@ class _Opaque:
 # ---------------------------------------------------------------------------------------
 # check and pack tasks
 # ---------------------------------------------------------------------------------------
-def _derive_task(grids: _Opaque) -> list[list[str]]:
-    return [g.derive_nonempty_chunks() for g in grids.value]
+def _derive_task(grids: _Opaque) -> list[str | None]:
+    """How each array's presence list differs from the cells on storage (None: they agree)."""
+    return [presence_mismatch(g, g.derive_nonempty_chunks()) for g in grids.value]
 
 
-def _commit_task(storage: Storage, commits: _Opaque) -> int:
-    return commit_arrays(storage, commits.value)
+def _refuse_task(url: str, *parts: list[str | None]) -> None:
+    """D15: refuse the store when any array's presence list is not what is on disk."""
+    refuse_unreconciled(url, [p for part in parts for p in part])
+
+
+def _prepare_task(storage: Storage, checked: None) -> bool:
+    """Once the check passed: drop the orphans of an interrupted pack stage (incomplete, never
+    journaled) and the consolidated copy (before the first change); whether there was one."""
+    storage.delete_prefix(STAGING)
+    return drop_consolidated(storage)
+
+
+def _after(storage: Storage, *done: Any) -> Storage:
+    """``storage``, once ``done`` ran (orders the pack tasks after the check)."""
+    return storage
+
+
+def _commit_task(storage: Storage, grids: _Opaque, shard_shape: tuple[int, ...] | None) -> int:
+    """Journal and apply the new layout of whole arrays (their documents and keys planned here)."""
+    commits: list[Commit] = [(g.path, target_document(g.doc, shard_shape), new_keys(g, shard_shape)) for g in grids.value]
+    return commit_arrays(storage, commits)
+
+
+def _finish_task(storage: Storage, had_consolidated: bool, *committed: int) -> None:
+    """Once every commit ran: remove the staging prefix; consolidate again if the store was."""
+    storage.delete_prefix(STAGING)
+    if had_consolidated:
+        consolidate(storage)
 
 
 @dataclass(frozen=True)
@@ -181,57 +213,57 @@ def _pack_task(storage: Storage, jobs: list[_Job] | _Opaque, cells_per_batch: in
 # ---------------------------------------------------------------------------------------
 # the operations
 # ---------------------------------------------------------------------------------------
-def _check_presence(store: ZVStore, grids: list[GridArray], min_cells_per_task: int) -> None:
-    """D15: refuse, before anything changes, arrays whose presence list is not what is on disk."""
-    if not grids:
-        return
+def _check_presence(store: ZVStore, grids: list[GridArray], min_cells_per_task: int) -> Any:
+    """D15, as tasks: refuse arrays whose presence list is not what is on disk (the verdict raises)."""
     weights = [len(g.nonempty_chunks) + 1 for g in grids]
     tasks = [
-        dask.delayed(_derive_task, pure=False)(_Opaque([_light(g) for g in grids[s]]))
-        for s in runner.task_runs(weights, min_cells_per_task)
+        dask.delayed(_derive_task, pure=False)(_Opaque(grids[s])) for s in runner.task_runs(weights, min_cells_per_task)
     ]
-    derived = [keys for part in runner.compute("check presence", *tasks) for keys in part]
-    require_reconciled(store.url, grids, derived)  # presence lists are what sharding reads
+    return dask.delayed(_refuse_task, pure=False)(store.url, *tasks)
 
 
 def _plan(
     grids: list[GridArray], shard_shape: tuple[int, ...] | None, min_cells_per_task: int
 ) -> tuple[list[list[_Job]], int]:
     """Whole target objects of every array, grouped into pack tasks of a useful size."""
-    units: list[tuple[int, tuple[int, ...], np.ndarray]] = []
+    # (array, unit key, the unit's cells, their positions in the presence list)
+    units: list[tuple[int, tuple[int, ...], np.ndarray, np.ndarray]] = []
     for a, grid in enumerate(grids):
         if not grid.nonempty_chunks:
             continue
         index = np.asarray(grid.nonempty_chunk_coords(), dtype=np.int64) - np.asarray(grid.origin, dtype=np.int64)
         # a task owns whole target shards; when unsharding, whole source shards (read once)
         unit_shape = shard_shape if shard_shape is not None else grid.sharding.shard_shape  # type: ignore[union-attr]
-        group = index // np.asarray(unit_shape, dtype=np.int64)
-        keys, inverse = np.unique(group, axis=0, return_inverse=True)
-        order = np.argsort(inverse.ravel(), kind="stable")
-        bounds = np.r_[0, np.cumsum(np.bincount(inverse.ravel(), minlength=len(keys)))]
-        for g, key in enumerate(keys.tolist()):
-            units.append((a, tuple(key), index[order[bounds[g] : bounds[g + 1]]]))
+        order, starts = _group_rows(index // np.asarray(unit_shape, dtype=np.int64))
+        group = index[order] // np.asarray(unit_shape, dtype=np.int64)
+        ends = np.r_[starts[1:], len(order)]
+        for key, lo, hi in zip(group[starts].tolist(), starts.tolist(), ends.tolist()):
+            units.append((a, tuple(key), index[order[lo:hi]], order[lo:hi]))
     total = sum(len(u[2]) for u in units)
     tasks: list[list[_Job]] = []
     for run in runner.task_runs([len(u[2]) for u in units], min_cells_per_task):
-        jobs: list[_Job] = []
-        for a, key, cells in units[run]:
-            if not jobs or jobs[-1].source.path != grids[a].path:
-                jobs.append(_Job(grids[a], shard_shape, []))
-            jobs[-1].groups.append((key, cells))
-        # each job reads only its cells: ship just those in the presence list
-        tasks.append(
-            [
-                _Job(
-                    _light(j.source, [format_chunk_key(c) for _, cells in j.groups
-                                      for c in (cells + np.asarray(j.source.origin)).tolist()]),
-                    j.shard_shape,
-                    j.groups,
-                )
-                for j in jobs
-            ]
-        )
+        jobs: list[tuple[int, _Job, list[np.ndarray]]] = []
+        for a, key, cells, rows in units[run]:
+            if not jobs or jobs[-1][0] != a:
+                jobs.append((a, _Job(grids[a], shard_shape, []), []))
+            jobs[-1][1].groups.append((key, cells))
+            jobs[-1][2].append(rows)
+        # each job reads only its cells: ship just those of the presence list
+        tasks.append([
+            _Job(_light(j.source, [grids[a].nonempty_chunks[i] for i in np.concatenate(rows).tolist()]),
+                 j.shard_shape, j.groups)
+            for a, j, rows in jobs
+        ])  # fmt: skip
     return tasks, total
+
+
+def _group_rows(group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ``group`` (n, D) by distinct row, ascending as ``np.unique(axis=0)`` orders them:
+    the stable order and where each distinct row's run starts in it."""
+    order = np.lexsort(group.T[::-1]) if len(group) else np.zeros(0, dtype=np.int64)
+    ordered = group[order]
+    starts = np.flatnonzero(np.r_[True, (ordered[1:] != ordered[:-1]).any(axis=1)]) if len(group) else order
+    return order, starts
 
 
 def split_commits(weights: Sequence[int]) -> list[slice]:
@@ -254,22 +286,19 @@ def _relayout(url: Any, shard_shape: Any, storage_options: Mapping[str, Any] | N
                 f"{grid.path}: has {grid.ndim} axes but the store's chunk keys have {ndim}; cannot shard it"
             )
     todo = [g for g in grids if not in_layout(g, target)]
-    _check_presence(store, todo, min_cells_per_task)
-    # from here on the store may change
-    storage.delete_prefix(STAGING)  # orphans of an interrupted pack stage: incomplete, never journaled
+    # one graph: check -> (the store may change from here) staging and consolidated copy dropped -> pack
+    prepared = dask.delayed(_prepare_task, pure=False)(storage, _check_presence(store, todo, min_cells_per_task))
+    ready = dask.delayed(_after, pure=False)(storage, prepared)
     tasks, cells = _plan(todo, target, min_cells_per_task)
-    with reconsolidating(storage):
-        packed = runner.compute(
-            "pack shards" if target is not None else "unpack shards",
-            *[dask.delayed(_pack_task, pure=False)(storage, _Opaque(jobs), cells_per_batch) for jobs in tasks],
-        )
-        # commits only once every pack task succeeded; grouped into tasks of a useful size
-        commits: list[Commit] = [(g.path, target_document(g.doc, target), new_keys(g, target)) for g in todo]
-        runs = split_commits([len(keys) + 8 for _, _, keys in commits])
-        runner.compute(
-            "commit", *[dask.delayed(_commit_task, pure=False)(storage, _Opaque(commits[r])) for r in runs]
-        )
-    storage.delete_prefix(STAGING)
+    *packed, had_consolidated = runner.compute(
+        "pack shards" if target is not None else "unpack shards",
+        *[dask.delayed(_pack_task, pure=False)(ready, _Opaque(jobs), cells_per_batch) for jobs in tasks], prepared,
+    )  # fmt: skip
+    # commits only once every pack task succeeded (a graph of its own: a pack task cancelled or lost
+    # fails its step instead of being recomputed for a commit); grouped into tasks of a useful size
+    runs = split_commits([len(g.nonempty_chunks) + 8 for g in todo])
+    committed = [dask.delayed(_commit_task, pure=False)(storage, _Opaque(todo[r]), target) for r in runs]
+    runner.compute("commit", dask.delayed(_finish_task, pure=False)(storage, had_consolidated, *committed))
     return ShardResult(
         url=storage.url,
         shard_shape=target,

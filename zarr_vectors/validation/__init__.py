@@ -16,7 +16,7 @@ from typing import Any
 from zarr_vectors.errors import InputError, StoreNotFoundError
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.validation.findings import CATALOGUE, ERROR, WARNING, Finding, Report, crashed
-from zarr_vectors.validation.manifests import ManifestCheck, check_manifests
+from zarr_vectors.validation.manifests import ManifestCheck, check_manifests, collect_manifests, start_manifests
 from zarr_vectors.validation.structure import StoreModel, check_structure, load_model
 
 __all__ = ["CATALOGUE", "Finding", "ValidationResult", "validate"]
@@ -114,14 +114,26 @@ def _run(model: StoreModel, level: int, report: Report) -> list[int]:
         check_structure(model, report)
     except Exception as exc:  # noqa: BLE001
         report.add(crashed(1, "/", exc, what="structure"))
+    metadata = Report()  # level 2's findings, kept only when level 1 passes (D7)
+    failed: Exception | None = None
     if not report.errors_at(1):
-        manifests = check_manifests(model, report)
+        pending = start_manifests(model, report)
+        if level >= 2:  # no task needed: checked on the client while the manifest chunks decode
+            from zarr_vectors.validation.metadata import check_metadata
+
+            try:
+                check_metadata(model, metadata)
+            except Exception as exc:  # noqa: BLE001 - raised below, only if level 2 is reached
+                failed = exc
+        manifests = collect_manifests(pending, report)
     if report.errors_at(1) or level == 1:
         return run
     run.append(2)
-    from zarr_vectors.validation.metadata import check_metadata
-
-    check_metadata(model, report)
+    if failed is not None:
+        raise failed
+    report.extend(metadata.findings)
+    for code, n in metadata.ran.items():
+        report.ran_rule(code, n)
     if report.errors_at(2) or level == 2:
         return run
     run.append(3)

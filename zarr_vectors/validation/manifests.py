@@ -142,6 +142,12 @@ def manifest_jobs(
 
 def check_manifests(model: StoreModel, report: Report) -> dict[int, ManifestCheck]:
     """Decode every level's object_index/manifests as tasks; keep the small summaries per level."""
+    return collect_manifests(start_manifests(model, report), report)
+
+
+def start_manifests(model: StoreModel, report: Report) -> dict[int, list[Any]]:
+    """Submit the decode tasks of every level's manifests without waiting for them (the client
+    checks metadata meanwhile); :func:`collect_manifests` waits and keeps the summaries."""
     report.ran_rule("L1_MANIFEST_UNDECODABLE")
     per_level: dict[int, list[Any]] = {}
     report.ran_rule("L1_RESOURCE_LIMIT")
@@ -155,6 +161,18 @@ def check_manifests(model: StoreModel, report: Report) -> dict[int, ManifestChec
             dask.delayed(decode_manifest_chunk, pure=False)(storage_d, path, key, i, doc, sid, declared)
             for path, key, i, doc, sid, declared in jobs
         ]
+    if not per_level:
+        return {}
+    levels = sorted(per_level)
+    started = runner.start(*[part for n in levels for part in per_level[n]], stage="manifests")
+    out, at = {}, 0
+    for n in levels:
+        out[n], at = started[at : at + len(per_level[n])], at + len(per_level[n])
+    return out
+
+
+def collect_manifests(per_level: dict[int, list[Any]], report: Report) -> dict[int, ManifestCheck]:
+    """The summaries of :func:`start_manifests`' tasks, their findings added to ``report``."""
     if not per_level:
         return {}
     try:

@@ -120,7 +120,8 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
         units = sorted(sizes.items())
         target = batch_target(sum(sizes.values()), limits)
         vspec_d = dask.delayed(vspec, traverse=False)
-        tasks = [dask.delayed(vertex_batch, pure=False)(storage_d, vspec_d, batch) for batch in batches(units, target)]
+        tasks = [dask.delayed(vertex_batch, pure=False)(storage_d, vspec_d, dask.delayed(batch, traverse=False))
+                 for batch in batches(units, target)]  # a batch is plain data: nothing for dask to walk
         tables[number] = dask.delayed(merge_vertex, pure=False)(*tasks)
         level_info = {
             "path": lpath,

@@ -397,8 +397,8 @@ def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: l
             for seg, c in batch:
                 grouped[seg].append(c)
             trg_table = tables.get(target) if delta != 0 else None
-            tasks.append(dask.delayed(link_batch, pure=False)(storage_d, fam_d, sorted(grouped.items()),
-                                                              tables[number], trg_table))
+            cells_d = dask.delayed(sorted(grouped.items()), traverse=False)  # plain data: nothing for dask to walk
+            tasks.append(dask.delayed(link_batch, pure=False)(storage_d, fam_d, cells_d, tables[number], trg_table))
         out.append(dask.delayed(reduce_family, pure=False)(fam_d, pol, *tasks))
     # link_fragments: a cell for every cell of the delta-0 all-zero array and for no other cell
     if lf is not None:
