@@ -16,7 +16,7 @@ from typing import Any
 from zarr_vectors.errors import InputError, StoreNotFoundError
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.validation.findings import CATALOGUE, ERROR, WARNING, Finding, Report, crashed
-from zarr_vectors.validation.manifests import ManifestCheck, check_manifests, collect_manifests, start_manifests
+from zarr_vectors.validation.manifests import ManifestCheck, collect_manifests, start_manifests
 from zarr_vectors.validation.structure import StoreModel, check_structure, load_model
 
 __all__ = ["CATALOGUE", "Finding", "ValidationResult", "validate"]

@@ -140,11 +140,6 @@ def manifest_jobs(
     return [(path, cell_key(path, (i,), prefix, sep), i, doc, sid, declared) for i in stored], findings
 
 
-def check_manifests(model: StoreModel, report: Report) -> dict[int, ManifestCheck]:
-    """Decode every level's object_index/manifests as tasks; keep the small summaries per level."""
-    return collect_manifests(start_manifests(model, report), report)
-
-
 def start_manifests(model: StoreModel, report: Report) -> dict[int, list[Any]]:
     """Submit the decode tasks of every level's manifests without waiting for them (the client
     checks metadata meanwhile); :func:`collect_manifests` waits and keeps the summaries."""
