@@ -63,8 +63,12 @@ class S3Server:
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
         from werkzeug.serving import make_server
 
+        class QuietHandler(MotoRequestHandler):
+            def log_request(self, *args: Any, **kwargs: Any) -> None:
+                """werkzeug logs every request to stderr; the counts say what was served."""
+
         self.middleware = LatencyMiddleware(DomainDispatcherApplication(create_backend_app), latency_ms)
-        self._server = make_server("127.0.0.1", port, self.middleware, threaded=True, request_handler=MotoRequestHandler)
+        self._server = make_server("127.0.0.1", port, self.middleware, threaded=True, request_handler=QuietHandler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="moto-s3")
 
     @property

@@ -11,7 +11,6 @@ Two ways of reaching the endpoint, both of which must reach the workers:
 from __future__ import annotations
 
 import io
-import logging
 import os
 import time
 
@@ -31,16 +30,6 @@ pytestmark = [pytest.mark.s3, pytest.mark.slow,
 AWS_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
 FAST_FAIL = ["--storage-option", "config_kwargs.connect_timeout=1", "--storage-option", "config_kwargs.read_timeout=1",
              "--storage-option", "config_kwargs.retries.max_attempts=1"]
-
-
-@pytest.fixture(autouse=True)
-def quiet_moto():
-    """moto's server logs every request through werkzeug, to stderr when no handler is set up."""
-    logger = logging.getLogger("werkzeug")
-    level = logger.level
-    logger.setLevel(logging.WARNING)
-    yield
-    logger.setLevel(level)
 
 
 @pytest.fixture(scope="module")

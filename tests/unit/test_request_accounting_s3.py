@@ -3,8 +3,6 @@ HTTP method (tests/s3server.py), our count is gathered from the tasks of two wor
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 import pytest
 
@@ -13,15 +11,6 @@ from zarr_vectors.execution.requests import count_requests
 from zarr_vectors.store.accounting import RequestCounts
 
 pytestmark = [pytest.mark.s3, pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")]
-
-
-@pytest.fixture(autouse=True)
-def quiet_moto():
-    logger = logging.getLogger("werkzeug")
-    level = logger.level
-    logger.setLevel(logging.WARNING)
-    yield
-    logger.setLevel(level)
 
 
 def served(server, fn) -> tuple[dict[str, int], RequestCounts]:
