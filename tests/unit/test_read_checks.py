@@ -512,3 +512,26 @@ def test_parse_chunk_keys_accepts_exactly_what_parse_chunk_key_accepts(keys: lis
             parse_chunk_keys(keys, 3)
         return
     np.testing.assert_array_equal(parse_chunk_keys(keys, 3), expected)
+
+
+@pytest.mark.parametrize(("node", "pointer", "value"), [
+    ("0/vertices", "dtype", 5e-324),  # not a data type
+    ("0/vertex_attributes/value", "row_shape", -1),  # not a shape
+    ("0/vertex_attributes/value", "row_shape", {"0": None}),
+])  # fmt: skip
+def test_documents_read_in_the_level_walk_are_read_strictly(store, node: str, pointer: str, value: object) -> None:
+    """Regression (untyped TypeError, found by the full fuzz corpus): the reader's one-walk
+    snapshot of a level handed documents on without the per-node format rules read_node applies."""
+    path = store("points_ids")
+    edit(path, node, lambda d: d["attributes"].__setitem__(pointer, value))
+    err = read_fails(path, MetadataError, node)
+    assert err.pointer == f"/attributes/{pointer}"
+
+
+def test_a_hostile_nesting_in_a_level_walk_is_a_metadata_error(store) -> None:
+    """Regression (RecursionError out of the snapshot's group test): 10^5 nested lists in a node document."""
+    path = store("points_ids")
+    node = path / "0" / "object_index" / "zarr.json"
+    text = node.read_text()
+    node.write_text(text.replace('"node_type": "group"', '"node_type": ' + "[" * 100000 + "]" * 100000, 1))
+    read_fails(path, MetadataError, "object_index")

@@ -22,7 +22,15 @@ from zarr_vectors.format.metadata import GEOMETRY_TYPES, LevelMetadata, RootMeta
 from zarr_vectors.format.schema import KNOWN_CAPABILITIES, PLAIN, Expected, expected_node
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.grid import GridArray
-from zarr_vectors.store.nodes import check_discriminator, group_document, meta_key, read_node, require_node, write_node
+from zarr_vectors.store.nodes import (
+    check_discriminator,
+    check_format,
+    group_document,
+    meta_key,
+    read_node,
+    require_node,
+    write_node,
+)
 from zarr_vectors.store.snapshot import LevelSnapshot, snapshot_level
 from zarr_vectors.store.strict_json import load_document
 
@@ -100,10 +108,16 @@ class Level:
         snap = self.snapshot
         ask = [r for r in relpaths if snap is None or not snap.knows(r)]
         fetched = dict(zip(ask, self.storage.get_many(meta_key(self.node_path(r)) for r in ask)))
-        out = []
+        out: list[dict[str, Any] | None] = []
         for r in relpaths:
             raw = fetched[r] if r in fetched else snap.document(r)  # type: ignore[union-attr]
-            out.append(None if raw is None else load_document(raw, file=meta_key(self.node_path(r))))
+            if raw is None:
+                out.append(None)
+                continue
+            path = self.node_path(r)
+            doc = load_document(raw, file=meta_key(path))
+            check_format(doc, path, file=meta_key(path))  # what read_node applies: the node its path makes it
+            out.append(doc)
         return out
 
     def array(self, relpath: str) -> GridArray:

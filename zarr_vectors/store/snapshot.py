@@ -93,7 +93,7 @@ def _is_group(raw: bytes) -> bool:
     """
     try:
         doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: hostile nesting
         return False
     return isinstance(doc, dict) and doc.get("node_type") == "group"
 
