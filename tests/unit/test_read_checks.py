@@ -535,3 +535,15 @@ def test_a_hostile_nesting_in_a_level_walk_is_a_metadata_error(store) -> None:
     text = node.read_text()
     node.write_text(text.replace('"node_type": "group"', '"node_type": ' + "[" * 100000 + "]" * 100000, 1))
     read_fails(path, MetadataError, "object_index")
+
+
+@pytest.mark.parametrize("which", ["family", "array"])
+def test_a_links_node_without_its_zarr_json_is_refused(store, which: str) -> None:
+    """Regression (silent wrong answer, found by the full fuzz corpus): deleting
+    links/0/zarr.json read a skeleton back with 216 of its 236 edges."""
+    path = store("graph")
+    family = path / "0" / "links" / "0"
+    target = family if which == "family" else next(p for p in sorted(family.iterdir()) if p.is_dir())
+    (target / "zarr.json").unlink()
+    read_fails(path, InconsistentStoreError, "links/0", "zarr.json")
+    assert validator_errors(path)

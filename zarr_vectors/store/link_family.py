@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import DTypeLike
 
-from zarr_vectors.errors import ArrayError, InputError, MetadataError
+from zarr_vectors.errors import ArrayError, InconsistentStoreError, InputError, MetadataError
 from zarr_vectors.format.links import (
     Chunk,
     LinkCounts,
@@ -34,6 +34,7 @@ from zarr_vectors.format.links import (
     make_policy,
 )
 from zarr_vectors.format.paths import (
+    SELF_SEGMENT,
     format_chunk_key,
     format_delta,
     link_attributes_group_path,
@@ -44,7 +45,7 @@ from zarr_vectors.format.paths import (
 from zarr_vectors.store.codecs import ZSTD_DEFAULT, compressor_config
 from zarr_vectors.store.grid import GridArray
 from zarr_vectors.store.groups import Level, check_zv_array
-from zarr_vectors.store.nodes import group_document, read_node, write_node
+from zarr_vectors.store.nodes import group_document, meta_key, read_node, write_node
 
 CompressorArg = dict[str, Any] | str | None
 
@@ -77,7 +78,10 @@ def ensure_plain_group(level: Level, rel: str) -> None:
 
 def family_document(level: Level, delta: int) -> dict[str, Any] | None:
     """The ``links/<delta>`` group's document (its ``zv_array`` checked), or None when there is none."""
-    doc = level.node(links_group_path(delta))
+    rel = links_group_path(delta)
+    doc = level.node(rel)
+    if doc is None and level.has(LINKS) and format_delta(delta) in level.children(LINKS):
+        _missing_node(level, rel)
     if doc is None or doc.get("node_type") != "group":
         return None
     check_zv_array(doc.get("attributes") or {}, links_group_path(delta), posixpath.join(family_path(level, delta),
@@ -130,7 +134,33 @@ def link_array_segments(level: Level, delta: int) -> list[str]:
     rel = links_group_path(delta)
     names = level.children(rel)
     docs = level.nodes([f"{rel}/{name}" for name in names])  # one batch, not a read per child
+    for name, doc in zip(names, docs):
+        if doc is None and _names_a_node(name, _offsets_shaped):
+            _missing_node(level, f"{rel}/{name}")
     return sorted(n for n, doc in zip(names, docs) if doc is not None and doc.get("node_type") == "array")
+
+
+def _offsets_shaped(name: str) -> None:
+    """Refuse a name that is not spelled as an offsets segment (of any arity)."""
+    if name != SELF_SEGMENT:
+        for offset in name.split("_"):
+            for component in offset.split("."):
+                parse_delta(component)
+
+
+def _names_a_node(name: str, parse: Any) -> bool:
+    try:
+        parse(name)
+    except (ValueError, InputError):
+        return False
+    return True
+
+
+def _missing_node(level: Level, rel: str) -> None:
+    """A directory named as the format names a node, without its ``zarr.json``: its cells are
+    there but would be skipped, so reading on would drop them without a word."""
+    raise InconsistentStoreError(f"{meta_key(level.node_path(rel))} is missing: {rel} is a directory where the "
+                                 "format puts a node, and reading on would leave its links out without a word")
 
 
 def create_links_family(
@@ -480,6 +510,8 @@ def list_link_deltas(level: Level) -> list[int]:
     names = level.children(LINKS)
     for name, doc in zip(names, level.nodes([f"{LINKS}/{name}" for name in names])):
         path = level.node_path(f"{LINKS}/{name}")
+        if doc is None and _names_a_node(name, parse_delta):
+            _missing_node(level, f"{LINKS}/{name}")
         if doc is None or doc.get("node_type") != "group":
             continue
         try:
