@@ -143,9 +143,7 @@ class Level:
             if doc.get("node_type") != "array":
                 raise MetadataError(f"expected a array, found a {doc.get('node_type')}", file=key,
                                     pointer="/node_type")
-            grid = GridArray(self.storage, self.node_path(rel), doc)
-            check_zv_array(grid.attributes, rel, key)
-            out.append(grid)
+            out.append(GridArray(self.storage, self.node_path(rel), doc))  # its zv_array checked by nodes()
         return out
 
     def create_array(

@@ -44,7 +44,7 @@ from zarr_vectors.format.paths import (
 )
 from zarr_vectors.store.codecs import ZSTD_DEFAULT, compressor_config
 from zarr_vectors.store.grid import GridArray
-from zarr_vectors.store.groups import Level, check_zv_array
+from zarr_vectors.store.groups import Level
 from zarr_vectors.store.nodes import group_document, meta_key, read_node, write_node
 
 CompressorArg = dict[str, Any] | str | None
@@ -77,15 +77,13 @@ def ensure_plain_group(level: Level, rel: str) -> None:
 
 
 def family_document(level: Level, delta: int) -> dict[str, Any] | None:
-    """The ``links/<delta>`` group's document (its ``zv_array`` checked), or None when there is none."""
+    """The ``links/<delta>`` group's document (its ``zv_array`` checked by ``Level.node``), or None when there is none."""
     rel = links_group_path(delta)
     doc = level.node(rel)
-    if doc is None and level.has(LINKS) and format_delta(delta) in level.children(LINKS):
+    if doc is None and format_delta(delta) in level.children(LINKS):
         _missing_node(level, rel)
     if doc is None or doc.get("node_type") != "group":
         return None
-    check_zv_array(doc.get("attributes") or {}, links_group_path(delta), posixpath.join(family_path(level, delta),
-                                                                                         "zarr.json"))
     return doc
 
 

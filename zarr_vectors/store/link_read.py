@@ -11,7 +11,6 @@ every record came from, so checks made later on whole arrays can still name it.
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -32,7 +31,7 @@ from zarr_vectors.format.links import (
 )
 from zarr_vectors.format.paths import format_chunk_key, format_delta, format_offsets, link_attributes_group_path
 from zarr_vectors.store.grid import GridArray, read_cells_many
-from zarr_vectors.store.groups import Level, check_zv_array
+from zarr_vectors.store.groups import Level
 from zarr_vectors.store.link_cells import decode_link_cell, stored_groups
 from zarr_vectors.store.link_family import (
     FamilyArray,
@@ -300,7 +299,6 @@ def read_link_attributes(
         if any(fa.cells for fa in arrays):
             raise ArrayError(f"level {level.number}: no link attribute {name!r} at delta {format_delta(delta)}")
         return np.zeros(0)
-    check_zv_array(group.get("attributes") or {}, group_rel, posixpath.join(level.node_path(group_rel), "zarr.json"))
     attr_segments = set(level.children(group_rel))
     extra = attr_segments - {fa.segment for fa in arrays}
     if extra:

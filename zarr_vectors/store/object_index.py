@@ -23,7 +23,7 @@ from zarr_vectors.errors import (
 )
 from zarr_vectors.format.bounds import manifest_chunk_bound
 from zarr_vectors.format.metadata import OBJECT_INDEX_LAYOUT, OBJECT_INDEX_LAYOUT_V2
-from zarr_vectors.store.groups import Level, check_zv_array
+from zarr_vectors.store.groups import Level
 from zarr_vectors.store.nodes import group_document, write_node
 from zarr_vectors.store.tables import read_table, read_vlen_rows, write_vlen_rows
 
@@ -72,8 +72,7 @@ def read_object_index(level: Level, *, allow_layouts: Collection[str] = ()) -> O
     file = f"{path}/zarr.json"
     if doc.get("node_type") != "group":
         raise MetadataError(f"expected a group, found a {doc.get('node_type')}", file=file, pointer="/node_type")
-    attrs = doc.get("attributes", {})
-    check_zv_array(attrs, "object_index", file)
+    attrs = doc.get("attributes", {})  # zv_array checked by Level.node
     if "layout" not in attrs:
         raise UnsupportedLayoutError(
             f"object_index has no layout; it must say which layout its manifests follow ({OBJECT_INDEX_LAYOUT!r})",
