@@ -36,9 +36,11 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).resolve().with_name("refdriver.py")
 
 _STAMP_NAME = ".zv-refenv-ok"
-#: what the reference needs for its two S3 backends (benchmarks/s3.py): obstore and s3fs.
+#: what the reference needs for its two S3 backends (benchmarks/s3.py): obstore and s3fs;
+#: and its command-line tools (benchmarks/cli.py, the reference-written conformance fixtures).
 #: Installed with the env, and into an env built before they were listed (its own stamp).
-EXTRAS = ("obstore", "s3fs")
+REFERENCE_TOOLS_VERSION = "0.3.0"
+EXTRAS = ("obstore", "s3fs", f"zarr-vectors-tools=={REFERENCE_TOOLS_VERSION}")
 _EXTRAS_STAMP = ".zv-refenv-extras"
 _INSTALL_TIMEOUT = 1800.0
 _TAIL = 4000
