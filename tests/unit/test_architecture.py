@@ -25,6 +25,7 @@ LAYERS: list[set[str]] = [
     {"zarr_vectors.write", "zarr_vectors.read", "zarr_vectors.links_api"},
     {"zarr_vectors.pyramid"},
     {"zarr_vectors.sharding", "zarr_vectors.validation"},
+    {"zarr_vectors.io", "zarr_vectors.conformance", "zarr_vectors.plot"},
     {"zarr_vectors"},  # the package's public API
     {"pipeline"},
 ]
