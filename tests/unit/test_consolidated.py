@@ -162,3 +162,43 @@ def test_command_line(pyramided, tmp_path, capsys):
     assert main(["consolidate", str(store), "--drop"]) == 0
     assert "consolidated_metadata" not in root_doc(store)
     assert main(["consolidate", str(tmp_path / "missing.zv")]) == 2
+
+
+def _consolidated_copy(pyramided: Path, tmp_path: Path) -> Path:
+    store = copy_of(pyramided, tmp_path)
+    consolidate(Storage(str(store)))
+    return store
+
+
+def test_stale_consolidated_copy_naming_deleted_arrays_is_refused_by_read(pyramided, tmp_path):
+    """Silent wrong answer (full fuzz corpus, ``consolidated:delete_dir``): object attributes deleted
+    from storage but still in the copy read as a store without them; every zarr reader of the copy
+    sees them.  The reader refuses the store instead."""
+    store = _consolidated_copy(pyramided, tmp_path)
+    assert zv.read(str(store)).positions.shape == POS.shape  # a current copy reads
+    victim = next(p for p in sorted(store.joinpath("0").iterdir()) if p.is_dir() and p.name != "vertices")
+    shutil.rmtree(victim)
+    with pytest.raises(zv.InconsistentStoreError, match=rf"consolidated metadata is stale: the copy names '{victim.name}"):
+        zv.read(str(store))
+    assert any(f.code == "L1_CONSOLIDATED_STALE" for f in validate(str(store), level=1).findings)
+
+
+def test_stale_consolidated_copy_of_an_edited_node_is_refused_by_read(pyramided, tmp_path):
+    store = _consolidated_copy(pyramided, tmp_path)
+    doc_path = store / "0" / "vertices" / "zarr.json"
+    doc = json.loads(doc_path.read_bytes())
+    doc["attributes"]["note"] = "edited after consolidation"
+    doc_path.write_text(json.dumps(doc))
+    with pytest.raises(zv.InconsistentStoreError, match="the copy of 'vertices' differs from its zarr.json"):
+        zv.read(str(store))
+    zv.consolidate_store(str(store))
+    assert zv.read(str(store)).positions.shape == POS.shape
+
+
+def test_malformed_consolidated_copy_is_refused_by_read(pyramided, tmp_path):
+    store = _consolidated_copy(pyramided, tmp_path)
+    doc = root_doc(store)
+    doc["consolidated_metadata"]["kind"] = "external"
+    (store / "zarr.json").write_text(json.dumps(doc))
+    with pytest.raises(zv.MetadataError, match="consolidated_metadata must be"):
+        zv.read(str(store))

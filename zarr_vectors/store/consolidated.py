@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from zarr_vectors.errors import InputError
+from zarr_vectors.errors import InconsistentStoreError, InputError, MetadataError
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.nodes import meta_key, require_node, write_node
 from zarr_vectors.store.strict_json import load_document
@@ -79,6 +79,74 @@ def _with_member(doc: dict[str, Any], block: dict[str, Any]) -> dict[str, Any]:
     out[MEMBER] = block
     out["node_type"] = doc["node_type"]
     return out
+
+
+def copy_differences(entries: Mapping[str, Any], nodes: Mapping[str, Any]) -> list[str]:
+    """How a group's consolidated entries differ from the node documents below it (both keyed by
+    path relative to the group); empty when the copy is exact.
+
+    The one comparison the validator (``L1_CONSOLIDATED_STALE``) and the reader apply.
+    Group entries carry zarr-python's own (empty) ``consolidated_metadata``, which is not
+    compared.
+    """
+    problems = []
+    for rel, entry in sorted(entries.items()):
+        if rel not in nodes:
+            problems.append(f"the copy names {rel!r}, which is not a node of the store")
+        elif nodes[rel] is not None and _without_member(entry) != _without_member(nodes[rel]):
+            copy, actual = _without_member(entry), _without_member(nodes[rel])
+            problems.append(f"the copy of {rel!r} differs from its zarr.json ({_first_difference(copy, actual)})")
+    problems += [f"the copy leaves out node {rel!r}" for rel in sorted(set(nodes) - set(entries))]
+    return problems
+
+
+def inline_entries(root_document: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The root's consolidated entries by path, or None when it has no copy; a malformed copy is refused.
+
+    zarr readers open the store from this copy alone, so a reader that reads the nodes
+    themselves must know what the copy says to refuse a store the two read differently.
+    """
+    block = root_document.get(MEMBER)
+    if block is None:
+        return None
+    entries = block.get("metadata") if isinstance(block, dict) else None
+    if not isinstance(block, dict) or block.get("kind") != "inline" or not isinstance(entries, dict):
+        raise MetadataError('consolidated_metadata must be {"kind": "inline", "metadata": {path: document}}',
+                            file="zarr.json", pointer=f"/{MEMBER}")
+    return entries
+
+
+def check_level_copy(entries: Mapping[str, Any], level_path: str, documents: Mapping[str, dict[str, Any]]) -> None:
+    """Refuse a level whose nodes (``documents``, by path relative to the level, ``""`` the level
+    itself) are not what the root's consolidated copy says they are.
+
+    Reading the nodes and ignoring a stale copy would answer differently from every
+    zarr reader of the same store -- a plausible wrong answer, e.g. object attributes
+    deleted from storage but still in the copy.
+    """
+    prefix = f"{level_path}/"
+    mine = {("" if p == level_path else p[len(prefix):]): doc for p, doc in entries.items()
+            if p == level_path or p.startswith(prefix)}
+    problems = copy_differences(mine, documents)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise InconsistentStoreError(
+            f"level {level_path}: the root's consolidated metadata is stale: {problems[0]}{more}; "
+            "zarr readers that use the copy see another store (run `zv consolidate` to rewrite it)"
+        )
+
+
+def _without_member(doc: Any) -> Any:
+    return {k: v for k, v in doc.items() if k != MEMBER} if isinstance(doc, dict) else doc
+
+
+def _first_difference(copy: Any, actual: Any) -> str:
+    if not isinstance(copy, dict) or not isinstance(actual, dict):
+        return "not an object" if not isinstance(copy, dict) else "differs"
+    for key in sorted(set(copy) | set(actual)):
+        if copy.get(key, ...) != actual.get(key, ...):
+            return f"member {key!r}"
+    return "differs"
 
 
 def consolidate(storage: Storage) -> int:

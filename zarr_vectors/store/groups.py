@@ -21,6 +21,7 @@ from zarr_vectors.errors import (
 from zarr_vectors.format.metadata import GEOMETRY_TYPES, LevelMetadata, RootMetadata
 from zarr_vectors.format.schema import KNOWN_CAPABILITIES, PLAIN, Expected, expected_node
 from zarr_vectors.store.backend import Storage
+from zarr_vectors.store.consolidated import check_level_copy, inline_entries
 from zarr_vectors.store.grid import GridArray
 from zarr_vectors.store.nodes import (
     check_discriminator,
@@ -192,10 +193,11 @@ class Level:
 
 @dataclass
 class ZVStore:
-    """An open store: its storage and root metadata."""
+    """An open store: its storage and root metadata (and the root's consolidated entries, when it has a copy)."""
 
     storage: Storage
     root: RootMetadata
+    consolidated: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     @property
     def url(self) -> str:
@@ -206,7 +208,8 @@ class ZVStore:
         return sorted(int(n) for n in self.storage.list_dir("") if _LEVEL_NAME.match(n))
 
     def level(self, number: int, *, snapshot: bool = False) -> Level:
-        """Level ``number``; with ``snapshot``, its metadata read in one batched walk (for readers)."""
+        """Level ``number``; with ``snapshot``, its metadata read in one batched walk (for readers),
+        refused when the root's consolidated copy says the level holds other nodes."""
         path = str(number)
         raw = self.storage.get(meta_key(path))
         doc = None if raw is None else load_document(raw, file=meta_key(path))
@@ -215,7 +218,14 @@ class ZVStore:
         if doc.get("node_type") != "group":
             raise MetadataError("a level must be a group", file=f"{path}/zarr.json", pointer="/node_type")
         meta = LevelMetadata.from_attributes(doc.get("attributes", {}), file=f"{path}/zarr.json")
-        return Level(self, number, meta, snapshot=snapshot_level(self.storage, path, raw) if snapshot else None)
+        if not snapshot:
+            return Level(self, number, meta)
+        snap = snapshot_level(self.storage, path, raw)
+        if self.consolidated is not None:
+            documents = {rel: load_document(b, file=meta_key(posixpath.join(path, rel) if rel else path))
+                         for rel, b in snap.documents.items()}
+            check_level_copy(self.consolidated, path, documents)
+        return Level(self, number, meta, snapshot=snap)
 
     def write_root(self) -> None:
         write_node(self.storage, "", group_document(self.root.to_attributes()))
@@ -264,7 +274,7 @@ def open_store(url: str | os.PathLike[str], *, storage_options: Mapping[str, Any
         raise MetadataError("root group has no zarr_vectors block: not a Zarr Vectors store",
                             file="zarr.json", pointer="/attributes")
     _check_required_capabilities(attrs["zarr_vectors"])
-    return ZVStore(storage, RootMetadata.from_attributes(attrs, file="zarr.json"))
+    return ZVStore(storage, RootMetadata.from_attributes(attrs, file="zarr.json"), consolidated=inline_entries(doc))
 
 
 def get_resolution_level(store: ZVStore, level: int) -> Level:

@@ -20,7 +20,7 @@ from zarr_vectors.format.paths import parse_delta, parse_offsets
 from zarr_vectors.format.schema import GRID_KINDS, PLAIN, RAW, ZV_ARRAY_VALUES, discriminator, expected_node, is_int
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.codecs import Pipeline, ShardingSpec
-from zarr_vectors.store.consolidated import MEMBER
+from zarr_vectors.store.consolidated import MEMBER, copy_differences
 from zarr_vectors.store.strict_json import find_problems
 from zarr_vectors.validation.findings import Report, crashed, make
 
@@ -441,35 +441,14 @@ def _check_consolidated(model: StoreModel, report: Report) -> None:
                             f"type {type(entries).__name__}", pointer="/consolidated_metadata"))
             continue
         prefix = f"{path}/" if path else ""
-        below = {p[len(prefix):]: n for p, n in model.nodes.items() if p.startswith(prefix) and p != path}
-        stale = []
-        for rel, entry in sorted(entries.items()):
-            node_below = below.get(rel)
-            if node_below is None:
-                stale.append(f"the copy names {rel!r}, which is not a node of the store")
-            elif node_below.doc is not None and _without_member(entry) != _without_member(node_below.doc):
-                stale.append(f"the copy of {rel!r} differs from {posixpath.join(path, rel)}/zarr.json "
-                             f"({_first_difference(_without_member(entry), _without_member(node_below.doc))})")
-        stale += [f"the copy leaves out node {rel!r}" for rel in sorted(set(below) - set(entries))]
+        below = {p[len(prefix):]: n.doc for p, n in model.nodes.items() if p.startswith(prefix) and p != path}
+        stale = copy_differences(entries, below)
         for problem in stale[:20]:
             report.add(make("L1_CONSOLIDATED_STALE", where, f"{problem}: zarr readers that use the copy see another "
                             "store (consolidate again)", pointer="/consolidated_metadata"))
         if len(stale) > 20:
             report.add(make("L1_CONSOLIDATED_STALE", where, f"... and {len(stale) - 20} more stale entries",
                             pointer="/consolidated_metadata"))
-
-
-def _without_member(doc: Any) -> Any:
-    return {k: v for k, v in doc.items() if k != MEMBER} if isinstance(doc, dict) else doc
-
-
-def _first_difference(copy: Any, actual: Any) -> str:
-    if not isinstance(copy, dict) or not isinstance(actual, dict):
-        return "not an object" if not isinstance(copy, dict) else "differs"
-    for key in sorted(set(copy) | set(actual)):
-        if copy.get(key, ...) != actual.get(key, ...):
-            return f"member {key!r}"
-    return "differs"
 
 
 def _check_tree(model: StoreModel, report: Report) -> None:
