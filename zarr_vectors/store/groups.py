@@ -17,6 +17,7 @@ from zarr_vectors.errors import (
     StoreExistsError,
     StoreNotFoundError,
     UnsupportedLayoutError,
+    ZarrVectorsError,
 )
 from zarr_vectors.format.metadata import GEOMETRY_TYPES, LevelMetadata, RootMetadata
 from zarr_vectors.format.schema import KNOWN_CAPABILITIES, PLAIN, Expected, expected_node
@@ -211,16 +212,16 @@ class ZVStore:
         """Level ``number``; with ``snapshot``, its metadata read in one batched walk (for readers),
         refused when the root's consolidated copy says the level holds other nodes."""
         path = str(number)
-        raw = self.storage.get(meta_key(path))
+        snap = snapshot_level(self.storage, path) if snapshot else None  # the level's document in its first wave
+        raw = snap.document("") if snap is not None else self.storage.get(meta_key(path))
         doc = None if raw is None else load_document(raw, file=meta_key(path))
         if doc is None:
             raise InputError(f"store {self.url!r} has no level {number} (levels: {self.level_numbers()})")
         if doc.get("node_type") != "group":
             raise MetadataError("a level must be a group", file=f"{path}/zarr.json", pointer="/node_type")
         meta = LevelMetadata.from_attributes(doc.get("attributes", {}), file=f"{path}/zarr.json")
-        if not snapshot:
+        if snap is None:
             return Level(self, number, meta)
-        snap = snapshot_level(self.storage, path, raw)
         if self.consolidated is not None:
             documents = {rel: load_document(b, file=meta_key(posixpath.join(path, rel) if rel else path))
                          for rel, b in snap.documents.items()}
@@ -263,9 +264,17 @@ def _check_required_capabilities(zv: Any) -> None:
 def open_store(url: str | os.PathLike[str], *, storage_options: Mapping[str, Any] | None = None) -> ZVStore:
     """Open an existing store, reading its root metadata strictly (and refusing unknown required capabilities)."""
     storage = url if isinstance(url, Storage) else Storage(url, storage_options)
-    storage.check_reachable()
-    doc = read_node(storage, "")
+    if not storage.is_remote:
+        storage.check_reachable()
+    try:  # remote: the root document is the reachability probe; only a failure pays for the diagnosis
+        doc = read_node(storage, "")
+    except ZarrVectorsError:
+        raise
+    except Exception:
+        storage.check_reachable()  # a typed error naming the bucket or endpoint, when that is the cause
+        raise
     if doc is None:
+        storage.check_reachable()
         raise StoreNotFoundError(f"no Zarr Vectors store at {storage.url!r} (no root zarr.json)")
     if doc.get("node_type") != "group":
         raise MetadataError("the root must be a group", file="zarr.json", pointer="/node_type")

@@ -4,9 +4,11 @@ A reader asks many small questions about a level -- does ``links/0/<segment>`` e
 what are the children of ``link_attributes/weight/0``, what is that array's grid --
 and answering each with its own request made reading a graph from an object store one
 blocking round trip after another (a few hundred link arrays, each document read four
-times, every ``exists`` a HEAD).  :func:`snapshot_level` instead walks the level a
-depth at a time: the groups of one depth are listed, and their children's documents
-read, in one concurrent batch each (a handful of round trips for the whole level).
+times, every ``exists`` a HEAD).  :func:`snapshot_level` instead walks the level in
+waves of concurrent requests, one per depth: a wave reads one depth's documents and
+lists, beside them, the nodes the format says are groups, so a points level costs three
+round trips and a graph's links families a few more (the level's own document rides in
+the first wave).
 
 A snapshot is what the level held when it was taken.  The reader takes one per call
 (``ZVStore.level(n, snapshot=True)``); a coordinator takes one of the groups it is about
@@ -22,6 +24,7 @@ import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from zarr_vectors.format.schema import expected_node
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.nodes import meta_key
 
@@ -54,43 +57,71 @@ class LevelSnapshot:
 def snapshot_level(
     storage: Storage, level_path: str, level_document: bytes | None = None, *, roots: Sequence[str] = ("",)
 ) -> LevelSnapshot:
-    """Walk the groups ``roots`` of the level ``level_path`` (default: all of it): one concurrent
-    batch of listings, then one of documents, per depth.
+    """Walk the groups ``roots`` of the level ``level_path`` (default: all of it) in waves of
+    concurrent requests, one wave per depth.
 
-    Arrays are never listed (their cells are not metadata); a directory without a
-    ``zarr.json`` is recorded as absent and not descended into.
+    A wave reads the documents of one depth's nodes and lists, beside them, the ones the
+    format says are groups (``format.schema.expected_node``), so a level of depth d costs
+    d + 1 round trips, not 2d; a listing is kept only when the document beside it says
+    group, and a group the format does not name is listed a wave later.  Without
+    ``level_document`` the level's own document is read in the first wave.  Arrays are
+    never listed (their cells are not metadata); a directory without a ``zarr.json`` is
+    recorded as absent and not descended into.
     """
     snap = LevelSnapshot()
+    docs: list[str] = []
     if level_document is not None:
         snap.documents[""] = level_document
-    groups = list(roots)
-    while groups:
-        listings = storage.list_dirs(_full(level_path, g) for g in groups)
-        children = []
-        for g, names in zip(groups, listings):
+    elif "" in roots:
+        docs.append("")
+    lists, accepted = list(roots), set(roots)
+    while docs or lists:
+        listings, raws = _wave(storage, level_path, lists, docs)
+        read = [rel for rel, raw in zip(docs, raws) if raw is not None]
+        snap.documents.update((rel, raw) for rel, raw in zip(docs, raws) if raw is not None)
+        listed = set(lists)
+        docs, next_lists = [], []
+        for g, names in zip(lists, listings):
+            if g not in accepted and not _is_group(snap.documents.get(g)):
+                continue  # listed on the format's word, but not a group here: not descended into
             snap.listings[g] = list(names)
-            children += [posixpath.join(g, n) if g else n for n in names if n != "zarr.json"]
-        raws = storage.get_many(meta_key(_full(level_path, c)) for c in children)
-        groups = []
-        for rel, raw in zip(children, raws):
-            if raw is None:
-                continue
-            snap.documents[rel] = raw
-            if _is_group(raw):
-                groups.append(rel)
+            for name in names:
+                if name != "zarr.json":
+                    child = posixpath.join(g, name) if g else name
+                    docs.append(child)
+                    if _format_says_group(child):
+                        next_lists.append(child)
+        # groups the format does not name: listed once their documents say so
+        late = [rel for rel in read if rel not in listed and _is_group(snap.documents[rel])]
+        lists, accepted = next_lists + late, set(late)
     return snap
+
+
+def _wave(storage: Storage, level_path: str, lists: Sequence[str], docs: Sequence[str]) -> tuple[list, list]:
+    """One round trip: the listings of ``lists`` and the documents of ``docs``, concurrently."""
+    calls = [lambda: storage.list_dirs(_full(level_path, g) for g in lists),
+             lambda: storage.get_many(meta_key(_full(level_path, d)) for d in docs)]
+    listings, raws = storage.overlap(lambda call: call(), calls)
+    return listings, raws
+
+
+def _format_says_group(rel: str) -> bool:
+    expected = expected_node(tuple(rel.split("/")))
+    return expected is not None and expected.node_type == "group"
 
 
 def _full(level_path: str, rel: str) -> str:
     return posixpath.join(level_path, rel) if rel else level_path
 
 
-def _is_group(raw: bytes) -> bool:
+def _is_group(raw: bytes | None) -> bool:
     """Whether a node document names a group: the walk descends only into groups.
 
     A cheap look at the text (the strict reader parses every document when it is used);
     a document that does not parse is not descended into, and its reader reports it.
     """
+    if raw is None:
+        return False
     try:
         doc = json.loads(raw)
     except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: hostile nesting
