@@ -1,8 +1,10 @@
-"""Object-store write and read-all, this project against the reference, on moto with injected latency.
+"""Object-store stages, this project against the reference, on moto with injected latency.
 
 The issue-13 workloads: 5*10^5 points with a float32 attribute (chunk 250, bin 62.5) and a
 graph of 2*10^5 vertices with 6*10^5 random edges, a float32 edge weight and object ids
-(chunk 250), all over [0, 1000)^3.  For each latency a moto server (tests/s3server.py) runs
+(chunk 250), all over [0, 1000)^3.  Each side runs the stages in order on one store:
+write, read-all, a pyramid level (factor 2), sharding (2 cells per shard and axis) and a
+level-5 validation of the result.  For each latency a moto server (tests/s3server.py) runs
 in its own process, so it never shares a GIL with either client; it counts requests by
 method, and every figure here is the server's count of the last run.  Ours runs once per S3
 backend (``zarr_vectors.s3.backend``: obstore, s3fs) in this process; the reference, in its
@@ -11,6 +13,7 @@ arrays (an .npz made here).  Times are medians over ``--repeat`` runs, each on a
 the speed-up column is the reference's obstore time over ours with the default backend.
 
     .venv/bin/python benchmarks/s3.py [--points 500000] [--graph 200000] [--latency 0 20] [--repeat 1]
+        [--stages write read pyramid shard validate]
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import tempfile
 import time
 import urllib.request
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import dask
@@ -33,6 +37,10 @@ from _common import REPO, ensure_reference_env, run_reference
 import zarr_vectors as zv
 
 BOUNDS = [[0.0, 0.0, 0.0], [1000.0, 1000.0, 1000.0]]
+#: every stage, in the order they run on one store: write, read it all, add a level, shard, validate
+STAGES = ("write", "read", "pyramid", "shard", "validate")
+PYRAMID_FACTOR = (2.0, 1.0)  # one coarser level: bins twice the size, every object kept
+SHARD_SHAPE = 2  # cells per shard on every axis (the 4x4x4 grid becomes 2x2x2 shards)
 OURS = ("obstore", "s3fs")  # zarr_vectors.s3.backend; the first is the default
 REFS = ("obstore", "fsspec")  # the reference's backend names
 
@@ -89,8 +97,9 @@ def make_inputs(kind: str, n: int, seed: int = 0) -> dict[str, np.ndarray]:
     }
 
 
-def ours(kind: str, data: dict[str, np.ndarray], server: Server, backend: str, repeat: int) -> dict:
-    """Our write and read-all with one S3 backend: seconds of each run, the last run's requests."""
+def ours(kind: str, data: dict[str, np.ndarray], server: Server, backend: str, repeat: int,
+         stages: Sequence[str] = ("write", "read")) -> dict:
+    """Our stages, in order on one store, with one S3 backend: seconds of each run, the last run's requests."""
     opts = server.options
     bucket = server.bucket()
 
@@ -103,32 +112,47 @@ def ours(kind: str, data: dict[str, np.ndarray], server: Server, backend: str, r
                            object_ids=data["object_ids"], edge_attributes={"weight": data["lattr__weight"]},
                            storage_options=opts)
 
-    out: dict = {"write_s": [], "read_s": []}
+    def pyramid(url: str) -> None:
+        zv.build_pyramid(url, factors=[PYRAMID_FACTOR], storage_options=opts)
+
+    def shard(url: str) -> None:
+        zv.shard_store(url, shard_shape=SHARD_SHAPE, storage_options=opts)
+
+    def validate(url: str) -> None:
+        result = zv.validate(url, level=5, storage_options=opts)
+        assert result.ok, [str(f) for f in result.errors][:5]
+
+    out: dict = {f"{stage}_s": [] for stage in STAGES}
     with dask.config.set({"zarr_vectors.s3.backend": backend}):
         for i in range(repeat):
             url = f"s3://{bucket}/ours-{kind}-{i}.zv"
             server.requests()
-            t0 = time.perf_counter()
-            write(url)
-            out["write_s"].append(time.perf_counter() - t0)
-            out["write_requests"] = server.requests()
-            t0 = time.perf_counter()
-            got = zv.read(url, storage_options=opts)
-            out["read_s"].append(time.perf_counter() - t0)
-            out["read_requests"] = server.requests()
-            n = len(data["positions"])
-            assert len(got) == n, (len(got), n)
-            if kind == "graph":
-                assert len(got.edges) == len(data["edges"]) and len(got.edge_attributes["weight"]) == len(got.edges)
-            else:
-                assert len(got.attributes["value"]) == n
+            for stage in stages:
+                t0 = time.perf_counter()
+                if stage == "read":
+                    got = zv.read(url, storage_options=opts)
+                else:
+                    {"write": write, "pyramid": pyramid, "shard": shard, "validate": validate}[stage](url)
+                out[f"{stage}_s"].append(time.perf_counter() - t0)
+                out[f"{stage}_requests"] = server.requests()
+                if stage == "read":
+                    n = len(data["positions"])
+                    assert len(got) == n, (len(got), n)
+                    if kind == "graph":
+                        assert len(got.edges) == len(data["edges"])
+                        assert len(got.edge_attributes["weight"]) == len(got.edges)
+                    else:
+                        assert len(got.attributes["value"]) == n
     return out
 
 
-def reference(kind: str, npz: Path, server: Server, backend: str, repeat: int) -> dict:
+def reference(kind: str, npz: Path, server: Server, backend: str, repeat: int,
+              stages: Sequence[str] = ("write", "read")) -> dict:
     url = f"s3://{server.bucket()}/ref-{kind}"
     got = run_reference("bench-s3", kind, str(npz), "--url", url, "--endpoint", server.endpoint,
-                        "--backend", backend, "--repeat", str(repeat), timeout=7200)
+                        "--backend", backend, "--repeat", str(repeat), "--stages", ",".join(stages),
+                        "--pyramid-factor", ",".join(map(str, PYRAMID_FACTOR)), "--shard-shape", str(SHARD_SHAPE),
+                        timeout=7200)
     if "error" in got:
         raise RuntimeError(f"reference ({backend}) failed: {got['error']}")
     return got
@@ -163,6 +187,8 @@ def main() -> None:
     parser.add_argument("--graph", type=int, default=200_000, help="graph vertex count (0: skip)")
     parser.add_argument("--latency", type=float, nargs="+", default=[0.0, 20.0], help="ms added per request")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--stages", nargs="+", default=list(STAGES), choices=STAGES,
+                        help="stages to run, in this order on one store (default: all)")
     parser.add_argument("--ours", nargs="+", default=list(OURS), choices=OURS)
     parser.add_argument("--refs", nargs="+", default=list(REFS), choices=REFS)
     parser.add_argument("--json", type=Path, help="also write every figure here")
@@ -186,20 +212,18 @@ def main() -> None:
             for kind, _ in workloads:
                 results = {}
                 for b in args.ours:
-                    results[f"ours/{b}"] = ours(kind, inputs[kind], server, b, args.repeat)
+                    results[f"ours/{b}"] = ours(kind, inputs[kind], server, b, args.repeat, args.stages)
                     print(f"{latency:g} ms {kind} ours/{b}: {results[f'ours/{b}']}", flush=True)
                 for b in args.refs:
-                    results[f"ref/{b}"] = reference(kind, npz[kind], server, b, args.repeat)
-                    print(f"{latency:g} ms {kind} ref/{b}: write_s {results[f'ref/{b}']['write_s']} read_s "
-                          f"{results[f'ref/{b}']['read_s']} requests {results[f'ref/{b}']['write_requests']} / "
-                          f"{results[f'ref/{b}']['read_requests']}", flush=True)
+                    results[f"ref/{b}"] = reference(kind, npz[kind], server, b, args.repeat, args.stages)
+                    print(f"{latency:g} ms {kind} ref/{b}: {results[f'ref/{b}']}", flush=True)
                 raw.append({"latency_ms": latency, "workload": kind, "n": len(inputs[kind]["positions"]),
                             "results": results})
                 done = [{
                     "latency": latency, "workload": kind, "stage": "read-all" if stage == "read" else stage,
                     "sides": {side: (statistics.median(r[f"{stage}_s"]), total(r[f"{stage}_requests"]))
-                              for side, r in results.items()},
-                } for stage in ("write", "read")]
+                              for side, r in results.items() if f"{stage}_s" in r},
+                } for stage in args.stages]
                 report(done)  # as it goes: a full run takes a while
                 rows += done
                 if args.json:

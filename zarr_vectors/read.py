@@ -416,6 +416,7 @@ def read(
     """Read one level of a store; ``bbox`` (inclusive) keeps the vertices inside it and the records among them."""
     store = open_store(url, storage_options=storage_options)
     lvl = store.level(level, snapshot=True)
+    store.check_copy(lvl)
     _check_arrays_present(lvl)
     kind = store_kind(store).kind
     box = _bbox(bbox, store.root.sid_ndim)

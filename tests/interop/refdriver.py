@@ -1533,29 +1533,54 @@ def cmd_bench_s3(args, zv, info) -> dict:
             return [len(got["positions"]), len(got["edges"]), len(read_link_attributes(level, "weight", delta=0))]
     else:
         raise SystemExit(f"refdriver: bench-s3 does not know {args.kind!r}")
-    out: dict = {"write_s": [], "read_s": [], "write_requests": {}, "read_requests": {}, "counts": None}
+    from zarr_vectors.core.store import open_store as open_group
+    from zarr_vectors.multiresolution.coarsen import build_pyramid
+    from zarr_vectors.sharding import shard_store
+    from zarr_vectors.validate import validate
+
+    factor = tuple(float(v) for v in args.pyramid_factor.split(","))
+
+    def pyramid(store):
+        return build_pyramid(open_group(store, mode="r+", backend=args.backend), factors=[factor])["levels_created"]
+
+    def shard(store):
+        return shard_store(open_group(store, mode="r+", backend=args.backend), shard_shape=int(args.shard_shape))
+
+    def check(store):
+        result = validate(open_group(store, backend=args.backend), level=5)
+        return {"ok": bool(result.ok), "errors": [str(e) for e in result.errors][:5]}
+
+    run = {"write": write, "read": read, "pyramid": pyramid, "shard": shard, "validate": check}
+    stages = args.stages.split(",")
+    out: dict = {f"{stage}_s": [] for stage in stages}
+    out["counts"] = None
     for i in range(int(args.repeat)):
         store = f"{args.url.rstrip('/')}-{i}.zv"
         _server_requests(args.endpoint, reset=True)
-        t0 = time.perf_counter()
-        write(store)
-        out["write_s"].append(time.perf_counter() - t0)
-        out["write_requests"] = _server_requests(args.endpoint, reset=True)
-        t0 = time.perf_counter()
-        out["counts"] = read(store)
-        out["read_s"].append(time.perf_counter() - t0)
-        out["read_requests"] = _server_requests(args.endpoint)
+        for stage in stages:
+            t0 = time.perf_counter()
+            answer = run[stage](store)
+            out[f"{stage}_s"].append(time.perf_counter() - t0)
+            out[f"{stage}_requests"] = _server_requests(args.endpoint, reset=True)
+            if stage == "read":
+                out["counts"] = answer
+            elif stage == "validate":
+                out["validate_result"] = answer
     return {**info, "kind": args.kind, "backend": args.backend, "repeat": int(args.repeat), **out}
 
 
 def _add_s3_parsers(sub) -> None:
-    b = sub.add_parser("bench-s3", help="write + read-all of a benchmark npz on an S3 server, one backend")
+    b = sub.add_parser("bench-s3", help="stages (write, read-all, pyramid, shard, validate) of a benchmark npz "
+                       "on an S3 server, one backend")
     b.add_argument("kind", choices=["points", "graph"])
     b.add_argument("npz")
     b.add_argument("--url", required=True, help="s3://bucket/name; runs write <url>-<i>.zv")
     b.add_argument("--endpoint", required=True)
     b.add_argument("--backend", choices=["obstore", "fsspec"], required=True)
     b.add_argument("--repeat", type=int, default=1)
+    b.add_argument("--stages", default="write,read", help="in order on one store: write,read,pyramid,shard,validate")
+    b.add_argument("--pyramid-factor", default="2,1", help="COARSEN,SPARSITY of the one pyramid level")
+    b.add_argument("--shard-shape", default="2", help="inner chunks per shard on every axis")
 
 
 S3_COMMANDS = {"bench-s3": cmd_bench_s3}

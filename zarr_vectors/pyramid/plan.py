@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -228,7 +228,8 @@ def level_ratios(chunk_shape: Sequence[float], root_cs: Sequence[float]) -> tupl
 
 
 def _level0_state(store: ZVStore) -> LevelState:
-    level = store.level(0)
+    """Level 0 as planning reads it: its metadata from one walk (:func:`ZVStore.level` with a snapshot)."""
+    level = store.level(0, snapshot=True)
     if not level.has("vertices"):
         raise InputError(f"{store.url!r}: level 0 has no vertices array; nothing to coarsen")
     grid = level.array("vertices")
@@ -339,6 +340,8 @@ def plan_pyramid(
             f"{store.url!r} has no object ids, so there are no objects to drop: object sparsity needs an "
             "object index (use sparsity factor 1)"
         )
+    removes = _replaced(store, base.level)
+    base.level = replace(base.level, snapshot=None)  # the build writes into level 0: it asks storage again
     return PyramidPlan(
         store=store,
         base=base,
@@ -350,7 +353,7 @@ def plan_pyramid(
         seed=int(sparsity_seed),
         tasks_per_thread=int(config.get("pyramid.tasks-per-thread")),
         deferred_check=tuple(r for r in rels if r not in read_here),
-        removes=_replaced(store, base.level),
+        removes=removes,
     )
 
 

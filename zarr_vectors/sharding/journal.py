@@ -69,8 +69,14 @@ def apply_commit(storage: Storage, path: str, document: dict[str, Any], keys: Se
 
 
 def commit_arrays(storage: Storage, commits: Sequence[Commit]) -> int:
-    """Journal, then apply, the new layout of some arrays (only once every pack task succeeded)."""
-    for path, document, keys in commits:
+    """Journal, then apply, the new layout of some arrays (only once every pack task succeeded).
+
+    Arrays are independent (each its own journal, document and keys), so on a remote
+    store their round trips overlap instead of adding up.
+    """
+
+    def commit(one: Commit) -> None:
+        path, document, keys = one
         journal = posixpath.join(staging_dir(path), JOURNAL)
         if storage.get(journal) is None:
             staged = set(storage.list_files(staging_dir(path)))
@@ -82,6 +88,8 @@ def commit_arrays(storage: Storage, commits: Sequence[Commit]) -> int:
             record = {"array": path, "document": document, "keys": keys}
             storage.put(journal, json.dumps(record, allow_nan=True).encode("utf-8"))
         apply_commit(storage, path, document, keys)
+
+    storage.overlap(commit, commits)
     return len(commits)
 
 

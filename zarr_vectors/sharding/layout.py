@@ -11,16 +11,19 @@ import copy
 import math
 import posixpath
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from zarr_vectors.errors import InputError
+from zarr_vectors.format.schema import GRID_KINDS, expected_node
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.codecs import MAX_CELLS_PER_SHARD, ShardingSpec
 from zarr_vectors.store.grid import GridArray
 from zarr_vectors.store.groups import ZVStore
 from zarr_vectors.store.nodes import meta_key
+from zarr_vectors.store.snapshot import snapshot_level
 from zarr_vectors.store.strict_json import load_document
 
 ShardShapeArg = int | Sequence[int]
@@ -54,39 +57,32 @@ def normalise_shard_shape(shard_shape: Any, ndim: int) -> tuple[int, ...]:
     return shape
 
 
+def _grid_documents(storage: Storage, level: int) -> list[tuple[str, bytes]]:
+    """``(path, zarr.json bytes)`` of one level's grid arrays (docs/format.md §2.1), from one walk
+    of the level's metadata (a few concurrent waves, not one listing per group)."""
+    snap = snapshot_level(storage, str(level))
+    found = []
+    for rel, raw in snap.documents.items():
+        expected = expected_node(tuple(rel.split("/"))) if rel else None
+        if expected is not None and expected.node_type == "array" and expected.kind in GRID_KINDS:
+            found.append((posixpath.join(str(level), rel), raw))
+    return sorted(found)
+
+
 def grid_array_paths(storage: Storage, level: int) -> list[str]:
-    """Paths of the grid arrays of one level (docs/format.md §2.1), whatever their layout."""
-    lp = str(level)
-
-    def children(rel: str) -> list[str]:
-        return [n for n in storage.list_dir(posixpath.join(lp, rel)) if n != "zarr.json"]
-
-    paths = [posixpath.join(lp, n) for n in ("vertices", "vertex_fragments", "link_fragments")]
-    for group in ("vertex_attributes", "fragment_attributes"):
-        paths += [posixpath.join(lp, group, n) for n in children(group)]
-    for d in children("links"):
-        paths += [posixpath.join(lp, "links", d, o) for o in children(posixpath.join("links", d))]
-    for name in children("link_attributes"):
-        for d in children(posixpath.join("link_attributes", name)):
-            paths += [
-                posixpath.join(lp, "link_attributes", name, d, o)
-                for o in children(posixpath.join("link_attributes", name, d))
-            ]
-    return paths
+    """Paths of the grid arrays of one level, whatever their layout."""
+    return [path for path, _ in _grid_documents(storage, level)]
 
 
 def open_grid_arrays(store: ZVStore) -> list[GridArray]:
-    """Every grid array of every level, read strictly (one concurrent batch of documents)."""
+    """Every grid array of every level, read strictly; the levels' walks overlap."""
     storage = store.storage
-    paths = [p for n in store.level_numbers() for p in grid_array_paths(storage, n)]
-    raws = storage.get_many([meta_key(p) for p in paths])
     grids = []
-    for path, raw in zip(paths, raws):
-        if raw is None:
-            continue
-        doc = load_document(raw, file=meta_key(path))
-        if doc.get("node_type") == "array":
-            grids.append(GridArray(storage, path, doc))
+    for found in storage.overlap(partial(_grid_documents, storage), store.level_numbers()):
+        for path, raw in found:
+            doc = load_document(raw, file=meta_key(path))
+            if doc.get("node_type") == "array":
+                grids.append(GridArray(storage, path, doc))
     return grids
 
 

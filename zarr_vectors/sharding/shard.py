@@ -116,7 +116,8 @@ class _Opaque:
 # ---------------------------------------------------------------------------------------
 def _derive_task(grids: _Opaque) -> list[str | None]:
     """How each array's presence list differs from the cells on storage (None: they agree)."""
-    return [presence_mismatch(g, g.derive_nonempty_chunks()) for g in grids.value]
+    arrays = grids.value
+    return arrays[0].storage.overlap(lambda g: presence_mismatch(g, g.derive_nonempty_chunks()), arrays) if arrays else []
 
 
 def _refuse_task(url: str, *parts: list[str | None]) -> None:

@@ -183,6 +183,8 @@ class Level:
         return self.array(relpath) if self.has(relpath) else None
 
     def children(self, relpath: str) -> list[str]:
+        if self.snapshot is not None and self.snapshot.absent(relpath):
+            return []
         known = self.snapshot.children(relpath) if self.snapshot is not None else None
         if known is not None:
             return known
@@ -209,8 +211,7 @@ class ZVStore:
         return sorted(int(n) for n in self.storage.list_dir("") if _LEVEL_NAME.match(n))
 
     def level(self, number: int, *, snapshot: bool = False) -> Level:
-        """Level ``number``; with ``snapshot``, its metadata read in one batched walk (for readers),
-        refused when the root's consolidated copy says the level holds other nodes."""
+        """Level ``number``; with ``snapshot``, its metadata read in one batched walk (for readers)."""
         path = str(number)
         snap = snapshot_level(self.storage, path) if snapshot else None  # the level's document in its first wave
         raw = snap.document("") if snap is not None else self.storage.get(meta_key(path))
@@ -220,13 +221,16 @@ class ZVStore:
         if doc.get("node_type") != "group":
             raise MetadataError("a level must be a group", file=f"{path}/zarr.json", pointer="/node_type")
         meta = LevelMetadata.from_attributes(doc.get("attributes", {}), file=f"{path}/zarr.json")
-        if snap is None:
-            return Level(self, number, meta)
-        if self.consolidated is not None:
-            documents = {rel: load_document(b, file=meta_key(posixpath.join(path, rel) if rel else path))
-                         for rel, b in snap.documents.items()}
-            check_level_copy(self.consolidated, path, documents)
         return Level(self, number, meta, snapshot=snap)
+
+    def check_copy(self, level: Level) -> None:
+        """Refuse ``level`` (taken with a snapshot) when the root's consolidated copy says it holds
+        other nodes: a reader of the nodes would answer differently from every zarr reader of the copy."""
+        if self.consolidated is None or level.snapshot is None:
+            return
+        documents = {rel: load_document(raw, file=meta_key(level.node_path(rel) if rel else level.path))
+                     for rel, raw in level.snapshot.documents.items()}
+        check_level_copy(self.consolidated, level.path, documents)
 
     def write_root(self) -> None:
         write_node(self.storage, "", group_document(self.root.to_attributes()))

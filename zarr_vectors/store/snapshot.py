@@ -45,6 +45,13 @@ class LevelSnapshot:
         """Whether the snapshot can say if a node is at ``rel``."""
         return posixpath.dirname(rel) in self.listings
 
+    def absent(self, rel: str) -> bool:
+        """Whether nothing at all is at ``rel``: its parent group was listed without that name
+        (a directory there without a ``zarr.json`` is not absent: its reader must see it)."""
+        parent, name = posixpath.split(rel)
+        names = self.listings.get(parent)
+        return names is not None and name not in names
+
     def document(self, rel: str) -> bytes | None:
         return self.documents.get(rel)
 
