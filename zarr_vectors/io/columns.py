@@ -79,7 +79,7 @@ class ColumnMap:
             return name
         if given is not None or required:
             option = f"--{role.replace('_', '-')}-column"
-            raise InputError(f"{where}: lacks column {name!r} ({option}); it has {list(present)}")
+            raise InputError(f"{where}: lacks column(s) {[name]} ({option}); it has {list(present)}")
         return None
 
     def edge_columns(self, present: Sequence[str], where: str) -> list[str]:

@@ -52,7 +52,7 @@ def _columns(points: Any) -> dict[str, np.ndarray]:
     return out
 
 
-def _range(path: str, opts: Mapping[str, Any], start: int, count: int) -> Any:
+def _range(path: str, start: int, count: int, opts: Mapping[str, Any]) -> Any:
     """Points ``[start, start + count)`` of one file as a pandas frame (one task of :func:`frame`)."""
     import pandas as pd
 
@@ -67,13 +67,13 @@ def frame(paths: Sequence[str], *, storage_options: Mapping[str, Any] | None = N
     Headers are read here (point counts, dimensions): a file that is not LAS/LAZ is an
     InputError naming it before anything runs.
     """
-    import dask
     import dask.dataframe as dd
     import pandas as pd
 
     opts = remote_options(paths, storage_options)
     step = int(config.get("sources.las-chunk-points"))
-    parts, meta = [], None
+    ranges: list[tuple[str, int, int]] = []
+    meta = None
     for p in paths:
         with _open(p, opts) as reader:
             n = int(reader.header.point_count)
@@ -82,8 +82,9 @@ def frame(paths: Sequence[str], *, storage_options: Mapping[str, Any] | None = N
             raise InputError(f"{p!r}: point dimensions {list(head.columns)} differ from the first file's "
                              f"{list(meta.columns)}")
         meta = head if meta is None else meta
-        parts += [dask.delayed(_range)(p, opts, s, min(step, n - s)) for s in range(0, n, step)] or [head]
-    return dd.from_delayed(parts, meta=meta, verify_meta=False)
+        ranges += [(p, s, min(step, n - s)) for s in range(0, n, step)] or [(p, 0, 0)]
+    return dd.from_map(_range, [r[0] for r in ranges], [r[1] for r in ranges], [r[2] for r in ranges], opts=opts,
+                       meta=meta, enforce_metadata=False)
 
 
 def read(path: str, *, columns: ColumnMap | None = None, storage_options: Mapping[str, Any] | None = None) -> Geometry:

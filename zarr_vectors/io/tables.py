@@ -29,7 +29,8 @@ def unreadable(path: str, exc: BaseException) -> InputError:
     """A file its library refused (corrupt, truncated, not that format), as the error naming it."""
     if isinstance(exc, FileNotFoundError):
         return InputError(f"input not found: {path!r}")
-    return InputError(f"{path!r} cannot be read: {type(exc).__name__}: {exc}".rstrip(": "))
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return InputError(f"{path!r} cannot be read: {type(exc).__name__}: {lines[-1] if lines else ''}".rstrip(": "))
 
 
 def geometry_from_frame(df: Any, where: str, columns: ColumnMap | None = None) -> Geometry:
