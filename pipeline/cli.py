@@ -478,7 +478,7 @@ def _pyramid(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pipeline import build_args
+    from pipeline import build_args, cmd_export
     parser = argparse.ArgumentParser(prog="zv", description="Zarr Vectors stores on Dask.")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser(
@@ -551,6 +551,7 @@ def build_parser() -> argparse.ArgumentParser:
     pyramid.add_argument("--seed", type=int, default=0, help="object sparsity seed (default: %(default)s)")
     _cluster_args(pyramid)
     pyramid.set_defaults(func=_pyramid)
+    cmd_export.add_parser(sub)
     return parser
 
 

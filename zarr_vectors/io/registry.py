@@ -66,6 +66,17 @@ def extensions() -> list[str]:
     return sorted({ext for fmt in formats() for ext in fmt.extensions})
 
 
+#: a store's kind (:attr:`zarr_vectors.read.VectorData.kind`) -> the name ``zv build`` and ``FileFormat.kinds`` use
+BUILD_KINDS = {"point_cloud": "points", "polyline": "polylines", "line": "polylines", "streamline": "streamlines",
+               "points": "points", "polylines": "polylines", "streamlines": "streamlines", "graph": "graph",
+               "mesh": "mesh", "skeleton": "skeleton"}
+
+
+def build_kind(kind: str) -> str:
+    """The ``zv build`` name of a kind (``point_cloud`` -> ``points``, ``streamline`` -> ``streamlines``)."""
+    return BUILD_KINDS.get(kind, kind)
+
+
 def format_for(path: str, kind: str | None = None) -> FileFormat:
     """The format of ``path`` by its name (a local directory is a Parquet dataset).
 
@@ -77,7 +88,7 @@ def format_for(path: str, kind: str | None = None) -> FileFormat:
         found = by_name("parquet")
     if found is None:
         raise InputError(f"{path!r}: unknown file format (known extensions: {', '.join(extensions())})")
-    if kind is not None and kind not in found.kinds:
+    if kind is not None and build_kind(kind) not in {build_kind(k) for k in found.kinds}:
         raise InputError(f"{path!r}: a {found.name} file holds {', '.join(found.kinds)}, not {kind}")
     return found
 
