@@ -112,7 +112,8 @@ def _point_format(names: set[str]) -> int:
 
 def write(path: str, data: Any, *, scale: float = 0.001, **_: Any) -> None:
     """A point cloud as LAS (LAZ for ``.laz``): ``scale`` is the coordinate resolution (grown
-    by powers of ten when the extent would overflow the 32-bit integers)."""
+    by powers of ten when the extent would overflow the 32-bit integers); offsets are 0 when
+    the coordinates fit, so a file written with offset 0 and this scale reads back exactly."""
     import laspy
 
     g = as_geometry(data)
@@ -126,11 +127,12 @@ def write(path: str, data: Any, *, scale: float = 0.001, **_: Any) -> None:
         raise InputError(f"{path!r}: attributes {bad} have several components; LAS dimensions hold one")
     fmt = _point_format(set(attrs))
     header = laspy.LasHeader(point_format=fmt, version="1.4" if fmt >= 6 else "1.2")
-    low = np.floor(g.positions.min(axis=0)) if len(g.positions) else np.zeros(3)
-    span = float((g.positions.max(axis=0) - low).max()) if len(g.positions) else 0.0
-    while span / scale >= 2**31 - 1:
+    low, high = (g.positions.min(axis=0), g.positions.max(axis=0)) if len(g.positions) else (np.zeros(3), np.zeros(3))
+    # offset 0 while the coordinates fit the integers (x = X * scale reads back exactly), else the floor of the minimum
+    offsets = np.zeros(3) if max(abs(low).max(), abs(high).max()) / scale < 2**31 - 1 else np.floor(low)
+    while float((high - offsets).max()) / scale >= 2**31 - 1 or float((offsets - low).max()) / scale >= 2**31:
         scale *= 10
-    header.offsets, header.scales = low, np.full(3, scale)
+    header.offsets, header.scales = offsets, np.full(3, scale)
     standard = set(header.point_format.dimension_names)
     extra = [k for k in attrs if k not in standard]
     header.add_extra_dims([laspy.ExtraBytesParams(k, attrs[k].dtype if attrs[k].dtype != bool else np.uint8)
