@@ -73,7 +73,7 @@ def read_table(paths: str | Sequence[str], *, storage_options: Mapping[str, Any]
     return reader(paths, storage_options=storage_options)
 
 
-_GEOMETRY: dict[tuple, Geometry] = {}  # preflight's reads, reused by the write stage of the same process
+_LAST: dict[tuple, Geometry] = {}  # the last whole-file inputs read: preflight's, reused by the write stage
 
 
 def load_geometry(paths: Sequence[str], kind: str, columns: ColumnMap | None = None,
@@ -81,28 +81,33 @@ def load_geometry(paths: Sequence[str], kind: str, columns: ColumnMap | None = N
     """Files of a whole-file format (GraphML, meshes, SWC, streamlines...) as one geometry.
 
     Several files are several objects (object id = file number, unless the files carry
-    their own).  Input ids become the attribute ``id``.  A file is read once per process
-    (preflight reads it, before any cluster starts; the write stage reuses the result).
+    their own).  Input ids become the attribute ``id``.  A local file unchanged since the
+    last call is not read again: preflight reads it, before any cluster starts, and the
+    write stage reuses the result.
     """
-    parts = []
-    for p in paths:
-        stamp = _stamp(p)
-        key = (p, stamp, kind, repr(columns), repr(sorted((storage_options or {}).items())))
-        if stamp is None or key not in _GEOMETRY:
-            fmt = registry.format_for(p, kind)
-            if fmt.read is None:
-                raise InputError(f"{p!r}: {fmt.name} files can be written, not read")
-            options: dict[str, Any] = {"storage_options": storage_options} if "://" in p else {}
-            g = fmt.read(p, **({"columns": columns} if columns is not None and fmt.name in _MAPPED else {}), **options)
-            if g.ids is not None and ID_ATTRIBUTE not in g.attributes:
-                g.attributes[ID_ATTRIBUTE] = np.asarray(g.ids)
-            _GEOMETRY.clear() if len(_GEOMETRY) > 8 else None
-            _GEOMETRY[key] = g
-        parts.append(_GEOMETRY[key])
+    keys = [(p, _stamp(p), kind, repr(columns), repr(sorted((storage_options or {}).items()))) for p in paths]
+    parts = [_LAST.get(k) if k[1] is not None else None for k in keys]
+    parts = [g if g is not None else _read_whole(p, kind, columns, storage_options) for p, g in zip(paths, parts)]
+    _LAST.clear()
+    _LAST.update(zip(keys, parts))
     return parts[0] if len(parts) == 1 else concat(parts, paths)
 
 
-_MAPPED = {"graphml", "edgelist", "parquet", "csv", "npz", "las"}  # readers taking a ColumnMap
+def _read_whole(path: str, kind: str, columns: ColumnMap | None, storage_options: Mapping[str, Any] | None
+                ) -> Geometry:
+    """One file through its format's reader, given the column mapping and storage options if it takes them."""
+    import inspect
+
+    fmt = registry.format_for(path, kind)
+    if fmt.read is None:
+        raise InputError(f"{path!r}: {fmt.name} files can be written, not read")
+    takes = inspect.signature(fmt.read).parameters
+    options = {name: value for name, value in (("columns", columns), ("storage_options", storage_options))
+               if value is not None and name in takes}
+    g = fmt.read(path, **options)
+    if g.ids is not None and ID_ATTRIBUTE not in g.attributes:
+        g.attributes[ID_ATTRIBUTE] = np.asarray(g.ids)
+    return g
 
 
 def _stamp(path: str) -> tuple[float, int] | None:

@@ -180,3 +180,23 @@ def test_column_options_map_a_table(tmp_path, cli):
     data = zv.read(str(store))
     assert sorted(data.attributes) == ["mass"] and len(data) == 100
     assert sorted(data.object_ids.tolist()) == sorted(df["tree"].tolist())
+
+
+def test_several_whole_files_are_several_objects_read_once(tmp_path, cli, monkeypatch):
+    from pipeline import sources
+
+    for i in range(2):
+        g = nx.path_graph(4 + i)
+        nx.set_node_attributes(g, {n: {"x": float(n) + 10 * i, "y": 1.0, "z": 2.0} for n in g.nodes})
+        nx.write_graphml(g, tmp_path / f"g{i}.graphml")
+    reads = []
+    real = sources._read_whole
+    monkeypatch.setattr(sources, "_read_whole", lambda path, *a: reads.append(path) or real(path, *a))
+    store = tmp_path / "two.zv"
+    run = cli("build", "graph", tmp_path / "g0.graphml", tmp_path / "g1.graphml", store, "--chunk-shape", "25")
+    assert run.rc == 0, run.err
+    data = zv.read(str(store))
+    assert len(data) == 9 and len(data.edges) == 3 + 4
+    assert sorted(data.object_ids.tolist()) == [0] * 4 + [1] * 5
+    assert sorted(reads) == [str(tmp_path / "g0.graphml"), str(tmp_path / "g1.graphml")]  # once each: preflight's
+    # read is the write stage's
