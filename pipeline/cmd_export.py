@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -32,52 +31,44 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _bbox(text: str | None) -> list[list[float]] | None:
-    if text is None:
-        return None
-    try:
-        values = [float(v) for v in text.split(",")]
-    except ValueError:
-        raise SystemExit(f"zv export: error: --bbox expects 2 x D comma-separated numbers, got {text!r}") from None
-    if len(values) % 2 or not values:
+    from pipeline.cli import _floats
+
+    values = _floats(text, "--bbox")
+    if values is not None and (len(values) % 2 or not values):
         raise SystemExit(f"zv export: error: --bbox expects 2 x D numbers (min corner then max corner), got {text!r}")
-    half = len(values) // 2
-    return [values[:half], values[half:]]
+    return None if values is None else [values[: len(values) // 2], values[len(values) // 2 :]]
 
 
 def run(args: argparse.Namespace) -> int:
     """Exit 0 when written, 2 for a bad argument, an unsupported kind/format pair or a refused store."""
-    from pipeline.cli import _storage_options
-    from zarr_vectors.read import read as read_store
-    from zarr_vectors.errors import ZarrVectorsError
+    from pipeline.cli import _on_store
+
+    return _on_store("export", args, lambda options: _export(args, options))
+
+
+def _export(args: argparse.Namespace, options: dict) -> int:
     from zarr_vectors.io import registry, select
+    from zarr_vectors.read import read as read_store
     from zarr_vectors.store.groups import open_store
     from zarr_vectors.store.kinds import store_kind
 
-    try:
-        box = _bbox(args.bbox)
-        options = _storage_options(args.storage_option)
-        fmt = registry.format_for(args.out)
-        if fmt.write is None:
-            raise SystemExit(f"zv export: error: {args.out!r}: {fmt.name} files can be read, not written")
-        if os.path.exists(args.out) and not args.overwrite:
-            raise SystemExit(f"zv export: error: {args.out!r} exists; pass --overwrite to replace it")
-        store = open_store(args.store, storage_options=options)
-        kind = registry.build_kind(store_kind(store).kind)
-        if kind not in {registry.build_kind(k) for k in fmt.kinds}:
-            raise SystemExit(f"zv export: error: {args.out!r}: a {fmt.name} file holds {', '.join(fmt.kinds)}; "
-                             f"the store is a {kind}")
-        if args.level not in store.level_numbers():
-            raise SystemExit(f"zv export: error: --level {args.level}: the store has levels {store.level_numbers()}")
-        data = read_store(args.store, level=args.level, bbox=box, storage_options=options)
-        if args.object_id:
-            data = select.objects(data, args.object_id)
-        fmt.write(args.out, data)
-    except SystemExit as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    except (ZarrVectorsError, OSError) as exc:
-        print(f"zv export: error: {exc}", file=sys.stderr)
-        return 2
+    box = _bbox(args.bbox)
+    fmt = registry.format_for(args.out)
+    if fmt.write is None:
+        raise SystemExit(f"zv export: error: {args.out!r}: {fmt.name} files can be read, not written")
+    if os.path.exists(args.out) and not args.overwrite:
+        raise SystemExit(f"zv export: error: {args.out!r} exists; pass --overwrite to replace it")
+    store = open_store(args.store, storage_options=options)
+    kind = registry.build_kind(store_kind(store).kind)
+    if kind not in {registry.build_kind(k) for k in fmt.kinds}:
+        raise SystemExit(f"zv export: error: {args.out!r}: a {fmt.name} file holds {', '.join(fmt.kinds)}; "
+                         f"the store is a {kind}")
+    if args.level not in store.level_numbers():
+        raise SystemExit(f"zv export: error: --level {args.level}: the store has levels {store.level_numbers()}")
+    data = read_store(args.store, level=args.level, bbox=box, storage_options=options)
+    if args.object_id:
+        data = select.objects(data, args.object_id)
+    fmt.write(args.out, data)
     records = data.faces if data.faces is not None else data.edges
     print(f"{args.out}: {len(data.positions)} vertices" + (f", {len(records)} records" if records is not None else "")
           + (f", {len(data.offsets) - 1} polylines" if data.offsets is not None else "") + f" ({fmt.name})")

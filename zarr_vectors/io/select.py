@@ -12,6 +12,7 @@ import numpy as np
 
 from zarr_vectors.errors import InputError
 from zarr_vectors.io.types import Geometry, as_geometry
+from zarr_vectors.read import keep_records
 
 
 def objects(data: Any, wanted: Sequence[int]) -> Geometry:
@@ -42,13 +43,8 @@ def subset(g: Geometry, keep: np.ndarray, object_ids: np.ndarray | None = None) 
                    object_ids=None if g.object_ids is None else np.asarray(g.object_ids)[keep],
                    attributes={k: np.asarray(v)[keep] for k, v in g.attributes.items()},
                    ids=None if g.ids is None else np.asarray(g.ids)[keep])
-    for name in ("edges", "faces"):
-        records = getattr(g, name)
-        if records is None:
-            continue
-        ok = keep[records].all(axis=1) if len(records) else np.zeros(0, bool)
-        setattr(out, name, new_index[records[ok]])
-        out.edge_attributes = {k: np.asarray(v)[ok] for k, v in g.edge_attributes.items()}
+    out.edges, out.faces, out.edge_attributes = g.edges, g.faces, g.edge_attributes
+    keep_records(out, keep, new_index)
     if g.offsets is not None:
         offsets = np.asarray(g.offsets)
         line = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))[keep]
