@@ -290,7 +290,7 @@ def _build(args: argparse.Namespace) -> int:
             print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr)
         try:
             if args.dry_run:
-                summary = plan_summary(spec)
+                summary = {**plan_summary(spec), "warnings": warnings}
                 print(json.dumps(summary, indent=None if args.json else 2))
                 return 0
             if args.detach:

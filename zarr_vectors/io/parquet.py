@@ -19,13 +19,11 @@ def frame(paths: Sequence[str], *, storage_options: Mapping[str, Any] | None = N
     import dask.dataframe as dd
 
     opts = remote_options(paths, storage_options)
-    try:
-        df = dd.read_parquet(list(paths), storage_options=opts or None, split_row_groups="adaptive",
-                             blocksize=config.get("sources.parquet-blocksize"))
-        df._meta  # noqa: B018 - the footers are read here, in the client, not by the first task
+    try:  # the footers are read here, in the client, not by the first task
+        return dd.read_parquet(list(paths), storage_options=opts or None, split_row_groups="adaptive",
+                               blocksize=config.get("sources.parquet-blocksize"))
     except Exception as exc:  # pyarrow's ArrowInvalid / OSError for a file that is not Parquet
         raise unreadable(", ".join(paths), exc) from exc
-    return df
 
 
 def read(path: str, *, columns: ColumnMap | None = None, storage_options: Mapping[str, Any] | None = None) -> Geometry:
