@@ -200,3 +200,26 @@ def test_several_whole_files_are_several_objects_read_once(tmp_path, cli, monkey
     assert sorted(data.object_ids.tolist()) == [0] * 4 + [1] * 5
     assert sorted(reads) == [str(tmp_path / "g0.graphml"), str(tmp_path / "g1.graphml")]  # once each: preflight's
     # read is the write stage's
+
+
+@pytest.mark.slow  # workers import laspy and the package on first use (about 10 s on a loaded 2-core machine)
+def test_a_laz_file_is_read_in_point_ranges_by_the_cluster_workers(tmp_path, local_cluster):
+    from zarr_vectors.io import las as las_format
+
+    rng = np.random.default_rng(11)
+    header = laspy.LasHeader(point_format=6, version="1.4")
+    header.scales, header.offsets = [0.01] * 3, [0.0] * 3
+    las = laspy.LasData(header)
+    n = 400
+    las.x, las.y, las.z = rng.uniform(0, 60, n), rng.uniform(0, 60, n), rng.uniform(0, 60, n)
+    las.intensity = rng.integers(0, 999, n)
+    las.write(str(tmp_path / "c.laz"))
+    with dask.config.set({"scheduler": None, "zarr_vectors.sources.las-chunk-points": 100}):
+        frame = las_format.frame([str(tmp_path / "c.laz")])
+        assert frame.npartitions == 4
+        parts = local_cluster.compute(frame.to_delayed(), sync=True)  # each range read by a worker process
+    truth = laspy.read(str(tmp_path / "c.laz"))
+    assert [len(p) for p in parts] == [100] * 4
+    got = pd.concat(parts)
+    np.testing.assert_array_equal(got["x"].to_numpy(), np.asarray(truth.x))
+    np.testing.assert_array_equal(got["intensity"].to_numpy(), np.asarray(truth.intensity))
