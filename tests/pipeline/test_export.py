@@ -99,6 +99,7 @@ def test_laz_written_by_laspy_builds_exports_and_rebuilds(tmp_path, cli):
                                   np.asarray(truth.X)[t_order])
 
 
+@pytest.mark.slow  # four builds and three exports: 9 s on a loaded 2-core machine
 def test_graph_exports_build_the_same_store(tmp_path, cli):
     rng = np.random.default_rng(3)
     ids = rng.choice(np.arange(100, 10_000), 60, replace=False)
@@ -223,3 +224,15 @@ def test_a_laz_file_is_read_in_point_ranges_by_the_cluster_workers(tmp_path, loc
     got = pd.concat(parts)
     np.testing.assert_array_equal(got["x"].to_numpy(), np.asarray(truth.x))
     np.testing.assert_array_equal(got["intensity"].to_numpy(), np.asarray(truth.intensity))
+
+
+def test_a_graph_from_a_vertex_table_and_an_edge_list(tmp_path, cli):
+    pd.DataFrame({"id": [3, 8, 9, 12], "x": [1.0, 20.0, 40.0, 60.0], "y": [5.0, 5.0, 30.0, 30.0],
+                  "z": [0.0, 1.0, 2.0, 3.0]}).to_csv(tmp_path / "v.csv", index=False)
+    (tmp_path / "e.edgelist").write_text("# src dst weight\n3 8 0.5\n8 9 1.5\n9 12 2.5\n")
+    run = cli("build", "graph", tmp_path / "v.csv", tmp_path / "e.edgelist", tmp_path / "g.zv", "--chunk-shape", "25")
+    assert run.rc == 0, run.err
+    data = zv.read(str(tmp_path / "g.zv"))
+    ids = data.attributes["id"]
+    got = {tuple(sorted(ids[e].tolist())): w for e, w in zip(data.edges, data.edge_attributes["weight"])}
+    assert got == {(3, 8): 0.5, (8, 9): 1.5, (9, 12): 2.5}
