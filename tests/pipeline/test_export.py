@@ -236,3 +236,20 @@ def test_a_graph_from_a_vertex_table_and_an_edge_list(tmp_path, cli):
     ids = data.attributes["id"]
     got = {tuple(sorted(ids[e].tolist())): w for e, w in zip(data.edges, data.edge_attributes["weight"])}
     assert got == {(3, 8): 0.5, (8, 9): 1.5, (9, 12): 2.5}
+
+
+@pytest.mark.parametrize("kind", ["mesh", "streamlines"])
+def test_mesh_and_streamline_tables_export_builds_the_same_store(tmp_path, cli, kind):
+    from pipeline_helpers import mesh_frames, polyline_frame
+
+    if kind == "mesh":
+        m = mesh_frames(6)
+        m.vertices.to_parquet(tmp_path / "v.parquet", index=False)
+        m.faces.to_parquet(tmp_path / "f.parquet", index=False)
+        inputs, again = ("v.parquet", "f.parquet"), ("t.parquet", "t.faces.parquet")
+    else:
+        polyline_frame(lines=8).to_parquet(tmp_path / "l.parquet", index=False)
+        inputs, again = ("l.parquet",), ("t.parquet",)
+    store = tmp_path / f"{kind}.zv"
+    assert cli("build", kind, *[tmp_path / n for n in inputs], store, "--chunk-shape", "25").rc == 0
+    _rebuild_is_identical(cli, tmp_path, kind, store, "t.parquet", *again)
