@@ -2,9 +2,10 @@
 
 Node positions are node data keys (``x, y[, z]`` or ``--position-columns``); every other
 numeric or boolean node key is a vertex attribute, every numeric edge key an edge
-attribute, and keys holding anything else are named in ``dropped``.  Integer node ids
-are kept as the vertex attribute ``id`` (other ids: the node's position in the file),
-so results map back to the input's nodes.
+attribute (NaN where a node or edge lacks the key), and keys holding anything else are
+named in ``dropped``.  Integer node ids are kept as the vertex attribute ``id``; other
+ids (text) are named in ``dropped`` as ``node id`` and the node's position in the file
+is kept instead, so results map back to the input's nodes either way.
 """
 
 from __future__ import annotations
@@ -53,13 +54,13 @@ def read(path: str, *, columns: ColumnMap | None = None, storage_options: Mappin
     vertices[ID_ATTRIBUTE] = ids if ids is not None else np.arange(len(nodes), dtype=np.int64)
     g = geometry_from_frame(vertices, path, columns)
     g.kind = "graph"
-    dropped = list(g.dropped) + ([] if ids is not None else ["node ids (not integers: kept as the node's row)"])
+    dropped = list(g.dropped) + ([] if ids is not None else ["node id"])  # text ids: the row number is kept
     pairs = list(graph.edges(data=True))
     g.edges = np.asarray([(row[u], row[v]) for u, v, _ in pairs], dtype=np.int64).reshape(-1, 2)
     edge_data = _records([d for _, _, d in pairs], len(pairs))
     for key in edge_data.columns:
         values = edge_data[key]
-        if storable(values.dtype) and not values.isna().any():
+        if storable(values.dtype):  # a key some edges lack reads as NaN there, as for nodes
             g.edge_attributes[str(key)] = values.to_numpy()
         else:
             dropped.append(f"edge {key}")

@@ -78,3 +78,16 @@ def test_selecting_objects_keeps_their_vertices_and_the_records_among_them():
     lines = Geometry("polyline", np.arange(15.0).reshape(5, 3), object_ids=np.array([0, 0, 1, 1, 1]),
                      offsets=np.array([0, 2, 5]))
     np.testing.assert_array_equal(select.objects(lines, [1]).offsets, [0, 3])
+
+
+def test_graphml_text_ids_are_named_and_replaced_by_rows(tmp_path):
+    g = nx.Graph()
+    g.add_node("a", x=0.0, y=0.0)
+    g.add_node("b", x=1.0, y=1.0)
+    g.add_edge("a", "b", weight=2.0)
+    g.add_edge("b", "b")  # lacks the weight: NaN there
+    nx.write_graphml(g, tmp_path / "t.graphml")
+    got = graphml.read(str(tmp_path / "t.graphml"))
+    np.testing.assert_array_equal(got.attributes["id"], [0, 1])
+    assert got.dropped == ("node id",)
+    np.testing.assert_array_equal(got.edge_attributes["weight"], [2.0, np.nan])
