@@ -231,6 +231,7 @@ def _build(args: argparse.Namespace) -> int:
     import os
     from contextlib import nullcontext
 
+    from pipeline import build_args
     from pipeline.cluster import cluster_or_local, local_scheduler
     from pipeline.jobs import BuildSpec, parse_factors, plan_summary, preflight, run_build
     from pipeline.progress import TextProgress
@@ -252,6 +253,7 @@ def _build(args: argparse.Namespace) -> int:
             link_store=args.link_store,
             storage_options=_storage_options(args.storage_option),
             overwrite=args.overwrite,
+            columns=build_args.columns(args),
         )
         if not spec.inputs:
             raise SystemExit("zv build: error: give at least one INPUT and the output store")
@@ -271,11 +273,13 @@ def _build(args: argparse.Namespace) -> int:
         if importlib.util.find_spec("bokeh") is None:  # else the report fails after the whole job ran
             print("zv build: error: --report needs bokeh (pip install bokeh)", file=sys.stderr)
             return 2
-    try:  # usage errors, a missing input, an unreachable or existing store: before any cluster starts
-        preflight(spec, resume=args.resume or args.dry_run)
+    try:  # usage errors, a missing or unreadable input, an unreachable or existing store: before any cluster starts
+        warnings = preflight(spec, resume=args.resume or args.dry_run)
     except ZarrVectorsError as exc:
         print(f"zv build: error: {exc}", file=sys.stderr)
         return 2
+    for line in warnings:
+        print(f"zv build: warning: {line}", file=sys.stderr)
     with cluster_or_local(
         scheduler_address=args.scheduler_address,
         scheduler_file=args.scheduler_file,
@@ -286,7 +290,7 @@ def _build(args: argparse.Namespace) -> int:
             print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr)
         try:
             if args.dry_run:
-                summary = plan_summary(spec)
+                summary = {**plan_summary(spec), "warnings": warnings}
                 print(json.dumps(summary, indent=None if args.json else 2))
                 return 0
             if args.detach:
@@ -321,7 +325,7 @@ def _build(args: argparse.Namespace) -> int:
             print(f"zv build: job {spec.job_id} failed: {describe(exc)}", file=sys.stderr)
             return 1
     if args.json:
-        print(json.dumps(result.to_json(), default=str))
+        print(json.dumps({**result.to_json(), "warnings": warnings}, default=str))
     else:
         for stage, info in result.stages.items():
             print(f"{stage:<10} {info.get('status')}  {info.get('seconds', '')}s  {_requests_line(info)}".rstrip())
@@ -474,6 +478,7 @@ def _pyramid(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from pipeline import build_args, cmd_export
     parser = argparse.ArgumentParser(prog="zv", description="Zarr Vectors stores on Dask.")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser(
@@ -494,11 +499,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="also read this object_index layout (e.g. vlen_manifests_v2); repeatable")
     _cluster_args(check)
     check.set_defaults(func=_validate)
-    build = sub.add_parser("build", help="build a store from tables: write -> [pyramid] -> [shard] -> [consolidate] "
-                           "-> [validate]")
+    build = sub.add_parser("build", help="build a store from files: write -> [pyramid] -> [shard] -> [consolidate] "
+                           "-> [validate]", formatter_class=argparse.RawDescriptionHelpFormatter)
     build.add_argument("kind", choices=["points", "graph", "skeleton", "mesh", "polylines", "streamlines"])
     build.add_argument("paths", nargs="+", metavar="INPUT... OUT",
-                       help="input tables (.parquet/.csv/.npz; graph: vertices edges; mesh: vertices faces) then the store")
+                       help="input files, format by extension (see below), then the store")
+    build_args.add_arguments(build)
     build.add_argument("--chunk-shape", default="250", help="chunk edge(s), e.g. 250 or 250,250,100")
     build.add_argument("--bin-shape", help="bin edge(s) (must divide the chunk shape)")
     build.add_argument("--pyramid", action="append", metavar="FACTOR[,SPARSITY]", help="add a coarser level; repeatable")
@@ -545,6 +551,7 @@ def build_parser() -> argparse.ArgumentParser:
     pyramid.add_argument("--seed", type=int, default=0, help="object sparsity seed (default: %(default)s)")
     _cluster_args(pyramid)
     pyramid.set_defaults(func=_pyramid)
+    cmd_export.add_parser(sub)
     return parser
 
 

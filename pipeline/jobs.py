@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 import zarr_vectors as zv
-from pipeline import sources
+from pipeline import inputs
+from pipeline.inputs import writer_for
 from zarr_vectors.errors import InputError, StageFailedError, ValidationFailedError
 from zarr_vectors.store.backend import Storage
 
@@ -46,6 +47,7 @@ class BuildSpec:
     compressor: str = "zstd"
     storage_options: dict[str, Any] = field(default_factory=dict)
     overwrite: bool = False
+    columns: dict[str, Any] = field(default_factory=dict)  # ColumnMap.to_json(): which input column is what
     job_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
     def __post_init__(self) -> None:
@@ -105,88 +107,6 @@ class Journal:
 
 
 # ---------------------------------------------------------------------------
-# loading inputs per kind
-# ---------------------------------------------------------------------------
-def _write_call(spec: BuildSpec) -> Callable[[], zv.WriteResult]:
-    """Read the inputs lazily and return the writer call for the kind."""
-    common: dict[str, Any] = {
-        "chunk_shape": spec.chunk_shape,
-        "bin_shape": spec.bin_shape,
-        "compressor": spec.compressor,
-        "storage_options": spec.storage_options,
-        "overwrite": spec.overwrite,
-    }
-    opts = spec.storage_options
-    if spec.kind == "points":
-        table = sources.vertex_table(sources.read_table(spec.inputs, storage_options=opts))
-        return lambda: zv.write_points(
-            spec.out, table.positions, object_ids=table.object_ids, attributes=table.attributes, **common
-        )
-    if len(spec.inputs) != 2:
-        raise InputError(f"zv build {spec.kind} takes two inputs (a vertex table and a record table), got {len(spec.inputs)}")
-    vdf = sources.read_table(spec.inputs[0], storage_options=opts)
-    rdf = sources.read_table(spec.inputs[1], storage_options=opts)
-    if spec.kind == "graph":
-        table = sources.vertex_table(vdf, with_ids=True)
-        edges, edge_attrs = sources.resolve_ids(rdf, table, ["src", "dst"], what="edge")
-        return lambda: zv.write_graph(
-            spec.out, table.positions, edges, directed=spec.directed, store=spec.link_store,
-            edge_attributes=edge_attrs, object_ids=table.object_ids, attributes=table.attributes, **common,
-        )  # fmt: skip
-    if spec.kind == "mesh":
-        table = sources.vertex_table(vdf, with_ids=True)
-        corners = [c for c in rdf.columns if len(c) == 1 and c.isalpha()]
-        faces, face_attrs = sources.resolve_ids(rdf, table, sorted(corners), what="face")
-        return lambda: zv.write_mesh(
-            spec.out, table.positions, faces, face_attributes=face_attrs,
-            object_ids=table.object_ids, attributes=table.attributes, **common,
-        )  # fmt: skip
-    raise InputError(f"zv build {spec.kind}: use a single vertex table with line/order (polylines) or id/parent (skeleton)")
-
-
-def _single_table_call(spec: BuildSpec) -> Callable[[], zv.WriteResult]:
-    """Polylines / streamlines (``line``, ``order``) and skeletons (``id``, ``parent``) from one table."""
-    df = sources.read_table(spec.inputs, storage_options=spec.storage_options)
-    common: dict[str, Any] = {
-        "chunk_shape": spec.chunk_shape,
-        "bin_shape": spec.bin_shape,
-        "compressor": spec.compressor,
-        "storage_options": spec.storage_options,
-        "overwrite": spec.overwrite,
-    }
-    if spec.kind in ("polylines", "streamlines"):
-        table = sources.polyline_table(df, what=spec.kind[:-1])
-        kind = "streamline" if spec.kind == "streamlines" else "polyline"
-        return lambda: zv.write_polylines(
-            spec.out, table.vertices.positions, table.offsets, kind=kind, attributes=table.vertices.attributes,
-            **common,
-        )  # fmt: skip
-    if spec.kind == "skeleton":
-        for c in ("id", "parent"):
-            if c not in df.columns:
-                raise InputError(f"skeleton table lacks column {c!r}; it has {list(df.columns)}")
-        # The storage order is a depth-first traversal of the whole forest: the structure
-        # (id, parent, object_id) comes to this process, read once; positions and
-        # attributes stay lazy and are permuted on the cluster.
-        table = sources.vertex_table(df)
-        structure = df[["id", "parent"] + (["object_id"] if table.object_ids is not None else [])].compute()
-        parents = sources.parent_rows(structure["id"].to_numpy(), structure["parent"].to_numpy())
-        ids = structure["object_id"].to_numpy(dtype=np.int64) if table.object_ids is not None else None
-        return lambda: zv.write_skeleton(
-            spec.out, table.positions, parents, object_ids=ids, attributes=table.attributes, **common
-        )
-    raise InputError(f"unknown kind {spec.kind!r}; expected one of {list(KINDS)}")
-
-
-def writer_for(spec: BuildSpec) -> Callable[[], zv.WriteResult]:
-    if spec.kind not in KINDS:
-        raise InputError(f"unknown kind {spec.kind!r}; expected one of {list(KINDS)}")
-    if spec.kind in ("points", "graph", "mesh"):
-        return _write_call(spec)
-    return _single_table_call(spec)
-
-
-# ---------------------------------------------------------------------------
 # running
 # ---------------------------------------------------------------------------
 @dataclass
@@ -229,19 +149,21 @@ def _stage_functions(spec: BuildSpec) -> dict[str, Callable[[], dict[str, Any]]]
 #: Spec fields a resumed job must share with the journalled one (everything that decides
 #: what the stages already done wrote); ``validate_level`` and ``consolidate`` may change on resume.
 RESUME_FIELDS = ("kind", "inputs", "out", "chunk_shape", "bin_shape", "pyramid", "shard_shape", "directed",
-                 "link_store", "compressor")
+                 "link_store", "compressor", "columns")
 
 
 def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def _check_input_exists(path: str, storage_options: Mapping[str, Any]) -> None:
+def _check_input_exists(path: str, storage_options: Mapping[str, Any], kind: str | None = None) -> None:
     import glob
 
     import fsspec
 
-    sources.input_format(path)  # an unknown suffix is a usage error too
+    from zarr_vectors.io import registry
+
+    registry.format_for(path, kind)  # an unknown suffix is a usage error too
     remote = "://" in path and not path.startswith("file://")
     fs, fspath = fsspec.core.url_to_fs(path, **(dict(storage_options) if remote else {}))
     found = fs.glob(fspath) if glob.has_magic(fspath) else fs.exists(fspath)
@@ -249,14 +171,15 @@ def _check_input_exists(path: str, storage_options: Mapping[str, Any]) -> None:
         raise InputError(f"input not found: {path!r}")
 
 
-def preflight(spec: BuildSpec, *, resume: bool = False) -> None:
+def preflight(spec: BuildSpec, *, resume: bool = False) -> list[str]:
     """Every check that needs no data pass, before a journal or a store is touched.
 
     Raises InputError / StoreExistsError / StoreNotFoundError (exit 2 on the command
     line): an unknown kind, a bad chunk or bin shape, a wrong number of inputs, an
-    input that does not exist, an unreachable output location, or an existing store
-    without ``overwrite`` (a refused build must not overwrite the journal of the job
-    that wrote that store).
+    input that does not exist or cannot be read, a column the mapping names that it
+    lacks, an unreachable output location, or an existing store without ``overwrite``
+    (a refused build must not overwrite the journal of the job that wrote that store).
+    Returns the warnings naming input columns that cannot be stored.
     """
     from zarr_vectors.errors import StoreExistsError
 
@@ -266,11 +189,7 @@ def preflight(spec: BuildSpec, *, resume: bool = False) -> None:
         values = [] if value is None else [value] if np.isscalar(value) else list(value)
         if value is not None and not (values and all(np.isfinite(v) and v > 0 for v in values)):
             raise InputError(f"{what} entries must be finite and > 0, found {value!r}")
-    if spec.kind in ("graph", "mesh") and len(spec.inputs) != 2:
-        raise InputError(f"zv build {spec.kind} takes two inputs (a vertex table and a record table), "
-                         f"got {len(spec.inputs)}")
-    if not spec.inputs:
-        raise InputError("no input files")
+    inputs.check_arity(spec)
     if spec.shard_shape is not None:
         values = [spec.shard_shape] if np.isscalar(spec.shard_shape) else list(spec.shard_shape)
         if not values or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1
@@ -279,10 +198,11 @@ def preflight(spec: BuildSpec, *, resume: bool = False) -> None:
     storage = Storage(spec.out, spec.storage_options)
     storage.check_reachable()
     for path in spec.inputs:
-        _check_input_exists(path, spec.storage_options)
+        _check_input_exists(path, spec.storage_options, spec.kind)
     if not resume and not spec.overwrite and storage.list_dir(""):
         raise StoreExistsError(f"{spec.out!r} already exists; pass --overwrite to replace it (or --resume to "
                                "finish the job that was writing it)")
+    return inputs.check_inputs(spec)
 
 
 class JournalProgress:
@@ -386,13 +306,11 @@ def plan_summary(spec: BuildSpec) -> dict[str, Any]:
     counts then, so that split is not known before the records are read.
     """
     preflight(spec, resume=True)  # the store may exist: a dry run writes nothing either way
-    vertex_inputs = spec.inputs[:1] if spec.kind in ("graph", "mesh") else spec.inputs
-    table = sources.vertex_table(sources.read_table(vertex_inputs, storage_options=spec.storage_options),
-                                 with_ids=spec.kind in ("graph", "mesh"))
+    positions, object_ids, attributes = inputs.plan_table(spec)
     plan = zv.plan_write(
-        table.positions,
+        positions,
         options=zv.WriteOptions(chunk_shape=spec.chunk_shape, bin_shape=spec.bin_shape, compressor=spec.compressor),
-        object_ids=table.object_ids if spec.kind == "points" else None, attributes=table.attributes,
+        object_ids=object_ids, attributes=attributes,
     )  # fmt: skip
     return {"kind": spec.kind, "store": spec.out, "stages": spec.stages(), **plan.summary()}
 

@@ -1,12 +1,15 @@
-"""Input tables for ``zv build``: Parquet, CSV and NPZ, local or ``s3://``.
+"""Inputs of ``zv build``: files in any registered format (zarr_vectors.io.registry), local or ``s3://``.
 
-Tables are read lazily in partitions with dask.dataframe; vertex columns become
-dask arrays, so no worker holds the whole input and the writers' own shuffle routes
-rows to their cell owners.  Record tables that name vertices by an id column are
-resolved to vertex rows on the cluster: a broadcast join against the sorted vertex
-ids, or a dataframe merge when the vertex table is too large to broadcast.
+Formats with a partitioned reader (Parquet, CSV, NPZ, edge lists, LAS/LAZ) are read
+lazily with dask.dataframe; vertex columns become dask arrays, so no worker holds the
+whole input and the writers' own shuffle routes rows to their cell owners.  Record
+tables that name vertices by an id column are resolved to vertex rows on the cluster:
+a broadcast join against the sorted vertex ids, or a dataframe merge when the vertex
+table is too large to broadcast.  Other formats are read whole, in the client, by
+their reader (:func:`load_geometry`).
 
-Column conventions (all tables):
+Which column is what comes from a :class:`~zarr_vectors.io.columns.ColumnMap` (the
+``zv build`` column options); the defaults (all tables):
 
 * points / vertices: ``x, y[, z]``, optional ``object_id``, every other numeric
   column a per-vertex attribute;
@@ -14,6 +17,9 @@ Column conventions (all tables):
 * mesh faces: ``a, b, c[, d...]`` (vertex ids);
 * polylines / streamlines: vertices with ``line`` (polyline id) and ``order``;
 * skeleton nodes: ``id, parent`` (parent -1 for roots).
+
+Graph, mesh and skeleton vertex ids are kept as the vertex attribute ``id``, so results
+map back to input rows.  Columns that cannot be stored are reported (``dropped``).
 """
 
 from __future__ import annotations
@@ -30,10 +36,9 @@ import numpy as np
 
 from zarr_vectors import config
 from zarr_vectors.errors import InputError
-
-AXES = ("x", "y", "z")
-
-RESERVED = {"id", "object_id", "src", "dst", "line", "order", "parent", "_row"}
+from zarr_vectors.io import registry
+from zarr_vectors.io.columns import ID_ATTRIBUTE, ColumnMap, dropped_warning
+from zarr_vectors.io.types import Geometry
 
 
 @dataclass
@@ -43,72 +48,101 @@ class VertexTable:
     positions: da.Array
     object_ids: da.Array | None = None
     attributes: dict[str, da.Array] = field(default_factory=dict)
-    ids: da.Array | None = None  # the ``id`` column, when the kind names vertices by id
+    ids: da.Array | None = None  # the id column, when the kind names vertices by id (also attribute ``id``)
+    dropped: list[str] = field(default_factory=list)  # columns that cannot be stored
 
 
-def input_format(path: str) -> str:
-    """``parquet``, ``csv`` or ``npz`` from the name (a local directory is a Parquet dataset)."""
-    lower = path.lower()
-    if lower.endswith((".parquet", ".pq")) or os.path.isdir(path):
-        return "parquet"
-    if lower.endswith((".csv", ".csv.gz", ".tsv")):
-        return "csv"
-    if lower.endswith(".npz"):
-        return "npz"
-    raise InputError(f"{path!r}: unknown input format (expected .parquet, .csv or .npz)")
+def partitioned(paths: Sequence[str], kind: str | None = None) -> bool:
+    """Whether the inputs are read lazily in partitions (else whole, by :func:`load_geometry`)."""
+    return registry.frame_reader(registry.format_for(paths[0], kind)) is not None
 
 
-def read_table(paths: str | Sequence[str], *, storage_options: Mapping[str, Any] | None = None) -> dd.DataFrame:
-    """One lazy dataframe from Parquet / CSV / NPZ files (all of one format)."""
+def read_table(paths: str | Sequence[str], *, storage_options: Mapping[str, Any] | None = None,
+               kind: str | None = None) -> dd.DataFrame:
+    """One lazy dataframe from files of one partitioned format (Parquet, CSV, NPZ, edge list, LAS/LAZ)."""
     paths = [paths] if isinstance(paths, str) else list(paths)
     if not paths:
         raise InputError("no input files")
-    kinds = {input_format(p) for p in paths}
-    if len(kinds) != 1:
-        raise InputError(f"inputs mix formats {sorted(kinds)}: give one format per table")
-    kind = kinds.pop()
-    remote = all("://" in p and not p.startswith("file://") for p in paths)
-    opts = dict(storage_options or {}) if remote else {}  # S3 options do not apply to local files
-    try:
-        if kind == "parquet":
-            return dd.read_parquet(paths, storage_options=opts or None, split_row_groups="adaptive",
-                                   blocksize=config.get("sources.parquet-blocksize"))
-        if kind == "csv":
-            return dd.read_csv(paths, storage_options=opts or None, blocksize=config.get("sources.csv-blocksize"))
-    except FileNotFoundError as exc:
-        raise InputError(f"input not found: {exc}") from exc
-    frames = []
-    for p in paths:
-        import fsspec
-
-        with fsspec.open(p, "rb", **opts) as f, np.load(f) as data:
-            columns = {}
-            for key in data.files:
-                arr = data[key]
-                if arr.ndim == 2 and key == "positions":
-                    columns.update({AXES[i] if arr.shape[1] <= 3 else f"d{i}": arr[:, i] for i in range(arr.shape[1])})
-                elif arr.ndim == 1:
-                    columns[key] = arr
-                else:
-                    raise InputError(f"{p}: array {key!r} has shape {arr.shape}; NPZ inputs hold 1-D columns or 'positions'")
-            import pandas as pd
-
-            frames.append(dd.from_pandas(pd.DataFrame(columns), npartitions=max(1, len(next(iter(columns.values()))) // 1_000_000)))
-    return dd.concat(frames) if len(frames) > 1 else frames[0]
+    found = {registry.format_for(p, kind).name: p for p in paths}
+    if len(found) != 1:
+        raise InputError(f"inputs mix formats {sorted(found)}: give one format per table")
+    fmt = registry.format_for(paths[0], kind)
+    reader = registry.frame_reader(fmt)
+    if reader is None:
+        raise InputError(f"{paths[0]!r}: a {fmt.name} file is read whole, not as a table")
+    return reader(paths, storage_options=storage_options)
 
 
-def _numeric(dtype: Any) -> bool:
-    """A numpy numeric or bool dtype (string / object / extension columns are not attributes)."""
-    try:
-        return np.dtype(dtype).kind in "biuf"
-    except TypeError:  # pandas extension dtypes (strings, nullable ints) have no numpy equivalent
-        return False
+_LAST: dict[tuple, Geometry] = {}  # the last whole-file inputs read: preflight's, reused by the write stage
 
 
-def _require(df: dd.DataFrame, columns: Sequence[str], what: str) -> None:
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise InputError(f"{what} table lacks column(s) {missing}; it has {list(df.columns)}")
+def load_geometry(paths: Sequence[str], kind: str, columns: ColumnMap | None = None,
+                  storage_options: Mapping[str, Any] | None = None) -> Geometry:
+    """Files of a whole-file format (GraphML, meshes, SWC, streamlines...) as one geometry.
+
+    Several files are several objects (object id = file number, unless the files carry
+    their own).  Input ids become the attribute ``id``.  A local file unchanged since the
+    last call is not read again: preflight reads it, before any cluster starts, and the
+    write stage reuses the result.
+    """
+    keys = [(p, _stamp(p), kind, repr(columns), repr(sorted((storage_options or {}).items()))) for p in paths]
+    parts = [_LAST.get(k) if k[1] is not None else None for k in keys]
+    parts = [g if g is not None else _read_whole(p, kind, columns, storage_options) for p, g in zip(paths, parts)]
+    _LAST.clear()
+    _LAST.update(zip(keys, parts))
+    return parts[0] if len(parts) == 1 else concat(parts, paths)
+
+
+def _read_whole(path: str, kind: str, columns: ColumnMap | None, storage_options: Mapping[str, Any] | None
+                ) -> Geometry:
+    """One file through its format's reader, given the column mapping and storage options if it takes them."""
+    import inspect
+
+    fmt = registry.format_for(path, kind)
+    if fmt.read is None:
+        raise InputError(f"{path!r}: {fmt.name} files can be written, not read")
+    takes = inspect.signature(fmt.read).parameters
+    options = {name: value for name, value in (("columns", columns), ("storage_options", storage_options))
+               if value is not None and name in takes}
+    g = fmt.read(path, **options)
+    if g.ids is not None and ID_ATTRIBUTE not in g.attributes:
+        g.attributes[ID_ATTRIBUTE] = np.asarray(g.ids)
+    return g
+
+
+def _stamp(path: str) -> tuple[float, int] | None:
+    if "://" in path:
+        return None
+    st = os.stat(path)
+    return st.st_mtime, st.st_size
+
+
+def concat(parts: Sequence[Geometry], paths: Sequence[str]) -> Geometry:
+    """Several files' geometry as one: indices shifted, one object per file unless they carry ids."""
+    names = [sorted(g.attributes) for g in parts]
+    if any(n != names[0] for n in names):
+        raise InputError(f"inputs {list(paths)} have different attributes {names}")
+    sizes = np.cumsum([0] + [len(g.positions) for g in parts])
+    own = [g.object_ids is not None for g in parts]
+    if any(own) and not all(own):
+        raise InputError(f"some inputs of {list(paths)} carry object ids and some do not")
+    out = Geometry(
+        kind=parts[0].kind,
+        positions=np.concatenate([g.positions for g in parts]),
+        object_ids=np.concatenate([g.object_ids if all(own) else np.full(len(g.positions), i, np.int64)
+                                   for i, g in enumerate(parts)]),
+        attributes={k: np.concatenate([g.attributes[k] for g in parts]) for k in names[0]},
+        axes=parts[0].axes,
+        dropped=tuple(dict.fromkeys(d for g in parts for d in g.dropped)),
+    )
+    for name in ("edges", "faces"):
+        if all(getattr(g, name) is not None for g in parts):
+            setattr(out, name, np.concatenate([getattr(g, name) + s for g, s in zip(parts, sizes)]))
+            out.edge_attributes = {k: np.concatenate([g.edge_attributes[k] for g in parts])
+                                   for k in parts[0].edge_attributes}
+    if all(g.offsets is not None for g in parts):
+        out.offsets = np.concatenate([[0]] + [np.asarray(g.offsets[1:]) + s for g, s in zip(parts, sizes)])
+    return out
 
 
 def _column_block(part: Any, names: Sequence[str], dtype: Any) -> np.ndarray:
@@ -118,8 +152,35 @@ def _column_block(part: Any, names: Sequence[str], dtype: Any) -> np.ndarray:
     return part[list(names)].to_numpy(dtype=dtype)
 
 
-def vertex_table(df: dd.DataFrame, *, what: str = "vertex", with_ids: bool = False) -> VertexTable:
+@dataclass(frozen=True)
+class VertexColumns:
+    """Which vertex-table columns are what (decided from the dataframe's schema alone)."""
+
+    axes: list[str]
+    object_id: str | None
+    id: str | None
+    attributes: list[str]
+    dropped: list[str]
+
+
+def vertex_columns(df: dd.DataFrame, columns: ColumnMap, *, what: str, with_ids: bool, taken: Sequence[str] = ()
+                   ) -> VertexColumns:
+    """The mapping applied to a vertex table's schema; raises InputError naming a missing column."""
+    names = [str(c) for c in df.columns]
+    axes = columns.axes(names, f"{what} table")
+    oid = columns.named("object_id", names, f"{what} table")
+    vid = columns.named("id", names, f"{what} table", required=with_ids)
+    used = axes + [c for c in (oid, vid) if c] + list(taken)
+    attrs, dropped = columns.attributes(dict(df.dtypes.items()), used, f"{what} table")
+    return VertexColumns(axes, oid, vid, attrs, dropped)
+
+
+def vertex_table(df: dd.DataFrame, *, what: str = "vertex", with_ids: bool = False,
+                 columns: ColumnMap | None = None, taken: Sequence[str] = ()) -> VertexTable:
     """Split a vertex dataframe into positions, object ids and attribute arrays.
+
+    ``taken`` names columns another role uses (a skeleton's parent, a polyline's line
+    and order).  With ``with_ids`` the id column is required, and kept as attribute ``id``.
 
     Every array is built from the partitions of *one* ``to_delayed`` of the frame,
     whose lengths are counted from those same partitions.  Deriving each column with
@@ -127,14 +188,13 @@ def vertex_table(df: dd.DataFrame, *, what: str = "vertex", with_ids: bool = Fal
     column projection, and a Parquet read of fewer columns may fuse files into fewer
     partitions than the lengths were counted on (a graph with missing keys).
     """
-    axes = [a for a in AXES if a in df.columns]
-    if len(axes) < 2 and "x" not in df.columns:
-        raise InputError(f"{what} table needs coordinate columns x, y[, z]; it has {list(df.columns)}")
-    if with_ids:
-        _require(df, ["id"], what)
-    attr_names = [c for c in df.columns if c not in RESERVED and c not in axes and _numeric(df[c].dtype)]
-    extra = (["object_id"] if "object_id" in df.columns else []) + (["id"] if with_ids else [])
-    parts = df[axes + attr_names + extra].to_delayed()
+    roles = vertex_columns(df, columns or ColumnMap(), what=what, with_ids=with_ids, taken=taken)
+    axes, attr_names = roles.axes, roles.attributes
+    if roles.id is not None and roles.id != ID_ATTRIBUTE and ID_ATTRIBUTE in attr_names:
+        raise InputError(f"{what} table: column {ID_ATTRIBUTE!r} would clash with the ids of {roles.id!r} kept "
+                         f"as attribute {ID_ATTRIBUTE!r}; leave it out with --columns")
+    extra = [c for c in (roles.object_id, roles.id) if c]
+    parts = df[list(dict.fromkeys(axes + attr_names + extra))].to_delayed()
     lengths = [int(n) for n in dask.compute(*[dask.delayed(len)(p) for p in parts])]  # one pass
 
     def column(names: Sequence[str], dtype: Any) -> da.Array:
@@ -147,12 +207,21 @@ def vertex_table(df: dd.DataFrame, *, what: str = "vertex", with_ids: bool = Fal
         return da.concatenate(blocks, axis=0) if len(blocks) > 1 else blocks[0]
 
     pos_dtype = np.float32 if all(df[a].dtype == np.float32 for a in axes) else np.float64
+    attributes = {c: column([c], df[c].dtype) for c in attr_names}
+    if roles.id is not None:
+        attributes[ID_ATTRIBUTE] = column([roles.id], df[roles.id].dtype)
     return VertexTable(
         positions=column(axes, pos_dtype),
-        object_ids=column(["object_id"], np.int64) if "object_id" in df.columns else None,
-        attributes={c: column([c], df[c].dtype) for c in attr_names},
-        ids=column(["id"], np.int64) if with_ids else None,
+        object_ids=column([roles.object_id], np.int64) if roles.object_id else None,
+        attributes=attributes,
+        ids=column([roles.id], np.int64) if with_ids else None,
+        dropped=roles.dropped,
     )
+
+
+def warnings_for(what: str, dropped: Sequence[str], df: Any = None) -> list[str]:
+    """The warning lines for dropped columns (none when nothing was dropped)."""
+    return [dropped_warning(what, dropped, dict(df.dtypes.items()) if df is not None else None)] if dropped else []
 
 
 @dataclass
@@ -167,13 +236,15 @@ def _ambiguous(what: str, line: Any, order: Any) -> InputError:
     return InputError(f"{what} {line} has two vertices with order {order!r}: the order is ambiguous")
 
 
-def _line_runs(part: Any, what: str) -> tuple[int, tuple[Any, Any] | None, tuple[Any, Any] | None, np.ndarray]:
+def _line_runs(part: Any, what: str, line_column: str = "line", order_column: str = "order"
+               ) -> tuple[int, tuple[Any, Any] | None, tuple[Any, Any] | None, np.ndarray]:
     """One sorted partition: its length, first and last (line, order), where a new line starts."""
-    line, order = part["line"].to_numpy(), part["order"].to_numpy()
+    line, order = part[line_column].to_numpy(), part[order_column].to_numpy()
     if line.dtype.kind not in "iu":
-        raise InputError(f"{what} column 'line' must hold integer polyline ids, found {line.dtype}")
+        raise InputError(f"{what} column {line_column!r} must hold integer polyline ids, found {line.dtype}")
     if order.dtype.kind not in "iuf" or (order.dtype.kind == "f" and not np.isfinite(order).all()):
-        raise InputError(f"{what} column 'order' must hold finite numbers, found {order.dtype} with gaps or NaN")
+        raise InputError(f"{what} column {order_column!r} must hold finite numbers, found {order.dtype} with gaps "
+                         "or NaN")
     if len(line) == 0:
         return 0, None, None, np.zeros(0, np.int64)
     same_line = line[1:] == line[:-1]
@@ -185,7 +256,7 @@ def _line_runs(part: Any, what: str) -> tuple[int, tuple[Any, Any] | None, tuple
     return len(line), ends[0], ends[1], np.flatnonzero(~same_line) + 1
 
 
-def polyline_table(df: dd.DataFrame, *, what: str = "polyline") -> PolylineTable:
+def polyline_table(df: dd.DataFrame, *, what: str = "polyline", columns: ColumnMap | None = None) -> PolylineTable:
     """Vertices sorted by (``line``, ``order``) on the cluster, and the polyline offsets.
 
     The sort is dask's (sample, shuffle, sort within partitions); the sorted partitions
@@ -195,10 +266,12 @@ def polyline_table(df: dd.DataFrame, *, what: str = "polyline") -> PolylineTable
     """
     from zarr_vectors.execution import runner
 
-    _require(df, ["line", "order"], what)
-    ordered = df.sort_values(["line", "order"])
+    columns = columns or ColumnMap()
+    names = [str(c) for c in df.columns]
+    keys = [columns.named(role, names, f"{what} table", required=True) for role in ("line", "order")]
+    ordered = df.sort_values(keys)
     parts = runner.persist(f"sort {what} vertices", *ordered.to_delayed())
-    runs = runner.compute(f"count {what}s", *[dask.delayed(_line_runs)(p, what) for p in parts])
+    runs = runner.compute(f"count {what}s", *[dask.delayed(_line_runs)(p, what, *keys) for p in parts])
     starts, last, breaks = 0, None, [np.zeros(1, np.int64)]
     for length, first, final, local in runs:
         if not length:
@@ -211,7 +284,8 @@ def polyline_table(df: dd.DataFrame, *, what: str = "polyline") -> PolylineTable
         breaks.append(local.astype(np.int64) + starts)
         starts, last = starts + length, final
     offsets = np.concatenate(breaks + [np.asarray([starts], np.int64)]) if starts else np.zeros(1, np.int64)
-    return PolylineTable(vertex_table(dd.from_delayed(parts, meta=ordered._meta), what=what), offsets)
+    vertices = vertex_table(dd.from_delayed(parts, meta=ordered._meta), what=what, columns=columns, taken=keys)
+    return PolylineTable(vertices, offsets)
 
 
 @dataclass(frozen=True)
@@ -270,6 +344,15 @@ def parent_rows(ids: np.ndarray, parents: np.ndarray) -> np.ndarray:
     return out
 
 
+def record_attributes(records: dd.DataFrame, columns: Sequence[str], what: str) -> tuple[list[str], list[str]]:
+    """(attribute columns, dropped columns) of a record table whose ``columns`` name vertex ids."""
+    names = [str(c) for c in records.columns]
+    missing = [c for c in columns if c not in names]
+    if missing:
+        raise InputError(f"{what} table lacks column(s) {missing}; it has {names}")
+    return ColumnMap().attributes(dict(records.dtypes.items()), list(columns), f"{what} table")
+
+
 def _resolve_block(part: Any, lookup: IdLookup, columns: Sequence[str], attrs: Sequence[str], first_row: int, what: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """One record partition: id columns -> input vertex rows, attribute columns as arrays."""
     named = part[list(columns)].to_numpy()
@@ -293,10 +376,9 @@ def resolve_ids(
     repeated id raises :class:`InputError` when the blocks are computed (the writers
     check records in a stage of their own, before anything is written).
     """
-    _require(records, columns, what)
+    attrs = record_attributes(records, columns, what)[0]
     if vertices.ids is None:
         raise InputError("the vertex table has no id column; records can only name vertices by id")
-    attrs = [c for c in records.columns if c not in RESERVED and c not in columns and _numeric(records[c].dtype)]
     if vertices.ids.shape[0] > config.get("sources.broadcast-lookup-rows"):
         return _resolve_by_merge(records, vertices, columns, attrs, what=what)
     lookup = dask.delayed(_id_lookup)(config.get("sources.dense-id-span"), *vertices.ids.to_delayed().ravel())

@@ -72,6 +72,7 @@ DEFAULTS: dict[str, Any] = {
         "sources": {
             "parquet-blocksize": "16MiB",
             "csv-blocksize": "64MB",
+            "las-chunk-points": 2_000_000,  # points of a LAS/LAZ file one task reads (about 60 MB as columns)
             # vertex tables up to this many rows resolve record ids by a broadcast join (the
             # sorted (id, row) table shipped to every record task, no shuffle); larger ones merge
             "broadcast-lookup-rows": 32_000_000,

@@ -590,11 +590,17 @@ def _restrict(data: VectorData, box: tuple[np.ndarray, np.ndarray], gaps: np.nda
             cut |= gaps[old[1:]]
         starts = np.flatnonzero(np.r_[True, cut])
         data.offsets = np.r_[starts, len(old)].astype(np.int64) if len(old) else np.zeros(1, np.int64)
+    keep_records(data, keep, new_index)
+    return keep
+
+
+def keep_records(data: Any, keep: np.ndarray, new_index: np.ndarray) -> None:
+    """In place: the edges / faces (and their attributes) of ``data`` whose endpoints are all
+    in the vertex mask ``keep``, renumbered by ``new_index`` (old vertex -> kept vertex)."""
     for name in ("edges", "faces"):
         rec = getattr(data, name)
         if rec is None:
             continue
         ok = keep[rec].all(axis=1) if len(rec) else np.zeros(0, bool)
         setattr(data, name, new_index[rec[ok]])
-        data.edge_attributes = {k: v[ok] for k, v in data.edge_attributes.items()}
-    return keep
+        data.edge_attributes = {k: np.asarray(v)[ok] for k, v in data.edge_attributes.items()}

@@ -127,7 +127,8 @@ def test_graph_parquet_vertices_csv_edges(tmp_path, cli, scheduler, directed):
     assert sorted(back.tolist()) == list(range(len(g.vertices)))  # every vertex once
     ids = g.vertices["id"].to_numpy()
     np.testing.assert_array_equal(data.attributes["mass"], g.vertices["mass"].to_numpy()[back])
-    assert sorted(data.attributes) == ["mass"]
+    assert sorted(data.attributes) == ["id", "mass"]
+    np.testing.assert_array_equal(data.attributes["id"], ids[back])  # input ids kept: results map back
     # edges, as input vertex ids, each with its weight
     got = np.stack([ids[back[data.edges[:, 0]]], ids[back[data.edges[:, 1]]]], axis=1)
     weights = data.edge_attributes["weight"]
@@ -202,7 +203,8 @@ def test_skeleton_id_parent(tmp_path, cli, scheduler, objects):
     back = input_rows_of(data.positions, df[["x", "y", "z"]].to_numpy())
     ids = df["id"].to_numpy()
     np.testing.assert_array_equal(data.attributes["radius"], df["radius"].to_numpy()[back])
-    assert sorted(data.attributes) == ["radius"]
+    assert sorted(data.attributes) == ["id", "radius"]
+    np.testing.assert_array_equal(data.attributes["id"], ids[back])  # input ids kept: results map back
     if objects:
         np.testing.assert_array_equal(data.object_ids, df["object_id"].to_numpy()[back])
     got = edge_set(ids[back[data.edges]], directed=True)  # [child, parent]

@@ -68,7 +68,7 @@ def test_csv_and_npz_tables(tmp_path):
 
 
 @pytest.mark.parametrize("name, message", [
-    ("a.txt", "unknown input format"),
+    ("a.txt", "unknown file format"),
 ])
 def test_unknown_formats_are_refused(tmp_path, name, message):
     (tmp_path / name).write_text("x\n1\n")

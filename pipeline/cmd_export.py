@@ -1,0 +1,75 @@
+"""``zv export STORE OUT``: one level of a store (or the part in a box, or some objects) to a file.
+
+The format comes from OUT's extension through the io registry, and must hold the
+store's kind; tables write graph edges / mesh faces beside OUT (``OUT.edges.parquet``),
+edge lists their vertices (``OUT.vertices.csv``).  Every argument is checked before
+the store is read; a bad one exits 2 with one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "export", help="write a store level (or a box / some objects of it) to a file: Parquet, CSV, NPZ, LAS/LAZ, "
+        "GraphML, edge list, and the mesh, skeleton and streamline formats",
+        description="Export one level of a store; the format is OUT's extension (zv build --help lists them).",
+    )
+    p.add_argument("store", help="path or URL of the store")
+    p.add_argument("out", help="output file (.parquet, .csv, .npz, .las, .laz, .graphml, .edgelist, ...)")
+    p.add_argument("--level", type=int, default=0, metavar="N", help="pyramid level (default: %(default)s)")
+    p.add_argument("--bbox", metavar="X0,Y0,Z0,X1,Y1,Z1", help="keep what lies in this box (inclusive)")
+    p.add_argument("--object-id", type=int, nargs="+", action="extend", metavar="ID",
+                   help="keep the vertices of these objects (and the records among them)")
+    p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
+    p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="fsspec storage option of the store; repeatable")
+    p.set_defaults(func=run)
+
+
+def _bbox(text: str | None) -> list[list[float]] | None:
+    from pipeline.cli import _floats
+
+    values = _floats(text, "--bbox")
+    if values is not None and (len(values) % 2 or not values):
+        raise SystemExit(f"zv export: error: --bbox expects 2 x D numbers (min corner then max corner), got {text!r}")
+    return None if values is None else [values[: len(values) // 2], values[len(values) // 2 :]]
+
+
+def run(args: argparse.Namespace) -> int:
+    """Exit 0 when written, 2 for a bad argument, an unsupported kind/format pair or a refused store."""
+    from pipeline.cli import _on_store
+
+    return _on_store("export", args, lambda options: _export(args, options))
+
+
+def _export(args: argparse.Namespace, options: dict) -> int:
+    from zarr_vectors.io import registry, select
+    from zarr_vectors.read import read as read_store
+    from zarr_vectors.store.groups import open_store
+    from zarr_vectors.store.kinds import store_kind
+
+    box = _bbox(args.bbox)
+    fmt = registry.format_for(args.out)
+    if fmt.write is None:
+        raise SystemExit(f"zv export: error: {args.out!r}: {fmt.name} files can be read, not written")
+    if os.path.exists(args.out) and not args.overwrite:
+        raise SystemExit(f"zv export: error: {args.out!r} exists; pass --overwrite to replace it")
+    store = open_store(args.store, storage_options=options)
+    kind = registry.build_kind(store_kind(store).kind)
+    if kind not in {registry.build_kind(k) for k in fmt.kinds}:
+        raise SystemExit(f"zv export: error: {args.out!r}: a {fmt.name} file holds {', '.join(fmt.kinds)}; "
+                         f"the store is a {kind}")
+    if args.level not in store.level_numbers():
+        raise SystemExit(f"zv export: error: --level {args.level}: the store has levels {store.level_numbers()}")
+    data = read_store(args.store, level=args.level, bbox=box, storage_options=options)
+    if args.object_id:
+        data = select.objects(data, args.object_id)
+    fmt.write(args.out, data)
+    records = data.faces if data.faces is not None else data.edges
+    print(f"{args.out}: {len(data.positions)} vertices" + (f", {len(records)} records" if records is not None else "")
+          + (f", {len(data.offsets) - 1} polylines" if data.offsets is not None else "") + f" ({fmt.name})")
+    return 0

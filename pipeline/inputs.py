@@ -1,0 +1,178 @@
+"""``zv build``'s inputs per kind: which files play which part, checked before anything runs,
+and the writer call that reads them.
+
+Partitioned formats (tables, edge lists, LAS/LAZ) follow the table conventions of
+:mod:`pipeline.sources`: points, polylines, streamlines and skeletons take one table
+(several files of it), graphs and meshes a vertex table then a record table.  Whole-file
+formats (GraphML, meshes, SWC, streamlines...) carry everything in each file; several
+files are several objects.  :func:`check_inputs` applies the column mapping to every
+input's schema (and reads whole-file inputs) in the client, before a cluster starts,
+and returns the warnings naming columns that cannot be stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import zarr_vectors as zv
+from pipeline import sources
+from zarr_vectors.errors import InputError
+from zarr_vectors.io.columns import ColumnMap
+from zarr_vectors.io.types import Geometry
+
+TWO_TABLES = ("graph", "mesh")  # a vertex table and a record table
+
+
+def column_map(spec: Any) -> ColumnMap:
+    return ColumnMap.from_json(getattr(spec, "columns", None))
+
+
+def check_arity(spec: Any) -> None:
+    """The number of inputs the kind takes in their format (no file is opened)."""
+    if not spec.inputs:
+        raise InputError("no input files")
+    if sources.partitioned(spec.inputs, spec.kind) and spec.kind in TWO_TABLES and len(spec.inputs) != 2:
+        raise InputError(f"zv build {spec.kind} takes two inputs (a vertex table and a record table), "
+                         f"got {len(spec.inputs)}")
+
+
+def check_inputs(spec: Any) -> list[str]:
+    """Open every input's schema (a whole-file input: read it) and apply the column mapping.
+
+    Raises InputError naming the file and the problem (unreadable, a missing column);
+    returns one warning per table with columns that cannot be stored.
+    """
+    columns, opts = column_map(spec), spec.storage_options
+    if not sources.partitioned(spec.inputs, spec.kind):
+        g = sources.load_geometry(spec.inputs, spec.kind, columns, opts)
+        return sources.warnings_for(", ".join(spec.inputs), g.dropped)
+    if spec.kind in TWO_TABLES:
+        vdf = sources.read_table(spec.inputs[0], storage_options=opts, kind=spec.kind)
+        rdf = sources.read_table(spec.inputs[1], storage_options=opts, kind=spec.kind)
+        roles = sources.vertex_columns(vdf, columns, what=f"{spec.inputs[0]}: vertex", with_ids=True)
+        names = [str(c) for c in rdf.columns]
+        what = "edge" if spec.kind == "graph" else "face"
+        ends = columns.edge_columns(names, spec.inputs[1]) if spec.kind == "graph" else \
+            columns.face_columns(names, spec.inputs[1])
+        dropped = sources.record_attributes(rdf, ends, f"{spec.inputs[1]}: {what}")[1]
+        return sources.warnings_for(spec.inputs[0], roles.dropped, vdf) + sources.warnings_for(spec.inputs[1], dropped, rdf)
+    df = sources.read_table(spec.inputs, storage_options=opts, kind=spec.kind)
+    names, where = [str(c) for c in df.columns], ", ".join(spec.inputs)
+    taken = _structure_columns(spec.kind, columns, names, where)
+    roles = sources.vertex_columns(df, columns, what=where, with_ids=spec.kind == "skeleton", taken=taken)
+    return sources.warnings_for(where, roles.dropped, df)
+
+
+def _structure_columns(kind: str, columns: ColumnMap, names: list[str], where: str) -> list[str]:
+    """The columns a one-table kind uses for its structure (required)."""
+    roles = {"skeleton": ("parent",), "polylines": ("line", "order"), "streamlines": ("line", "order")}.get(kind, ())
+    return [columns.named(r, names, f"{where}", required=True) for r in roles]
+
+
+def writer_for(spec: Any) -> Callable[[], zv.WriteResult]:
+    """Read the inputs (lazily where the format allows) and return the writer call for the kind."""
+    common: dict[str, Any] = {
+        "chunk_shape": spec.chunk_shape,
+        "bin_shape": spec.bin_shape,
+        "compressor": spec.compressor,
+        "storage_options": spec.storage_options,
+        "overwrite": spec.overwrite,
+    }
+    check_arity(spec)
+    if not sources.partitioned(spec.inputs, spec.kind):
+        g = sources.load_geometry(spec.inputs, spec.kind, column_map(spec), spec.storage_options)
+        return lambda: write_geometry(spec, g, common)
+    if spec.kind in TWO_TABLES:
+        return _two_tables(spec, common)
+    return _one_table(spec, common)
+
+
+def write_geometry(spec: Any, g: Geometry, common: dict[str, Any]) -> zv.WriteResult:
+    """A whole-file input's geometry through the kind's writer."""
+    shared = {"object_ids": g.object_ids, "attributes": g.attributes, **common}
+    kind = spec.kind
+    if kind == "points":
+        return zv.write_points(spec.out, g.positions, object_attributes=g.object_attributes or None, **shared)
+    if kind in ("polylines", "streamlines"):
+        if g.offsets is None:
+            raise InputError(f"{spec.inputs[0]!r}: holds no polylines (no offsets)")
+        return zv.write_polylines(spec.out, g.positions, g.offsets, kind=kind[:-1], attributes=g.attributes,
+                                  object_attributes=g.object_attributes or None, **common)
+    records = g.faces if kind == "mesh" else g.edges
+    if records is None:
+        raise InputError(f"{spec.inputs[0]!r}: holds no {'faces' if kind == 'mesh' else 'edges'} for a {kind}")
+    if kind == "graph":
+        return zv.write_graph(spec.out, g.positions, records, directed=spec.directed, store=spec.link_store,
+                              edge_attributes=g.edge_attributes, **shared)
+    if kind == "mesh":
+        return zv.write_mesh(spec.out, g.positions, records, face_attributes=g.edge_attributes, **shared)
+    parents = np.full(len(g.positions), -1, dtype=np.int64)
+    parents[records[:, 0]] = records[:, 1]  # skeleton edges are [child, parent]
+    return zv.write_skeleton(spec.out, g.positions, parents, **shared)
+
+
+def _two_tables(spec: Any, common: dict[str, Any]) -> Callable[[], zv.WriteResult]:
+    opts, columns = spec.storage_options, column_map(spec)
+    vdf = sources.read_table(spec.inputs[0], storage_options=opts, kind=spec.kind)
+    rdf = sources.read_table(spec.inputs[1], storage_options=opts, kind=spec.kind)
+    table = sources.vertex_table(vdf, with_ids=True, columns=columns)
+    names = [str(c) for c in rdf.columns]
+    if spec.kind == "graph":
+        ends = columns.edge_columns(names, spec.inputs[1])
+        edges, edge_attrs = sources.resolve_ids(rdf, table, ends, what="edge")
+        return lambda: zv.write_graph(
+            spec.out, table.positions, edges, directed=spec.directed, store=spec.link_store,
+            edge_attributes=edge_attrs, object_ids=table.object_ids, attributes=table.attributes, **common,
+        )  # fmt: skip
+    faces, face_attrs = sources.resolve_ids(rdf, table, columns.face_columns(names, spec.inputs[1]), what="face")
+    return lambda: zv.write_mesh(
+        spec.out, table.positions, faces, face_attributes=face_attrs,
+        object_ids=table.object_ids, attributes=table.attributes, **common,
+    )  # fmt: skip
+
+
+def _one_table(spec: Any, common: dict[str, Any]) -> Callable[[], zv.WriteResult]:
+    """Points; polylines / streamlines (``line``, ``order``); skeletons (``id``, ``parent``)."""
+    columns = column_map(spec)
+    df = sources.read_table(spec.inputs, storage_options=spec.storage_options, kind=spec.kind)
+    if spec.kind == "points":
+        table = sources.vertex_table(df, columns=columns)
+        return lambda: zv.write_points(
+            spec.out, table.positions, object_ids=table.object_ids, attributes=table.attributes, **common
+        )
+    if spec.kind in ("polylines", "streamlines"):
+        lines = sources.polyline_table(df, what=spec.kind[:-1], columns=columns)
+        return lambda: zv.write_polylines(
+            spec.out, lines.vertices.positions, lines.offsets, kind=spec.kind[:-1],
+            attributes=lines.vertices.attributes, **common,
+        )  # fmt: skip
+    # skeleton: the storage order is a depth-first traversal of the whole forest, so the
+    # structure (id, parent, object_id) comes to this process, read once; positions and
+    # attributes stay lazy and are permuted on the cluster.
+    names = [str(c) for c in df.columns]
+    parent = _structure_columns("skeleton", columns, names, ", ".join(spec.inputs))[0]
+    table = sources.vertex_table(df, columns=columns, with_ids=True, what="skeleton", taken=[parent])
+    roles = sources.vertex_columns(df, columns, what="skeleton", with_ids=True, taken=[parent])
+    structure = df[[roles.id, parent] + ([roles.object_id] if roles.object_id else [])].compute()
+    parents = sources.parent_rows(structure[roles.id].to_numpy(), structure[parent].to_numpy())
+    ids = structure[roles.object_id].to_numpy(dtype=np.int64) if roles.object_id else None
+    return lambda: zv.write_skeleton(spec.out, table.positions, parents, object_ids=ids, attributes=table.attributes,
+                                     **common)
+
+
+def plan_table(spec: Any) -> tuple[Any, Any, dict[str, Any]]:
+    """(positions, object ids, attributes) the write stage plans its vertices from (``--dry-run``)."""
+    columns = column_map(spec)
+    if not sources.partitioned(spec.inputs, spec.kind):
+        g = sources.load_geometry(spec.inputs, spec.kind, columns, spec.storage_options)
+        return g.positions, g.object_ids if spec.kind == "points" else None, g.attributes
+    vertex_inputs = spec.inputs[:1] if spec.kind in TWO_TABLES else spec.inputs
+    df = sources.read_table(vertex_inputs, storage_options=spec.storage_options, kind=spec.kind)
+    taken = [] if spec.kind in TWO_TABLES or spec.kind == "points" else \
+        _structure_columns(spec.kind, columns, [str(c) for c in df.columns], ", ".join(vertex_inputs))
+    table = sources.vertex_table(df, with_ids=spec.kind in TWO_TABLES, columns=columns, taken=taken)
+    return table.positions, table.object_ids if spec.kind == "points" else None, table.attributes
+

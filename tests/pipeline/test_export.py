@@ -1,0 +1,255 @@
+"""``zv export`` and ``zv build`` from the formats: files the libraries write -> store -> export -> the library reads
+the same data; exporting a store and building it again gives the same store (read results and array bytes)."""
+
+from __future__ import annotations
+
+import dask
+import laspy
+import networkx as nx
+import numpy as np
+import pandas as pd
+import pytest
+
+import zarr_vectors as zv
+
+
+@pytest.fixture(autouse=True)
+def in_process():
+    """Tiny inputs: dask's threads in this process, no cluster (the CLI honours dask.config's scheduler)."""
+    with dask.config.set(scheduler="threads"):
+        yield
+
+
+def _points(n=300, seed=2):
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"x": rng.uniform(0, 100, n), "y": rng.uniform(0, 100, n), "z": rng.uniform(0, 100, n),
+                         "object_id": rng.integers(0, 5, n), "mass": rng.random(n), "label": rng.integers(0, 9, n)})
+
+
+def _arrays(store) -> dict[str, bytes]:
+    """Every file of a store but the job journal beside it, by path."""
+    return {str(p.relative_to(store)): p.read_bytes() for p in sorted(store.rglob("*")) if p.is_file()}
+
+
+def _same_read(a, b):
+    assert a.kind == b.kind
+    np.testing.assert_array_equal(a.positions, b.positions)
+    assert sorted(a.attributes) == sorted(b.attributes)
+    for k in a.attributes:
+        np.testing.assert_array_equal(a.attributes[k], b.attributes[k])
+        assert a.attributes[k].dtype == b.attributes[k].dtype
+    for name in ("object_ids", "edges", "faces", "offsets"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert (x is None) == (y is None), name
+        if x is not None:
+            np.testing.assert_array_equal(x, y)
+    for k in a.edge_attributes:
+        np.testing.assert_array_equal(a.edge_attributes[k], b.edge_attributes[k])
+
+
+def _rebuild_is_identical(cli, tmp_path, kind, store, out_name, *inputs_of_export):
+    run = cli("export", store, tmp_path / out_name)
+    assert run.rc == 0, run.err
+    again = tmp_path / f"again-{out_name}" / store.name  # the same name: the root's multiscales name is the store's
+    run = cli("build", kind, *[tmp_path / n for n in (inputs_of_export or (out_name,))], again, "--chunk-shape", "25")
+    assert run.rc == 0, run.err
+    _same_read(zv.read(str(store)), zv.read(str(again)))
+    assert _arrays(store) == _arrays(again)
+
+
+@pytest.mark.parametrize("name", ["p.parquet", "p.csv", "p.npz"])
+def test_points_table_export_builds_the_same_store(tmp_path, cli, name):
+    df = _points()
+    df.to_parquet(tmp_path / "in.parquet", index=False)
+    store = tmp_path / "pts.zv"
+    assert cli("build", "points", tmp_path / "in.parquet", store, "--chunk-shape", "25").rc == 0
+    _rebuild_is_identical(cli, tmp_path, "points", store, name)
+    if name.endswith(".parquet"):  # and the library reads what the store holds
+        back = pd.read_parquet(tmp_path / name)
+        assert len(back) == len(df) and set(back.columns) == set(df.columns)
+        key = ["x", "y", "z"]
+        pd.testing.assert_frame_equal(back.sort_values(key).reset_index(drop=True)[list(df.columns)],
+                                      df.sort_values(key).reset_index(drop=True))
+
+
+def test_laz_written_by_laspy_builds_exports_and_rebuilds(tmp_path, cli):
+    rng = np.random.default_rng(7)
+    n = 250
+    header = laspy.LasHeader(point_format=1, version="1.2")
+    header.scales, header.offsets = [0.001] * 3, [0.0, 0.0, 0.0]
+    header.add_extra_dims([laspy.ExtraBytesParams("amplitude", np.float32)])
+    las = laspy.LasData(header)
+    las.x, las.y, las.z = rng.uniform(0, 100, n), rng.uniform(0, 100, n), rng.uniform(0, 100, n)
+    las.intensity, las.classification = rng.integers(0, 999, n), rng.integers(0, 9, n)
+    las.gps_time, las.amplitude = rng.random(n), rng.random(n).astype(np.float32)
+    las.write(str(tmp_path / "in.laz"))
+    store = tmp_path / "cloud.zv"
+    with dask.config.set({"zarr_vectors.sources.las-chunk-points": 64}):  # four point ranges
+        run = cli("build", "points", tmp_path / "in.laz", store, "--chunk-shape", "25")
+    assert run.rc == 0, run.err
+    data = zv.read(str(store))
+    order = np.lexsort(data.positions.T)
+    truth = laspy.read(str(tmp_path / "in.laz"))
+    t_order = np.lexsort(np.stack([truth.x, truth.y, truth.z]))
+    np.testing.assert_array_equal(data.attributes["amplitude"][order], np.asarray(truth.amplitude)[t_order])
+    np.testing.assert_array_equal(data.attributes["gps_time"][order], np.asarray(truth.gps_time)[t_order])
+    _rebuild_is_identical(cli, tmp_path, "points", store, "out.laz")
+    back = laspy.read(str(tmp_path / "out.laz"))
+    np.testing.assert_array_equal(np.asarray(back.X)[np.lexsort(np.stack([back.x, back.y, back.z]))],
+                                  np.asarray(truth.X)[t_order])
+
+
+@pytest.mark.slow  # four builds and three exports: 9 s on a loaded 2-core machine
+def test_graph_exports_build_the_same_store(tmp_path, cli):
+    rng = np.random.default_rng(3)
+    ids = rng.choice(np.arange(100, 10_000), 60, replace=False)
+    vertices = pd.DataFrame({"id": ids, "x": rng.uniform(0, 100, 60), "y": rng.uniform(0, 100, 60),
+                             "z": rng.uniform(0, 100, 60), "mass": rng.random(60), "name": ["v"] * 60})
+    pairs = np.unique(np.sort(rng.integers(0, 60, (150, 2)), axis=1), axis=0)
+    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+    edges = pd.DataFrame({"src": ids[pairs[:, 0]], "dst": ids[pairs[:, 1]], "weight": rng.random(len(pairs))})
+    vertices.to_csv(tmp_path / "v.csv", index=False)
+    edges.to_parquet(tmp_path / "e.parquet", index=False)
+    store = tmp_path / "g.zv"
+    run = cli("build", "graph", tmp_path / "v.csv", tmp_path / "e.parquet", store, "--chunk-shape", "25", "--json")
+    assert run.rc == 0, run.err
+    assert "'name' (" in run.err and "cannot be stored" in run.err  # named, not dropped silently
+    data = zv.read(str(store))
+    assert sorted(data.attributes) == ["id", "mass"]  # input ids kept: results map back to input rows
+    assert {tuple(p) for p in np.sort(data.attributes["id"][data.edges], axis=1)} == \
+        {tuple(p) for p in np.sort(edges[["src", "dst"]].to_numpy(), axis=1)}
+    _rebuild_is_identical(cli, tmp_path, "graph", store, "t.parquet", "t.parquet", "t.edges.parquet")
+    run = cli("export", store, tmp_path / "g.graphml")
+    assert run.rc == 0, run.err
+    back = nx.read_graphml(tmp_path / "g.graphml", node_type=int)
+    assert sorted(back.nodes) == sorted(ids.tolist())
+    assert {frozenset(e) for e in back.edges} == {frozenset(e) for e in edges[["src", "dst"]].to_numpy().tolist()}
+    again = tmp_path / "from-graphml.zv"
+    assert cli("build", "graph", tmp_path / "g.graphml", again, "--chunk-shape", "25").rc == 0
+    rebuilt = zv.read(str(again))
+    assert sorted(rebuilt.attributes) == ["id", "mass"]
+    back_ids = {tuple(p) for p in np.sort(rebuilt.attributes["id"][rebuilt.edges], axis=1)}
+    assert back_ids == {tuple(p) for p in np.sort(data.attributes["id"][data.edges], axis=1)}
+
+
+def test_export_filters_and_refusals(tmp_path, cli):
+    df = _points()
+    df.to_parquet(tmp_path / "in.parquet", index=False)
+    store = tmp_path / "pts.zv"
+    assert cli("build", "points", tmp_path / "in.parquet", store, "--chunk-shape", "25").rc == 0
+    run = cli("export", store, tmp_path / "box.csv", "--bbox", "0,0,0,50,50,50", "--object-id", "1", "3")
+    assert run.rc == 0, run.err
+    part = pd.read_csv(tmp_path / "box.csv")
+    want = df[(df[["x", "y", "z"]] <= 50).all(axis=1) & df["object_id"].isin([1, 3])]
+    assert len(part) == len(want) > 0 and set(part["object_id"]) <= {1, 3}
+    for argv, message in [
+        (("export", store, tmp_path / "x.graphml"), "a graphml file holds graph; the store is a points"),
+        (("export", store, tmp_path / "x.txt"), "unknown file format"),
+        (("export", store, tmp_path / "x.csv", "--bbox", "1,2,3"), "--bbox expects 2 x D numbers"),
+        (("export", store, tmp_path / "x.csv", "--level", "4"), "--level 4: the store has levels [0]"),
+        (("export", store, tmp_path / "box.csv"), "exists; pass --overwrite"),
+        (("export", tmp_path / "nothing.zv", tmp_path / "y.csv"), "zv export: error:"),
+    ]:
+        run = cli(*argv)
+        assert run.rc == 2 and message in run.err and len(run.err.strip().splitlines()) == 1, (argv, run.err)
+
+
+def test_build_refuses_unreadable_inputs_and_missing_columns_before_anything_runs(tmp_path, cli):
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1 garbage")
+    _points(20).to_csv(tmp_path / "p.csv", index=False)
+    for argv, message in [
+        (("build", "points", tmp_path / "bad.parquet", tmp_path / "o.zv"), "bad.parquet' cannot be read"),
+        (("build", "points", tmp_path / "p.csv", tmp_path / "o.zv", "--position-columns", "x,q"), "['q']"),
+        (("build", "points", tmp_path / "p.csv", tmp_path / "o.zv", "--columns", "mass,nope"), "['nope']"),
+        (("build", "graph", tmp_path / "p.csv", tmp_path / "p.csv", tmp_path / "o.zv"), "['id']"),
+        (("build", "mesh", tmp_path / "p.laz", tmp_path / "o.zv"), "a las file holds points, not mesh"),
+    ]:
+        if str(argv[2]).endswith(".laz"):
+            (tmp_path / "p.laz").write_bytes(b"")
+        run = cli(*argv)
+        assert run.rc == 2 and message in run.err and len(run.err.strip().splitlines()) == 1, (argv, run.err)
+        assert not (tmp_path / "o.zv").exists() and not (tmp_path / "o.zv.zvjob.json").exists()
+
+
+def test_column_options_map_a_table(tmp_path, cli):
+    df = _points(100).rename(columns={"x": "east", "y": "north", "z": "up", "object_id": "tree"})
+    df.to_csv(tmp_path / "p.csv", index=False)
+    store = tmp_path / "m.zv"
+    run = cli("build", "points", tmp_path / "p.csv", store, "--chunk-shape", "25", "--position-columns",
+              "east,north,up", "--object-id-column", "tree", "--columns", "mass")
+    assert run.rc == 0, run.err
+    data = zv.read(str(store))
+    assert sorted(data.attributes) == ["mass"] and len(data) == 100
+    assert sorted(data.object_ids.tolist()) == sorted(df["tree"].tolist())
+
+
+def test_several_whole_files_are_several_objects_read_once(tmp_path, cli, monkeypatch):
+    from pipeline import sources
+
+    for i in range(2):
+        g = nx.path_graph(4 + i)
+        nx.set_node_attributes(g, {n: {"x": float(n) + 10 * i, "y": 1.0, "z": 2.0} for n in g.nodes})
+        nx.write_graphml(g, tmp_path / f"g{i}.graphml")
+    reads = []
+    real = sources._read_whole
+    monkeypatch.setattr(sources, "_read_whole", lambda path, *a: reads.append(path) or real(path, *a))
+    store = tmp_path / "two.zv"
+    run = cli("build", "graph", tmp_path / "g0.graphml", tmp_path / "g1.graphml", store, "--chunk-shape", "25")
+    assert run.rc == 0, run.err
+    data = zv.read(str(store))
+    assert len(data) == 9 and len(data.edges) == 3 + 4
+    assert sorted(data.object_ids.tolist()) == [0] * 4 + [1] * 5
+    assert sorted(reads) == [str(tmp_path / "g0.graphml"), str(tmp_path / "g1.graphml")]  # once each: preflight's
+    # read is the write stage's
+
+
+@pytest.mark.slow  # workers import laspy and the package on first use (about 10 s on a loaded 2-core machine)
+def test_a_laz_file_is_read_in_point_ranges_by_the_cluster_workers(tmp_path, local_cluster):
+    from zarr_vectors.io import las as las_format
+
+    rng = np.random.default_rng(11)
+    header = laspy.LasHeader(point_format=6, version="1.4")
+    header.scales, header.offsets = [0.01] * 3, [0.0] * 3
+    las = laspy.LasData(header)
+    n = 400
+    las.x, las.y, las.z = rng.uniform(0, 60, n), rng.uniform(0, 60, n), rng.uniform(0, 60, n)
+    las.intensity = rng.integers(0, 999, n)
+    las.write(str(tmp_path / "c.laz"))
+    with dask.config.set({"scheduler": None, "zarr_vectors.sources.las-chunk-points": 100}):
+        frame = las_format.frame([str(tmp_path / "c.laz")])
+        assert frame.npartitions == 4
+        parts = local_cluster.compute(frame.to_delayed(), sync=True)  # each range read by a worker process
+    truth = laspy.read(str(tmp_path / "c.laz"))
+    assert [len(p) for p in parts] == [100] * 4
+    got = pd.concat(parts)
+    np.testing.assert_array_equal(got["x"].to_numpy(), np.asarray(truth.x))
+    np.testing.assert_array_equal(got["intensity"].to_numpy(), np.asarray(truth.intensity))
+
+
+def test_a_graph_from_a_vertex_table_and_an_edge_list(tmp_path, cli):
+    pd.DataFrame({"id": [3, 8, 9, 12], "x": [1.0, 20.0, 40.0, 60.0], "y": [5.0, 5.0, 30.0, 30.0],
+                  "z": [0.0, 1.0, 2.0, 3.0]}).to_csv(tmp_path / "v.csv", index=False)
+    (tmp_path / "e.edgelist").write_text("# src dst weight\n3 8 0.5\n8 9 1.5\n9 12 2.5\n")
+    run = cli("build", "graph", tmp_path / "v.csv", tmp_path / "e.edgelist", tmp_path / "g.zv", "--chunk-shape", "25")
+    assert run.rc == 0, run.err
+    data = zv.read(str(tmp_path / "g.zv"))
+    ids = data.attributes["id"]
+    got = {tuple(sorted(ids[e].tolist())): w for e, w in zip(data.edges, data.edge_attributes["weight"])}
+    assert got == {(3, 8): 0.5, (8, 9): 1.5, (9, 12): 2.5}
+
+
+@pytest.mark.parametrize("kind", ["mesh", "streamlines"])
+def test_mesh_and_streamline_tables_export_builds_the_same_store(tmp_path, cli, kind):
+    from pipeline_helpers import mesh_frames, polyline_frame
+
+    if kind == "mesh":
+        m = mesh_frames(6)
+        m.vertices.to_parquet(tmp_path / "v.parquet", index=False)
+        m.faces.to_parquet(tmp_path / "f.parquet", index=False)
+        inputs, again = ("v.parquet", "f.parquet"), ("t.parquet", "t.faces.parquet")
+    else:
+        polyline_frame(lines=8).to_parquet(tmp_path / "l.parquet", index=False)
+        inputs, again = ("l.parquet",), ("t.parquet",)
+    store = tmp_path / f"{kind}.zv"
+    assert cli("build", kind, *[tmp_path / n for n in inputs], store, "--chunk-shape", "25").rc == 0
+    _rebuild_is_identical(cli, tmp_path, kind, store, "t.parquet", *again)

@@ -1,0 +1,93 @@
+"""GraphML written by networkx and plain edge lists -> graph geometry -> files networkx / numpy read back."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+import pytest
+
+from zarr_vectors.errors import InputError
+from zarr_vectors.io import edgelist, graphml, select
+from zarr_vectors.io.types import Geometry
+
+
+def _graph():
+    g = nx.Graph()
+    rng = np.random.default_rng(4)
+    for i in range(12):
+        g.add_node(i * 5 + 1, x=float(rng.random()), y=float(rng.random()), z=float(rng.random()), mass=float(i),
+                   kind="cell")
+    for i in range(11):
+        g.add_edge(i * 5 + 1, (i + 1) * 5 + 1, weight=float(i) / 3, label="axon")
+    return g
+
+
+def test_graphml_round_trip_keeps_ids_numeric_data_and_names_the_rest(tmp_path):
+    truth = _graph()
+    nx.write_graphml(truth, tmp_path / "in.graphml")
+    g = graphml.read(str(tmp_path / "in.graphml"))
+    nodes = list(truth.nodes)
+    np.testing.assert_array_equal(g.ids, nodes)
+    np.testing.assert_array_equal(g.attributes["id"], nodes)
+    np.testing.assert_array_equal(g.attributes["mass"], [truth.nodes[n]["mass"] for n in nodes])
+    assert sorted(g.dropped) == ["edge label", "kind"]
+    assert {tuple(sorted((int(g.ids[a]), int(g.ids[b])))) for a, b in g.edges} == \
+        {tuple(sorted(e)) for e in truth.edges}
+    graphml.write(str(tmp_path / "out.graphml"), g)
+    back = nx.read_graphml(tmp_path / "out.graphml", node_type=int)
+    assert sorted(back.nodes) == sorted(nodes)
+    for n in nodes:
+        for key in ("x", "y", "z", "mass"):
+            assert back.nodes[n][key] == truth.nodes[n][key]
+    assert {frozenset(e): d["weight"] for *e, d in back.edges(data=True)} == \
+        {frozenset(e): d["weight"] for *e, d in truth.edges(data=True)}
+
+
+def test_graphml_that_is_not_xml_names_the_file(tmp_path):
+    (tmp_path / "bad.graphml").write_text("<graphml><node")
+    with pytest.raises(InputError, match=r"bad\.graphml' cannot be read"):
+        graphml.read(str(tmp_path / "bad.graphml"))
+
+
+def test_edge_list_with_vertex_table(tmp_path):
+    pd.DataFrame({"id": [3, 8, 9], "x": [0.0, 1.0, 2.0], "y": [0.0, 0.5, 1.0]}).to_csv(tmp_path / "v.csv", index=False)
+    (tmp_path / "e.edgelist").write_text("# src dst weight\n3 8 0.5\n8,9,1.5\n\n# a comment\n9\t3 2.5\n")
+    g = edgelist.read(str(tmp_path / "e.edgelist"), vertices=str(tmp_path / "v.csv"))
+    np.testing.assert_array_equal(g.edges, [[0, 1], [1, 2], [2, 0]])
+    np.testing.assert_array_equal(g.edge_attributes["weight"], [0.5, 1.5, 2.5])
+    edgelist.write(str(tmp_path / "out.edges"), g)
+    again = edgelist.read(str(tmp_path / "out.edges"))  # its vertices beside it: out.vertices.csv
+    np.testing.assert_array_equal(again.edges, g.edges)
+    np.testing.assert_array_equal(again.positions, g.positions)
+    (tmp_path / "bad.edgelist").write_text("3 99\n")
+    with pytest.raises(InputError, match=r"edge 0 names vertex id\(s\) \[3, 99\]"):
+        edgelist.read(str(tmp_path / "bad.edgelist"), vertices=str(tmp_path / "v.csv"))
+
+
+def test_selecting_objects_keeps_their_vertices_and_the_records_among_them():
+    g = Geometry("graph", np.arange(12.0).reshape(4, 3), object_ids=np.array([1, 1, 2, 2]),
+                 attributes={"m": np.array([5, 6, 7, 8])}, edges=np.array([[0, 1], [1, 2], [2, 3]]),
+                 edge_attributes={"w": np.array([0.1, 0.2, 0.3])})
+    part = select.objects(g, [2])
+    np.testing.assert_array_equal(part.attributes["m"], [7, 8])
+    np.testing.assert_array_equal(part.edges, [[0, 1]])
+    np.testing.assert_array_equal(part.edge_attributes["w"], [0.3])
+    with pytest.raises(InputError, match=r"object id\(s\) \[5\] are not in"):
+        select.objects(g, [5])
+    lines = Geometry("polyline", np.arange(15.0).reshape(5, 3), object_ids=np.array([0, 0, 1, 1, 1]),
+                     offsets=np.array([0, 2, 5]))
+    np.testing.assert_array_equal(select.objects(lines, [1]).offsets, [0, 3])
+
+
+def test_graphml_text_ids_are_named_and_replaced_by_rows(tmp_path):
+    g = nx.Graph()
+    g.add_node("a", x=0.0, y=0.0)
+    g.add_node("b", x=1.0, y=1.0)
+    g.add_edge("a", "b", weight=2.0)
+    g.add_edge("b", "b")  # lacks the weight: NaN there
+    nx.write_graphml(g, tmp_path / "t.graphml")
+    got = graphml.read(str(tmp_path / "t.graphml"))
+    np.testing.assert_array_equal(got.attributes["id"], [0, 1])
+    assert got.dropped == ("node id",)
+    np.testing.assert_array_equal(got.edge_attributes["weight"], [2.0, np.nan])

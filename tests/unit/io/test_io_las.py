@@ -1,0 +1,73 @@
+"""LAS / LAZ written by laspy (extra bytes too) -> read (whole, and in point ranges) -> written -> read by laspy."""
+
+from __future__ import annotations
+
+import laspy
+import numpy as np
+import pytest
+
+from zarr_vectors.errors import InputError
+from zarr_vectors.io import las
+
+
+def _cloud(path, n=50, seed=0):
+    rng = np.random.default_rng(seed)
+    header = laspy.LasHeader(point_format=3, version="1.2")
+    header.scales, header.offsets = [0.001] * 3, [100.0, 200.0, 0.0]
+    header.add_extra_dims([laspy.ExtraBytesParams("temperature", np.float32),
+                           laspy.ExtraBytesParams("normal", "3f8")])
+    data = laspy.LasData(header)
+    data.x, data.y, data.z = 100 + rng.random(n) * 50, 200 + rng.random(n) * 50, rng.random(n) * 10
+    data.intensity = rng.integers(0, 65535, n)
+    data.classification = rng.integers(0, 20, n)
+    data.return_number = rng.integers(1, 4, n)
+    data.gps_time = rng.random(n) * 1e5
+    data.red = rng.integers(0, 65535, n)
+    data.temperature = rng.random(n).astype(np.float32)
+    data.normal = rng.random((n, 3))
+    data.write(str(path))
+    return laspy.read(str(path))
+
+
+@pytest.mark.parametrize("suffix", [".las", ".laz"])
+def test_every_point_dimension_is_an_attribute(tmp_path, suffix):
+    truth = _cloud(tmp_path / f"c{suffix}")
+    g = las.read(str(tmp_path / f"c{suffix}"))
+    np.testing.assert_array_equal(g.positions, np.stack([truth.x, truth.y, truth.z], axis=1))
+    dims = [d for d in truth.point_format.dimension_names if d not in ("X", "Y", "Z", "normal")]
+    assert set(g.attributes) == set(dims) | {"normal_0", "normal_1", "normal_2"}
+    for d in dims:
+        np.testing.assert_array_equal(g.attributes[d], np.asarray(truth[d]))
+    np.testing.assert_array_equal(g.attributes["normal_1"], np.asarray(truth["normal"])[:, 1])
+    assert g.dropped == ()
+
+
+def test_large_files_are_read_in_point_ranges(tmp_path, zv_config):
+    truth = _cloud(tmp_path / "c.laz", n=101)
+    zv_config("sources.las-chunk-points", 20)
+    frame = las.frame([str(tmp_path / "c.laz")])
+    assert frame.npartitions == 6  # 5 x 20 + 1
+    got = frame.compute(scheduler="sync")
+    np.testing.assert_array_equal(got["x"].to_numpy(), np.asarray(truth.x))
+    np.testing.assert_array_equal(got["temperature"].to_numpy(), np.asarray(truth.temperature))
+    np.testing.assert_array_equal(las.read(str(tmp_path / "c.laz")).positions[:, 2], np.asarray(truth.z))
+
+
+@pytest.mark.parametrize("suffix", [".las", ".laz"])
+def test_written_files_read_back_by_laspy(tmp_path, suffix):
+    _cloud(tmp_path / "c.las")
+    g = las.read(str(tmp_path / "c.las"))
+    g.object_ids = np.arange(len(g.positions), dtype=np.int64) % 3
+    las.write(str(tmp_path / f"out{suffix}"), g)
+    back = laspy.read(str(tmp_path / f"out{suffix}"))
+    np.testing.assert_allclose(np.stack([back.x, back.y, back.z], axis=1), g.positions, rtol=0, atol=1e-9)
+    for name in ("intensity", "classification", "return_number", "gps_time", "red", "temperature", "normal_2"):
+        np.testing.assert_array_equal(np.asarray(back[name]), g.attributes[name])
+    np.testing.assert_array_equal(np.asarray(back["object_id"]), g.object_ids)
+    assert back.header.point_format.id == 3
+
+
+def test_a_file_that_is_not_las_names_itself(tmp_path):
+    (tmp_path / "bad.las").write_bytes(b"not a las file at all")
+    with pytest.raises(InputError, match=r"bad\.las' cannot be read"):
+        las.read(str(tmp_path / "bad.las"))

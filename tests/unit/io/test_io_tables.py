@@ -1,0 +1,89 @@
+"""Parquet (pyarrow), CSV and NPZ tables -> geometry -> tables read back by their libraries; the column mapping."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from zarr_vectors.errors import InputError
+from zarr_vectors.io import csv, npz, parquet
+from zarr_vectors.io.columns import ColumnMap
+from zarr_vectors.io.tables import companion, table_frames
+from zarr_vectors.io.types import Geometry
+
+
+def _table(n=40, seed=1):
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"x": rng.random(n), "y": rng.random(n), "z": rng.random(n),
+                         "object_id": rng.integers(0, 4, n), "mass": rng.random(n).astype(np.float32),
+                         "label": rng.integers(0, 9, n).astype(np.int16), "name": ["n"] * n})
+
+
+def test_parquet_written_by_pyarrow_reads_and_writes_back(tmp_path):
+    df = _table()
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), tmp_path / "in.parquet", row_group_size=7)
+    g = parquet.read(str(tmp_path / "in.parquet"))
+    np.testing.assert_array_equal(g.positions, df[["x", "y", "z"]].to_numpy())
+    np.testing.assert_array_equal(g.object_ids, df["object_id"].to_numpy())
+    assert sorted(g.attributes) == ["label", "mass"] and g.attributes["label"].dtype == np.int16
+    assert g.dropped == ("name",)
+    parquet.write(str(tmp_path / "out.parquet"), g)
+    back = pq.read_table(tmp_path / "out.parquet").to_pandas()
+    pd.testing.assert_frame_equal(back, df.drop(columns="name")[["x", "y", "z", "object_id", "mass", "label"]])
+
+
+@pytest.mark.parametrize("module, name", [(csv, "t.csv"), (csv, "t.tsv"), (npz, "t.npz")])
+def test_csv_and_npz_round_trip_exactly(tmp_path, module, name):
+    df = _table().drop(columns="name")
+    g = Geometry("points", df[["x", "y", "z"]].to_numpy(), object_ids=df["object_id"].to_numpy(),
+                 attributes={"mass": df["mass"].to_numpy(), "label": df["label"].to_numpy()}, axes=("x", "y", "z"))
+    module.write(str(tmp_path / name), g)
+    if name.endswith(".npz"):
+        with np.load(tmp_path / name) as f:
+            back = pd.DataFrame({k: f[k] for k in f.files})
+    else:
+        back = pd.read_csv(tmp_path / name, sep="\t" if name.endswith(".tsv") else ",")
+    np.testing.assert_array_equal(back[["x", "y", "z"]].to_numpy(), g.positions)  # 17 digits: exact
+    again = module.read(str(tmp_path / name))
+    np.testing.assert_array_equal(again.positions, g.positions)
+    np.testing.assert_array_equal(again.attributes["label"], g.attributes["label"])
+
+
+def test_column_mapping_renames_roles_and_names_missing_columns(tmp_path):
+    df = pd.DataFrame({"px": [1.0, 2.0], "py": [3.0, 4.0], "node": [7, 9], "obj": [1, 1], "w": [0.5, 0.25],
+                       "extra": [1, 2]})
+    df.to_csv(tmp_path / "v.csv", index=False)
+    g = csv.read(str(tmp_path / "v.csv"), columns=ColumnMap(positions=("px", "py"), id="node", object_id="obj",
+                                                            columns=("w",)))
+    np.testing.assert_array_equal(g.positions, [[1, 3], [2, 4]])
+    np.testing.assert_array_equal(g.ids, [7, 9])
+    assert sorted(g.attributes) == ["id", "w"] and g.axes == ("px", "py")
+    with pytest.raises(InputError, match=r"v\.csv: lacks column\(s\) \['q'\] \(--position-columns\)"):
+        csv.read(str(tmp_path / "v.csv"), columns=ColumnMap(positions=("px", "q")))
+    with pytest.raises(InputError, match=r"lacks column\(s\) \['oid'\] \(--object-id-column\)"):
+        csv.read(str(tmp_path / "v.csv"), columns=ColumnMap(positions=("px", "py"), object_id="oid"))
+    with pytest.raises(InputError, match="needs coordinate columns x, y"):
+        csv.read(str(tmp_path / "v.csv"))
+
+
+def test_corrupt_parquet_and_npz_name_the_file(tmp_path):
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1 but not really")
+    (tmp_path / "bad.npz").write_bytes(b"no zip")
+    with pytest.raises(InputError, match=r"bad\.parquet' cannot be read: .*magic bytes"):
+        parquet.frame([str(tmp_path / "bad.parquet")])
+    with pytest.raises(InputError, match=r"bad\.npz' cannot be read"):
+        npz.read(str(tmp_path / "bad.npz"))
+
+
+def test_graph_tables_keep_ids_and_name_their_records():
+    g = Geometry("graph", np.zeros((3, 3)), attributes={"id": np.array([10, 20, 30])},
+                 edges=np.array([[0, 1], [2, 1]]), edge_attributes={"w": np.array([1.0, 2.0])}, axes=("x", "y", "z"))
+    tables = table_frames(g)
+    np.testing.assert_array_equal(tables[""]["id"], [10, 20, 30])
+    np.testing.assert_array_equal(tables["edges"]["src"], [10, 30])
+    np.testing.assert_array_equal(tables["edges"]["dst"], [20, 20])
+    assert companion("/d/out.parquet", "edges") == "/d/out.edges.parquet"
+    assert companion("out.csv.gz", "faces") == "out.faces.csv.gz"

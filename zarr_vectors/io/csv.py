@@ -1,0 +1,45 @@
+"""CSV tables (a header row; ``.tsv`` tab separated, ``.csv.gz`` compressed): read lazily in blocks."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from zarr_vectors import config
+from zarr_vectors.io.columns import ColumnMap
+from zarr_vectors.io.parquet import KINDS
+from zarr_vectors.io.tables import companion, geometry_from_frame, remote_options, table_frames, unreadable
+from zarr_vectors.io.types import FileFormat, Geometry
+
+
+def frame(paths: Sequence[str], *, storage_options: Mapping[str, Any] | None = None) -> Any:
+    """One dask dataframe over the files, in blocks of ``sources.csv-blocksize`` (gzip: one per file).
+    The header and dtypes are read here from a sample: an unreadable file is an InputError naming it."""
+    import dask.dataframe as dd
+
+    opts = remote_options(paths, storage_options)
+    gz = any(p.lower().endswith(".gz") for p in paths)
+    sep = "\t" if all(p.lower().endswith((".tsv", ".tsv.gz")) for p in paths) else ","
+    try:
+        return dd.read_csv(list(paths), storage_options=opts or None, sep=sep,
+                           blocksize=None if gz else config.get("sources.csv-blocksize"))
+    except Exception as exc:
+        raise unreadable(", ".join(paths), exc) from exc
+
+
+def read(path: str, *, columns: ColumnMap | None = None, storage_options: Mapping[str, Any] | None = None) -> Geometry:
+    """A CSV vertex table as point geometry (the whole file, in this process)."""
+    return geometry_from_frame(frame([path], storage_options=storage_options).compute(scheduler="sync"), path, columns)
+
+
+def write(path: str, data: Any, **_: Any) -> None:
+    """``path`` the vertices; graph edges / mesh faces beside it (``NAME.edges.csv``); floats written
+    with 17 significant digits, so they read back exactly."""
+    import pandas as pd
+
+    sep = "\t" if path.lower().endswith((".tsv", ".tsv.gz")) else ","
+    for role, table in table_frames(data).items():
+        pd.DataFrame(table).to_csv(companion(path, role) if role else path, index=False, sep=sep, float_format="%.17g")
+
+
+FORMAT = FileFormat("csv", (".csv", ".csv.gz", ".tsv", ".tsv.gz"), KINDS, read, write, "comma/tab separated table with a header row")

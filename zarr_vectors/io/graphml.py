@@ -1,0 +1,103 @@
+"""GraphML graphs (networkx).
+
+Node positions are node data keys (``x, y[, z]`` or ``--position-columns``); every other
+numeric or boolean node key is a vertex attribute, every numeric edge key an edge
+attribute (NaN where a node or edge lacks the key), and keys holding anything else are
+named in ``dropped``.  Integer node ids are kept as the vertex attribute ``id``; other
+ids (text) are named in ``dropped`` as ``node id`` and the node's position in the file
+is kept instead, so results map back to the input's nodes either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from zarr_vectors.errors import InputError
+from zarr_vectors.io.columns import ID_ATTRIBUTE, ColumnMap, storable
+from zarr_vectors.io.tables import geometry_from_frame, remote_options, unreadable, vertex_ids
+from zarr_vectors.io.types import FileFormat, Geometry, as_geometry
+
+
+def _records(rows: list[dict[str, Any]], index: int) -> Any:
+    """Node or edge data dicts as a frame; values networkx read as text stay text (dropped)."""
+    import pandas as pd
+
+    return pd.DataFrame.from_records(rows, index=range(index)) if rows else pd.DataFrame(index=range(index))
+
+
+def _integer_ids(nodes: list[Any]) -> np.ndarray | None:
+    try:
+        ids = np.asarray([int(n) for n in nodes], dtype=np.int64)
+    except (TypeError, ValueError):
+        return None
+    return ids if [str(i) for i in ids.tolist()] == [str(n) for n in nodes] else None
+
+
+def read(path: str, *, columns: ColumnMap | None = None, storage_options: Mapping[str, Any] | None = None) -> Geometry:
+    import fsspec
+    import networkx as nx
+
+    try:
+        with fsspec.open(path, "rb", **remote_options([path], storage_options)) as f:
+            graph = nx.read_graphml(f)
+    except Exception as exc:  # ParseError, NetworkXError for a file that is not GraphML
+        raise unreadable(path, exc) from exc
+    nodes = list(graph.nodes)
+    row = {n: i for i, n in enumerate(nodes)}
+    vertices = _records([dict(graph.nodes[n]) for n in nodes], len(nodes))
+    if ID_ATTRIBUTE in vertices.columns:
+        raise InputError(f"{path!r}: a node data key is named {ID_ATTRIBUTE!r}, the attribute that keeps node ids")
+    ids = _integer_ids(nodes)
+    vertices[ID_ATTRIBUTE] = ids if ids is not None else np.arange(len(nodes), dtype=np.int64)
+    g = geometry_from_frame(vertices, path, columns)
+    g.kind = "graph"
+    dropped = list(g.dropped) + ([] if ids is not None else ["node id"])  # text ids: the row number is kept
+    pairs = list(graph.edges(data=True))
+    g.edges = np.asarray([(row[u], row[v]) for u, v, _ in pairs], dtype=np.int64).reshape(-1, 2)
+    edge_data = _records([d for _, _, d in pairs], len(pairs))
+    for key in edge_data.columns:
+        values = edge_data[key]
+        if storable(values.dtype):  # a key some edges lack reads as NaN there, as for nodes
+            g.edge_attributes[str(key)] = values.to_numpy()
+        else:
+            dropped.append(f"edge {key}")
+    g.dropped = tuple(dropped)
+    return g
+
+
+def _plain(values: np.ndarray) -> list[Any]:
+    return np.asarray(values).tolist()  # GraphML's writer types Python scalars, not numpy ones
+
+
+def write(path: str, data: Any, *, directed: bool = False, **_: Any) -> None:
+    """Nodes keyed by their kept ids (else row numbers) with ``x, y, z``, ``object_id`` and the
+    attributes as data keys; edges with their attributes."""
+    import networkx as nx
+
+    g = as_geometry(data)
+    if g.edges is None:
+        raise InputError(f"{path!r}: GraphML holds graphs; the store has no edges")
+    bad = [k for k, v in {**g.attributes, **g.edge_attributes}.items() if np.asarray(v).ndim != 1]
+    if bad:
+        raise InputError(f"{path!r}: attributes {bad} have several components; GraphML keys hold one value")
+    ids = vertex_ids(g)
+    graph = nx.DiGraph() if directed else nx.Graph()
+    axes = list(g.axes) if len(g.axes) == g.positions.shape[1] else ["x", "y", "z"][: g.positions.shape[1]]
+    node_data = {a: _plain(g.positions[:, i]) for i, a in enumerate(axes)}
+    if g.object_ids is not None:
+        node_data["object_id"] = _plain(g.object_ids)
+    node_data.update({k: _plain(v) for k, v in g.attributes.items() if k != ID_ATTRIBUTE})
+    keys = list(node_data)
+    for i, node in enumerate(ids.tolist()):
+        graph.add_node(node, **{k: node_data[k][i] for k in keys})
+    edge_data = {k: _plain(v) for k, v in g.edge_attributes.items()}
+    ends = ids[g.edges].tolist()
+    for j, (u, v) in enumerate(ends):
+        graph.add_edge(u, v, **{k: edge_data[k][j] for k in edge_data})
+    nx.write_graphml(graph, path)
+
+
+FORMAT = FileFormat("graphml", (".graphml",), ("graph",), read, write, "GraphML graph (networkx)")

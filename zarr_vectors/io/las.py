@@ -1,0 +1,148 @@
+"""LAS / LAZ point clouds (laspy; LAZ through its lazrs backend).
+
+Positions are the scaled ``x, y, z``; every other point dimension -- the point
+format's standard ones (intensity, classification, return bits, GPS time, colour...)
+and every extra-bytes dimension -- is an attribute under its laspy name (an extra
+dimension of k elements becomes ``name_0 .. name_{k-1}``).  Large files are read in
+ranges of ``sources.las-chunk-points`` points, one task each, so no process holds
+the whole cloud; the writer picks the smallest point format holding the standard
+dimensions it is given and writes the other attributes as extra bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from zarr_vectors import config
+from zarr_vectors.errors import InputError
+from zarr_vectors.io.columns import ColumnMap
+from zarr_vectors.io.tables import geometry_from_frame, remote_options, unreadable
+from zarr_vectors.io.types import FileFormat, Geometry, as_geometry
+
+RAW_AXES = ("X", "Y", "Z")  # the stored integers; the positions are their scaled x, y, z
+WRITE_FORMATS = (0, 1, 2, 3, 6, 7, 8)
+
+
+def _open(path: str, opts: Mapping[str, Any]) -> Any:
+    import fsspec
+    import laspy
+
+    handle = fsspec.open(path, "rb", **opts).open()
+    try:
+        return laspy.open(handle, closefd=True)
+    except Exception as exc:
+        handle.close()
+        raise unreadable(path, exc) from exc
+
+
+def _columns(points: Any) -> dict[str, np.ndarray]:
+    out = {"x": np.asarray(points.x, dtype=np.float64), "y": np.asarray(points.y, dtype=np.float64),
+           "z": np.asarray(points.z, dtype=np.float64)}
+    for name in points.point_format.dimension_names:
+        if name in RAW_AXES:
+            continue
+        values = np.asarray(points[name])
+        if values.ndim == 1:
+            out[name] = values
+        else:
+            out.update({f"{name}_{i}": values[:, i] for i in range(values.shape[1])})
+    return out
+
+
+def _range(path: str, start: int, count: int, opts: Mapping[str, Any]) -> Any:
+    """Points ``[start, start + count)`` of one file as a pandas frame (one task of :func:`frame`)."""
+    import pandas as pd
+
+    with _open(path, opts) as reader:
+        reader.seek(start)
+        return pd.DataFrame(_columns(reader.read_points(count)))
+
+
+def frame(paths: Sequence[str], *, storage_options: Mapping[str, Any] | None = None) -> Any:
+    """The files' points as one dask dataframe, one partition per range of ``sources.las-chunk-points``.
+
+    Headers are read here (point counts, dimensions): a file that is not LAS/LAZ is an
+    InputError naming it before anything runs.
+    """
+    import dask.dataframe as dd
+    import pandas as pd
+
+    opts = remote_options(paths, storage_options)
+    step = int(config.get("sources.las-chunk-points"))
+    ranges: list[tuple[str, int, int]] = []
+    meta = None
+    for p in paths:
+        with _open(p, opts) as reader:
+            n = int(reader.header.point_count)
+            head = pd.DataFrame(_columns(reader.read_points(0)))
+        if meta is not None and list(head.columns) != list(meta.columns):
+            raise InputError(f"{p!r}: point dimensions {list(head.columns)} differ from the first file's "
+                             f"{list(meta.columns)}")
+        meta = head if meta is None else meta
+        ranges += [(p, s, min(step, n - s)) for s in range(0, n, step)] or [(p, 0, 0)]
+    return dd.from_map(_range, [r[0] for r in ranges], [r[1] for r in ranges], [r[2] for r in ranges], opts=opts,
+                       meta=meta, enforce_metadata=False)
+
+
+def read(path: str, *, columns: ColumnMap | None = None, storage_options: Mapping[str, Any] | None = None) -> Geometry:
+    """The whole file as point geometry, read with laspy's chunk iterator."""
+    import pandas as pd
+
+    step = int(config.get("sources.las-chunk-points"))
+    with _open(path, remote_options([path], storage_options)) as reader:
+        blocks = [pd.DataFrame(_columns(chunk)) for chunk in reader.chunk_iterator(step)]
+        if not blocks:
+            blocks = [pd.DataFrame(_columns(reader.read_points(0)))]
+    return geometry_from_frame(pd.concat(blocks, ignore_index=True), path, columns)
+
+
+def _point_format(names: set[str]) -> int:
+    import laspy
+
+    standard = {d for f in range(11) for d in laspy.PointFormat(f).dimension_names}
+    wanted = names & standard
+    for fmt in WRITE_FORMATS:
+        if wanted <= set(laspy.PointFormat(fmt).dimension_names):
+            return fmt
+    raise InputError(f"no LAS point format holds the dimensions {sorted(wanted)} together")
+
+
+def write(path: str, data: Any, *, scale: float = 0.001, **_: Any) -> None:
+    """A point cloud as LAS (LAZ for ``.laz``): ``scale`` is the coordinate resolution (grown
+    by powers of ten when the extent would overflow the 32-bit integers); offsets are 0 when
+    the coordinates fit, so a file written with offset 0 and this scale reads back exactly."""
+    import laspy
+
+    g = as_geometry(data)
+    if g.positions.shape[1] != 3:
+        raise InputError(f"{path!r}: LAS holds 3-D points; the store's are {g.positions.shape[1]}-D")
+    attrs = {k: np.asarray(v) for k, v in g.attributes.items()}
+    if g.object_ids is not None:
+        attrs["object_id"] = np.asarray(g.object_ids, dtype=np.int64)
+    bad = [k for k, v in attrs.items() if v.ndim != 1]
+    if bad:
+        raise InputError(f"{path!r}: attributes {bad} have several components; LAS dimensions hold one")
+    fmt = _point_format(set(attrs))
+    header = laspy.LasHeader(point_format=fmt, version="1.4" if fmt >= 6 else "1.2")
+    low, high = (g.positions.min(axis=0), g.positions.max(axis=0)) if len(g.positions) else (np.zeros(3), np.zeros(3))
+    # offset 0 while the coordinates fit the integers (x = X * scale reads back exactly), else the floor of the minimum
+    offsets = np.zeros(3) if max(abs(low).max(), abs(high).max()) / scale < 2**31 - 1 else np.floor(low)
+    while float((high - offsets).max()) / scale >= 2**31 - 1 or float((offsets - low).max()) / scale >= 2**31:
+        scale *= 10
+    header.offsets, header.scales = offsets, np.full(3, scale)
+    standard = set(header.point_format.dimension_names)
+    extra = [k for k in attrs if k not in standard]
+    header.add_extra_dims([laspy.ExtraBytesParams(k, attrs[k].dtype if attrs[k].dtype != bool else np.uint8)
+                           for k in extra])
+    las = laspy.LasData(header)
+    las.x, las.y, las.z = g.positions[:, 0], g.positions[:, 1], g.positions[:, 2]
+    for k, v in attrs.items():
+        las[k] = v
+    las.write(path)
+
+
+FORMAT = FileFormat("las", (".las", ".laz"), ("points",), read, write,
+                    "ASPRS LAS point cloud; .laz compressed (laspy with lazrs)")

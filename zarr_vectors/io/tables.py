@@ -1,0 +1,125 @@
+"""What the table formats (Parquet, CSV, NPZ) share: a table as geometry, and geometry as tables.
+
+A vertex table becomes a :class:`Geometry` through a :class:`ColumnMap`; a store's data
+becomes one table per role for the table writers: the vertices (``OUT``), and for
+graphs and meshes the records beside it (``OUT`` with ``.edges`` / ``.faces`` before
+its extension), named so that ``zv build`` reads them back with its default columns.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from zarr_vectors.errors import InputError
+from zarr_vectors.io.columns import DEFAULT_AXES, ID_ATTRIBUTE, ColumnMap
+from zarr_vectors.io.types import Geometry, as_geometry
+
+
+def remote_options(paths: Sequence[str], storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """fsspec options for the inputs: S3 options apply to remote inputs only, never to local files."""
+    remote = all("://" in p and not p.startswith("file://") for p in paths)
+    return dict(storage_options or {}) if remote else {}
+
+
+def unreadable(path: str, exc: BaseException) -> InputError:
+    """A file its library refused (corrupt, truncated, not that format), as the error naming it."""
+    if isinstance(exc, FileNotFoundError):
+        return InputError(f"input not found: {path!r}")
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return InputError(f"{path!r} cannot be read: {type(exc).__name__}: {lines[-1] if lines else ''}".rstrip(": "))
+
+
+def geometry_from_frame(df: Any, where: str, columns: ColumnMap | None = None) -> Geometry:
+    """A vertex table (pandas) as point geometry: positions, object ids, ids, attributes, dropped."""
+    columns = columns or ColumnMap()
+    names = [str(c) for c in df.columns]
+    axes = columns.axes(names, where)
+    oid = columns.named("object_id", names, where)
+    vid = columns.named("id", names, where)
+    taken = axes + [c for c in (oid, vid) if c]
+    attrs, dropped = columns.attributes(dict(df.dtypes.items()), taken, where)
+    ids = df[vid].to_numpy() if vid else None
+    attributes = {c: df[c].to_numpy() for c in attrs}
+    if ids is not None:
+        attributes[ID_ATTRIBUTE] = ids
+    return Geometry(
+        kind="points",
+        positions=df[axes].to_numpy(dtype=np.float32 if all(df[a].dtype == np.float32 for a in axes) else np.float64),
+        object_ids=df[oid].to_numpy(dtype=np.int64) if oid else None,
+        attributes=attributes,
+        ids=ids,
+        axes=tuple(axes),
+        dropped=tuple(dropped),
+    )
+
+
+def companion(path: str, role: str) -> str:
+    """``out.parquet`` -> ``out.edges.parquet``: where a table writer puts a store's records."""
+    for ext in (".csv.gz", ".parquet", ".csv", ".tsv", ".npz", ".pq"):
+        if path.lower().endswith(ext):
+            return f"{path[: -len(ext)]}.{role}{path[-len(ext):]}"
+    root, ext = os.path.splitext(path)
+    return f"{root}.{role}{ext}"
+
+
+def _columns(values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Attributes as 1-D columns: an attribute of k components becomes ``name_0 .. name_{k-1}``."""
+    out: dict[str, np.ndarray] = {}
+    for name, v in values.items():
+        v = np.asarray(v)
+        if v.ndim == 1:
+            out[name] = v
+        else:
+            flat = v.reshape(len(v), -1)
+            out.update({f"{name}_{i}": flat[:, i] for i in range(flat.shape[1])})
+    return out
+
+
+def vertex_ids(g: Geometry) -> np.ndarray:
+    """The input's own vertex ids when the store kept them (attribute ``id``), else the row numbers."""
+    if g.ids is not None:
+        return np.asarray(g.ids)
+    kept = g.attributes.get(ID_ATTRIBUTE)
+    if kept is not None and np.asarray(kept).ndim == 1 and np.asarray(kept).dtype.kind in "iu":
+        return np.asarray(kept, dtype=np.int64)
+    return np.arange(len(g.positions), dtype=np.int64)
+
+
+def table_frames(data: Any) -> dict[str, dict[str, np.ndarray]]:
+    """Columns of each table a store's data becomes: ``{"": vertices, "edges" | "faces": records}``.
+
+    Column names are ``zv build``'s defaults for the kind, so the tables build the same
+    store again: ``x, y[, z]``, ``object_id``, attributes; graph and mesh vertices
+    ``id`` and records ``src, dst`` / ``a, b, c``; skeletons ``id, parent``; polylines
+    and streamlines ``line, order``.
+    """
+    g = as_geometry(data)
+    axes = list(g.axes) if len(g.axes) == g.positions.shape[1] else list(DEFAULT_AXES[: g.positions.shape[1]])
+    vertices: dict[str, np.ndarray] = {a: g.positions[:, i] for i, a in enumerate(axes)}
+    attrs = {k: v for k, v in g.attributes.items() if k != ID_ATTRIBUTE}
+    linked = g.edges is not None or g.faces is not None
+    if linked:
+        ids = vertex_ids(g)
+        vertices["id"] = ids
+    if g.offsets is not None:
+        lengths = np.diff(np.asarray(g.offsets))
+        vertices["line"] = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+        vertices["order"] = np.arange(len(g.positions), dtype=np.int64) - np.repeat(np.asarray(g.offsets)[:-1], lengths)
+    elif g.object_ids is not None:
+        vertices["object_id"] = np.asarray(g.object_ids, dtype=np.int64)
+    vertices.update(_columns(attrs))
+    out = {"": vertices}
+    if g.kind == "skeleton" and g.edges is not None:
+        parent = np.full(len(g.positions), -1, dtype=np.int64)
+        parent[g.edges[:, 0]] = ids[g.edges[:, 1]]
+        vertices["parent"] = parent
+    elif g.edges is not None:
+        out["edges"] = {"src": ids[g.edges[:, 0]], "dst": ids[g.edges[:, 1]], **_columns(g.edge_attributes)}
+    elif g.faces is not None:
+        corners = "abcdefghijklmnopqrstuvw"[: g.faces.shape[1]]
+        out["faces"] = {c: ids[g.faces[:, i]] for i, c in enumerate(corners)} | _columns(g.edge_attributes)
+    return out
