@@ -6,7 +6,7 @@ streamline per object in file order; ``dpv`` (data per vertex) as vertex attribu
 ``dps`` (data per streamline) as object attributes.  Groups and their data are object
 attributes too, one per group and per group datum:
 
-* ``group.<name>`` -- bool, whether each streamline belongs to group ``<name>``;
+* ``group.<name>`` -- uint8, 1 where a streamline belongs to group ``<name>``;
 * ``dpg.<name>.<key>`` -- the group's datum ``<key>`` on every member streamline
   (zero elsewhere), so a coarse level still carries it; a datum of an empty group has
   no member to carry it and is named in ``Geometry.dropped``.
@@ -38,13 +38,15 @@ DPG = "dpg."
 
 def read(path: str, **options: Any) -> Geometry:
     """Read a TRX file or directory, memory-mapped (no options)."""
+    import zipfile
+
     import trx.trx_file_memmap as tmm
 
     gp.no_options(path, "TRX read", options)
     with gp.os_errors(path):
         try:
             trx = tmm.load(path)
-        except (*tractograms.PARSE_ERRORS, TypeError) as exc:
+        except (*tractograms.PARSE_ERRORS, TypeError, zipfile.BadZipFile) as exc:
             raise gp.input_error(path, f"not a readable TRX file ({type(exc).__name__}: {exc})") from exc
     n_lines = int(trx.header["NB_STREAMLINES"])
     positions, offsets = _parts(trx.streamlines, int(trx.header["NB_VERTICES"]), path)
@@ -57,8 +59,8 @@ def read(path: str, **options: Any) -> Geometry:
         members = np.asarray(members, dtype=np.int64)
         if len(members) and (members.min() < 0 or members.max() >= n_lines):
             raise gp.input_error(path, f"group {name!r} lists streamline {members.max()} of {n_lines}")
-        inside = np.zeros(n_lines, dtype=bool)
-        inside[members] = True
+        inside = np.zeros(n_lines, dtype=np.uint8)  # uint8, not bool: object attributes need an absence value
+        inside[members] = 1
         objects[GROUP + name] = inside
         for key, value in trx.data_per_group.get(name, {}).items():
             if not len(members):
@@ -127,9 +129,11 @@ def write(
         members = groups[group]
         if not len(members):
             continue
-        trx.data_per_group.setdefault(group, {})[key[len(DPG) + len(group) + 1 :]] = _storable(
-            np.asarray(values)[members[:1]]
-        ).reshape(-1)
+        value = _storable(np.asarray(values)[members[0]]).reshape(-1)  # the first member's row
+        # one value as (1,), several as (1, k): TRX names a multi-valued datum by its width
+        trx.data_per_group.setdefault(group, {})[key[len(DPG) + len(group) + 1 :]] = (
+            value if len(value) == 1 else value.reshape(1, -1)
+        )
     trx.data_per_streamline = {
         k: _storable(v) for k, v in object_attributes.items() if not k.startswith((GROUP, DPG))
     }
