@@ -26,7 +26,7 @@ def input_error(path: str, problem: str) -> InputError:
 def no_options(path: str, what: str, options: Mapping[str, Any]) -> None:
     """Refuse an option the format does not know (a misspelt one would otherwise be ignored)."""
     if options:
-        raise input_error(path, f"unknown {what} option {sorted(options)[0]!r}")
+        raise input_error(path, f"unknown {what} option {min(options)!r}")
 
 
 @contextmanager

@@ -66,7 +66,9 @@ def write(path: str, data: Any, **options: Any) -> None:
     gp.no_options(path, "GIfTI write", options)
     geometry = gp.mesh_parts(data, path, "GIfTI")
     darrays = [
-        gifti.GiftiDataArray(np.asarray(geometry.positions, np.float32), intent=POINTSET, datatype="NIFTI_TYPE_FLOAT32"),
+        gifti.GiftiDataArray(
+            np.asarray(geometry.positions, np.float32), intent=POINTSET, datatype="NIFTI_TYPE_FLOAT32"
+        ),
         gifti.GiftiDataArray(
             gp.fan_triangles(geometry.faces).astype(np.int32), intent=TRIANGLE, datatype="NIFTI_TYPE_INT32"
         ),
@@ -77,9 +79,7 @@ def write(path: str, data: Any, **options: Any) -> None:
         if values is None:
             unstored.append(name)
             continue
-        darrays.append(
-            gifti.GiftiDataArray(values, intent="NIFTI_INTENT_NONE", meta=gifti.GiftiMetaData(Name=name))
-        )
+        darrays.append(gifti.GiftiDataArray(values, intent="NIFTI_INTENT_NONE", meta=gifti.GiftiMetaData(Name=name)))
     gp.warn_unstored(path, "GIfTI", unstored)
     with gp.os_errors(path, "written"):
         gifti.GiftiImage(darrays=darrays).to_filename(path)

@@ -95,9 +95,8 @@ def write(path: str, data: Any, **options: Any) -> None:
     np.savetxt(buffer, np.asarray(geometry.positions, dtype=np.float64), fmt="v %.17g %.17g %.17g")
     faces = np.asarray(geometry.faces, dtype=np.int64) + 1
     np.savetxt(buffer, faces, fmt="f" + " %d" * faces.shape[1])
-    with gp.os_errors(path, "written"):
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(buffer.getvalue())
+    with gp.os_errors(path, "written"), open(path, "w", encoding="utf-8") as f:
+        f.write(buffer.getvalue())
 
 
 FORMAT = FileFormat(

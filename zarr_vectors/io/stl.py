@@ -63,10 +63,11 @@ def read(path: str, **options: Any) -> Geometry:
     faces = rank[inverse.reshape(-1)].reshape(-1, 3)
     distinct = (faces[:, 0] != faces[:, 1]) & (faces[:, 1] != faces[:, 2]) & (faces[:, 0] != faces[:, 2])
     dropped = [] if distinct.all() else [f"{int((~distinct).sum())} degenerate facets"]
-    face_attributes = {"normal": np.asarray(normals, np.float32)[distinct], **{k: v[distinct] for k, v in extra.items()}}
-    return gp.mesh_geometry(
-        path, unique[order], faces[distinct], face_attributes=face_attributes, dropped=dropped
-    )
+    face_attributes = {
+        "normal": np.asarray(normals, np.float32)[distinct],
+        **{k: v[distinct] for k, v in extra.items()},
+    }
+    return gp.mesh_geometry(path, unique[order], faces[distinct], face_attributes=face_attributes, dropped=dropped)
 
 
 def _ascii(raw: bytes, path: str) -> tuple[np.ndarray, np.ndarray]:
@@ -97,27 +98,22 @@ def write(path: str, data: Any, *, ascii: bool = False, **options: Any) -> None:
         cross = np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
         length = np.linalg.norm(cross, axis=1, keepdims=True)
         normals = np.divide(cross, length, out=np.zeros_like(cross), where=length > 0)
-    with gp.os_errors(path, "written"):
-        with open(path, "wb") as f:
-            if ascii:
-                _write_ascii(f, corners, normals)
-            else:
-                records = np.zeros(len(triangles), RECORD)
-                records["normal"], records["corners"] = normals, corners
-                attribute = geometry.edge_attributes.get("attribute")
-                if attribute is not None and faces.shape[1] == 3:
-                    records["attribute"] = attribute
-                f.write(b"binary STL written by zarr-vectors".ljust(80, b" "))
-                f.write(np.uint32(len(records)).astype("<u4").tobytes())
-                f.write(records.tobytes())
+    with gp.os_errors(path, "written"), open(path, "wb") as f:
+        if ascii:
+            _write_ascii(f, corners, normals)
+        else:
+            records = np.zeros(len(triangles), RECORD)
+            records["normal"], records["corners"] = normals, corners
+            attribute = geometry.edge_attributes.get("attribute")
+            if attribute is not None and faces.shape[1] == 3:
+                records["attribute"] = attribute
+            f.write(b"binary STL written by zarr-vectors".ljust(80, b" "))
+            f.write(np.uint32(len(records)).astype("<u4").tobytes())
+            f.write(records.tobytes())
 
 
 def _write_ascii(f: Any, corners: np.ndarray, normals: np.ndarray) -> None:
-    facet = (
-        "facet normal %.9g %.9g %.9g\n outer loop\n"
-        + "  vertex %.9g %.9g %.9g\n" * 3
-        + " endloop\nendfacet"
-    )
+    facet = "facet normal %.9g %.9g %.9g\n outer loop\n" + "  vertex %.9g %.9g %.9g\n" * 3 + " endloop\nendfacet"
     f.write(b"solid zarr_vectors\n")
     np.savetxt(f, np.concatenate([normals, corners.reshape(-1, 9)], axis=1), fmt=facet)
     f.write(b"endsolid zarr_vectors\n")

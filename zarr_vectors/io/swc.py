@@ -133,9 +133,7 @@ def write(
     parent_ids[edges[:, 0]] = ids[edges[:, 1]]
     types = np.asarray(attrs.get("type", np.full(n, type_default)))
     radius = np.asarray(attrs.get("radius", np.full(n, radius_default)), dtype=np.float64)
-    gp.warn_unstored(
-        path, "SWC", [*(set(attrs) - {"type", "radius", id_attribute}), *geometry.object_attributes]
-    )
+    gp.warn_unstored(path, "SWC", [*(set(attrs) - {"type", "radius", id_attribute}), *geometry.object_attributes])
     digits = "%.9g" if np.asarray(positions).dtype == np.float32 else "%.17g"
     table = np.empty((n, 7), dtype=object)  # object columns: ids keep all 64 bits, positions their precision
     for k, column in enumerate((ids, types, *np.asarray(positions).T, radius, parent_ids)):

@@ -108,7 +108,11 @@ def space(
         from nibabel.streamlines.trk import Field
 
         hdr = ref.header
-        return np.asarray(hdr[Field.VOXEL_TO_RASMM]), np.asarray(hdr[Field.DIMENSIONS]), np.asarray(hdr[Field.VOXEL_SIZES])
+        return (
+            np.asarray(hdr[Field.VOXEL_TO_RASMM]),
+            np.asarray(hdr[Field.DIMENSIONS]),
+            np.asarray(hdr[Field.VOXEL_SIZES]),
+        )
     aff = np.eye(4) if affine is None else np.asarray(affine, np.float64)
     sizes = np.sqrt((aff[:3, :3] ** 2).sum(axis=0)) if voxel_sizes is None else np.asarray(voxel_sizes, np.float64)
     if dimensions is None:

@@ -117,7 +117,11 @@ def write(
     trx.streamlines = tractograms.sequence(positions, offsets)
     trx.streamlines._offsets = trx.streamlines._offsets.astype(wide)
     trx.data_per_vertex = {k: tractograms.sequence(_storable(v), offsets) for k, v in geometry.attributes.items()}
-    groups = {k[len(GROUP) :]: np.flatnonzero(v).astype(np.uint32) for k, v in object_attributes.items() if k.startswith(GROUP)}
+    groups = {
+        k[len(GROUP) :]: np.flatnonzero(v).astype(np.uint32)
+        for k, v in object_attributes.items()
+        if k.startswith(GROUP)
+    }
     trx.groups = groups
     trx.data_per_group = {}
     for key, values in object_attributes.items():
@@ -134,9 +138,7 @@ def write(
         trx.data_per_group.setdefault(group, {})[key[len(DPG) + len(group) + 1 :]] = (
             value if len(value) == 1 else value.reshape(1, -1)
         )
-    trx.data_per_streamline = {
-        k: _storable(v) for k, v in object_attributes.items() if not k.startswith((GROUP, DPG))
-    }
+    trx.data_per_streamline = {k: _storable(v) for k, v in object_attributes.items() if not k.startswith((GROUP, DPG))}
     empty = sorted(g for g, m in groups.items() if not len(m))
     gp.warn_unstored(path, "TRX (data of an empty group)", [
         k for k in object_attributes if k.startswith(tuple(f"{DPG}{g}." for g in empty))

@@ -187,7 +187,9 @@ def hand_binary_stl(path: Path, positions=POS, faces=TRI, count: int | None = No
     records = b"".join(
         struct.pack("<3f", 0, 0, 1) + positions[f].astype("<f4").tobytes() + struct.pack("<H", 0) for f in faces
     )
-    path.write_bytes(b"hand-made binary STL".ljust(80) + struct.pack("<I", len(faces) if count is None else count) + records)
+    path.write_bytes(
+        b"hand-made binary STL".ljust(80) + struct.pack("<I", len(faces) if count is None else count) + records
+    )
 
 
 def hand_ascii_stl(path: Path) -> None:
@@ -308,7 +310,12 @@ def _plyfile_back(path: Path):
 
     back = plyfile.PlyData.read(str(path))
     pos = np.stack([back["vertex"][a] for a in "xyz"], axis=1)
-    return pos, np.stack(back["face"]["vertex_indices"]), {"quality": back["face"]["quality"]}, {"red": back["vertex"]["red"]}
+    return (
+        pos,
+        np.stack(back["face"]["vertex_indices"]),
+        {"quality": back["face"]["quality"]},
+        {"red": back["vertex"]["red"]},
+    )
 
 
 def _obj_back(path: Path):

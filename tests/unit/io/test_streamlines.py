@@ -9,6 +9,8 @@ rounding; TRX stores positions as given and compares exactly.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from geometry_roundtrip import through_store
@@ -26,7 +28,7 @@ AFFINE = np.array([[2.0, 0, 0, -3], [0, 2, 0, -2], [0, 0, 2, 1], [0, 0, 0, 1]])
 
 
 def lines(positions=POS, offsets=OFFSETS) -> list[np.ndarray]:
-    return [positions[a:b] for a, b in zip(offsets[:-1], offsets[1:])]
+    return [positions[a:b] for a, b in itertools.pairwise(offsets)]
 
 
 def nib_tractogram(with_data: bool = True):
