@@ -32,13 +32,9 @@ def read(path: str, **options: Any) -> Geometry:
     from nibabel.freesurfer import read_geometry
 
     gp.no_options(path, "FreeSurfer read", options)
-    with gp.os_errors(path):
-        try:
-            with warnings.catch_warnings():  # nibabel warns about absent volume info: no problem here
-                warnings.simplefilter("ignore", UserWarning)
-                coords, faces = read_geometry(path)
-        except (ValueError, IndexError, EOFError) as exc:
-            raise gp.input_error(path, f"not a readable FreeSurfer surface ({exc})") from exc
+    with gp.parsing(path, "FreeSurfer surface", (ValueError, IndexError, EOFError)), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # nibabel warns about absent volume info: no problem here
+        coords, faces = read_geometry(path)
     return gp.mesh_geometry(path, np.asarray(coords), faces)
 
 

@@ -38,6 +38,19 @@ def os_errors(path: str, doing: str = "read") -> Iterator[None]:
         raise input_error(path, f"cannot be {doing} ({exc.strerror or exc})") from exc
 
 
+@contextmanager
+def parsing(path: str, what: str, errors: tuple[type[BaseException], ...]) -> Iterator[None]:
+    """A format library reading ``path``: its parse ``errors`` as "not a readable <what>",
+    an OS failure as "cannot be read", both InputErrors naming the file."""
+    with os_errors(path):
+        try:
+            yield
+        except OSError:
+            raise
+        except errors as exc:
+            raise input_error(path, f"not a readable {what} ({type(exc).__name__}: {exc})") from exc
+
+
 def read_bytes(path: str) -> bytes:
     with os_errors(path), open(path, "rb") as f:
         return f.read()

@@ -32,14 +32,10 @@ def read(path: str, **options: Any) -> Geometry:
     from nibabel.nifti1 import intent_codes
 
     gp.no_options(path, "GIfTI read", options)
-    with gp.os_errors(path):
-        try:
-            image = gifti.GiftiImage.from_filename(path)
-            arrays = [(intent_codes.niistring[d.intent], d) for d in image.darrays]
-        except OSError:
-            raise
-        except Exception as exc:  # nibabel's XML parser raises many types (ExpatError, ValueError, ...)
-            raise gp.input_error(path, f"not a readable GIfTI file ({type(exc).__name__}: {exc})") from exc
+    # nibabel's XML parser raises many types (ExpatError, ValueError, KeyError, ...)
+    with gp.parsing(path, "GIfTI file", (Exception,)):
+        image = gifti.GiftiImage.from_filename(path)
+        arrays = [(intent_codes.niistring[d.intent], d) for d in image.darrays]
     point = next((i for i, (intent, _) in enumerate(arrays) if intent == POINTSET), None)
     if point is None:
         raise gp.input_error(path, "has no NIFTI_INTENT_POINTSET array: not a surface")

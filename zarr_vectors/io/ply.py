@@ -32,11 +32,8 @@ def read(path: str, **options: Any) -> Geometry:
     import plyfile
 
     gp.no_options(path, "PLY read", options)
-    with gp.os_errors(path):
-        try:
-            ply = plyfile.PlyData.read(path)
-        except (plyfile.PlyParseError, ValueError, EOFError, IndexError) as exc:
-            raise gp.input_error(path, f"not a readable PLY file ({exc})") from exc
+    with gp.parsing(path, "PLY file", (plyfile.PlyParseError, ValueError, EOFError, IndexError)):
+        ply = plyfile.PlyData.read(path)
     names = [el.name for el in ply.elements]
     if "vertex" not in names:
         raise gp.input_error(path, "has no 'vertex' element")

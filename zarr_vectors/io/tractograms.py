@@ -27,11 +27,8 @@ def load(path: str, what: str) -> Any:
     import nibabel.streamlines as nibs
     from nibabel.streamlines.tractogram_file import DataError, HeaderError
 
-    with gp.os_errors(path):
-        try:
-            return nibs.load(path, lazy_load=False)
-        except (HeaderError, DataError, struct.error, *PARSE_ERRORS) as exc:
-            raise gp.input_error(path, f"not a readable {what} file ({type(exc).__name__}: {exc})") from exc
+    with gp.parsing(path, f"{what} file", (HeaderError, DataError, struct.error, *PARSE_ERRORS)):
+        return nibs.load(path, lazy_load=False)
 
 
 def sequence_parts(seq: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -125,8 +122,5 @@ def _image(path: str) -> Any:
     import nibabel as nib
     from nibabel.filebasedimages import ImageFileError
 
-    with gp.os_errors(path):
-        try:
-            return nib.load(path)
-        except (ImageFileError, *PARSE_ERRORS) as exc:
-            raise gp.input_error(path, f"not a readable reference image ({exc})") from exc
+    with gp.parsing(path, "reference image", (ImageFileError, *PARSE_ERRORS)):
+        return nib.load(path)

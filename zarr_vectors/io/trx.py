@@ -12,8 +12,9 @@ attributes too, one per group and per group datum:
   no member to carry it and is named in ``Geometry.dropped``.
 
 The arrays are the library's memory maps of the file (of its extracted copy for a
-compressed zip): nothing is loaded whole, pages are read as they are used, so a large
-TRX can be handed to the writers (or cut into partitions) without copying it first.
+deflated zip, whose temporary directory is removed at once: POSIX keeps mapped files
+readable): nothing is loaded whole, pages are read as they are used, so a large TRX can
+be handed to the writers (or cut into partitions) without copying it first.
 
 Write (``trx.trx_file_memmap.save``): the same layout back -- ``group.*`` and ``dpg.*``
 object attributes become groups and per-group data (a datum taken from the group's
@@ -24,6 +25,7 @@ space from ``reference`` (a NIfTI image or TRK file), else ``affine`` / ``dimens
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -43,11 +45,13 @@ def read(path: str, **options: Any) -> Geometry:
     import trx.trx_file_memmap as tmm
 
     gp.no_options(path, "TRX read", options)
-    with gp.os_errors(path):
-        try:
-            trx = tmm.load(path)
-        except (*tractograms.PARSE_ERRORS, TypeError, zipfile.BadZipFile) as exc:
-            raise gp.input_error(path, f"not a readable TRX file ({type(exc).__name__}: {exc})") from exc
+    with gp.parsing(path, "TRX file", (*tractograms.PARSE_ERRORS, TypeError, zipfile.BadZipFile)):
+        trx = tmm.load(path)
+    if trx._uncompressed_folder_handle is not None and os.name == "posix":
+        # a deflated zip was extracted to a temporary directory: removed now, its files
+        # stay readable through the memory maps (POSIX) and their space is freed with them
+        trx._uncompressed_folder_handle.cleanup()
+        trx._uncompressed_folder_handle = None
     n_lines = int(trx.header["NB_STREAMLINES"])
     positions, offsets = _parts(trx.streamlines, int(trx.header["NB_VERTICES"]), path)
     if len(offsets) != n_lines + 1:
