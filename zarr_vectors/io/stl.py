@@ -4,8 +4,9 @@ Binary STL is an 80-byte header, a little-endian ``uint32`` triangle count and 5
 bytes per triangle (normal, three corners as ``float32``, a ``uint16`` attribute);
 ASCII STL is ``solid`` / ``facet normal`` / ``outer loop`` / ``vertex x y z`` x3 /
 ``endloop`` / ``endfacet`` / ``endsolid``.  A file whose size is what its count
-declares is binary; otherwise a file starting ``solid`` is read as ASCII, and
-anything else is refused (a truncated binary file names the sizes).
+declares is binary; otherwise a file starting ``solid`` and ending ``endsolid`` is read
+as ASCII, and anything else is refused (a truncated binary file names the sizes, also
+when its free-text header happens to start with ``solid``).
 
 STL stores every triangle's own corners, so the reader merges corners at exactly the
 same position into one vertex (in order of first appearance): faces then index shared
@@ -44,17 +45,18 @@ def read(path: str, **options: Any) -> Geometry:
         records = np.frombuffer(raw, RECORD, declared, HEADER_BYTES)
         corners, normals = records["corners"], records["normal"]
         extra = {"attribute": records["attribute"].copy()} if records["attribute"].any() else {}
-    elif raw.lstrip()[:5].lower() == b"solid":
+    elif raw.lstrip()[:5].lower() == b"solid" and b"endsolid" in raw[-4096:]:
         corners, normals = _ascii(raw, path)
         extra = {}
-    elif declared >= 0:
-        raise gp.input_error(
-            path,
-            f"binary STL truncated or padded: its header declares {declared} triangles "
-            f"({HEADER_BYTES + declared * RECORD.itemsize} bytes), the file has {len(raw)} bytes",
-        )
     else:
-        raise gp.input_error(path, f"not an STL file: {len(raw)} bytes, shorter than a binary STL header")
+        ascii_start = raw.lstrip()[:5].lower() == b"solid"
+        binary = (
+            f"binary STL truncated or padded: its header declares {declared} triangles "
+            f"({HEADER_BYTES + declared * RECORD.itemsize} bytes), the file has {len(raw)} bytes"
+            if declared >= 0
+            else f"not a binary STL: {len(raw)} bytes, shorter than its header"
+        )
+        raise gp.input_error(path, f"not ASCII STL (no endsolid) and {binary}" if ascii_start else binary)
     flat = np.ascontiguousarray(corners, dtype=np.float32).reshape(-1, 3)
     unique, first, inverse = np.unique(flat, axis=0, return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")  # vertices in order of first appearance

@@ -27,7 +27,8 @@ def load(path: str, what: str) -> Any:
     import nibabel.streamlines as nibs
     from nibabel.streamlines.tractogram_file import DataError, HeaderError
 
-    with gp.parsing(path, f"{what} file", (HeaderError, DataError, struct.error, *PARSE_ERRORS)):
+    # a truncated TRK body surfaces as numpy's TypeError ("buffer is too small")
+    with gp.parsing(path, f"{what} file", (HeaderError, DataError, struct.error, TypeError, *PARSE_ERRORS)):
         return nibs.load(path, lazy_load=False)
 
 

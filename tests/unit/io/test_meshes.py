@@ -234,6 +234,17 @@ def test_stl_truncated_binary_is_refused_with_the_sizes(tmp_path):
         stl.read(str(tmp_path / "cut.stl"))
 
 
+def test_stl_truncated_binary_whose_header_says_solid_is_not_read_as_empty_ascii(tmp_path):
+    hand_binary_stl(tmp_path / "cut.stl")
+    raw = (tmp_path / "cut.stl").read_bytes()
+    (tmp_path / "cut.stl").write_bytes(b"solid by a careless exporter".ljust(80) + raw[80:-20])
+    with pytest.raises(InputError, match=r"cut\.stl: not ASCII STL \(no endsolid\) and binary STL truncated"):
+        stl.read(str(tmp_path / "cut.stl"))
+    (tmp_path / "tiny.stl").write_bytes(b"solid")
+    with pytest.raises(InputError, match=r"tiny\.stl: not ASCII STL \(no endsolid\) and not a binary STL: 5 bytes"):
+        stl.read(str(tmp_path / "tiny.stl"))
+
+
 def test_stl_degenerate_facet_is_left_out_and_counted(tmp_path):
     hand_binary_stl(tmp_path / "d.stl", faces=np.r_[TRI, [[0, 0, 1]]])
     got = stl.read(str(tmp_path / "d.stl"))

@@ -99,6 +99,9 @@ def test_trk_corrupt_header_is_refused_naming_the_file(tmp_path):
     (tmp_path / "bad.trk").write_bytes(bytes(raw))
     with pytest.raises(InputError, match=r"bad\.trk: not a readable TRK file \(HeaderError"):
         trk.read(str(tmp_path / "bad.trk"))
+    (tmp_path / "cut.trk").write_bytes((tmp_path / "t.trk").read_bytes()[:-10])  # a body cut short
+    with pytest.raises(InputError, match=r"cut\.trk: not a readable TRK file \(TypeError: buffer is too small"):
+        trk.read(str(tmp_path / "cut.trk"))
     with pytest.raises(InputError, match=r"space must be one of rasmm, voxmm"):
         trk.read(str(tmp_path / "t.trk"), space="vox")
 
