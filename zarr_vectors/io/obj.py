@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import re
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -27,55 +28,78 @@ from zarr_vectors.io.types import FileFormat, Geometry
 
 _COMMENT = re.compile(r"#[^\n]*")
 _BLANKS = re.compile(r"[ \t\r\f\v]+")
+_EDGES = re.compile(r"^ | $", re.MULTILINE)  # after _BLANKS a line has at most one space at either end
+_V = re.compile(r"^v (.*)$", re.MULTILINE)
+_F = re.compile(r"^f (.*)$", re.MULTILINE)
+_V_OR_F = re.compile(r"^([vf]) ", re.MULTILINE)
+_OTHER = re.compile(r"^(?![vf] )(\S+)", re.MULTILINE)
 _CORNER_TAIL = re.compile(r"/[^ \n]*")  # the /vt/vn part of a face corner
 _IGNORED = {"mtllib", "s"}  # shading and material library: no geometry
 
 
 def read(path: str, **options: Any) -> Geometry:
-    """Read an OBJ file's vertices and faces (no options)."""
+    """Read an OBJ file's vertices and faces (no options).
+
+    Whole-text regular expressions and numpy, no loop over lines (200k vertices and 200k
+    faces: 1.3 s on a busy 2-core machine, 6.4 s with per-line numpy string arrays).
+    """
     gp.no_options(path, "OBJ read", options)
     try:
         text = gp.read_bytes(path).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise gp.input_error(path, f"not a text OBJ file ({exc.reason} at byte {exc.start})") from exc
-    text = _BLANKS.sub(" ", _COMMENT.sub("", text.replace("\\\n", " ")))
-    lines = np.char.strip(np.array(text.split("\n"), dtype=str))
-    lines = lines[np.char.str_len(lines) > 0]
-    keyword = np.char.partition(lines, " ")[:, 0] if len(lines) else lines
-    is_v = keyword == "v"
-    positions, attributes, dropped = _vertices(np.char.partition(lines[is_v], " ")[:, 2], path)
-    is_f = keyword == "f"
-    seen = np.cumsum(is_v)[is_f]  # vertices defined before each face line
-    bodies = np.char.partition(lines[is_f], " ")[:, 2]
-    counts = np.char.count(bodies, " ") + 1
-    corners = " ".join(bodies.tolist())
+    text = _normalised(text)
+    positions, attributes, dropped = _vertices(_V.findall(text), path)
+    bodies = _F.findall(text)
+    counts = _widths(bodies)
     try:
-        index = np.array(_CORNER_TAIL.sub("", corners).split(), dtype=np.int64)
+        index = np.array(_CORNER_TAIL.sub("", " ".join(bodies)).split(), dtype=np.int64)
     except ValueError as exc:
         raise gp.input_error(path, f"a face has a vertex index that is not an integer ({exc})") from exc
     if len(index) != counts.sum():
         raise gp.input_error(path, "a face line is malformed")
     if (index == 0).any():
         raise gp.input_error(path, "a face refers to vertex 0 (OBJ indices start at 1; negative ones count back)")
-    index = np.where(index > 0, index - 1, index + np.repeat(seen, counts))
-    others = sorted(set(keyword[~(is_v | is_f)].tolist()) - _IGNORED)
-    faces, polygon = gp.polygon_faces(index, counts, path)
+    if (index < 0).any():  # relative to the vertices defined before each face line
+        is_v = np.array(_V_OR_F.findall(text)) == "v"
+        index = np.where(index > 0, index, index + 1 + np.repeat(np.cumsum(is_v)[~is_v], counts))
+    others = sorted(set(_OTHER.findall(text)) - _IGNORED)
+    faces, polygon = gp.polygon_faces(index - 1, counts, path)
     face_attributes = {"polygon": polygon} if len(polygon) != len(counts) else {}
     return gp.mesh_geometry(
         path, positions, faces, attributes=attributes, face_attributes=face_attributes, dropped=dropped + others
     )
 
 
-def _vertices(bodies: np.ndarray, path: str) -> tuple[np.ndarray, dict[str, np.ndarray], list[str]]:
+def _normalised(text: str) -> str:
+    """Comments removed, continuations joined, single spaces between values and none at
+    line ends -- each pass only where the text needs it (a plain exporter's file needs none)."""
+    if "#" in text:
+        text = _COMMENT.sub("", text)
+    if "\\" in text:
+        text = text.replace("\\\n", " ")
+    if any(c in text for c in ("\t", "\r", "\f", "\v", "  ")):
+        text = _BLANKS.sub(" ", text)
+    if text.startswith(" ") or "\n " in text or " \n" in text or text.endswith(" "):
+        text = _EDGES.sub("", text)
+    return text
+
+
+def _widths(bodies: list[str]) -> np.ndarray:
+    """Values on each line (its single spaces plus one)."""
+    return np.fromiter(map(str.count, bodies, repeat(" ")), dtype=np.int64, count=len(bodies)) + 1
+
+
+def _vertices(bodies: list[str], path: str) -> tuple[np.ndarray, dict[str, np.ndarray], list[str]]:
     """Positions (and ``v x y z r g b`` colours) from the ``v`` lines' values."""
     if len(bodies) == 0:
         return np.zeros((0, 3)), {}, []
-    width = np.char.count(bodies, " ") + 1
+    width = _widths(bodies)
     if not (width == width[0]).all() or width[0] not in (3, 4, 6, 7):
         bad = int(np.argmax(width != width[0])) if not (width == width[0]).all() else 0
         raise gp.input_error(path, f"vertex {bad + 1} has {width[bad]} values (3, 4 or 6 expected, the same for all)")
     try:
-        values = np.array(" ".join(bodies.tolist()).split(), dtype=np.float64).reshape(len(bodies), int(width[0]))
+        values = np.array(" ".join(bodies).split(), dtype=np.float64).reshape(len(bodies), int(width[0]))
     except ValueError as exc:
         raise gp.input_error(path, f"a vertex has a value that is not a number ({exc})") from exc
     if width[0] in (3, 4):
