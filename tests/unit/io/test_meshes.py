@@ -245,6 +245,14 @@ def test_stl_truncated_binary_whose_header_says_solid_is_not_read_as_empty_ascii
         stl.read(str(tmp_path / "tiny.stl"))
 
 
+def test_stl_minus_zero_is_the_same_position_as_zero(tmp_path):
+    pos = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [-0.0, 0, 0], [1, 1, 0]], np.float32)
+    hand_binary_stl(tmp_path / "z.stl", positions=pos, faces=np.array([[0, 1, 2], [3, 4, 2]]))
+    got = stl.read(str(tmp_path / "z.stl"))
+    np.testing.assert_array_equal(got.faces, [[0, 1, 2], [0, 3, 2]])
+    assert len(got.positions) == 4
+
+
 def test_stl_degenerate_facet_is_left_out_and_counted(tmp_path):
     hand_binary_stl(tmp_path / "d.stl", faces=np.r_[TRI, [[0, 0, 1]]])
     got = stl.read(str(tmp_path / "d.stl"))
