@@ -12,10 +12,13 @@ its descendants) is one object, numbered in the order of the roots in the file. 
 after the seventh become attributes ``column_8``, ``column_9``, ...  A parent that is not
 a sample of the file, a repeated sample number or a cycle is refused, naming the sample.
 
-Write: one line per vertex in the data's order, its sample number from ``ids``, else the
-attribute named by ``id_attribute`` (``"id"``: what a store built from SWC keeps), else
-1..n; ``type`` and ``radius`` from those attributes (defaults ``type_default`` 0 =
-undefined and ``radius_default`` 1.0).  Other attributes are named in a warning.
+Write: one line per vertex, parents before children (depth-first from each root, roots
+and siblings in the data's order, as most SWC tools expect; ``parents_first=False``
+keeps the data's order), its sample number from ``ids``, else the attribute named by
+``id_attribute`` (``"id"``: what a store built from SWC keeps), else 1..n (sample numbers
+given twice are refused); ``type`` and ``radius`` from those attributes (defaults
+``type_default`` 0 = undefined and ``radius_default`` 1.0).  Other attributes are named
+in a warning.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from zarr_vectors.errors import InputError
+from zarr_vectors.format import topology
 from zarr_vectors.io import geometry_parts as gp
 from zarr_vectors.io.types import FileFormat, Geometry, as_geometry
 
@@ -107,9 +112,10 @@ def write(
     id_attribute: str = "id",
     type_default: int = 0,
     radius_default: float = 1.0,
+    parents_first: bool = True,
     **options: Any,
 ) -> None:
-    """Write a skeleton as SWC, one sample per vertex."""
+    """Write a skeleton as SWC, one sample per vertex (depth-first unless ``parents_first=False``)."""
     gp.no_options(path, "SWC write", options)
     geometry = as_geometry(data)
     positions = gp.positions_3d(geometry, path)
@@ -119,6 +125,12 @@ def write(
     edges = np.asarray(geometry.edges, dtype=np.int64).reshape(-1, 2)
     if len(np.unique(edges[:, 0])) != len(edges):
         raise gp.input_error(path, "a vertex has two parents: SWC holds trees")
+    parents = np.full(n, -1, dtype=np.int64)
+    parents[edges[:, 0]] = edges[:, 1]
+    try:
+        topology.check_parents(parents, n)
+    except InputError as exc:
+        raise gp.input_error(path, f"the data is no forest: {exc}") from exc
     attrs = geometry.attributes
     if geometry.ids is not None:
         ids = np.asarray(geometry.ids)
@@ -129,15 +141,18 @@ def write(
     if ids.shape != (n,) or (ids.dtype.kind == "f" and (ids != np.round(ids)).any()):
         raise gp.input_error(path, "sample numbers must be one integer per vertex")
     ids = ids.astype(np.int64)
-    parent_ids = np.full(n, -1, dtype=np.int64)
-    parent_ids[edges[:, 0]] = ids[edges[:, 1]]
+    unique, counts = np.unique(ids, return_counts=True)
+    if (counts > 1).any():
+        raise gp.input_error(path, f"sample number {unique[counts > 1][0]} is given to {counts.max()} vertices")
+    parent_ids = np.where(parents >= 0, ids[np.maximum(parents, 0)], -1)
     types = np.asarray(attrs.get("type", np.full(n, type_default)))
     radius = np.asarray(attrs.get("radius", np.full(n, radius_default)), dtype=np.float64)
     gp.warn_unstored(path, "SWC", [*(set(attrs) - {"type", "radius", id_attribute}), *geometry.object_attributes])
     digits = "%.9g" if np.asarray(positions).dtype == np.float32 else "%.17g"
+    rows = topology.depth_first_order(parents) if parents_first else np.arange(n)
     table = np.empty((n, 7), dtype=object)  # object columns: ids keep all 64 bits, positions their precision
     for k, column in enumerate((ids, types, *np.asarray(positions).T, radius, parent_ids)):
-        table[:, k] = column.tolist()
+        table[:, k] = column[rows].tolist()
     with gp.os_errors(path, "written"):
         np.savetxt(
             path, table, fmt=["%d", "%d", digits, digits, digits, "%.17g", "%d"],

@@ -51,12 +51,33 @@ def test_swc_written_reads_back_with_loadtxt(tmp_path):
     assert samples(np.loadtxt(tmp_path / "back.swc", comments="#")) == samples(ROWS)
 
 
-def test_swc_through_a_store_and_back_keeps_every_sample(tmp_path):
+def parents_first(rows: np.ndarray) -> bool:
+    seen = set()
+    for n, parent in zip(rows[:, 0].tolist(), rows[:, 6].tolist()):
+        if parent >= 0 and parent not in seen:
+            return False
+        seen.add(n)
+    return True
+
+
+def test_swc_through_a_store_and_back_keeps_every_sample_parents_first(tmp_path):
     (tmp_path / "n.swc").write_text(SWC_TEXT)
     stored = through_store(tmp_path, swc.read(str(tmp_path / "n.swc")))
     assert stored.kind == "skeleton" and sorted(stored.attributes) == ["id", "radius", "type"]
     swc.write(str(tmp_path / "back.swc"), stored)  # sample numbers from the stored "id" attribute
-    assert samples(np.loadtxt(tmp_path / "back.swc", comments="#")) == samples(ROWS)
+    back = np.loadtxt(tmp_path / "back.swc", comments="#")
+    assert samples(back) == samples(ROWS)
+    assert parents_first(back) and not parents_first(ROWS)
+    swc.write(str(tmp_path / "as_read.swc"), swc.read(str(tmp_path / "n.swc")), parents_first=False)
+    np.testing.assert_array_equal(np.loadtxt(tmp_path / "as_read.swc", comments="#"), ROWS)
+
+
+def test_swc_writer_refuses_repeated_sample_numbers(tmp_path):
+    (tmp_path / "n.swc").write_text(SWC_TEXT)
+    got = swc.read(str(tmp_path / "n.swc"))
+    got.ids = np.array([1, 2, 3, 4, 5, 5])
+    with pytest.raises(InputError, match=r"o\.swc: sample number 5 is given to 2 vertices"):
+        swc.write(str(tmp_path / "o.swc"), got)
 
 
 def test_swc_extra_columns_are_attributes_and_others_are_named_on_write(tmp_path):
