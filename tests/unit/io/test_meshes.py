@@ -92,6 +92,17 @@ def test_ply_mixed_polygons_are_fanned_and_mapped_back_to_their_face(tmp_path):
 
 
 @pytest.mark.parametrize("text", [False, True], ids=["binary", "ascii"])
+def test_ply_quads_are_kept_and_a_wrong_triangle_guess_is_not_believed(tmp_path, text):
+    """A binary file is first mapped as if all faces were triangles; quads (17 bytes a row,
+    not 13) must be detected by the stored counts and read again, exactly."""
+    quads = np.array([[0, 1, 3, 2], [1, 4, 3, 0], [2, 3, 5, 0]])
+    plyfile_mesh(tmp_path / "q.ply", faces=quads, text=text)
+    got = ply.read(str(tmp_path / "q.ply"))
+    np.testing.assert_array_equal(got.faces, quads)
+    np.testing.assert_array_equal(got.edge_attributes["quality"], QUALITY[:3])
+
+
+@pytest.mark.parametrize("text", [False, True], ids=["binary", "ascii"])
 def test_ply_written_reads_back_with_plyfile(tmp_path, text):
     import plyfile
 
