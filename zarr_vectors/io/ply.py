@@ -60,7 +60,7 @@ def read(path: str, **options: Any) -> Geometry:
             if corners.dtype == object:  # one array per face: lengths may differ
                 counts = np.fromiter(map(len, corners), dtype=np.int64, count=len(corners))
                 corners = np.concatenate(corners)
-            else:  # every face checked a triangle by _load
+            else:  # mapped as triangles, every stored length checked 3 by plyfile
                 counts = np.full(len(corners), corners.shape[1], dtype=np.int64)
             faces, polygon = gp.polygon_faces(corners.reshape(-1).astype(np.int64), counts, path)
             face_attributes = {k: v[polygon] for k, v in face_scalars.items()}
@@ -72,11 +72,11 @@ def read(path: str, **options: Any) -> Geometry:
 
 
 def _load(path: str) -> Any:
-    """The PlyData of ``path``, a binary all-triangle file memory-mapped.
+    """The PlyData of ``path``, a binary all-triangle file's faces memory-mapped.
 
     plyfile reads a list property row by row (about 1 s per 200k faces) unless told its
-    length; a binary file is first read as if every face were a triangle -- kept only if
-    every row's stored count says 3 -- and otherwise read again row by row.
+    length, and then maps the rows whole and checks every stored length; so a binary file
+    is first read as all triangles, and read again row by row if it is not.
     """
     import plyfile
 
@@ -84,9 +84,7 @@ def _load(path: str) -> Any:
         ascii_file = b"format ascii" in f.read(256)
     if not ascii_file:
         try:
-            ply = plyfile.PlyData.read(path, known_list_len={"face": dict.fromkeys(_FACE_LISTS, 3)})
-            if _all_triangles(ply):
-                return ply
+            return plyfile.PlyData.read(path, known_list_len={"face": dict.fromkeys(_FACE_LISTS, 3)})
         except _parse_errors():
             pass  # not all triangles: read below row by row (a broken file fails there too)
     return plyfile.PlyData.read(path)
@@ -96,25 +94,6 @@ def _parse_errors() -> tuple[type[BaseException], ...]:
     import plyfile
 
     return (plyfile.PlyParseError, ValueError, EOFError, IndexError)
-
-
-def _all_triangles(ply: Any) -> bool:
-    """Whether the face element (if any) was mapped whole and every stored corner count is 3."""
-    import plyfile
-
-    if "face" not in [el.name for el in ply.elements]:
-        return True
-    face = ply["face"]
-    lists = [p for p in face.properties if isinstance(p, plyfile.PlyListProperty)]
-    if len(lists) != 1 or lists[0].name not in _FACE_LISTS or not isinstance(face.data, np.memmap):
-        return False
-    length = np.dtype(lists[0].len_dtype).newbyteorder(ply.byte_order)
-    start = face.data.dtype.fields[lists[0].name][1] - length.itemsize  # the count precedes the corners
-    counts = np.memmap(
-        face.data.filename, mode="r", offset=face.data.offset, shape=face.data.shape,
-        dtype=np.dtype({"names": ["n"], "formats": [length], "offsets": [start], "itemsize": face.data.dtype.itemsize}),
-    )["n"]  # fmt: skip
-    return bool((counts == 3).all())
 
 
 def _scalars(element: Any) -> tuple[dict[str, np.ndarray], list[str]]:

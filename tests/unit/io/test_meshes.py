@@ -102,6 +102,25 @@ def test_ply_quads_are_kept_and_a_wrong_triangle_guess_is_not_believed(tmp_path,
     np.testing.assert_array_equal(got.edge_attributes["quality"], QUALITY[:3])
 
 
+def test_ply_quads_whose_size_fits_the_triangle_guess_are_caught_by_their_counts(tmp_path):
+    """Two quads (2 x 21 bytes) and one 8-byte edge make exactly the bytes of two guessed
+    triangles (2 x 17) and the edge: only the stored lengths tell (plyfile checks them)."""
+    import plyfile
+
+    vertex = np.array([tuple(p) for p in POS.tolist()], [("x", "f4"), ("y", "f4"), ("z", "f4")])
+    face = np.empty(2, [("vertex_indices", "i4", (4,)), ("quality", "f4")])
+    face["vertex_indices"], face["quality"] = [[0, 1, 3, 2], [1, 4, 3, 0]], [0.5, 1.5]
+    edge = np.array([(0, 1)], [("vertex1", "i4"), ("vertex2", "i4")])
+    elements = [plyfile.PlyElement.describe(a, n) for a, n in ((vertex, "vertex"), (face, "face"), (edge, "edge"))]
+    plyfile.PlyData(elements).write(str(tmp_path / "q.ply"))
+    with pytest.raises(plyfile.PlyElementParseError, match="unexpected list length"):
+        plyfile.PlyData.read(str(tmp_path / "q.ply"), known_list_len={"face": {"vertex_indices": 3}})
+    got = ply.read(str(tmp_path / "q.ply"))
+    np.testing.assert_array_equal(got.faces, [[0, 1, 3, 2], [1, 4, 3, 0]])
+    np.testing.assert_array_equal(got.edge_attributes["quality"], [0.5, 1.5])
+    assert got.dropped == ("edge",)
+
+
 @pytest.mark.parametrize("text", [False, True], ids=["binary", "ascii"])
 def test_ply_written_reads_back_with_plyfile(tmp_path, text):
     import plyfile
