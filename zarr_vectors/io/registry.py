@@ -37,21 +37,13 @@ MODULES: tuple[str, ...] = (
     "tck",
     "trx",
 )
-#: modules written on another branch: tolerated absent until they are merged (then delete this)
-NOT_YET_MERGED = frozenset({"ply", "obj", "stl", "gifti", "freesurfer", "swc", "trk", "tck", "trx"})
 
 
 @functools.cache
 def _loaded() -> tuple[tuple[FileFormat, ModuleType], ...]:
     out = []
     for name in MODULES:
-        qualified = f"{__package__}.{name}"
-        try:
-            module = importlib.import_module(qualified)
-        except ModuleNotFoundError as exc:
-            if name in NOT_YET_MERGED and exc.name == qualified:
-                continue
-            raise
+        module = importlib.import_module(f"{__package__}.{name}")
         found = getattr(module, "FORMATS", None) or (module.FORMAT,)
         out.extend((fmt, module) for fmt in found)
     return tuple(out)

@@ -1,0 +1,416 @@
+"""Mesh files in and out: PLY (plyfile), OBJ and STL (by hand from their definitions),
+GIfTI and FreeSurfer surfaces (nibabel).
+
+Each format: a file its own library (or, for OBJ / STL, the format's definition) wrote
+reads as those arrays; our writer's file reads back with that library the same; and
+file -> ``write_mesh`` -> ``read`` -> our writer -> the library gives the same mesh up to
+vertex and face enumeration order.  Broken files are InputErrors naming the file.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from geometry_roundtrip import face_set, through_store, vertex_set
+
+from zarr_vectors.errors import InputError
+from zarr_vectors.io import freesurfer, gifti, obj, ply, stl
+
+# a small mesh spanning several 2.0-unit chunks: two triangles and a quad's worth of triangles
+POS = np.array([[0, 0, 0], [3, 0, 0], [0, 3, 0], [3, 3, 1], [5, 1, 2], [1, 5, 3]], np.float32)
+TRI = np.array([[0, 1, 2], [1, 3, 2], [1, 4, 3], [2, 3, 5]], np.int64)
+RED = np.array([10, 20, 30, 40, 50, 60], np.uint8)
+QUALITY = np.array([0.5, 1.5, 2.5, 3.5], np.float32)
+
+
+def plyfile_mesh(path: Path, *, faces=TRI, extras: bool = False, text: bool = False) -> None:
+    """A PLY file written by plyfile: x y z red per vertex, vertex_indices and quality per face."""
+    import plyfile
+
+    vertex = np.empty(len(POS), [("x", "f4"), ("y", "f4"), ("z", "f4"), ("red", "u1")])
+    vertex["x"], vertex["y"], vertex["z"], vertex["red"] = POS[:, 0], POS[:, 1], POS[:, 2], RED
+    elements = [plyfile.PlyElement.describe(vertex, "vertex")]
+    if faces is not None:
+        fields = [("vertex_indices", "i4", (faces.shape[1],)), ("quality", "f4")]
+        if extras:
+            fields.append(("texcoord", "f4", (6,)))
+        face = np.empty(len(faces), fields)
+        face["vertex_indices"], face["quality"] = faces, QUALITY[: len(faces)]
+        elements.append(plyfile.PlyElement.describe(face, "face"))
+    if extras:
+        edge = np.array([(0, 1)], [("vertex1", "i4"), ("vertex2", "i4")])
+        elements.append(plyfile.PlyElement.describe(edge, "edge"))
+    plyfile.PlyData(elements, text=text).write(str(path))
+
+
+# ---------------------------------------------------------------------------
+# PLY
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("text", [False, True], ids=["binary", "ascii"])
+def test_ply_read_gives_plyfile_arrays_and_names_what_it_cannot_keep(tmp_path, text):
+    path = tmp_path / "m.ply"
+    plyfile_mesh(path, extras=True, text=text)
+    got = ply.read(str(path))
+    assert got.kind == "mesh"
+    np.testing.assert_array_equal(got.positions, POS)
+    np.testing.assert_array_equal(got.faces, TRI)
+    np.testing.assert_array_equal(got.attributes["red"], RED)
+    assert got.attributes["red"].dtype == np.uint8
+    np.testing.assert_array_equal(got.edge_attributes["quality"], QUALITY)
+    assert sorted(got.dropped) == ["edge", "face.texcoord"]
+
+
+def test_ply_without_faces_is_a_point_cloud_and_is_written_back_as_one(tmp_path):
+    import plyfile
+
+    plyfile_mesh(tmp_path / "p.ply", faces=None)
+    got = ply.read(str(tmp_path / "p.ply"))
+    assert got.kind == "points" and got.faces is None
+    ply.write(str(tmp_path / "back.ply"), got)
+    back = plyfile.PlyData.read(str(tmp_path / "back.ply"))
+    assert [e.name for e in back.elements] == ["vertex"]
+    np.testing.assert_array_equal(back["vertex"]["red"], RED)
+    np.testing.assert_array_equal(np.stack([back["vertex"][a] for a in "xyz"], axis=1), POS)
+
+
+def test_ply_mixed_polygons_are_fanned_and_mapped_back_to_their_face(tmp_path):
+    import plyfile
+
+    vertex = np.array([tuple(p) for p in POS.tolist()], [("x", "f4"), ("y", "f4"), ("z", "f4")])
+    face = np.empty(2, [("vertex_indices", object)])
+    face["vertex_indices"] = [np.array([0, 1, 3, 2], np.int32), np.array([1, 4, 3], np.int32)]
+    plyfile.PlyData([plyfile.PlyElement.describe(vertex, "vertex"), plyfile.PlyElement.describe(face, "face")]).write(
+        str(tmp_path / "q.ply")
+    )
+    got = ply.read(str(tmp_path / "q.ply"))
+    np.testing.assert_array_equal(got.faces, [[0, 1, 3], [0, 3, 2], [1, 4, 3]])
+    np.testing.assert_array_equal(got.edge_attributes["polygon"], [0, 0, 1])
+
+
+@pytest.mark.parametrize("text", [False, True], ids=["binary", "ascii"])
+def test_ply_quads_are_kept_and_a_wrong_triangle_guess_is_not_believed(tmp_path, text):
+    """A binary file is first mapped as if all faces were triangles; quads (17 bytes a row,
+    not 13) must be detected by the stored counts and read again, exactly."""
+    quads = np.array([[0, 1, 3, 2], [1, 4, 3, 0], [2, 3, 5, 0]])
+    plyfile_mesh(tmp_path / "q.ply", faces=quads, text=text)
+    got = ply.read(str(tmp_path / "q.ply"))
+    np.testing.assert_array_equal(got.faces, quads)
+    np.testing.assert_array_equal(got.edge_attributes["quality"], QUALITY[:3])
+
+
+def test_ply_quads_whose_size_fits_the_triangle_guess_are_caught_by_their_counts(tmp_path):
+    """Two quads (2 x 21 bytes) and one 8-byte edge make exactly the bytes of two guessed
+    triangles (2 x 17) and the edge: only the stored lengths tell (plyfile checks them)."""
+    import plyfile
+
+    vertex = np.array([tuple(p) for p in POS.tolist()], [("x", "f4"), ("y", "f4"), ("z", "f4")])
+    face = np.empty(2, [("vertex_indices", "i4", (4,)), ("quality", "f4")])
+    face["vertex_indices"], face["quality"] = [[0, 1, 3, 2], [1, 4, 3, 0]], [0.5, 1.5]
+    edge = np.array([(0, 1)], [("vertex1", "i4"), ("vertex2", "i4")])
+    elements = [plyfile.PlyElement.describe(a, n) for a, n in ((vertex, "vertex"), (face, "face"), (edge, "edge"))]
+    plyfile.PlyData(elements).write(str(tmp_path / "q.ply"))
+    with pytest.raises(plyfile.PlyElementParseError, match="unexpected list length"):
+        plyfile.PlyData.read(str(tmp_path / "q.ply"), known_list_len={"face": {"vertex_indices": 3}})
+    got = ply.read(str(tmp_path / "q.ply"))
+    np.testing.assert_array_equal(got.faces, [[0, 1, 3, 2], [1, 4, 3, 0]])
+    np.testing.assert_array_equal(got.edge_attributes["quality"], [0.5, 1.5])
+    assert got.dropped == ("edge",)
+
+
+@pytest.mark.parametrize("text", [False, True], ids=["binary", "ascii"])
+def test_ply_written_reads_back_with_plyfile(tmp_path, text):
+    import plyfile
+
+    plyfile_mesh(tmp_path / "m.ply")
+    ply.write(str(tmp_path / "back.ply"), ply.read(str(tmp_path / "m.ply")), text=text)
+    back = plyfile.PlyData.read(str(tmp_path / "back.ply"))
+    assert back.text == text
+    np.testing.assert_array_equal(np.stack([back["vertex"][a] for a in "xyz"], axis=1), POS)
+    np.testing.assert_array_equal(back["vertex"]["red"], RED)
+    np.testing.assert_array_equal(np.stack(back["face"]["vertex_indices"]), TRI)
+    np.testing.assert_array_equal(back["face"]["quality"], QUALITY)
+
+
+def test_ply_face_index_out_of_range_is_refused_naming_file_and_face(tmp_path):
+    bad = TRI.copy()
+    bad[2, 1] = 99
+    plyfile_mesh(tmp_path / "bad.ply", faces=bad)
+    with pytest.raises(InputError, match=r"bad\.ply: face 2 refers to vertex 99, but the file has 6 vertices"):
+        ply.read(str(tmp_path / "bad.ply"))
+
+
+def test_ply_truncated_or_not_ply_is_refused(tmp_path):
+    plyfile_mesh(tmp_path / "m.ply")
+    (tmp_path / "cut.ply").write_bytes((tmp_path / "m.ply").read_bytes()[:-7])
+    with pytest.raises(InputError, match=r"cut\.ply: not a readable PLY file"):
+        ply.read(str(tmp_path / "cut.ply"))
+    (tmp_path / "no.ply").write_bytes(b"solid x\n")
+    with pytest.raises(InputError, match=r"no\.ply: not a readable PLY file"):
+        ply.read(str(tmp_path / "no.ply"))
+
+
+# ---------------------------------------------------------------------------
+# OBJ (by hand from the format's definition)
+# ---------------------------------------------------------------------------
+OBJ_TEXT = """# a quad and a triangle, every corner form
+mtllib m.mtl
+o thing
+v 0 0 0
+v 3 0 0
+v 3 3 1
+v 0 3 0
+vt 0 0
+vn 0 0 1
+f 1/1/1 2/1/1 3/1/1 4/1/1   # a quad
+v 5 1 2
+f -4//1 -1 \\
+  -3
+usemtl red
+"""
+
+
+def hand_read_obj(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """An independent plain reading of v / f lines (1-based corner indices, no negatives)."""
+    lines = [line.split() for line in path.read_text().splitlines()]
+    v = np.array([line[1:4] for line in lines if line and line[0] == "v"], np.float64)
+    f = np.array([[int(c.split("/")[0]) - 1 for c in line[1:]] for line in lines if line and line[0] == "f"])
+    return v, f
+
+
+def test_obj_read_honours_corner_forms_negative_indices_polygons_and_names_the_rest(tmp_path):
+    (tmp_path / "m.obj").write_text(OBJ_TEXT)
+    got = obj.read(str(tmp_path / "m.obj"))
+    np.testing.assert_array_equal(got.positions, [[0, 0, 0], [3, 0, 0], [3, 3, 1], [0, 3, 0], [5, 1, 2]])
+    # the quad fanned (mixed sizes), the triangle -4 -1 -3 after five vertices = 1 4 2
+    np.testing.assert_array_equal(got.faces, [[0, 1, 2], [0, 2, 3], [1, 4, 2]])
+    np.testing.assert_array_equal(got.edge_attributes["polygon"], [0, 0, 1])
+    assert sorted(got.dropped) == ["o", "usemtl", "vn", "vt"]
+
+
+def test_obj_written_reads_back_by_hand(tmp_path):
+    ply_path = tmp_path / "m.ply"
+    plyfile_mesh(ply_path)
+    with pytest.warns(UserWarning, match=r"OBJ cannot hold quality, red"):
+        obj.write(str(tmp_path / "m.obj"), ply.read(str(ply_path)))
+    v, f = hand_read_obj(tmp_path / "m.obj")
+    np.testing.assert_array_equal(v, POS)
+    np.testing.assert_array_equal(f, TRI)
+
+
+def test_obj_bad_index_is_refused(tmp_path):
+    (tmp_path / "zero.obj").write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 0 1 2\n")
+    with pytest.raises(InputError, match=r"zero\.obj: a face refers to vertex 0"):
+        obj.read(str(tmp_path / "zero.obj"))
+    (tmp_path / "far.obj").write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 7\n")
+    with pytest.raises(InputError, match=r"far\.obj: face 0 refers to vertex 6, but the file has 3 vertices"):
+        obj.read(str(tmp_path / "far.obj"))
+
+
+# ---------------------------------------------------------------------------
+# STL (by hand from the format's definition)
+# ---------------------------------------------------------------------------
+def hand_binary_stl(path: Path, positions=POS, faces=TRI, count: int | None = None) -> None:
+    records = b"".join(
+        struct.pack("<3f", 0, 0, 1) + positions[f].astype("<f4").tobytes() + struct.pack("<H", 0) for f in faces
+    )
+    path.write_bytes(
+        b"hand-made binary STL".ljust(80) + struct.pack("<I", len(faces) if count is None else count) + records
+    )
+
+
+def hand_ascii_stl(path: Path) -> None:
+    body = "".join(
+        "facet normal 0 0 1\n outer loop\n" + "".join(f"  vertex {x:g} {y:g} {z:g}\n" for x, y, z in POS[f])
+        + " endloop\nendfacet\n"
+        for f in TRI
+    )  # fmt: skip
+    path.write_text(f"solid hand\n{body}endsolid hand\n")
+
+
+@pytest.mark.parametrize("writer", [hand_binary_stl, hand_ascii_stl], ids=["binary", "ascii"])
+def test_stl_read_merges_corners_at_one_position_into_shared_vertices(tmp_path, writer):
+    writer(tmp_path / "m.stl")
+    got = stl.read(str(tmp_path / "m.stl"))
+    np.testing.assert_array_equal(got.positions, POS)  # first appearance order = POS order for TRI
+    np.testing.assert_array_equal(got.faces, TRI)
+    np.testing.assert_array_equal(got.edge_attributes["normal"], np.tile([0, 0, 1], (4, 1)))
+
+
+@pytest.mark.parametrize("ascii", [False, True], ids=["binary", "ascii"])
+def test_stl_written_reads_back_by_hand(tmp_path, ascii):
+    hand_binary_stl(tmp_path / "m.stl")
+    stl.write(str(tmp_path / "back.stl"), stl.read(str(tmp_path / "m.stl")), ascii=ascii)
+    raw = (tmp_path / "back.stl").read_bytes()
+    if ascii:
+        corners = np.array(re.findall(rb"vertex\s+(\S+)\s+(\S+)\s+(\S+)", raw), np.float32).reshape(-1, 3, 3)
+    else:
+        (count,) = struct.unpack_from("<I", raw, 80)
+        assert len(raw) == 84 + 50 * count
+        corners = np.array(
+            [struct.unpack_from("<9f", raw, 84 + 50 * i + 12) for i in range(count)], np.float32
+        ).reshape(-1, 3, 3)  # fmt: skip
+    np.testing.assert_array_equal(corners, POS[TRI])
+
+
+def test_stl_truncated_binary_is_refused_with_the_sizes(tmp_path):
+    hand_binary_stl(tmp_path / "cut.stl")
+    (tmp_path / "cut.stl").write_bytes((tmp_path / "cut.stl").read_bytes()[:-20])
+    with pytest.raises(InputError, match=r"cut\.stl: binary STL truncated or padded: its header declares 4 triangles "
+                       r"\(284 bytes\), the file has 264 bytes"):  # fmt: skip
+        stl.read(str(tmp_path / "cut.stl"))
+
+
+def test_stl_truncated_binary_whose_header_says_solid_is_not_read_as_empty_ascii(tmp_path):
+    hand_binary_stl(tmp_path / "cut.stl")
+    raw = (tmp_path / "cut.stl").read_bytes()
+    (tmp_path / "cut.stl").write_bytes(b"solid by a careless exporter".ljust(80) + raw[80:-20])
+    with pytest.raises(InputError, match=r"cut\.stl: not ASCII STL \(no endsolid\) and binary STL truncated"):
+        stl.read(str(tmp_path / "cut.stl"))
+    (tmp_path / "tiny.stl").write_bytes(b"solid")
+    with pytest.raises(InputError, match=r"tiny\.stl: not ASCII STL \(no endsolid\) and not a binary STL: 5 bytes"):
+        stl.read(str(tmp_path / "tiny.stl"))
+
+
+def test_stl_minus_zero_is_the_same_position_as_zero(tmp_path):
+    pos = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [-0.0, 0, 0], [1, 1, 0]], np.float32)
+    hand_binary_stl(tmp_path / "z.stl", positions=pos, faces=np.array([[0, 1, 2], [3, 4, 2]]))
+    got = stl.read(str(tmp_path / "z.stl"))
+    np.testing.assert_array_equal(got.faces, [[0, 1, 2], [0, 3, 2]])
+    assert len(got.positions) == 4
+
+
+def test_stl_degenerate_facet_is_left_out_and_counted(tmp_path):
+    hand_binary_stl(tmp_path / "d.stl", faces=np.r_[TRI, [[0, 0, 1]]])
+    got = stl.read(str(tmp_path / "d.stl"))
+    np.testing.assert_array_equal(got.faces, TRI)
+    assert got.dropped == ("1 degenerate facets",)
+
+
+# ---------------------------------------------------------------------------
+# GIfTI and FreeSurfer (nibabel)
+# ---------------------------------------------------------------------------
+THICKNESS = np.linspace(1, 3, len(POS)).astype(np.float32)
+
+
+def nibabel_gifti(path: Path) -> None:
+    from nibabel import gifti
+
+    gifti.GiftiImage(darrays=[
+        gifti.GiftiDataArray(POS, intent="NIFTI_INTENT_POINTSET", datatype="NIFTI_TYPE_FLOAT32"),
+        gifti.GiftiDataArray(TRI.astype(np.int32), intent="NIFTI_INTENT_TRIANGLE", datatype="NIFTI_TYPE_INT32"),
+        gifti.GiftiDataArray(THICKNESS, intent="NIFTI_INTENT_SHAPE", meta=gifti.GiftiMetaData(Name="thickness")),
+    ]).to_filename(str(path))  # fmt: skip
+
+
+def test_gifti_read_and_written_back_with_nibabel(tmp_path):
+    import nibabel as nib
+
+    nibabel_gifti(tmp_path / "m.surf.gii")
+    got = gifti.read(str(tmp_path / "m.surf.gii"))
+    np.testing.assert_array_equal(got.positions, POS)
+    np.testing.assert_array_equal(got.faces, TRI)
+    np.testing.assert_array_equal(got.attributes["thickness"], THICKNESS)
+    gifti.write(str(tmp_path / "back.surf.gii"), got)
+    back = nib.load(str(tmp_path / "back.surf.gii"))
+    coords, faces = back.agg_data(("pointset", "triangle"))
+    np.testing.assert_array_equal(coords, POS)
+    np.testing.assert_array_equal(faces, TRI)
+    assert back.darrays[2].meta["Name"] == "thickness"
+    np.testing.assert_array_equal(back.darrays[2].data, THICKNESS)
+
+
+def test_gifti_without_pointset_or_broken_is_refused(tmp_path):
+    from nibabel import gifti as nib_gifti
+
+    nib_gifti.GiftiImage(darrays=[nib_gifti.GiftiDataArray(THICKNESS)]).to_filename(str(tmp_path / "f.func.gii"))
+    with pytest.raises(InputError, match=r"f\.func\.gii: has no NIFTI_INTENT_POINTSET array"):
+        gifti.read(str(tmp_path / "f.func.gii"))
+    (tmp_path / "x.gii").write_text("<GIFTI><DataArray")
+    with pytest.raises(InputError, match=r"x\.gii: not a readable GIfTI file"):
+        gifti.read(str(tmp_path / "x.gii"))
+
+
+def test_freesurfer_read_and_written_back_with_nibabel(tmp_path):
+    from nibabel.freesurfer import read_geometry, write_geometry
+
+    write_geometry(str(tmp_path / "lh.white"), POS.astype(np.float64), TRI.astype(np.int32))
+    got = freesurfer.read(str(tmp_path / "lh.white"))
+    np.testing.assert_array_equal(got.positions, POS)
+    np.testing.assert_array_equal(got.faces, TRI)
+    assert freesurfer.FORMAT.matches("rh.pial") and freesurfer.FORMAT.matches("lh.smoothwm")
+    freesurfer.write(str(tmp_path / "back.pial"), got)
+    coords, faces = read_geometry(str(tmp_path / "back.pial"))
+    np.testing.assert_array_equal(coords, POS)
+    np.testing.assert_array_equal(faces, TRI)
+    (tmp_path / "cut.white").write_bytes((tmp_path / "lh.white").read_bytes()[:40])
+    with pytest.raises(InputError, match=r"cut\.white: not a readable FreeSurfer surface"):
+        freesurfer.read(str(tmp_path / "cut.white"))
+
+
+# ---------------------------------------------------------------------------
+# file -> store -> file, every mesh format
+# ---------------------------------------------------------------------------
+def _plyfile_back(path: Path):
+    import plyfile
+
+    back = plyfile.PlyData.read(str(path))
+    pos = np.stack([back["vertex"][a] for a in "xyz"], axis=1)
+    return (
+        pos,
+        np.stack(back["face"]["vertex_indices"]),
+        {"quality": back["face"]["quality"]},
+        {"red": back["vertex"]["red"]},
+    )
+
+
+def _obj_back(path: Path):
+    return (*hand_read_obj(path), {}, {})
+
+
+def _stl_back(path: Path):
+    raw = path.read_bytes()
+    (count,) = struct.unpack_from("<I", raw, 80)
+    corners = np.frombuffer(raw, stl.RECORD, count, 84)["corners"].reshape(-1, 3)
+    return corners, np.arange(len(corners)).reshape(-1, 3), {}, {}
+
+
+def _gifti_back(path: Path):
+    import nibabel as nib
+
+    img = nib.load(str(path))
+    coords, faces = img.agg_data(("pointset", "triangle"))
+    return coords, faces, {}, {"thickness": img.darrays[2].data}
+
+
+def _freesurfer_back(path: Path):
+    from nibabel.freesurfer import read_geometry
+
+    return (*read_geometry(str(path)), {}, {})
+
+
+CASES = {
+    "ply": (lambda p: plyfile_mesh(p), ply, _plyfile_back, {"quality": QUALITY}, {"red": RED}),
+    "obj": (lambda p: p.write_text("".join(f"v {x:g} {y:g} {z:g}\n" for x, y, z in POS) + "".join(
+        f"f {a + 1} {b + 1} {c + 1}\n" for a, b, c in TRI)), obj, _obj_back, {}, {}),
+    "stl": (hand_binary_stl, stl, _stl_back, {}, {}),
+    "surf.gii": (nibabel_gifti, gifti, _gifti_back, {}, {"thickness": THICKNESS}),
+    "white": (lambda p: __import__("nibabel.freesurfer").freesurfer.write_geometry(
+        str(p), POS.astype(np.float64), TRI.astype(np.int32)), freesurfer, _freesurfer_back, {}, {}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("ext", list(CASES))
+def test_mesh_file_through_a_store_and_back_is_the_same_mesh(tmp_path, ext):
+    make, module, library_read, face_attrs, vertex_attrs = CASES[ext]
+    make(tmp_path / f"in.{ext}")
+    stored = through_store(tmp_path, module.read(str(tmp_path / f"in.{ext}")))
+    assert stored.kind == "mesh" and len(stored.faces) == len(TRI)
+    module.write(str(tmp_path / f"out.{ext}"), stored)
+    pos, faces, back_face_attrs, back_vertex_attrs = library_read(tmp_path / f"out.{ext}")
+    assert face_set(pos, faces, back_face_attrs) == face_set(POS, TRI, face_attrs)
+    if vertex_attrs:
+        assert vertex_set(pos, back_vertex_attrs) == vertex_set(POS, vertex_attrs)

@@ -1,0 +1,219 @@
+"""Streamline files in and out: TRK and TCK (nibabel.streamlines), TRX (trx-python).
+
+Files are written by the format's own library; ours are read back with it.  File ->
+``write_polylines(kind="streamline")`` -> ``read`` -> our writer -> the library gives the
+same streamlines, per-point and per-streamline data, TRX groups and per-group data.
+TRK and TCK hold float32 in RAS+ mm after an affine, so their positions compare to float32
+rounding; TRX stores positions as given and compares exactly.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from geometry_roundtrip import through_store
+
+from zarr_vectors.errors import InputError
+from zarr_vectors.io import tck, trk, trx
+
+RNG = np.random.default_rng(15)
+LENGTHS = np.array([4, 2, 5])
+OFFSETS = np.r_[0, np.cumsum(LENGTHS)]
+POS = (RNG.random((LENGTHS.sum(), 3)) * 6).astype(np.float32)
+FA = RNG.random(LENGTHS.sum()).astype(np.float32)
+WEIGHT = np.array([0.5, 1.5, 2.5], np.float32)
+AFFINE = np.array([[2.0, 0, 0, -3], [0, 2, 0, -2], [0, 0, 2, 1], [0, 0, 0, 1]])
+
+
+def lines(positions=POS, offsets=OFFSETS) -> list[np.ndarray]:
+    return [positions[a:b] for a, b in itertools.pairwise(offsets)]
+
+
+def nib_tractogram(with_data: bool = True):
+    from nibabel.streamlines import Tractogram
+
+    if not with_data:
+        return Tractogram(lines(), affine_to_rasmm=np.eye(4))
+    return Tractogram(
+        lines(), data_per_point={"fa": [v[:, None] for v in lines(FA)]},
+        data_per_streamline={"weight": WEIGHT[:, None]}, affine_to_rasmm=np.eye(4),
+    )  # fmt: skip
+
+
+def nib_trk(path) -> None:
+    from nibabel.streamlines.trk import Field, TrkFile
+
+    header = {Field.VOXEL_TO_RASMM: AFFINE, Field.DIMENSIONS: (8, 8, 8), Field.VOXEL_SIZES: (2, 2, 2),
+              Field.VOXEL_ORDER: "RAS"}  # fmt: skip
+    TrkFile(nib_tractogram(), header=header).save(str(path))
+
+
+def assert_same_lines(seq, positions=POS, offsets=OFFSETS, exact=False) -> None:
+    np.testing.assert_array_equal(np.r_[seq._offsets, len(seq._data)], offsets)
+    if exact:
+        np.testing.assert_array_equal(seq._data, positions)
+    else:
+        np.testing.assert_allclose(seq._data, positions, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------
+# TRK
+# ---------------------------------------------------------------------------
+def test_trk_read_gives_nibabels_streamlines_and_data(tmp_path):
+    import nibabel as nib
+
+    nib_trk(tmp_path / "t.trk")
+    got = trk.read(str(tmp_path / "t.trk"))
+    assert got.kind == "streamline"
+    loaded = nib.streamlines.load(str(tmp_path / "t.trk"))
+    np.testing.assert_array_equal(got.positions, loaded.streamlines.get_data())
+    np.testing.assert_allclose(got.positions, POS, atol=1e-5)
+    np.testing.assert_array_equal(got.offsets, OFFSETS)
+    np.testing.assert_array_equal(got.object_ids, np.repeat([0, 1, 2], LENGTHS))
+    np.testing.assert_allclose(got.attributes["fa"], FA)
+    np.testing.assert_allclose(got.object_attributes["weight"], WEIGHT)
+    # voxmm: TrackVis's stored coordinates, (rasmm - translation) / 2 * 2 + half a voxel
+    voxmm = trk.read(str(tmp_path / "t.trk"), space="voxmm").positions
+    np.testing.assert_allclose(voxmm, POS - AFFINE[:3, 3] + 1.0, atol=1e-5)
+
+
+def test_trk_written_reads_back_with_nibabel_in_the_reference_space(tmp_path):
+    import nibabel as nib
+    from nibabel.streamlines.trk import Field
+
+    nib_trk(tmp_path / "ref.trk")
+    trk.write(str(tmp_path / "back.trk"), trk.read(str(tmp_path / "ref.trk")), reference=str(tmp_path / "ref.trk"))
+    back = nib.streamlines.load(str(tmp_path / "back.trk"))
+    np.testing.assert_allclose(back.header[Field.VOXEL_TO_RASMM], AFFINE)
+    assert_same_lines(back.streamlines)
+    np.testing.assert_allclose(back.tractogram.data_per_point["fa"].get_data()[:, 0], FA)
+    np.testing.assert_allclose(back.tractogram.data_per_streamline["weight"][:, 0], WEIGHT)
+
+
+def test_trk_corrupt_header_is_refused_naming_the_file(tmp_path):
+    nib_trk(tmp_path / "t.trk")
+    raw = bytearray((tmp_path / "t.trk").read_bytes())
+    raw[996:1000] = b"\x07\x00\x00\x00"  # hdr_size must be 1000
+    (tmp_path / "bad.trk").write_bytes(bytes(raw))
+    with pytest.raises(InputError, match=r"bad\.trk: not a readable TRK file \(HeaderError"):
+        trk.read(str(tmp_path / "bad.trk"))
+    (tmp_path / "cut.trk").write_bytes((tmp_path / "t.trk").read_bytes()[:-10])  # a body cut short
+    with pytest.raises(InputError, match=r"cut\.trk: not a readable TRK file \(TypeError: buffer is too small"):
+        trk.read(str(tmp_path / "cut.trk"))
+    with pytest.raises(InputError, match=r"space must be one of rasmm, voxmm"):
+        trk.read(str(tmp_path / "t.trk"), space="vox")
+
+
+# ---------------------------------------------------------------------------
+# TCK
+# ---------------------------------------------------------------------------
+def test_tck_read_and_written_back_with_nibabel(tmp_path):
+    import nibabel as nib
+    from nibabel.streamlines.tck import TckFile
+
+    TckFile(nib_tractogram(with_data=False)).save(str(tmp_path / "t.tck"))
+    got = tck.read(str(tmp_path / "t.tck"))
+    np.testing.assert_array_equal(got.positions, POS)
+    np.testing.assert_array_equal(got.offsets, OFFSETS)
+    got.attributes["fa"] = FA
+    with pytest.warns(UserWarning, match=r"TCK cannot hold fa"):
+        tck.write(str(tmp_path / "back.tck"), got)
+    assert_same_lines(nib.streamlines.load(str(tmp_path / "back.tck")).streamlines, exact=True)
+
+
+# ---------------------------------------------------------------------------
+# TRX
+# ---------------------------------------------------------------------------
+def trx_file(path, compressed: bool = False) -> None:
+    """A TRX file written by trx-python: dpv, dps, two groups (one empty) with per-group data."""
+    import zipfile
+
+    import trx.trx_file_memmap as tmm
+
+    ref = tmm.TrxFile()
+    ref.header["VOXEL_TO_RASMM"], ref.header["DIMENSIONS"] = AFFINE.astype(np.float32), np.array([8, 8, 8], np.uint16)
+    t = tmm.TrxFile.from_tractogram(nib_tractogram(), reference=ref.header | {"NB_VERTICES": 0, "NB_STREAMLINES": 0})
+    t.groups = {"CST": np.array([0, 2], np.uint32), "empty": np.zeros(0, np.uint32)}
+    t.data_per_group = {"CST": {"mean_fa": np.array([0.25], np.float32), "colour": np.array([[1, 2, 3]], np.uint8)}}
+    tmm.save(t, str(path), compression_standard=zipfile.ZIP_DEFLATED if compressed else zipfile.ZIP_STORED)
+    t.close()
+
+
+@pytest.mark.parametrize("compressed", [False, True], ids=["stored", "deflated"])
+def test_trx_read_is_memory_mapped_and_keeps_groups_and_their_data(tmp_path, compressed):
+    trx_file(tmp_path / "t.trx", compressed)
+    got = trx.read(str(tmp_path / "t.trx"))
+    assert isinstance(got.positions, np.memmap)  # not loaded whole
+    np.testing.assert_array_equal(got.positions, POS)
+    np.testing.assert_array_equal(got.offsets, OFFSETS)
+    np.testing.assert_array_equal(got.attributes["fa"], FA)
+    np.testing.assert_array_equal(got.object_attributes["weight"], WEIGHT)
+    np.testing.assert_array_equal(got.object_attributes["group.CST"], [1, 0, 1])
+    np.testing.assert_array_equal(got.object_attributes["group.empty"], [0, 0, 0])
+    np.testing.assert_array_equal(got.object_attributes["dpg.CST.mean_fa"], [0.25, 0, 0.25])
+    np.testing.assert_array_equal(got.object_attributes["dpg.CST.colour"], [[1, 2, 3], [0, 0, 0], [1, 2, 3]])
+
+
+def assert_trx_back(path) -> None:
+    import trx.trx_file_memmap as tmm
+
+    back = tmm.load(str(path))
+    try:
+        assert_same_lines(back.streamlines, exact=True)
+        np.testing.assert_array_equal(back.data_per_vertex["fa"]._data.reshape(-1), FA)
+        np.testing.assert_array_equal(back.data_per_streamline["weight"].reshape(-1), WEIGHT)
+        assert {k: v.tolist() for k, v in back.groups.items()} == {"CST": [0, 2], "empty": []}
+        assert sorted(back.data_per_group) == ["CST"]
+        np.testing.assert_array_equal(back.data_per_group["CST"]["mean_fa"], [[0.25]])  # as trx-python reads its own
+        np.testing.assert_array_equal(back.data_per_group["CST"]["colour"], [[1, 2, 3]])
+        np.testing.assert_allclose(back.header["VOXEL_TO_RASMM"], AFFINE)
+    finally:
+        back.close()
+
+
+def test_trx_written_reads_back_with_trx_python(tmp_path):
+    trx_file(tmp_path / "t.trx")
+    trx.write(str(tmp_path / "back.trx"), trx.read(str(tmp_path / "t.trx")), affine=AFFINE)
+    assert_trx_back(tmp_path / "back.trx")
+
+
+def test_trx_broken_is_refused(tmp_path):
+    (tmp_path / "bad.trx").write_bytes(b"PK\x03\x04 not really a zip")
+    with pytest.raises(InputError, match=r"bad\.trx: not a readable TRX file"):
+        trx.read(str(tmp_path / "bad.trx"))
+
+
+# ---------------------------------------------------------------------------
+# file -> store -> file
+# ---------------------------------------------------------------------------
+def test_trk_through_a_store_and_back_is_the_same_tractogram(tmp_path):
+    import nibabel as nib
+
+    nib_trk(tmp_path / "t.trk")
+    stored = through_store(tmp_path, trk.read(str(tmp_path / "t.trk")))
+    assert stored.kind == "streamline"
+    trk.write(str(tmp_path / "back.trk"), stored, reference=str(tmp_path / "t.trk"))
+    back = nib.streamlines.load(str(tmp_path / "back.trk"))
+    assert_same_lines(back.streamlines)
+    np.testing.assert_allclose(back.tractogram.data_per_point["fa"].get_data()[:, 0], FA)
+    np.testing.assert_allclose(back.tractogram.data_per_streamline["weight"][:, 0], WEIGHT)
+
+
+def test_tck_through_a_store_and_back_is_the_same_tractogram(tmp_path):
+    import nibabel as nib
+    from nibabel.streamlines.tck import TckFile
+
+    TckFile(nib_tractogram(with_data=False)).save(str(tmp_path / "t.tck"))
+    stored = through_store(tmp_path, tck.read(str(tmp_path / "t.tck")))
+    tck.write(str(tmp_path / "back.tck"), stored)
+    assert_same_lines(nib.streamlines.load(str(tmp_path / "back.tck")).streamlines, exact=True)
+
+
+def test_trx_through_a_store_and_back_keeps_groups_and_group_data(tmp_path):
+    trx_file(tmp_path / "t.trx")
+    stored = through_store(tmp_path, trx.read(str(tmp_path / "t.trx")))
+    np.testing.assert_array_equal(stored.object_attributes["group.CST"], [1, 0, 1])
+    trx.write(str(tmp_path / "back.trx"), stored, affine=AFFINE)
+    assert_trx_back(tmp_path / "back.trx")

@@ -1,0 +1,179 @@
+"""PLY meshes and point clouds (``.ply``), through plyfile.
+
+Read: the ``vertex`` element's ``x y z`` are the positions and every other scalar vertex
+property an attribute of its own name (``nx``, ``red``, ...); the ``face`` element's
+``vertex_indices`` (or ``vertex_index``) list the faces -- polygons of one size as they
+are, mixed sizes fanned into triangles with a face attribute ``polygon`` naming the
+input face -- and its other scalar properties are face attributes.  A file without faces
+is a point cloud (kind ``points``).  List properties other than the faces and elements
+other than vertex and face are named in ``Geometry.dropped``.
+
+Write: binary little-endian (``text=True`` for ASCII); attributes with several
+components become properties ``name_0``, ``name_1``, ...; 64-bit integers are written as
+32-bit when their values fit, else named in a warning like every column PLY cannot hold.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from zarr_vectors.io import geometry_parts as gp
+from zarr_vectors.io.types import FileFormat, Geometry
+
+_FACE_LISTS = ("vertex_indices", "vertex_index")
+_PLY_KINDS = "iuf"
+_NARROW = {np.dtype("int64"): np.dtype("int32"), np.dtype("uint64"): np.dtype("uint32")}
+
+
+def read(path: str, **options: Any) -> Geometry:
+    """Read a PLY file: a mesh when it has faces, else a point cloud (no options)."""
+    import plyfile
+
+    gp.no_options(path, "PLY read", options)
+    with gp.parsing(path, "PLY file", _parse_errors()):
+        ply = _load(path)
+    names = [el.name for el in ply.elements]
+    if "vertex" not in names:
+        raise gp.input_error(path, "has no 'vertex' element")
+    dropped = [name for name in names if name not in ("vertex", "face")]
+    vertex = ply["vertex"]
+    vertex_scalars, dropped_v = _scalars(vertex)
+    dropped += dropped_v
+    missing = [a for a in "xyz" if a not in vertex_scalars]
+    if missing:
+        raise gp.input_error(path, f"the vertex element has no {', '.join(missing)} property")
+    positions = np.stack([vertex_scalars.pop(a) for a in "xyz"], axis=1)
+    faces = None
+    face_attributes: dict[str, np.ndarray] = {}
+    if "face" in names:
+        face = ply["face"]
+        face_scalars, dropped_f = _scalars(face)
+        lists = [p.name for p in face.properties if isinstance(p, plyfile.PlyListProperty)]
+        corner_list = next((n for n in _FACE_LISTS if n in lists), None)
+        if corner_list is None and len(face.data):
+            raise gp.input_error(path, "the face element has no vertex_indices list")
+        dropped += [f for f in dropped_f if f != f"face.{corner_list}"]
+        if corner_list is not None and len(face.data):
+            corners = face.data[corner_list]
+            if corners.dtype == object:  # one array per face: lengths may differ
+                counts = np.fromiter(map(len, corners), dtype=np.int64, count=len(corners))
+                corners = np.concatenate(corners)
+            else:  # mapped as triangles, every stored length checked 3 by plyfile
+                counts = np.full(len(corners), corners.shape[1], dtype=np.int64)
+            faces, polygon = gp.polygon_faces(corners.reshape(-1).astype(np.int64), counts, path)
+            face_attributes = {k: v[polygon] for k, v in face_scalars.items()}
+            if len(polygon) != len(counts):
+                face_attributes["polygon"] = polygon
+    return gp.mesh_geometry(
+        path, positions, faces, attributes=vertex_scalars, face_attributes=face_attributes, dropped=dropped
+    )
+
+
+def _load(path: str) -> Any:
+    """The PlyData of ``path``, a binary all-triangle file's faces memory-mapped.
+
+    plyfile reads a list property row by row (about 1 s per 200k faces) unless told its
+    length, and then maps the rows whole and checks every stored length; so a binary file
+    is first read as all triangles, and read again row by row if it is not.
+    """
+    import plyfile
+
+    with gp.os_errors(path), open(path, "rb") as f:
+        ascii_file = b"format ascii" in f.read(256)
+    if not ascii_file:
+        try:
+            return plyfile.PlyData.read(path, known_list_len={"face": dict.fromkeys(_FACE_LISTS, 3)})
+        except _parse_errors():
+            pass  # not all triangles: read below row by row (a broken file fails there too)
+    return plyfile.PlyData.read(path)
+
+
+def _parse_errors() -> tuple[type[BaseException], ...]:
+    import plyfile
+
+    return (plyfile.PlyParseError, ValueError, EOFError, IndexError)
+
+
+def _scalars(element: Any) -> tuple[dict[str, np.ndarray], list[str]]:
+    """An element's scalar properties by name, and the names (``element.property``) of its lists."""
+    import plyfile
+
+    scalars, lists = {}, []
+    for prop in element.properties:
+        if isinstance(prop, plyfile.PlyListProperty):
+            lists.append(f"{element.name}.{prop.name}")
+        else:
+            values = element.data[prop.name]
+            scalars[prop.name] = np.array(values, dtype=values.dtype.newbyteorder("="))
+    return scalars, lists
+
+
+def write(path: str, data: Any, *, text: bool = False, **options: Any) -> None:
+    """Write a mesh (or a point cloud: kind ``points``) as PLY; ``text`` for ASCII PLY."""
+    import plyfile
+
+    gp.no_options(path, "PLY write", options)
+    geometry = gp.mesh_parts(data, path, "PLY", points=True)
+    unstored: list[str] = []
+    positions = np.asarray(geometry.positions)
+    vertex_columns = {a: positions[:, i] for i, a in enumerate("xyz")}
+    vertex_columns.update(_columns(geometry.attributes, unstored))
+    elements = [plyfile.PlyElement.describe(_table(vertex_columns), "vertex")]
+    if geometry.faces is not None:
+        faces = np.asarray(geometry.faces)
+        face_columns = {"vertex_indices": faces.astype(np.int32)}
+        face_columns.update(_columns(geometry.edge_attributes, unstored))
+        len_type = "u1" if faces.shape[1] < 256 else "u4"
+        elements.append(
+            plyfile.PlyElement.describe(_table(face_columns), "face", len_types={"vertex_indices": len_type})
+        )
+    gp.warn_unstored(path, "PLY", unstored)
+    with gp.os_errors(path, "written"):
+        plyfile.PlyData(elements, text=text).write(path)
+
+
+def _columns(attributes: dict[str, np.ndarray], unstored: list[str]) -> dict[str, np.ndarray]:
+    """PLY scalar properties from attributes: components split, bools as uint8, int64 narrowed if it fits."""
+    out = {}
+    for name, values in attributes.items():
+        values = np.asarray(values)
+        if values.dtype == bool:
+            values = values.astype(np.uint8)
+        narrow = _NARROW.get(values.dtype)
+        if narrow is not None:
+            info = np.iinfo(narrow)
+            if values.size and (values.min() < info.min or values.max() > info.max):
+                unstored.append(name)
+                continue
+            values = values.astype(narrow)
+        if values.dtype.kind not in _PLY_KINDS:
+            unstored.append(name)
+            continue
+        if values.ndim == 1:
+            out[name] = values
+        else:
+            flat = values.reshape(len(values), -1)
+            out.update({f"{name}_{k}": flat[:, k] for k in range(flat.shape[1])})
+    return out
+
+
+def _table(columns: dict[str, np.ndarray]) -> np.ndarray:
+    """Columns as one structured array (a 2-D column becomes a fixed-length list property)."""
+    n = len(next(iter(columns.values())))
+    dtype = [(name, v.dtype.newbyteorder("<").str, v.shape[1:]) for name, v in columns.items()]
+    table = np.empty(n, dtype=dtype)
+    for name, values in columns.items():
+        table[name] = values
+    return table
+
+
+FORMAT = FileFormat(
+    name="ply",
+    extensions=(".ply",),
+    kinds=("mesh", "points"),
+    read=read,
+    write=write,
+    description="PLY mesh or point cloud (plyfile): vertex and face properties as attributes",
+)

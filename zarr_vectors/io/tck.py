@@ -1,0 +1,42 @@
+"""MRtrix streamlines (``.tck``), through ``nibabel.streamlines``.
+
+TCK stores positions only, in RAS+ millimetres (float32 by nibabel), one streamline per
+object in file order; there is no voxel space to choose and no per-point or
+per-streamline data (MRtrix keeps those in separate ``.tsf`` files), so on write every
+attribute and object attribute is named in a warning.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zarr_vectors.io import geometry_parts as gp
+from zarr_vectors.io import tractograms
+from zarr_vectors.io.types import FileFormat, Geometry
+
+
+def read(path: str, **options: Any) -> Geometry:
+    """Read a TCK file (no options)."""
+    gp.no_options(path, "TCK read", options)
+    return tractograms.geometry(path, tractograms.load(path, "TCK").tractogram)
+
+
+def write(path: str, data: Any, **options: Any) -> None:
+    """Write streamlines (RAS+ mm) as TCK (no options)."""
+    from nibabel.streamlines.tck import TckFile
+
+    gp.no_options(path, "TCK write", options)
+    geometry, object_attributes = gp.polylines(data, path, "TCK")
+    gp.warn_unstored(path, "TCK", [*geometry.attributes, *object_attributes])
+    with gp.os_errors(path, "written"):
+        TckFile(tractograms.tractogram(geometry.positions, geometry.offsets, {}, {})).save(path)
+
+
+FORMAT = FileFormat(
+    name="tck",
+    extensions=(".tck",),
+    kinds=("streamline",),
+    read=read,
+    write=write,
+    description="MRtrix streamlines (nibabel): positions only",
+)

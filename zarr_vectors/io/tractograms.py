@@ -1,0 +1,127 @@
+"""What the TRK and TCK modules share: nibabel tractograms to and from a Geometry.
+
+A nibabel ``ArraySequence`` is a CSR table like the writers' ``offsets``, so both ways
+are array assignments (no per-streamline loop): ``data_per_point`` becomes vertex
+attributes and ``data_per_streamline`` object attributes (one object per streamline,
+in file order), each one-component column stored as a plain attribute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from zarr_vectors.io import geometry_parts as gp
+from zarr_vectors.io.types import Geometry
+
+#: What nibabel raises for a file it cannot parse (besides OSError).
+PARSE_ERRORS: tuple[type[BaseException], ...] = (ValueError, EOFError, IndexError, KeyError)
+
+
+def load(path: str, what: str) -> Any:
+    """The nibabel TractogramFile of ``path``, parse failures as an InputError naming it."""
+    import struct
+
+    import nibabel.streamlines as nibs
+    from nibabel.streamlines.tractogram_file import DataError, HeaderError
+
+    # a truncated TRK body surfaces as numpy's TypeError ("buffer is too small")
+    with gp.parsing(path, f"{what} file", (HeaderError, DataError, struct.error, TypeError, *PARSE_ERRORS)):
+        return nibs.load(path, lazy_load=False)
+
+
+def sequence_parts(seq: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(data, offsets with the end appended) of an ArraySequence, data in offset order."""
+    lengths = np.asarray(seq._lengths, dtype=np.int64)
+    offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64)
+    starts = np.asarray(seq._offsets, dtype=np.int64)
+    data = np.asarray(seq._data)
+    if len(lengths) and not np.array_equal(starts, offsets[:-1]):  # a sliced or reordered sequence
+        data = seq.get_data()
+    return data[: offsets[-1]], offsets
+
+
+def geometry(path: str, tractogram: Any, dropped: tuple[str, ...] = ()) -> Geometry:
+    """A streamline Geometry from a nibabel Tractogram."""
+    positions, offsets = sequence_parts(tractogram.streamlines)
+    attributes = {name: gp.per_row(sequence_parts(seq)[0]) for name, seq in tractogram.data_per_point.items()}
+    objects = {name: gp.per_row(np.asarray(v)) for name, v in tractogram.data_per_streamline.items()}
+    return gp.streamline_geometry(
+        path, positions, offsets, attributes=attributes, object_attributes=objects, dropped=dropped
+    )
+
+
+def sequence(data: np.ndarray, offsets: np.ndarray) -> Any:
+    """An ArraySequence over ``data`` cut at ``offsets`` (data shared, not copied)."""
+    from nibabel.streamlines import ArraySequence
+
+    seq = ArraySequence()
+    seq._data = data
+    seq._offsets = np.asarray(offsets[:-1], dtype=np.int64)
+    seq._lengths = np.diff(offsets).astype(np.int64)
+    return seq
+
+
+def tractogram(
+    positions: np.ndarray,
+    offsets: np.ndarray,
+    attributes: Mapping[str, np.ndarray],
+    object_attributes: Mapping[str, np.ndarray],
+) -> Any:
+    """A nibabel Tractogram in RAS+ mm (identity ``affine_to_rasmm``)."""
+    from nibabel.streamlines import Tractogram
+
+    offsets = np.asarray(offsets, dtype=np.int64)
+    return Tractogram(
+        sequence(np.asarray(positions, np.float32), offsets),
+        data_per_point={k: sequence(gp.as_columns(v).astype(np.float32), offsets) for k, v in attributes.items()},
+        data_per_streamline={k: gp.as_columns(v).astype(np.float32) for k, v in object_attributes.items()},
+        affine_to_rasmm=np.eye(4),
+    )
+
+
+def space(
+    positions: np.ndarray,
+    reference: Any = None,
+    affine: Any = None,
+    dimensions: Any = None,
+    voxel_sizes: Any = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(voxel_to_rasmm, dimensions, voxel sizes) of a streamline file's header.
+
+    From ``reference`` (a NIfTI image or TRK file, by path or as a nibabel object), else
+    ``affine`` (default identity) with ``voxel_sizes`` (default the affine's column norms)
+    and ``dimensions`` (default the voxel extent of ``positions``, RAS+ mm).
+    """
+    from nibabel.affines import apply_affine
+
+    if reference is not None:
+        ref = reference
+        if isinstance(reference, str):
+            ref = load(reference, "TRK") if reference.lower().endswith(".trk") else _image(reference)
+        if hasattr(ref, "affine") and hasattr(ref, "shape"):  # an image
+            return np.asarray(ref.affine, np.float64), np.asarray(ref.shape[:3]), np.asarray(ref.header.get_zooms()[:3])
+        from nibabel.streamlines.trk import Field
+
+        hdr = ref.header
+        return (
+            np.asarray(hdr[Field.VOXEL_TO_RASMM]),
+            np.asarray(hdr[Field.DIMENSIONS]),
+            np.asarray(hdr[Field.VOXEL_SIZES]),
+        )
+    aff = np.eye(4) if affine is None else np.asarray(affine, np.float64)
+    sizes = np.sqrt((aff[:3, :3] ** 2).sum(axis=0)) if voxel_sizes is None else np.asarray(voxel_sizes, np.float64)
+    if dimensions is None:
+        vox = apply_affine(np.linalg.inv(aff), positions) if len(positions) else np.zeros((1, 3))
+        dimensions = np.maximum(np.ceil(vox.max(axis=0)) + 1, 1)
+    return aff, np.asarray(dimensions).astype(np.int64), sizes
+
+
+def _image(path: str) -> Any:
+    import nibabel as nib
+    from nibabel.filebasedimages import ImageFileError
+
+    with gp.parsing(path, "reference image", (ImageFileError, *PARSE_ERRORS)):
+        return nib.load(path)

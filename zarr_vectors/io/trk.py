@@ -1,0 +1,85 @@
+"""TrackVis streamlines (``.trk``), through ``nibabel.streamlines``.
+
+Read: one streamline per object (file order), ``data_per_point`` ("scalars") as vertex
+attributes and ``data_per_streamline`` ("properties") as object attributes.  Positions
+are in RAS+ millimetres (``space="rasmm"``, nibabel's convention: the header's
+``voxel_to_rasmm`` applied), or with ``space="voxmm"`` as TrackVis stores them (voxel
+coordinates times voxel size, origin at the corner of the first voxel).
+
+Write: positions taken as RAS+ mm; the header's space is that of ``reference`` (a
+NIfTI image or TRK file, by path or as a nibabel object), else ``affine`` (4x4
+voxel-to-RAS+mm), ``dimensions`` and ``voxel_sizes``; by default the identity affine
+with 1 mm voxels over the data's extent.  TRK stores float32 (positions and every
+attribute, at most 10 scalar and 10 property names of up to 20 characters; nibabel
+refuses more, which is reported as an InputError).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from zarr_vectors.io import geometry_parts as gp
+from zarr_vectors.io import tractograms
+from zarr_vectors.io.types import FileFormat, Geometry
+
+SPACES = ("rasmm", "voxmm")
+
+
+def read(path: str, *, space: str = "rasmm", **options: Any) -> Geometry:
+    """Read a TRK file; ``space`` ``"rasmm"`` (default) or ``"voxmm"`` (as stored)."""
+    from nibabel.affines import apply_affine
+    from nibabel.streamlines.trk import get_affine_trackvis_to_rasmm
+
+    gp.no_options(path, "TRK read", options)
+    if space not in SPACES:
+        raise gp.input_error(path, f"space must be one of {', '.join(SPACES)}, found {space!r}")
+    trk = tractograms.load(path, "TRK")
+    geometry = tractograms.geometry(path, trk.tractogram)
+    if space == "voxmm":
+        to_voxmm = np.linalg.inv(get_affine_trackvis_to_rasmm(trk.header))
+        geometry.positions = apply_affine(to_voxmm, geometry.positions).astype(np.float32)
+    return geometry
+
+
+def write(
+    path: str,
+    data: Any,
+    *,
+    reference: Any = None,
+    affine: Any = None,
+    dimensions: Any = None,
+    voxel_sizes: Any = None,
+    **options: Any,
+) -> None:
+    """Write streamlines (RAS+ mm) as TRK in the space of ``reference`` or ``affine`` (default identity)."""
+    from nibabel.orientations import aff2axcodes
+    from nibabel.streamlines.trk import Field, TrkFile
+
+    gp.no_options(path, "TRK write", options)
+    geometry, object_attributes = gp.polylines(data, path, "TRK")
+    positions = np.asarray(geometry.positions)
+    aff, dims, sizes = tractograms.space(positions, reference, affine, dimensions, voxel_sizes)
+    hdr = {
+        Field.VOXEL_TO_RASMM: aff.astype(np.float32),
+        Field.DIMENSIONS: dims.astype(np.int16),
+        Field.VOXEL_SIZES: sizes.astype(np.float32),
+        Field.VOXEL_ORDER: "".join(aff2axcodes(aff)),
+    }
+    tractogram = tractograms.tractogram(positions, geometry.offsets, geometry.attributes, object_attributes)
+    with gp.os_errors(path, "written"):
+        try:
+            TrkFile(tractogram, header=hdr).save(path)
+        except ValueError as exc:
+            raise gp.input_error(path, f"TRK cannot hold this data ({exc})") from exc
+
+
+FORMAT = FileFormat(
+    name="trk",
+    extensions=(".trk",),
+    kinds=("streamline",),
+    read=read,
+    write=write,
+    description="TrackVis streamlines (nibabel): scalars as attributes, properties as object attributes",
+)

@@ -1,0 +1,166 @@
+"""TRX tractograms (``.trx``: a zip, or a directory of the same files), through trx-python.
+
+Read (``trx.trx_file_memmap.load``): positions (RAS+ mm, the header's
+``VOXEL_TO_RASMM`` describing the reference space; no transform applied) with one
+streamline per object in file order; ``dpv`` (data per vertex) as vertex attributes and
+``dps`` (data per streamline) as object attributes.  Groups and their data are object
+attributes too, one per group and per group datum:
+
+* ``group.<name>`` -- uint8, 1 where a streamline belongs to group ``<name>``;
+* ``dpg.<name>.<key>`` -- the group's datum ``<key>`` on every member streamline
+  (zero elsewhere), so a coarse level still carries it; a datum of an empty group has
+  no member to carry it and is named in ``Geometry.dropped``.
+
+The arrays are the library's memory maps of the file (of its extracted copy for a
+deflated zip, whose temporary directory is removed at once: POSIX keeps mapped files
+readable): nothing is loaded whole, pages are read as they are used, so a large TRX can
+be handed to the writers (or cut into partitions) without copying it first.
+
+Write (``trx.trx_file_memmap.save``): the same layout back -- ``group.*`` and ``dpg.*``
+object attributes become groups and per-group data (a datum taken from the group's
+first member), the rest dpv / dps in their own dtypes (bools as uint8); the header's
+space from ``reference`` (a NIfTI image or TRK file), else ``affine`` / ``dimensions``
+(default identity, the data's extent).  ``compressed=True`` deflates the zip.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from zarr_vectors.io import geometry_parts as gp
+from zarr_vectors.io import tractograms
+from zarr_vectors.io.types import FileFormat, Geometry
+
+GROUP = "group."
+DPG = "dpg."
+
+
+def read(path: str, **options: Any) -> Geometry:
+    """Read a TRX file or directory, memory-mapped (no options)."""
+    import zipfile
+
+    import trx.trx_file_memmap as tmm
+
+    gp.no_options(path, "TRX read", options)
+    with gp.parsing(path, "TRX file", (*tractograms.PARSE_ERRORS, TypeError, zipfile.BadZipFile)):
+        trx = tmm.load(path)
+    if trx._uncompressed_folder_handle is not None and os.name == "posix":
+        # a deflated zip was extracted to a temporary directory: removed now, its files
+        # stay readable through the memory maps (POSIX) and their space is freed with them
+        trx._uncompressed_folder_handle.cleanup()
+        trx._uncompressed_folder_handle = None
+    n_lines = int(trx.header["NB_STREAMLINES"])
+    positions, offsets = _parts(trx.streamlines, int(trx.header["NB_VERTICES"]), path)
+    if len(offsets) != n_lines + 1:
+        raise gp.input_error(path, f"header declares {n_lines} streamlines, the offsets hold {len(offsets) - 1}")
+    attributes = {k: gp.per_row(_parts(v, len(positions), path)[0]) for k, v in trx.data_per_vertex.items()}
+    objects = {k: gp.per_row(v) for k, v in trx.data_per_streamline.items()}
+    dropped = []
+    for name, members in trx.groups.items():
+        members = np.asarray(members, dtype=np.int64)
+        if len(members) and (members.min() < 0 or members.max() >= n_lines):
+            raise gp.input_error(path, f"group {name!r} lists streamline {members.max()} of {n_lines}")
+        inside = np.zeros(n_lines, dtype=np.uint8)  # uint8, not bool: object attributes need an absence value
+        inside[members] = 1
+        objects[GROUP + name] = inside
+        for key, value in trx.data_per_group.get(name, {}).items():
+            if not len(members):
+                dropped.append(f"{DPG}{name}.{key}")
+                continue
+            value = gp.per_row(np.asarray(value).reshape(1, -1))
+            column = np.zeros((n_lines, *value.shape[1:]), dtype=value.dtype)
+            column[members] = value
+            objects[f"{DPG}{name}.{key}"] = column
+    return gp.streamline_geometry(
+        path, positions, offsets, attributes=attributes, object_attributes=objects, dropped=dropped
+    )
+
+
+def _parts(seq: Any, n_vertices: int, path: str) -> tuple[np.ndarray, np.ndarray]:
+    """(data, offsets with the end appended) of a TRX ArraySequence, the data still memory-mapped."""
+    data = seq._data
+    offsets = np.r_[np.asarray(seq._offsets, dtype=np.int64), n_vertices]
+    if len(data) != n_vertices or (np.diff(offsets) < 0).any() or offsets[0] != 0:
+        raise gp.input_error(path, f"offsets do not cut the {n_vertices} vertices ({len(data)} rows)")
+    return data, offsets
+
+
+def write(
+    path: str,
+    data: Any,
+    *,
+    reference: Any = None,
+    affine: Any = None,
+    dimensions: Any = None,
+    compressed: bool = False,
+    **options: Any,
+) -> None:
+    """Write streamlines (RAS+ mm) as TRX, groups from ``group.*`` object attributes."""
+    import zipfile
+
+    import trx.trx_file_memmap as tmm
+
+    gp.no_options(path, "TRX write", options)
+    geometry, object_attributes = gp.polylines(data, path, "TRX")
+    positions = np.asarray(geometry.positions)
+    if positions.dtype.kind != "f":
+        positions = positions.astype(np.float32)
+    offsets = np.asarray(geometry.offsets, dtype=np.int64)
+    aff, dims, _ = tractograms.space(positions, reference, affine, dimensions)
+    trx = tmm.TrxFile()
+    trx.header = {
+        "VOXEL_TO_RASMM": aff.astype(np.float32),
+        "DIMENSIONS": dims.astype(np.uint16),
+        "NB_VERTICES": len(positions),
+        "NB_STREAMLINES": len(offsets) - 1,
+    }
+    wide = np.uint64 if len(positions) > np.iinfo(np.uint32).max else np.uint32
+    trx.streamlines = tractograms.sequence(positions, offsets)
+    trx.streamlines._offsets = trx.streamlines._offsets.astype(wide)
+    trx.data_per_vertex = {k: tractograms.sequence(_storable(v), offsets) for k, v in geometry.attributes.items()}
+    groups = {
+        k[len(GROUP) :]: np.flatnonzero(v).astype(np.uint32)
+        for k, v in object_attributes.items()
+        if k.startswith(GROUP)
+    }
+    trx.groups = groups
+    trx.data_per_group = {}
+    for key, values in object_attributes.items():
+        if not key.startswith(DPG):
+            continue
+        group = max((g for g in groups if key.startswith(f"{DPG}{g}.")), key=len, default=None)
+        if group is None:
+            raise gp.input_error(path, f"object attribute {key!r} names no group (no {GROUP}<name> attribute)")
+        members = groups[group]
+        if not len(members):
+            continue
+        value = _storable(np.asarray(values)[members[0]]).reshape(-1)  # the first member's row
+        # one value as (1,), several as (1, k): TRX names a multi-valued datum by its width
+        trx.data_per_group.setdefault(group, {})[key[len(DPG) + len(group) + 1 :]] = (
+            value if len(value) == 1 else value.reshape(1, -1)
+        )
+    trx.data_per_streamline = {k: _storable(v) for k, v in object_attributes.items() if not k.startswith((GROUP, DPG))}
+    empty = sorted(g for g, m in groups.items() if not len(m))
+    gp.warn_unstored(path, "TRX (data of an empty group)", [
+        k for k in object_attributes if k.startswith(tuple(f"{DPG}{g}." for g in empty))
+    ])  # fmt: skip
+    with gp.os_errors(path, "written"):
+        tmm.save(trx, path, compression_standard=zipfile.ZIP_DEFLATED if compressed else zipfile.ZIP_STORED)
+
+
+def _storable(values: Any) -> np.ndarray:
+    values = np.asarray(values)
+    return values.astype(np.uint8) if values.dtype == bool else values
+
+
+FORMAT = FileFormat(
+    name="trx",
+    extensions=(".trx",),
+    kinds=("streamline",),
+    read=read,
+    write=write,
+    description="TRX tractogram (trx-python, memory-mapped): dpv, dps, groups and per-group data",
+)
