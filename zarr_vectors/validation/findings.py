@@ -119,6 +119,8 @@ RULES: list[Rule] = [
         ("L2_LEVEL_CHUNK_SHAPE", _E, "a per-level chunk_shape has sid_ndim finite entries > 0"),
         ("L2_LEVEL_FLAGS", _E, "preserves_object_ids, shared_fragments, fragments_tile are booleans and "
                                "inherited_num_objects an integer >= 0, where present"),
+        ("L2_ATTRIBUTE_AGGREGATION", _E, "a level's attribute_aggregation maps vertex attributes of that level to "
+                                         "mean, min, max or first, and only coarse levels have one (D22)"),
         ("L2_FAMILY_LINK_WIDTH", _E, "links/<d> has link_width >= 1"),
         ("L2_FAMILY_DIRECTED", _E, "links/<d> has a boolean directed"),
         ("L2_FAMILY_STORE", _E, "links/<d> has store canonical or duplicate"),
