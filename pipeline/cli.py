@@ -7,6 +7,8 @@ import sys
 from asyncio import CancelledError  # a BaseException: a client's cancelled wait is one too
 from collections.abc import Callable
 
+from pipeline import cmd_plot
+
 
 def _demo(args: argparse.Namespace) -> int:
     from pipeline.demo import run_demo
@@ -561,6 +563,7 @@ def build_parser() -> argparse.ArgumentParser:
     _aggregate_arg(pyramid)
     _cluster_args(pyramid)
     pyramid.set_defaults(func=_pyramid)
+    cmd_plot.add_parser(sub)
     return parser
 
 

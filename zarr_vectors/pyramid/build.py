@@ -126,16 +126,26 @@ class PyramidResult:
 # ---------------------------------------------------------------------------
 # the coarse level's own tasks: vertex cells and the reconcile step
 # ---------------------------------------------------------------------------
-def _write_vertices(
-    vertices: GridArray,
-    fragments: GridArray,
-    attributes: dict[str, GridArray],
-    layout: MetavertexLayout,
-    start: int,
-    stop: int,
-) -> list[str]:
+@dataclass(frozen=True, eq=False)
+class _Arrays:
+    """A new level's grid arrays, as created by init."""
+
+    vertices: GridArray
+    fragments: GridArray
+    attributes: dict[str, GridArray]  # the carried vertex attributes (D22)
+
+
+def _attribute_document(source: Level, name: str) -> dict[str, Any]:
+    """A carried attribute's array attributes: the source's, without its presence list and grid origin."""
+    attrs = source.array(f"vertex_attributes/{name}").attributes
+    return {k: v for k, v in attrs.items() if k not in ("nonempty_chunks", "chunk_grid_origin")}
+
+
+def _write_vertices(arrays: _Arrays, layout: MetavertexLayout, start: int, stop: int) -> list[str]:
     """Write the coarse cells ``start:stop``: rows, one 1-row fragment per metavertex, attribute rows."""
+    attributes = arrays.attributes
     cells, counts, positions, values = layout.slice_cells(start, stop)
+    values = {name: v.astype(v.dtype.newbyteorder("<"), copy=False) for name, v in values.items()}  # stored LE
     vcells: dict[tuple[int, ...], bytes] = {}
     fcells: dict[tuple[int, ...], bytes] = {}
     acells: dict[str, dict[tuple[int, ...], bytes]] = {name: {} for name in attributes}
@@ -145,9 +155,11 @@ def _write_vertices(
         vcells[key] = positions[offset : offset + n].tobytes()
         fcells[key] = FragmentIndex.from_counts(np.ones(n, dtype=np.int64)).encode()
         for name in attributes:
-            acells[name][key] = values[name][offset : offset + n].astype(values[name].dtype.newbyteorder("<")).tobytes()
+            acells[name][key] = values[name][offset : offset + n].tobytes()
         offset += n
-    write_cells_many([(vertices, vcells), (fragments, fcells)] + [(attributes[n], acells[n]) for n in attributes])
+    write_cells_many(
+        [(arrays.vertices, vcells), (arrays.fragments, fcells)] + [(attributes[n], acells[n]) for n in attributes]
+    )
     return [format_chunk_key(c) for c in vcells]
 
 
@@ -216,21 +228,6 @@ def _compressor(grid: GridArray) -> dict[str, Any] | None:
     """The store's compressor (D14): the one a cell of ``grid`` uses (inside the shards when sharded)."""
     comp = grid.pipeline.compressor
     return dict(comp.config) if comp is not None else None
-
-
-@dataclass(frozen=True, eq=False)
-class _Arrays:
-    """A new level's grid arrays, as created by init."""
-
-    vertices: GridArray
-    fragments: GridArray
-    attributes: dict[str, GridArray]  # the carried vertex attributes (D22)
-
-
-def _attribute_document(source: Level, name: str) -> dict[str, Any]:
-    """A carried attribute's array attributes: the source's, without its presence list and grid origin."""
-    attrs = source.array(f"vertex_attributes/{name}").attributes
-    return {k: v for k, v in attrs.items() if k not in ("nonempty_chunks", "chunk_grid_origin")}
 
 
 @dataclass(frozen=True, eq=False)
@@ -495,13 +492,11 @@ class _Builder:
         The reconcile's parts touch disjoint files, so each is a task of its own (safe to
         run twice); the level document is written once all of them have run.
         """
-        v_out, f_out, a_out = _publish(arrays.vertices), _publish(arrays.fragments), _publish(arrays.attributes)
-        vertex_keys = [
-            dask.delayed(_write_vertices)(v_out, f_out, a_out, binned.layout, s.start, s.stop) for s in owners
-        ]
+        arrays_ref = _publish(arrays)
+        vertex_keys = [dask.delayed(_write_vertices)(arrays_ref, binned.layout, s.start, s.stop) for s in owners]
         keys = dask.delayed(_vertex_keys)(*vertex_keys)
-        grids = [v_out, f_out, *[_publish(g) for g in arrays.attributes.values()]]
-        parts = [dask.delayed(confirm_presence)(a, keys) for a in grids]
+        grids = [arrays.vertices, arrays.fragments, *arrays.attributes.values()]
+        parts = [dask.delayed(confirm_presence)(_publish(a), keys) for a in grids]
         objects = binned.objects
         if objects is not None:
             source = _publish(src.level)
