@@ -274,6 +274,8 @@ def preflight(spec: BuildSpec, *, resume: bool = False) -> None:
                          f"got {len(spec.inputs)}")
     if not spec.inputs:
         raise InputError("no input files")
+    if spec.aggregate and not spec.pyramid:
+        raise InputError("--aggregate says how coarse levels reduce attributes: it needs --pyramid")
     if spec.shard_shape is not None:
         values = [spec.shard_shape] if np.isscalar(spec.shard_shape) else list(spec.shard_shape)
         if not values or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1

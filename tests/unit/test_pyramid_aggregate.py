@@ -145,3 +145,42 @@ def test_command_line_aggregate(tmp_path, capsys):
         "flag": "first", "label": "max", "rgb": "mean", "w": "min"}
     assert main(["pyramid", str(store), "--factor", "2", "--aggregate", "w"]) == 2
     assert "NAME=REDUCTION" in capsys.readouterr().err
+
+
+def test_level5_finds_a_coarse_value_no_reduction_gives(tmp_path):
+    from zarr_vectors.store.grid import write_cells_many
+
+    store = tmp_path / "s.zv"
+    data = tiny(store)
+    zv.build_pyramid(str(store), factors=[2], aggregate={"w": "min"})
+    assert "L5_ATTRIBUTE_AGGREGATION" not in validate(str(store), 5).codes()
+    grid = zv.open_store(str(store)).level(1).array("vertex_attributes/w")
+    chunk = sorted(grid.nonempty_chunk_coords())[0]
+    values = np.frombuffer(grid.read_cells([chunk])[0], dtype="<f4").copy()
+    values[0] = data["w"].max() + 1.0  # above every level-0 value: no min (or any reduction) gives it
+    write_cells_many([(grid, {tuple(chunk): values.tobytes()})])
+    report = validate(str(store), 5)
+    assert report.codes("error") == ["L5_ATTRIBUTE_AGGREGATION"], report.summary()
+    assert "vertex_attributes/w" in report.findings[0].node
+    assert validate(str(store), 4).ok  # a level-5 rule only
+
+
+@pytest.mark.slow  # a whole zv build job
+def test_zv_build_aggregate(tmp_path, capsys):
+    import dask
+    import pandas as pd
+
+    from pipeline.cli import main
+
+    rng = np.random.default_rng(2)
+    src = tmp_path / "pts.csv"
+    pd.DataFrame({"x": rng.uniform(0, 100, 300), "y": rng.uniform(0, 100, 300), "z": rng.uniform(0, 100, 300),
+                  "intensity": rng.random(300)}).to_csv(src, index=False)
+    out = tmp_path / "s.zv"
+    assert main(["build", "points", str(src), str(out), "--aggregate", "intensity=max"]) == 2
+    assert "needs --pyramid" in capsys.readouterr().err and not out.exists()
+    with dask.config.set(scheduler="threads"):
+        assert main(["build", "points", str(src), str(out), "--chunk-shape", "50", "--pyramid", "2",
+                     "--aggregate", "intensity=max"]) == 0
+    assert zv.open_store(str(out)).level(1).meta.attribute_aggregation == {"intensity": "max"}
+    assert zv.read(str(out), level=1).attributes["intensity"].max() == zv.read(str(out)).attributes["intensity"].max()
