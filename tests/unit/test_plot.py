@@ -109,3 +109,17 @@ def test_bad_arguments_exit_2_with_one_line(stores, tmp_path, capsys, monkeypatc
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1 and err.startswith("zv plot: error:")
     assert not list(tmp_path.iterdir())
+
+
+def test_many_points_become_a_density(stores, tmp_path):
+    import dask
+
+    with dask.config.set({"zarr_vectors.plot.density-points": 100}):
+        fig = plot_level(stores["points"], projections=["xy"])
+        coloured = plot_level(stores["points"], projections=["xy"], color_by="height")
+    assert type(fig.axes[0].collections[0]).__name__ == "PolyCollection"  # hexagons, not a scatter
+    assert fig.axes[1].get_ylabel() == "points per bin (log)"
+    assert coloured.axes[1].get_ylabel() == "height"
+    out = tmp_path / "density.png"
+    fig.savefig(out)
+    assert_nontrivial(out)

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.errors import InputError
+from zarr_vectors.plot import draw
 from zarr_vectors.read import LINKED_KINDS, POLYLINE_KINDS, VectorData, read
 
 __all__ = ["PLOT_SUFFIXES", "PROJECTIONS", "plot_level", "save_plot"]
@@ -86,8 +87,6 @@ def _polyline_pairs(data: VectorData) -> np.ndarray:
 
 
 def _draw(ax: Any, data: VectorData, keep: np.ndarray, values: np.ndarray | None, projection: str) -> Any:
-    from zarr_vectors.plot import draw
-
     a, b = PROJECTIONS[projection]
     pos = data.positions
     xy = np.ascontiguousarray(pos[:, [a, b]], dtype=np.float64)
