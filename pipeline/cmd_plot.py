@@ -11,6 +11,7 @@ import argparse
 import sys
 from typing import Any
 
+
 def _bbox(text: str | None) -> list[list[float]] | None:
     """``x0,y0,z0,x1,y1,z1`` -> ``[[x0, y0, z0], [x1, y1, z1]]`` (an even count of numbers, mins first)."""
     if text is None:
@@ -42,7 +43,7 @@ def _plot(args: argparse.Namespace) -> int:
     from zarr_vectors.errors import ZarrVectorsError
     from zarr_vectors.plot import save_plot
 
-    kwargs: dict[str, Any] = dict(level=args.level, bbox=box, color_by=args.color_by, storage_options=options)
+    kwargs: dict[str, Any] = {"level": args.level, "bbox": box, "color_by": args.color_by, "storage_options": options}
     if args.object_id:
         kwargs["objects"] = args.object_id
     try:

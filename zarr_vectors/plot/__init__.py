@@ -20,13 +20,17 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from zarr_vectors.errors import InputError
 from zarr_vectors.plot import draw
 from zarr_vectors.read import LINKED_KINDS, POLYLINE_KINDS, VectorData, read
+
+if TYPE_CHECKING:  # matplotlib is imported when a picture is drawn, not with the package
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = ["PLOT_SUFFIXES", "PROJECTIONS", "plot_level", "save_plot"]
 
@@ -128,9 +132,9 @@ def plot_level(
     color_by: str | None = None,
     objects: Sequence[int] | None = None,
     projections: Sequence[str] | None = None,
-    ax: Any = None,
+    ax: Axes | None = None,
     storage_options: Mapping[str, Any] | None = None,
-) -> Any:  # -> matplotlib.figure.Figure
+) -> Figure:
     """A picture of one level of a store; returns the ``Figure`` (``ax``'s, when given).
 
     ``bbox`` (``[[min...], [max...]]``, inclusive) and ``level`` go to the reader;

@@ -27,6 +27,7 @@ import dask
 
 from zarr_vectors.execution import runner
 from zarr_vectors.format import bounds
+from zarr_vectors.format.coarsen import AGGREGATION_MEMBER
 from zarr_vectors.format.paths import LEVEL_FAMILIES
 from zarr_vectors.format.schema import whole_ratio
 from zarr_vectors.validation.conformance import store_kind
@@ -41,7 +42,6 @@ from zarr_vectors.validation.consistency.cells import (
     load_shards,
 )
 from zarr_vectors.validation.consistency.links import link_graph, orphan_attribute_families
-from zarr_vectors.format.coarsen import AGGREGATION_MEMBER
 from zarr_vectors.validation.consistency.vertices import (
     VertexLevelSpec,
     aggregation_findings,
