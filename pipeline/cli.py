@@ -233,7 +233,7 @@ def _build(args: argparse.Namespace) -> int:
 
     from pipeline import build_args
     from pipeline.cluster import cluster_or_local, local_scheduler
-    from pipeline.jobs import BuildSpec, parse_factors, plan_summary, preflight, run_build
+    from pipeline.jobs import BuildSpec, parse_aggregate, parse_factors, plan_summary, preflight, run_build
     from pipeline.progress import TextProgress
     from zarr_vectors.errors import StageFailedError, ZarrVectorsError, describe
     from zarr_vectors.execution.runner import callbacks
@@ -246,6 +246,7 @@ def _build(args: argparse.Namespace) -> int:
             chunk_shape=_shape(args.chunk_shape),
             bin_shape=_shape(args.bin_shape),
             pyramid=parse_factors(args.pyramid or []),
+            aggregate=parse_aggregate(args.aggregate),
             shard_shape=_shard_shape(args.shard_shape),
             validate_level=args.validate,
             consolidate=args.consolidate,
@@ -444,11 +445,20 @@ def _consolidate(args: argparse.Namespace) -> int:
     return _on_store("consolidate", args, run)
 
 
+def _aggregate_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--aggregate", action="append", default=[], metavar="NAME=REDUCTION",
+                        help="how coarse levels reduce vertex attribute NAME per metavertex: mean, min, max or first "
+                        "(default: mean for floats, first for integers and booleans); repeatable")
+
+
 def _pyramid(args: argparse.Namespace) -> int:
     """``zv pyramid``: exit 0 when built, 2 for bad input, a refused store or an unreachable one."""
     import zarr_vectors as zv
+    from pipeline.jobs import parse_aggregate
+    from zarr_vectors.errors import InputError
 
     try:
+        aggregate = parse_aggregate(args.aggregate)
         factors = []
         for text in args.factor:
             values = _floats(text, "--factor")
@@ -461,6 +471,9 @@ def _pyramid(args: argparse.Namespace) -> int:
             for text in args.chunk_scale:
                 values = _floats(text, "--chunk-scale")
                 scales.append(values[0] if len(values) == 1 else tuple(values))
+    except InputError as exc:
+        print(f"zv pyramid: error: {exc}", file=sys.stderr)
+        return 2
     except SystemExit as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -469,7 +482,8 @@ def _pyramid(args: argparse.Namespace) -> int:
         with zv.count_requests() as tally:
             print(zv.build_pyramid(
                 args.store, factors=factors, chunk_scale_factors=scales, cross_level_storage=args.cross_level_storage,
-                cross_level_depth=args.cross_level_depth, sparsity_seed=args.seed, storage_options=options,
+                cross_level_depth=args.cross_level_depth, sparsity_seed=args.seed, aggregate=aggregate or None,
+                storage_options=options,
             ))  # fmt: skip
         print(f"requests: {tally.counts}")
         return 0
@@ -478,7 +492,7 @@ def _pyramid(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pipeline import build_args, cmd_export
+    from pipeline import build_args, cmd_export, cmd_plot
     parser = argparse.ArgumentParser(prog="zv", description="Zarr Vectors stores on Dask.")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser(
@@ -508,6 +522,7 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--chunk-shape", default="250", help="chunk edge(s), e.g. 250 or 250,250,100")
     build.add_argument("--bin-shape", help="bin edge(s) (must divide the chunk shape)")
     build.add_argument("--pyramid", action="append", metavar="FACTOR[,SPARSITY]", help="add a coarser level; repeatable")
+    _aggregate_arg(build)
     build.add_argument("--shard-shape", metavar="N", help="shard the grid arrays at the end: N cells per shard "
                        "on every axis, or N,N,N per axis")
     build.add_argument("--consolidate", action="store_true", help="copy every node's metadata into the root "
@@ -549,9 +564,11 @@ def build_parser() -> argparse.ArgumentParser:
     pyramid.add_argument("--cross-level-storage", choices=("none", "implicit", "explicit"), default="explicit")
     pyramid.add_argument("--cross-level-depth", type=int, default=1, help="largest |N| linked; -1 = every pair")
     pyramid.add_argument("--seed", type=int, default=0, help="object sparsity seed (default: %(default)s)")
+    _aggregate_arg(pyramid)
     _cluster_args(pyramid)
     pyramid.set_defaults(func=_pyramid)
     cmd_export.add_parser(sub)
+    cmd_plot.add_parser(sub)
     return parser
 
 

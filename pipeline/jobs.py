@@ -39,6 +39,7 @@ class BuildSpec:
     chunk_shape: float | list[float]
     bin_shape: float | list[float] | None = None
     pyramid: list[tuple[float, float]] = field(default_factory=list)
+    aggregate: dict[str, str] = field(default_factory=dict)  # vertex attribute -> reduction (D22)
     shard_shape: int | list[int] | None = None  # cells per shard: one for every axis, or one per axis
     validate_level: int | None = None
     consolidate: bool = False  # copy every node's metadata into the root (one read to open, for zarr readers)
@@ -127,7 +128,9 @@ def _stage_functions(spec: BuildSpec) -> dict[str, Callable[[], dict[str, Any]]]
         return {k: v for k, v in asdict(result).items()}
 
     def pyramid() -> dict[str, Any]:
-        zv.build_pyramid(spec.out, factors=spec.pyramid, storage_options=spec.storage_options)
+        zv.build_pyramid(
+            spec.out, factors=spec.pyramid, aggregate=spec.aggregate or None, storage_options=spec.storage_options
+        )
         return {"levels": len(spec.pyramid) + 1}
 
     def shard() -> dict[str, Any]:
@@ -148,8 +151,8 @@ def _stage_functions(spec: BuildSpec) -> dict[str, Callable[[], dict[str, Any]]]
 
 #: Spec fields a resumed job must share with the journalled one (everything that decides
 #: what the stages already done wrote); ``validate_level`` and ``consolidate`` may change on resume.
-RESUME_FIELDS = ("kind", "inputs", "out", "chunk_shape", "bin_shape", "pyramid", "shard_shape", "directed",
-                 "link_store", "compressor", "columns")
+RESUME_FIELDS = ("kind", "inputs", "out", "chunk_shape", "bin_shape", "pyramid", "aggregate", "shard_shape",
+                 "directed", "link_store", "compressor", "columns")
 
 
 def _plain(value: Any) -> Any:
@@ -190,6 +193,8 @@ def preflight(spec: BuildSpec, *, resume: bool = False) -> list[str]:
         if value is not None and not (values and all(np.isfinite(v) and v > 0 for v in values)):
             raise InputError(f"{what} entries must be finite and > 0, found {value!r}")
     inputs.check_arity(spec)
+    if spec.aggregate and not spec.pyramid:
+        raise InputError("--aggregate says how coarse levels reduce attributes: it needs --pyramid")
     if spec.shard_shape is not None:
         values = [spec.shard_shape] if np.isscalar(spec.shard_shape) else list(spec.shard_shape)
         if not values or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1
@@ -326,6 +331,21 @@ def parse_factors(values: Sequence[str]) -> list[tuple[float, float]]:
         except (ValueError, IndexError):
             raise InputError(f"bad pyramid factor {v!r}: expected FACTOR or FACTOR,SPARSITY") from None
         out.append((coarsen, sparsity))
+    return out
+
+
+def parse_aggregate(values: Sequence[str]) -> dict[str, str]:
+    """``--aggregate NAME=REDUCTION`` (repeatable) -> {name: reduction}, each reduction one of D22's."""
+    from zarr_vectors.format.coarsen import REDUCTIONS
+
+    out: dict[str, str] = {}
+    for v in values:
+        name, sep, how = v.partition("=")
+        if not sep or not name or how not in REDUCTIONS:
+            raise InputError(f"--aggregate {v!r}: expected NAME=REDUCTION with REDUCTION one of {list(REDUCTIONS)}")
+        if name in out:
+            raise InputError(f"--aggregate names {name!r} twice")
+        out[name] = how
     return out
 
 

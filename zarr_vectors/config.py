@@ -49,6 +49,13 @@ DEFAULTS: dict[str, Any] = {
         "io": {
             "threads": 16,  # concurrent object requests of one process
         },
+        # zarr_vectors.plot: a point cloud above this many points is drawn as a density (hexbin);
+        # a mesh gets a wireframe over its shading up to this many faces
+        "plot": {
+            "density-points": 50_000,
+            "hexbin-gridsize": 120,
+            "wireframe-faces": 5_000,
+        },
         # the S3 backend (docs/DESIGN.md, "Object stores": measured, obstore is the faster)
         # and how many requests of one batch it keeps in flight
         "s3": {

@@ -1036,6 +1036,7 @@ def cmd_pyramid_read(args, zv, info) -> dict:
             level = ds.level(n)
             res = level.read()
             out = {"positions": np.asarray(res.positions)}
+            out.update({f"attr_{k}": np.asarray(v) for k, v in res.attributes.items()})  # vertex attributes
             entry = {"level": n, "n": int(res.vertex_count), "kind": res.kind, "object_slots": len(level.objects)}
             if entry["object_slots"] and res.kind in ("point_cloud", "polyline", "streamline", "line"):
                 ids = [int(i) for i in level.objects.ids(present=True)]

@@ -4,7 +4,7 @@
   chunk scale; explicit and implicit storage; depth 2 and -1) pass the reference's level-5
   validation, and the reference reads every level back: the same vertices, the same
   metavertices per object, the same coarse streamlines, the same cross-level records
-  (our int32 rows included);
+  (our int32 rows included), the same aggregated vertex attributes at coarse levels (D22);
 * pyramids the reference builds (the same kinds and settings) pass our level-5 validation
   (v2 object index opted in) and read here exactly as the reference reads them, cross-level
   records included.
@@ -86,6 +86,11 @@ def compare_level(store: str, level: int, ref_npz: str, kind: str, allow=()) -> 
         np.testing.assert_array_equal(ref["obj_positions"], ours.positions)
         return
     np.testing.assert_array_equal(sorted_rows(ref["positions"]), sorted_rows(ours.positions))
+    theirs = {k[len("attr_"):] for k in ref.files if k.startswith("attr_")}
+    assert theirs == set(ours.attributes)
+    for name in theirs:  # the reference reads our attribute rows where we do (storage order, both)
+        np.testing.assert_array_equal(ref[f"attr_{name}"].reshape(len(ours), -1),
+                                      ours.attributes[name].reshape(len(ours), -1))
     if "obj_ids" in ref.files:  # point clouds: each object's metavertices
         mine = our_objects(store, level, allow)
         assert sorted(np.unique(ref["obj_ids"]).tolist()) == sorted(mine)
@@ -113,7 +118,8 @@ def ours(tmp_path_factory) -> dict[str, str]:
     out = tmp_path_factory.mktemp("ours")
     kw = {"chunk_shape": 40, "bin_shape": 20}
     p = {name: str(out / name) for name in OURS}
-    zv.write_points(p["points.zv"], pos, **kw)
+    attrs = {"w": rng.normal(size=n).astype(np.float32), "label": rng.integers(0, 9, n).astype(np.int32)}
+    zv.write_points(p["points.zv"], pos, attributes=attrs, **kw)  # carried to the coarse levels (D22)
     zv.write_points(p["points_ids.zv"], pos, object_ids=ids, **kw)
     edges = rng.integers(0, n, (200, 2))
     zv.write_graph(p["graph.zv"], pos, edges[edges[:, 0] != edges[:, 1]], object_ids=ids, **kw)

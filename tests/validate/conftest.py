@@ -227,6 +227,12 @@ def _points_sharded(path: Path) -> None:
     zv.shard_store(str(path), 2)
 
 
+def _points_pyramid(path: Path) -> None:
+    """The point store with ids, and a level built by build_pyramid carrying its attributes (D22)."""
+    _points(path, ids=True)
+    zv.build_pyramid(str(path), factors=[2], aggregate={"intensity": "max"})
+
+
 def _pyramid_consolidated(path: Path) -> None:
     _pyramid(path)
     zv.consolidate_store(str(path))
@@ -235,6 +241,7 @@ def _pyramid_consolidated(path: Path) -> None:
 BUILDERS: dict[str, Callable[[Path], None]] = {
     "pyramid": _pyramid,
     "pyramid_consolidated": _pyramid_consolidated,
+    "points_pyramid": _points_pyramid,
     "points_fattr": _fragment_attributes,
     "points": lambda p: _points(p, ids=False),
     "points_ids": lambda p: _points(p, ids=True),

@@ -915,6 +915,20 @@ def coarse_level_grows(s: Path) -> None:
     edit_attrs(s, "2", lambda a: level_block(a).__setitem__("vertex_count", 10**6))
 
 
+@mutation("points_pyramid", "L2_ATTRIBUTE_AGGREGATION", ref_misses=True)
+def aggregation_unknown_reduction(s: Path) -> None:
+    edit_attrs(s, "1", lambda a: level_block(a)["attribute_aggregation"].__setitem__("intensity", "median"))
+
+
+@mutation("points_pyramid", "L5_ATTRIBUTE_AGGREGATION", ref_misses=True)
+def aggregated_value_no_reduction_gives(s: Path) -> None:
+    rel = "1/vertex_attributes/intensity"
+    chunk = first_chunk(s, rel)
+    values = np.frombuffer(read_payload(s, rel, chunk), "<f4").copy()
+    values[0] = 1e6  # above every level-0 intensity: no max of them gives it
+    write_payload(s, rel, chunk, values.tobytes())
+
+
 @mutation("pyramid", "L5_INHERITED_NUM_OBJECTS", ref_misses=True)
 def inherited_wrong(s: Path) -> None:
     edit_attrs(s, "1", lambda a: level_block(a).__setitem__("inherited_num_objects", 2))
@@ -944,7 +958,7 @@ def family_targets_missing_level(s: Path) -> None:
 # the tests
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize("base", ["points", "points_ids", "points_raw", "points_fattr", "graph",
-                                  "graph_directed_duplicate", "pyramid", "pyramid_consolidated"])
+                                  "graph_directed_duplicate", "pyramid", "pyramid_consolidated", "points_pyramid"])
 def test_untouched_store_is_clean(base_stores: dict[str, Path], base: str) -> None:
     assert_clean(base_stores[base])
 

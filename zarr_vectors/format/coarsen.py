@@ -15,13 +15,18 @@ Dask tasks can each handle a disjoint group of source cells:
 Partial sums are taken per cell, in row order, and combined in cell order, so the
 floating-point result -- hence every byte of the coarse level -- does not depend on how
 cells were grouped into tasks (i.e. on the number of workers).
+
+Vertex attributes are carried the same way (docs/decisions.md D22): each one is reduced
+per metavertex by its declared reduction (:data:`REDUCTIONS`), first per ``(cell, bin)``
+(:func:`reduce_rows`), then per bin over the partial rows in cell order
+(:func:`combine_reduced`); the level records the choice (:data:`AGGREGATION_MEMBER`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -31,17 +36,81 @@ DENSE_KEY_SPACE = 1 << 22
 """Per-task (cell, bin) key spaces up to this size are counted with bincount, not sorted."""
 
 __all__ = [
+    "AGGREGATION_MEMBER",
+    "REDUCTIONS",
     "BinGrid",
     "CellPartials",
     "MetavertexLayout",
     "cell_partials",
     "centroids_in_bins",
     "combine_partials",
+    "combine_reduced",
+    "default_reduction",
     "layout_metavertices",
+    "reduce_rows",
     "select_objects",
     "unique_inverse",
     "unique_sorted",
 ]
+
+
+REDUCTIONS = ("mean", "min", "max", "first")
+"""How a coarse level's vertex attribute is made from the rows its metavertex stands for (D22)."""
+AGGREGATION_MEMBER = "attribute_aggregation"
+"""The level metadata member naming each carried vertex attribute's reduction (D22)."""
+
+
+def default_reduction(dtype: np.dtype) -> str:
+    """``mean`` for a float attribute, ``first`` for an integer or boolean one (a label, a count, a flag)."""
+    return "mean" if np.dtype(dtype).kind == "f" else "first"
+
+
+def _group_starts(group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(stable order sorting rows by ``group``, index of each group's first row in that order)."""
+    order = np.argsort(group, kind="stable")
+    g = group[order]
+    new = np.ones(g.size, dtype=bool)
+    if g.size > 1:
+        np.not_equal(g[1:], g[:-1], out=new[1:])
+    return order, np.flatnonzero(new)
+
+
+def reduce_rows(values: np.ndarray, group: np.ndarray, n: int, reduction: str) -> np.ndarray:
+    """Per group ``0..n-1`` (every one non-empty), the partial ``reduction`` of its rows, rows in order.
+
+    ``mean`` gives float64 sums (the caller divides once every partial is in); the other
+    reductions keep the attribute's dtype.
+    """
+    if reduction not in REDUCTIONS:
+        raise InputError(f"unknown reduction {reduction!r}: use one of {list(REDUCTIONS)}")
+    if n == 0:
+        return np.zeros((0, *values.shape[1:]), dtype=np.float64 if reduction == "mean" else values.dtype)
+    order, starts = _group_starts(group)
+    if starts.size != n:
+        raise InternalError(f"reduce_rows: {starts.size} of {n} groups have rows")
+    rows = values[order]
+    if reduction == "mean":
+        return np.add.reduceat(rows.astype(np.float64), starts, axis=0)
+    if reduction == "first":
+        return rows[starts]
+    ufunc = np.minimum if reduction == "min" else np.maximum
+    return ufunc.reduceat(rows, starts, axis=0)
+
+
+def combine_reduced(
+    partials: np.ndarray, inverse: np.ndarray, n: int, counts: np.ndarray, reduction: str, dtype: np.dtype
+) -> np.ndarray:
+    """Per bin, the ``reduction`` of its partial rows (``inverse``: bin of each, partials in cell order).
+
+    ``counts`` are the vertices per bin (the divisor of a mean); a mean of an integer or
+    boolean attribute is rounded to the nearest value of its dtype.
+    """
+    dt = np.dtype(dtype)
+    out = reduce_rows(partials, inverse, n, "mean" if reduction == "mean" else reduction)
+    if reduction != "mean":
+        return out.astype(dt, copy=False)
+    out /= counts.reshape((-1,) + (1,) * (out.ndim - 1))
+    return out.astype(dt) if dt.kind == "f" else np.rint(out).astype(dt)
 
 
 def _floor_div(values: np.ndarray, shape: np.ndarray) -> np.ndarray:
@@ -234,14 +303,15 @@ def cell_partials(
 
 def combine_partials(
     keys: Sequence[np.ndarray], sums: Sequence[np.ndarray], counts: Sequence[np.ndarray], ndim: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(bin keys ascending, sums, counts)`` of the whole level from its partial rows.
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(bin keys ascending, sums, counts, bin of each partial row)`` of the whole level.
 
     The parts must come in cell order; bincount adds them sequentially in that order.
     """
     all_keys = np.concatenate(list(keys)) if len(keys) else np.zeros(0, np.int64)
     if all_keys.size == 0:
-        return np.zeros(0, np.int64), np.zeros((0, ndim), np.float64), np.zeros(0, np.int64)
+        empty = np.zeros(0, np.int64)
+        return empty, np.zeros((0, ndim), np.float64), empty, empty
     all_sums = np.concatenate(list(sums))
     all_counts = np.concatenate(list(counts)).astype(np.float64)
     uniq, inverse = unique_inverse(all_keys)
@@ -250,7 +320,7 @@ def combine_partials(
     for d in range(ndim):
         out_sums[:, d] = np.bincount(inverse, weights=all_sums[:, d], minlength=n)
     out_counts = np.rint(np.bincount(inverse, weights=all_counts, minlength=n)).astype(np.int64)
-    return uniq, out_sums, out_counts
+    return uniq, out_sums, out_counts, inverse
 
 
 def centroids_in_bins(
@@ -303,6 +373,7 @@ class MetavertexLayout:
     mv_cell: np.ndarray  # (n,) cell index of each metavertex (storage order)
     mv_row: np.ndarray  # (n,) row in its cell (= its fragment: one 1-row fragment per metavertex)
     members: np.ndarray  # (c,) source vertices folded into each cell's metavertices (task sizing)
+    attributes: dict[str, np.ndarray] = field(default_factory=dict)  # per vertex attribute, storage order
 
     def __len__(self) -> int:
         return int(self.keys.size)
@@ -321,20 +392,28 @@ class MetavertexLayout:
         """(chunk coords, row) of metavertices given by storage index."""
         return self.cells[self.mv_cell[index]], self.mv_row[index]
 
-    def slice_cells(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(cells, counts, positions) of cells ``start:stop`` (an owner task's share)."""
+    def slice_cells(
+        self, start: int, stop: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """(cells, counts, positions, attributes) of cells ``start:stop`` (an owner task's share)."""
         lo = int(self.starts[start]) if start < len(self.starts) else len(self)
         hi = int(self.starts[stop - 1] + self.counts[stop - 1]) if stop > start else lo
-        return self.cells[start:stop], self.counts[start:stop], self.positions[lo:hi]
+        attrs = {name: values[lo:hi] for name, values in self.attributes.items()}
+        return self.cells[start:stop], self.counts[start:stop], self.positions[lo:hi], attrs
 
 
 def layout_metavertices(
-    positions: np.ndarray, keys: np.ndarray, chunk_shape: Sequence[float], members: np.ndarray | None = None
+    positions: np.ndarray,
+    keys: np.ndarray,
+    chunk_shape: Sequence[float],
+    members: np.ndarray | None = None,
+    attributes: dict[str, np.ndarray] | None = None,
 ) -> MetavertexLayout:
     """Assign each metavertex to the coarse cell ``floor(pos / chunk_shape)`` and order them.
 
     ``members`` (per metavertex, in ``keys`` order) is how many source vertices each one
-    stands for; the layout sums it per cell.
+    stands for; the layout sums it per cell.  ``attributes`` (rows in ``keys`` order) are
+    put in storage order.
     """
     n, ndim = positions.shape
     cs = np.asarray(chunk_shape, dtype=np.float64)
@@ -364,6 +443,7 @@ def layout_metavertices(
         members=np.bincount(mv_cell, weights=np.asarray(members)[order], minlength=starts.size).astype(np.int64)
         if members is not None and n
         else counts.copy(),
+        attributes={name: np.ascontiguousarray(v[order]) for name, v in (attributes or {}).items()},
     )
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zarr_vectors.errors import MetadataError
+from zarr_vectors.format.coarsen import AGGREGATION_MEMBER
 from zarr_vectors.format.schema import (
     CROSS_CHUNK_STRATEGIES,
     CROSS_LEVEL_STORAGES,
@@ -284,6 +285,7 @@ class LevelMetadata:
     inherited_num_objects: int | None = None
     shared_fragments: bool = False
     fragments_tile: bool = False
+    attribute_aggregation: dict[str, str] | None = None  # D22: each carried vertex attribute's reduction
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_attributes(self) -> dict[str, Any]:
@@ -305,6 +307,8 @@ class LevelMetadata:
             out["shared_fragments"] = True
         if self.fragments_tile:
             out["fragments_tile"] = True
+        if self.attribute_aggregation is not None:
+            out[AGGREGATION_MEMBER] = dict(self.attribute_aggregation)
         out.update(self.extra)
         return {"zarr_vectors_level": out}
 
@@ -325,5 +329,6 @@ class LevelMetadata:
             inherited_num_objects=lv["inherited_num_objects"],
             shared_fragments=lv["shared_fragments"],
             fragments_tile=lv["fragments_tile"],
+            attribute_aggregation=lv[AGGREGATION_MEMBER],
             extra=r.extra(LEVEL_FIELDS),
         )

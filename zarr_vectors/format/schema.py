@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from zarr_vectors.format.coarsen import AGGREGATION_MEMBER, REDUCTIONS
 from zarr_vectors.format.objects import absence_fill
 
 MIN_ZV_VERSION = (0, 9, 0)
@@ -88,6 +89,7 @@ STRINGS = "strings"  # a list of strings; ``allowed`` names the known tokens of 
 AXIS_NUMBERS = "axis_numbers"  # one finite number > 0 per spatial axis
 BOUNDS = "bounds"  # [min[sid_ndim], max[sid_ndim]] of finite numbers, min <= max
 ANY = "any"  # any JSON value (kept, not checked)
+NAMED_ENUM = "named_enum"  # an object mapping names to one of ``allowed`` each
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,7 @@ LEVEL_FIELDS: dict[str, Field] = _fields(
     Field("inherited_num_objects", INT, minimum=0),
     Field("shared_fragments", BOOL, default=False),
     Field("fragments_tile", BOOL, default=False),
+    Field(AGGREGATION_MEMBER, NAMED_ENUM, allowed=REDUCTIONS),
 )
 """``attributes.zarr_vectors_level`` of a level group (docs/format.md §4)."""
 
@@ -183,6 +186,10 @@ def problem(field: Field, value: Any, sid_ndim: int | None = None) -> str | None
         if sid_ndim is not None and len(value) != sid_ndim:
             return f"{name} has {len(value)} entries, sid_ndim is {sid_ndim}"
         return None if value else f"{name} must not be empty"
+    if kind == NAMED_ENUM:
+        if isinstance(value, dict) and all(isinstance(k, str) and k and v in field.allowed for k, v in value.items()):
+            return None
+        return f"{name} must map names to one of {list(field.allowed)}, found {short(value)}"
     if kind == BOUNDS:
         if not (isinstance(value, list) and len(value) == 2 and all(
             isinstance(b, list) and all(is_finite_number(v) for v in b) and (sid_ndim is None or len(b) == sid_ndim)

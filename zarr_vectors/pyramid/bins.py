@@ -1,9 +1,10 @@
 """The bin, combine and map tasks of a pyramid level: from source cells to metavertices.
 
 * :func:`bin_group` (one task per run of whole source cells): read the cells, keep the
-  vertices of surviving objects, sum their positions per ``(cell, bin)``;
+  vertices of surviving objects, sum their positions per ``(cell, bin)`` and reduce each
+  vertex attribute there (docs/decisions.md D22);
 * :func:`combine` (one task): one metavertex per occupied bin, the centroid of its
-  vertices, with its coarse cell and row (:mod:`zarr_vectors.format.coarsen`);
+  vertices and its attributes, with its coarse cell and row (:mod:`zarr_vectors.format.coarsen`);
 * :func:`map_group` (per source group): every surviving vertex's metavertex, and per
   fragment the metavertices its rows fell into (the coarse manifests).
 
@@ -26,13 +27,16 @@ from zarr_vectors.format.coarsen import (
     cell_partials,
     centroids_in_bins,
     combine_partials,
+    combine_reduced,
     layout_metavertices,
+    reduce_rows,
 )
 from zarr_vectors.format.crosslevel import fragment_sequences
 from zarr_vectors.format.paths import format_chunk_key
 from zarr_vectors.store.grid import GridArray, read_cells_many
 
 __all__ = [
+    "AttributeSpec",
     "BinParams",
     "BinState",
     "MapState",
@@ -65,6 +69,34 @@ class BinState:
     frag_id: np.ndarray  # (F,)
     frag_offsets: np.ndarray  # (F + 1,) CSR into frag_members
     frag_members: np.ndarray  # vertex numbers (index into the m vertices), fragment row order
+    attributes: dict[str, np.ndarray]  # per vertex attribute, its partial reduction per partial row
+
+
+@dataclass(frozen=True, eq=False)
+class AttributeSpec:
+    """A vertex attribute of the source level and how the coarse level reduces it."""
+
+    name: str
+    grid: GridArray
+    dtype: np.dtype
+    row_shape: tuple[int, ...]
+    reduction: str
+
+    @classmethod
+    def of(cls, name: str, grid: GridArray, reduction: str) -> AttributeSpec:
+        dtype = np.dtype(grid.attributes["dtype"]).newbyteorder("<")
+        return cls(name, grid, dtype, tuple(int(v) for v in grid.attributes.get("row_shape", [])), reduction)
+
+    def rows(self, raw: bytes, n: int, chunk: tuple[int, ...]) -> np.ndarray:
+        """A cell's attribute rows; there must be one per vertex row."""
+        width = int(np.prod(self.row_shape)) if self.row_shape else 1
+        size = self.dtype.itemsize * width
+        if len(raw) != n * size:
+            raise EncodingError(
+                f"{self.grid.path} cell {format_chunk_key(chunk)}: {len(raw)} bytes, the vertex cell's {n} rows "
+                f"need {n * size}"
+            )
+        return np.frombuffer(raw, dtype=self.dtype).reshape((n, *self.row_shape))
 
 
 @dataclass(frozen=True)
@@ -76,6 +108,7 @@ class BinParams:
     chunk_shape: tuple[float, ...]  # the source level's
     grid: BinGrid
     objects: bool
+    attributes: tuple[AttributeSpec, ...] = ()
 
 
 def _surviving_rows(
@@ -120,7 +153,10 @@ def bin_group(
     if params.objects:
         assert fragments is not None
         requests += [(fragments, c) for c in chunks]
+    attr_at = len(requests)
+    requests += [(a.grid, c) for a in params.attributes for c in chunks]
     payloads = read_cells_many(requests)
+    attr_parts: list[list[np.ndarray]] = [[] for _ in params.attributes]
     row_bytes = dtype.itemsize * ndim
     pos_parts, cell_parts, row_parts = [], [], []
     f_cell, f_id, f_len, members = [], [], [], []
@@ -150,6 +186,9 @@ def bin_group(
             f_len.append(lengths)
             if rows.size != n:
                 pos = pos[rows]
+        for ai, spec in enumerate(params.attributes):
+            values = spec.rows(payloads[attr_at + ai * len(chunks) + ci], n, chunk)
+            attr_parts[ai].append(values if rows.size == n else values[rows])
         pos_parts.append(pos)
         cell_parts.append(np.full(len(rows), ci, dtype=np.int64))
         row_parts.append(rows)
@@ -160,6 +199,13 @@ def bin_group(
         positions = np.concatenate(pos_parts) if pos_parts else np.zeros((0, ndim), dtype)
     vertex_cell = np.concatenate(cell_parts) if cell_parts else np.zeros(0, np.int64)
     partials = cell_partials(positions, vertex_cell, cells, params.chunk_shape, params.grid)
+    reduced = {
+        spec.name: reduce_rows(
+            np.concatenate(parts) if parts else np.zeros((0, *spec.row_shape), spec.dtype),
+            partials.vertex_partial, len(partials.keys), spec.reduction,
+        )
+        for spec, parts in zip(params.attributes, attr_parts)
+    }  # fmt: skip
     lengths = np.concatenate(f_len) if f_len else np.zeros(0, np.int64)
     offsets = np.zeros(lengths.size + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
@@ -172,22 +218,28 @@ def bin_group(
         frag_id=np.concatenate(f_id) if f_id else np.zeros(0, np.int64),
         frag_offsets=offsets,
         frag_members=np.concatenate(members) if members else np.zeros(0, np.int64),
+        attributes=reduced,
     )
 
 
-def partial_rows(state: BinState) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """A group's partial sums and vertex count: all the combine task needs of it (small to ship)."""
+def partial_rows(state: BinState) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, dict[str, np.ndarray]]:
+    """A group's partial sums, vertex count and attribute partials: all the combine task needs of it."""
     p = state.partials
-    return p.keys, p.sums, p.counts, int(state.rows.size)
+    return p.keys, p.sums, p.counts, int(state.rows.size), state.attributes
 
 
-def combine(
-    grid: BinGrid, dtype: np.dtype, chunk_shape: tuple[float, ...], ndim: int, *parts: tuple[Any, ...]
-) -> MetavertexLayout:
-    """The level's metavertices from every group's partial rows, added in cell order."""
-    keys, sums, counts = combine_partials([p[0] for p in parts], [p[1] for p in parts], [p[2] for p in parts], ndim)
-    positions = centroids_in_bins(sums, counts, keys, grid, dtype)
-    return layout_metavertices(positions, keys, chunk_shape, counts)
+def combine(params: BinParams, chunk_shape: tuple[float, ...], *parts: tuple[Any, ...]) -> MetavertexLayout:
+    """The level's metavertices and their attributes from every group's partial rows, in cell order."""
+    keys, sums, counts, inverse = combine_partials(
+        [p[0] for p in parts], [p[1] for p in parts], [p[2] for p in parts], params.ndim
+    )
+    positions = centroids_in_bins(sums, counts, keys, params.grid, params.dtype)
+    attributes = {}
+    for spec in params.attributes:
+        partials = [p[4][spec.name] for p in parts]
+        rows = np.concatenate(partials) if partials else np.zeros((0, *spec.row_shape), np.float64)
+        attributes[spec.name] = combine_reduced(rows, inverse, len(keys), counts, spec.reduction, spec.dtype)
+    return layout_metavertices(positions, keys, chunk_shape, counts, attributes)
 
 
 def layout_summary(

@@ -42,6 +42,7 @@ from zarr_vectors.format.links import LinkCounts
 from zarr_vectors.format.metadata import LevelMetadata, RootMetadata
 from zarr_vectors.format.paths import format_chunk_key, format_delta
 from zarr_vectors.pyramid.bins import (
+    AttributeSpec,
     BinParams,
     bin_group,
     combine,
@@ -79,6 +80,7 @@ from zarr_vectors.reconcile import confirm_presence, finalize_links
 from zarr_vectors.store.consolidated import reconsolidating
 from zarr_vectors.store.grid import GridArray, write_cells_many
 from zarr_vectors.store.groups import Level
+from zarr_vectors.store.nodes import group_document, write_node
 
 __all__ = ["PyramidLevel", "PyramidResult", "build_pyramid"]
 
@@ -124,20 +126,40 @@ class PyramidResult:
 # ---------------------------------------------------------------------------
 # the coarse level's own tasks: vertex cells and the reconcile step
 # ---------------------------------------------------------------------------
-def _write_vertices(
-    vertices: GridArray, fragments: GridArray, layout: MetavertexLayout, start: int, stop: int
-) -> list[str]:
-    """Write the coarse cells ``start:stop``: rows, and one 1-row fragment per metavertex."""
-    cells, counts, positions = layout.slice_cells(start, stop)
+@dataclass(frozen=True, eq=False)
+class _Arrays:
+    """A new level's grid arrays, as created by init."""
+
+    vertices: GridArray
+    fragments: GridArray
+    attributes: dict[str, GridArray]  # the carried vertex attributes (D22)
+
+
+def _attribute_document(source: Level, name: str) -> dict[str, Any]:
+    """A carried attribute's array attributes: the source's, without its presence list and grid origin."""
+    attrs = source.array(f"vertex_attributes/{name}").attributes
+    return {k: v for k, v in attrs.items() if k not in ("nonempty_chunks", "chunk_grid_origin")}
+
+
+def _write_vertices(arrays: _Arrays, layout: MetavertexLayout, start: int, stop: int) -> list[str]:
+    """Write the coarse cells ``start:stop``: rows, one 1-row fragment per metavertex, attribute rows."""
+    attributes = arrays.attributes
+    cells, counts, positions, values = layout.slice_cells(start, stop)
+    values = {name: v.astype(v.dtype.newbyteorder("<"), copy=False) for name, v in values.items()}  # stored LE
     vcells: dict[tuple[int, ...], bytes] = {}
     fcells: dict[tuple[int, ...], bytes] = {}
+    acells: dict[str, dict[tuple[int, ...], bytes]] = {name: {} for name in attributes}
     offset = 0
     for chunk, n in zip(cells.tolist(), counts.tolist()):
         key = tuple(chunk)
         vcells[key] = positions[offset : offset + n].tobytes()
         fcells[key] = FragmentIndex.from_counts(np.ones(n, dtype=np.int64)).encode()
+        for name in attributes:
+            acells[name][key] = values[name][offset : offset + n].tobytes()
         offset += n
-    write_cells_many([(vertices, vcells), (fragments, fcells)])
+    write_cells_many(
+        [(arrays.vertices, vcells), (arrays.fragments, fcells)] + [(attributes[n], acells[n]) for n in attributes]
+    )
     return [format_chunk_key(c) for c in vcells]
 
 
@@ -290,14 +312,17 @@ class _Builder:
         vertices = src.level.array("vertices")
         fragments = src.level.array("vertex_fragments") if plan.has_objects else None
         grid = BinGrid.covering(new.bin_shape, src.chunk_shape, src.origin, src.shape)
-        params = BinParams(self.ndim, store_dtype(vertices), src.chunk_shape, grid, plan.has_objects)
+        carried = tuple(
+            AttributeSpec.of(name, src.level.array(f"vertex_attributes/{name}"), how) for name, how in plan.aggregation
+        )
+        params = BinParams(self.ndim, store_dtype(vertices), src.chunk_shape, grid, plan.has_objects, carried)
         # groups of whole source cells, by rows where a built level knows them, else by cell count
         weights = src.counts if src.counts is not None else np.ones(len(src.cells), dtype=np.int64)
         groups = runner.task_runs(weights, 1, tasks_per_thread=plan.tasks_per_thread)
         v_ref, f_ref, p_ref = _publish(vertices), _publish(fragments), _publish(params)
         bins = [dask.delayed(bin_group)(v_ref, f_ref, p_ref, g.start, src.cells[g], fc, fi) for g in groups]
         partials = [dask.delayed(partial_rows)(b) for b in bins]
-        combined = dask.delayed(combine)(_publish(grid), params.dtype, new.chunk_shape, self.ndim, *partials)
+        combined = dask.delayed(combine)(p_ref, new.chunk_shape, *partials)
         # one graph: bin -> combine -> map; only the layout, the maps and a small summary stay in memory
         checks = [self.pending_check] if self.pending_check is not None else []
         self.pending_check = None
@@ -316,14 +341,16 @@ class _Builder:
             members, sizes,
         )  # fmt: skip
 
-    def _init_level(self, new: NewLevel, binned: _Binned) -> tuple[LevelState, tuple[GridArray, GridArray]]:
+    def _init_level(self, new: NewLevel, binned: _Binned) -> tuple[LevelState, _Arrays]:
         """The level group, its vertex arrays, the root's dataset and tokens (metadata only)."""
         n = new.number
         cs = tuple(float(c) for c in new.chunk_shape)
+        carried = dict(self.plan.aggregation)
         meta = LevelMetadata(
             level=n,
             vertex_count=int(binned.counts.sum()),
-            arrays_present=["vertices"] + (["object_index"] if self.plan.has_objects else []),
+            arrays_present=["vertices"] + (["vertex_attributes"] if carried else [])
+            + (["object_index"] if self.plan.has_objects else []),
             object_sparsity=1.0 / new.sparsity,
             coarsening_method="per_object",
             parent_level=n - 1,
@@ -332,20 +359,28 @@ class _Builder:
             inherited_num_objects=binned.num_objects,
             shared_fragments=True,
             fragments_tile=True,
+            attribute_aggregation=carried or None,
         )
         level = Level(self.store, n, meta)
         level.write_metadata()
         origin, shape = _coarse_grid(self.root.bounds, cs, binned.cells)
-        arrays = tuple(
-            GridArray.create(
+
+        def create(rel: str, attrs: dict[str, Any]) -> GridArray:
+            return GridArray.create(
                 self.store.storage, level.node_path(rel), shape=shape, origin=origin, attributes=attrs,
                 compressor=self.compressor,
             )
-            for rel, attrs in (
-                ("vertices", {"zv_array": "vertices", "dtype": binned.dtype.name, "encoding": "raw"}),
-                ("vertex_fragments", {"zv_array": "vertex_fragments", "encoding": "fragment_index_v1"}),
-            )
-        )  # fmt: skip
+
+        if carried:
+            write_node(self.store.storage, level.node_path("vertex_attributes"), group_document())
+        source = self.levels[n - 1].level
+        arrays = _Arrays(
+            create("vertices", {"zv_array": "vertices", "dtype": binned.dtype.name, "encoding": "raw"}),
+            create("vertex_fragments", {"zv_array": "vertex_fragments", "encoding": "fragment_index_v1"}),
+            {  # the same row layout as the source's (dtype, row_shape, channel names): D22
+                name: create(f"vertex_attributes/{name}", _attribute_document(source, name)) for name in carried
+            },
+        )
         self.root.datasets.append(RootMetadata.level_transform(n, new.bin_shape, self.root.effective_base_bin_shape))
         tokens = (["preserved_object_ids"] if self.plan.has_objects else []) + ["shared_fragments"]
         if self.plan.max_delta > 0:
@@ -365,7 +400,7 @@ class _Builder:
             counts=binned.counts,
         )
         self.levels[n] = state
-        return state, arrays  # type: ignore[return-value]
+        return state, arrays
 
     def _track_ancestors(self, n: int, src: LevelState, binned: _Binned) -> None:
         """Keep level ``n - 1``'s maps, and carry the ancestors of deeper fine levels up to level ``n``."""
@@ -445,7 +480,7 @@ class _Builder:
         self,
         state: LevelState,
         src: LevelState,
-        arrays: tuple[GridArray, GridArray],
+        arrays: _Arrays,
         binned: _Binned,
         owners: list[slice],
         level_ref: Any,
@@ -457,10 +492,11 @@ class _Builder:
         The reconcile's parts touch disjoint files, so each is a task of its own (safe to
         run twice); the level document is written once all of them have run.
         """
-        v_out, f_out = _publish(arrays[0]), _publish(arrays[1])
-        vertex_keys = [dask.delayed(_write_vertices)(v_out, f_out, binned.layout, s.start, s.stop) for s in owners]
+        arrays_ref = _publish(arrays)
+        vertex_keys = [dask.delayed(_write_vertices)(arrays_ref, binned.layout, s.start, s.stop) for s in owners]
         keys = dask.delayed(_vertex_keys)(*vertex_keys)
-        parts = [dask.delayed(confirm_presence)(a, keys) for a in (v_out, f_out)]
+        grids = [arrays.vertices, arrays.fragments, *arrays.attributes.values()]
+        parts = [dask.delayed(confirm_presence)(_publish(a), keys) for a in grids]
         objects = binned.objects
         if objects is not None:
             source = _publish(src.level)
@@ -491,6 +527,7 @@ def build_pyramid(
     cross_level_storage: str = "explicit",
     cross_level_depth: int = 1,
     sparsity_seed: int = 0,
+    aggregate: Mapping[str, str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> PyramidResult:
     """Build (or rebuild) the coarser levels of a store, as a Dask graph on the current scheduler.
@@ -508,6 +545,10 @@ def build_pyramid(
         cross_level_depth: the largest ``|N|`` linked (``-1``: every pair of levels;
             ``0``: no cross-level family).
         sparsity_seed: seed of the object selection (non-negative int).
+        aggregate: per vertex attribute name, how each metavertex reduces the rows it
+            stands for: ``"mean"``, ``"min"``, ``"max"`` or ``"first"`` (default: mean for
+            float attributes, first for integer and boolean ones; docs/decisions.md D22).
+            Every vertex attribute is carried to every coarse level.
         storage_options: fsspec options (e.g. an S3 ``endpoint_url``).
 
     Levels >= 1 and every cross-level family are replaced; the same inputs give the same
@@ -520,6 +561,7 @@ def build_pyramid(
         cross_level_storage=cross_level_storage,
         cross_level_depth=cross_level_depth,
         sparsity_seed=sparsity_seed,
+        aggregate=aggregate,
         storage_options=storage_options,
     )
     builder = _Builder(plan)

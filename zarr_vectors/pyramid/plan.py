@@ -21,6 +21,7 @@ import numpy as np
 
 from zarr_vectors import config
 from zarr_vectors.errors import EncodingError, InputError
+from zarr_vectors.format.coarsen import REDUCTIONS, default_reduction
 from zarr_vectors.format.paths import format_chunk_key, parse_delta
 from zarr_vectors.reconcile import presence_mismatch, refuse_unreconciled, require_reconciled
 from zarr_vectors.store.grid import GridArray
@@ -108,6 +109,26 @@ def _check_scale(scale: Any, ndim: int, i: int) -> tuple[int, ...]:
                 "an integer multiple of its parent's)"
             )
         out.append(int(v))
+    return tuple(out)
+
+
+def _aggregation(level: Level, aggregate: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
+    """Each level-0 vertex attribute's reduction (D22): as asked, else by dtype; unknown names refused."""
+    names = sorted(n for n in level.children("vertex_attributes"))
+    asked = dict(aggregate or {})
+    unknown = sorted(set(asked) - set(names))
+    if unknown:
+        raise InputError(
+            f"aggregate names {unknown}, which level 0 has no vertex attribute of (it has {names or 'none'})"
+        )
+    out = []
+    for name in names:
+        how = asked.get(name)
+        if how is None:
+            how = default_reduction(np.dtype(level.array(f"vertex_attributes/{name}").attributes["dtype"]))
+        elif how not in REDUCTIONS:
+            raise InputError(f"aggregate {name}={how!r}: the reduction must be one of {list(REDUCTIONS)}")
+        out.append((name, how))
     return tuple(out)
 
 
@@ -300,6 +321,7 @@ class PyramidPlan:
     cross_level_depth: int
     seed: int
     tasks_per_thread: int  # bin/map groups per worker thread (``zarr_vectors.pyramid.tasks-per-thread``)
+    aggregation: tuple[tuple[str, str], ...]  # (vertex attribute, reduction) the coarse levels carry (D22)
     deferred_check: tuple[str, ...]  # level-0 arrays still to be listed (beside level 1's bin stage)
     removes: tuple[str, ...]  # storage prefixes removed once every check passed
 
@@ -319,6 +341,7 @@ def plan_pyramid(
     cross_level_storage: str = "explicit",
     cross_level_depth: int = 1,
     sparsity_seed: int = 0,
+    aggregate: Mapping[str, str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> PyramidPlan:
     """Check a build's arguments and store and plan it (the arguments of :func:`build_pyramid`).
@@ -332,7 +355,8 @@ def plan_pyramid(
     kind = store_kind(store).kind  # a kind list reads as one kind (D19); refused when none fits
     base = _level0_state(store)
     rels = _kept_grid_arrays(base.level)
-    read_here = [r for r in rels if r in READ_ARRAYS]
+    aggregation = _aggregation(base.level, aggregate)
+    read_here = [r for r in rels if r in READ_ARRAYS or r.startswith("vertex_attributes/")]
     check_reconciled(base.level, read_here)  # the arrays the pyramid reads: before anything else
     has_objects = base.level.has("object_index")
     if not has_objects and any(f.sparsity != 1 for f in parsed):
@@ -352,6 +376,7 @@ def plan_pyramid(
         cross_level_depth=int(cross_level_depth),
         seed=int(sparsity_seed),
         tasks_per_thread=int(config.get("pyramid.tasks-per-thread")),
+        aggregation=aggregation,
         deferred_check=tuple(r for r in rels if r not in read_here),
         removes=removes,
     )

@@ -119,6 +119,8 @@ RULES: list[Rule] = [
         ("L2_LEVEL_CHUNK_SHAPE", _E, "a per-level chunk_shape has sid_ndim finite entries > 0"),
         ("L2_LEVEL_FLAGS", _E, "preserves_object_ids, shared_fragments, fragments_tile are booleans and "
                                "inherited_num_objects an integer >= 0, where present"),
+        ("L2_ATTRIBUTE_AGGREGATION", _E, "a level's attribute_aggregation maps vertex attributes of that level to "
+                                         "mean, min, max or first, and only coarse levels have one (D22)"),
         ("L2_FAMILY_LINK_WIDTH", _E, "links/<d> has link_width >= 1"),
         ("L2_FAMILY_DIRECTED", _E, "links/<d> has a boolean directed"),
         ("L2_FAMILY_STORE", _E, "links/<d> has store canonical or duplicate"),
@@ -215,6 +217,8 @@ RULES: list[Rule] = [
         ("L5_MULTISCALE_LINKS_TOKEN", _E, "multiscale_links capability present iff some delta != 0 family exists"),
         ("L5_CROSS_LEVEL_TARGET", _E, "every delta != 0 family's target level exists (its records are resolved "
                                       "at level 3)"),
+        ("L5_ATTRIBUTE_AGGREGATION", _E, "a coarse level's aggregated vertex attribute lies within its parent "
+                                         "level's range of that attribute, as every reduction does (D22)"),
         ("L5_CHECK_CRASHED", _E, "a level-5 check raised an exception (reported, never swallowed)"),
     ),
 ]

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from zarr_vectors.format.coarsen import AGGREGATION_MEMBER
 from zarr_vectors.format.metadata import OBJECT_INDEX_LAYOUT
 from zarr_vectors.format.paths import format_delta, parse_chunk_key, parse_delta, parse_offsets
 from zarr_vectors.format.schema import (
@@ -70,6 +71,7 @@ LEVEL_CODES: dict[str, str] = {
     "shared_fragments": "L2_LEVEL_FLAGS",
     "fragments_tile": "L2_LEVEL_FLAGS",
     "inherited_num_objects": "L2_LEVEL_FLAGS",
+    AGGREGATION_MEMBER: "L2_ATTRIBUTE_AGGREGATION",
 }
 # the open token sets: a token outside the known ones is a warning, not an error
 OPEN_SET_WARNINGS: dict[str, tuple[str, str]] = {
@@ -211,7 +213,7 @@ def level_chunk_shape(model: StoreModel, number: int) -> tuple[float, ...]:
 # ---------------------------------------------------------------------------
 def _check_levels(model: StoreModel, report: Report) -> None:
     for code in ("L2_LEVEL_BLOCK", "L2_LEVEL_NUMBER", "L2_VERTEX_COUNT", "L2_ARRAYS_PRESENT", "L2_OBJECT_SPARSITY",
-                 "L2_PARENT_LEVEL", "L2_LEVEL_CHUNK_SHAPE", "L2_LEVEL_FLAGS"):
+                 "L2_PARENT_LEVEL", "L2_LEVEL_CHUNK_SHAPE", "L2_LEVEL_FLAGS", "L2_ATTRIBUTE_AGGREGATION"):
         report.ran_rule(code)
     d = model.sid_ndim
     for number, name in sorted(model.levels.items()):
@@ -226,6 +228,7 @@ def _check_levels(model: StoreModel, report: Report) -> None:
             report.add(make("L2_LEVEL_NUMBER", name, f"level is {short(level)}, the group is named {name}",
                             pointer=LV + "/level"))
         _check_fields(LEVEL_FIELDS, LEVEL_CODES, LEVEL_CODES, block, d, name, LV, report)
+        _check_aggregation(model, number, name, block, report)
         # cross-field: parent_level depends on the level's number and on the levels present
         parent = block.get("parent_level")
         if number == 0:
@@ -235,6 +238,21 @@ def _check_levels(model: StoreModel, report: Report) -> None:
         elif not is_int(parent) or parent >= number or parent not in model.levels or parent < 0:
             report.add(make("L2_PARENT_LEVEL", name, f"parent_level must name an existing lower level, found "
                             f"{short(parent)}", pointer=LV + "/parent_level"))
+
+
+def _check_aggregation(model: StoreModel, number: int, name: str, block: dict[str, Any], report: Report) -> None:
+    """Cross-field (D22): a level's reductions name vertex attributes it has, and only coarse levels have them."""
+    rules = block.get(AGGREGATION_MEMBER)
+    if not isinstance(rules, dict):
+        return
+    pointer = f"{LV}/{AGGREGATION_MEMBER}"
+    if number == 0 and rules:
+        report.add(make("L2_ATTRIBUTE_AGGREGATION", name, "level 0 aggregates nothing: it has no parent level",
+                        pointer=pointer))
+    for attr in sorted(k for k in rules if isinstance(k, str)):
+        if f"{name}/vertex_attributes/{attr}" not in model.nodes:
+            report.add(make("L2_ATTRIBUTE_AGGREGATION", name, f"names {attr!r}, which is not a vertex attribute of "
+                            "the level", pointer=f"{pointer}/{attr}"))
 
 
 # ---------------------------------------------------------------------------

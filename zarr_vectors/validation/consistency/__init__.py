@@ -27,6 +27,7 @@ import dask
 
 from zarr_vectors.execution import runner
 from zarr_vectors.format import bounds
+from zarr_vectors.format.coarsen import AGGREGATION_MEMBER
 from zarr_vectors.format.paths import LEVEL_FAMILIES
 from zarr_vectors.format.schema import whole_ratio
 from zarr_vectors.validation.conformance import store_kind
@@ -41,7 +42,13 @@ from zarr_vectors.validation.consistency.cells import (
     load_shards,
 )
 from zarr_vectors.validation.consistency.links import link_graph, orphan_attribute_families
-from zarr_vectors.validation.consistency.vertices import VertexLevelSpec, merge_vertex, reduce_level, vertex_batch
+from zarr_vectors.validation.consistency.vertices import (
+    VertexLevelSpec,
+    aggregation_findings,
+    merge_vertex,
+    reduce_level,
+    vertex_batch,
+)
 from zarr_vectors.validation.findings import Finding, crashed, make
 from zarr_vectors.validation.manifests import ManifestCheck
 from zarr_vectors.validation.metadata import attribute_layout, level_chunk_shape, level_transform, vertices_dtype
@@ -77,6 +84,10 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
     reading = store_kind(model)
     point_cloud = not isinstance(reading, str) and reading is not None and reading.kind == "point_cloud"
     ndim = model.sid_ndim or 0
+    aggregated = _aggregated(model) if requested >= 5 else {}
+    ranged = set(aggregated) | {parent for parent, _ in aggregated.values()}
+    if aggregated:
+        ran["L5_ATTRIBUTE_AGGREGATION"] = len(aggregated)
     for number, lpath in sorted(model.levels.items()):
         attrs = model.level_attrs(number)
         rank = model.grid_rank(number) or ndim
@@ -110,7 +121,7 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
         vspec = VertexLevelSpec(
             number, lpath, ndim, rank, vertices, fragments, vattrs, fattrs,
             claims_tile=attrs.get("fragments_tile") is True, binned=binned, max_fragments=max_fragments,
-            bin_check=bin_check, bin_shape=bin_shape, bins_per_chunk=bpc,
+            bin_check=bin_check, bin_shape=bin_shape, bins_per_chunk=bpc, attribute_ranges=number in ranged,
         )
         sizes: dict[Chunk, int] = defaultdict(int)
         for s in (vertices, fragments, *vattrs, *fattrs):
@@ -132,9 +143,23 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
         summary_d = dask.delayed(manifests.get(number), traverse=False)  # its tables need no walking
         level_reduces.append(dask.delayed(reduce_level, pure=False)(level_info, tables[number], summary_d))
         _arrays_present(model, number, static)
+    for number, (parent, rules) in sorted(aggregated.items()):
+        level_reduces.append(dask.delayed(aggregation_findings, pure=False)(
+            model.levels[number], parent, rules, tables[parent], tables[number]))
     for number, lpath in sorted(model.levels.items()):
         family_reduces.extend(link_graph(model, number, tables, static, limits))
     return dask.delayed(_collect, pure=False)(*level_reduces, *family_reduces)
+
+
+def _aggregated(model: StoreModel) -> dict[int, tuple[int, dict[str, Any]]]:
+    """Coarse levels declaring attribute reductions (D22) whose parent level exists: level -> (parent, rules)."""
+    out = {}
+    for number in model.levels:
+        attrs = model.level_attrs(number)
+        rules, parent = attrs.get(AGGREGATION_MEMBER), attrs.get("parent_level")
+        if isinstance(rules, dict) and rules and isinstance(parent, int) and parent in model.levels:
+            out[number] = (parent, rules)
+    return out
 
 
 def _collect(*parts: list[Finding]) -> list[Finding]:

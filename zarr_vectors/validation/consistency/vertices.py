@@ -52,6 +52,7 @@ class VertexLevelSpec:
     bin_check: bool  # level-4 bin containment (requested and applicable)
     bin_shape: tuple[float, ...] | None = None
     bins_per_chunk: tuple[int, ...] | None = None
+    attribute_ranges: bool = False  # level 5 (D22): gather each vertex attribute's value range
 
 
 @dataclass
@@ -61,6 +62,7 @@ class VertexResult:
     fragments: dict[Chunk, int] = field(default_factory=dict)
     bin_checked: int = 0
     undecoded: int = 0  # vertex cells whose row count is unknown (already reported)
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)  # attribute -> (min, max), NaN ignored
 
 
 def vertex_batch(storage: Storage, spec: VertexLevelSpec, chunks: list[Chunk]) -> VertexResult:
@@ -126,7 +128,9 @@ def _vertex_batch(storage: Storage, spec: VertexLevelSpec, chunks: list[Chunk], 
                                     f"more than the {spec.max_fragments} bins per chunk", cell=key))
         # attributes
         for a, cells in vattr_cells:
-            _check_attribute_rows(a, cells.get(c), c, n_rows, "L3_ATTRIBUTE_ROWS", "vertex rows", out)
+            whole = _check_attribute_rows(a, cells.get(c), c, n_rows, "L3_ATTRIBUTE_ROWS", "vertex rows", out)
+            if spec.attribute_ranges and whole:
+                _widen(res.ranges, a, cells[c])
         for a, cells in fattr_cells:
             nf = index.num_fragments if index is not None else None
             _check_attribute_rows(a, cells.get(c), c, nf, "L3_FRAGMENT_ATTRIBUTE_ROWS", "fragments", out)
@@ -160,21 +164,61 @@ def _check_fragment_ranges(index: FragmentIndex, n_rows: int, spec: VertexLevelS
 
 
 def _check_attribute_rows(a: ArraySpec, payload: bytes | None, c: Chunk, expected: int | None, code: str,
-                          what: str, out: list[Finding]) -> None:
+                          what: str, out: list[Finding]) -> bool:
+    """Report a cell whose rows are not the chunk's; True when it holds exactly those rows."""
     if c in a.cells and payload is None:
-        return  # undecodable: already reported
+        return False  # undecodable: already reported
     layout = attribute_layout(a.attrs)
     if layout is None:
-        return  # an L2 finding
+        return False  # an L2 finding
     dtype, width = layout
     row_bytes = dtype.itemsize * width
     got = len(payload) if payload is not None else 0
     if got % row_bytes:
         out.append(make(code, a.path, f"{got} bytes is not a whole number of {row_bytes}-byte rows", cell=format_chunk_key(c)))
-        return
+        return False
     rows = got // row_bytes
     if expected is not None and rows != expected:
         out.append(make(code, a.path, f"{rows} rows but the chunk has {expected} {what}", cell=format_chunk_key(c)))
+        return False
+    return payload is not None and rows > 0
+
+
+def _widen(ranges: dict[str, tuple[float, float]], a: ArraySpec, payload: bytes) -> None:
+    """Widen the attribute's (min, max) by one cell's values (NaN ignored)."""
+    layout = attribute_layout(a.attrs)
+    assert layout is not None  # checked by the caller
+    values = np.frombuffer(payload, dtype=layout[0]).astype(np.float64)
+    values = values[~np.isnan(values)]
+    if not values.size:
+        return
+    name = a.path.rsplit("/", 1)[-1]
+    lo, hi = float(values.min()), float(values.max())
+    old = ranges.get(name)
+    ranges[name] = (lo, hi) if old is None else (min(old[0], lo), max(old[1], hi))
+
+
+def aggregation_findings(path: str, parent: int, rules: dict[str, Any], fine: VertexResult,
+                         coarse: VertexResult) -> list[Finding]:
+    """Level 5 (D22): every reduction of a coarse attribute lies within the parent level's range of it."""
+    out = []
+    try:
+        for name, how in sorted(rules.items()):
+            got = coarse.ranges.get(name)
+            if got is None:
+                continue  # no value to check (or the cells are reported at level 3)
+            if name not in fine.ranges:
+                out.append(make("L5_ATTRIBUTE_AGGREGATION", path, f"{name!r} is aggregated ({how}) from level "
+                                f"{parent}, which has no value of it"))
+                continue
+            lo, hi = fine.ranges[name]
+            if got[0] < lo or got[1] > hi:
+                out.append(make("L5_ATTRIBUTE_AGGREGATION", f"{path}/vertex_attributes/{name}", f"values span "
+                                f"[{got[0]:g}, {got[1]:g}], outside level {parent}'s [{lo:g}, {hi:g}]: no {how} of "
+                                "the parent's rows gives them"))
+    except Exception as exc:  # noqa: BLE001
+        out.append(crashed(5, path, exc, what="attribute aggregation"))
+    return out
 
 
 def _bin_bounds(frag: np.ndarray, c: Chunk, bpc: np.ndarray, bs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -221,6 +265,9 @@ def merge_vertex(*parts: VertexResult) -> VertexResult:
         out.fragments.update(p.fragments)
         out.bin_checked += p.bin_checked
         out.undecoded += p.undecoded
+        for name, (lo, hi) in p.ranges.items():
+            old = out.ranges.get(name)
+            out.ranges[name] = (lo, hi) if old is None else (min(old[0], lo), max(old[1], hi))
     return out
 
 

@@ -1,0 +1,72 @@
+"""``zv plot STORE [--level N] [--bbox x0,y0,z0,x1,y1,z1] [--color-by NAME] --out FILE.png``.
+
+A picture of one level (:func:`zarr_vectors.plot.save_plot`), read in this process: no
+cluster.  Every argument (the --out suffix and directory included) is checked before the
+store is opened; a bad one, or a store that cannot be read, exits 2 with one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def _bbox(text: str | None) -> list[list[float]] | None:
+    """``x0,y0,z0,x1,y1,z1`` -> ``[[x0, y0, z0], [x1, y1, z1]]`` (an even count of numbers, mins first)."""
+    if text is None:
+        return None
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or len(values) % 2:
+        raise ValueError(f"--bbox expects MIN...,MAX... (e.g. 0,0,0,100,100,100), got {text!r}")
+    half = len(values) // 2
+    lo, hi = values[:half], values[half:]
+    if any(a > b for a, b in zip(lo, hi)):
+        raise ValueError(f"--bbox {text!r}: a minimum exceeds its maximum")
+    return [lo, hi]
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from pipeline.cli import _storage_options
+
+    try:
+        if args.level < 0:
+            raise ValueError(f"--level must be >= 0, got {args.level}")
+        box = _bbox(args.bbox)
+        options = _storage_options(args.storage_option)
+    except (ValueError, SystemExit) as exc:
+        print(f"zv plot: error: {str(exc).removeprefix('zv: error: ')}", file=sys.stderr)
+        return 2
+    from zarr_vectors.errors import ZarrVectorsError
+    from zarr_vectors.plot import save_plot
+
+    kwargs: dict[str, Any] = {"level": args.level, "bbox": box, "color_by": args.color_by, "storage_options": options}
+    if args.object_id:
+        kwargs["objects"] = args.object_id
+    try:
+        path = save_plot(args.store, args.out, **kwargs)  # refuses a bad --out before reading
+    except ZarrVectorsError as exc:
+        print(f"zv plot: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {path}")
+    return 0
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "plot", help="draw one level of a store (points, edges, mesh faces, streamlines) to a .png/.svg/.pdf",
+        description="Projections xy/xz/yz of a 3-D store: point clouds as points or a density, graphs and "
+        "skeletons as edges, meshes shaded, streamlines coloured by direction (|unit tangent| as RGB); "
+        "--color-by colours by a vertex attribute (coarse pyramid levels carry them aggregated).",
+    )
+    p.add_argument("store", help="the store (local path, file://, memory://, s3://...)")
+    p.add_argument("--out", required=True, metavar="FILE", help="the picture: .png, .svg or .pdf")
+    p.add_argument("--level", type=int, default=0, help="pyramid level (default: %(default)s)")
+    p.add_argument("--bbox", metavar="x0,y0,z0,x1,y1,z1", help="draw only what lies in this box (inclusive)")
+    p.add_argument("--color-by", metavar="NAME", help="colour by this vertex attribute")
+    p.add_argument("--object-id", type=int, action="append", metavar="ID", help="draw only this object; repeatable")
+    p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
+    p.set_defaults(func=_plot)
