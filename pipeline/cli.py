@@ -7,6 +7,8 @@ import sys
 from asyncio import CancelledError  # a BaseException: a client's cancelled wait is one too
 from collections.abc import Callable
 
+from pipeline import cmd_conformance
+
 
 def _demo(args: argparse.Namespace) -> int:
     from pipeline.demo import run_demo
@@ -545,6 +547,7 @@ def build_parser() -> argparse.ArgumentParser:
     pyramid.add_argument("--seed", type=int, default=0, help="object sparsity seed (default: %(default)s)")
     _cluster_args(pyramid)
     pyramid.set_defaults(func=_pyramid)
+    cmd_conformance.add_parser(sub)
     return parser
 
 
