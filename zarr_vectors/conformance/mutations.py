@@ -18,7 +18,7 @@ from zarr_vectors.conformance.rawfiles import cell_file, edit_attrs, first_chunk
 
 #: The kinds and layouts each generic defect is repeated on (the per-code defects use points and graphs).
 ACROSS = ("points-2d", "line-3d", "polyline-2d", "streamline-3d", "streamline-1d-trx", "skeleton-3d", "mesh-tri",
-          "graph-2d-ids")
+          "points-ids")
 
 
 def _truncate(s: Path) -> None:

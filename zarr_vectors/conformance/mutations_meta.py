@@ -35,6 +35,12 @@ def truncated_array_json(s: Path) -> None:
     f.write_bytes(f.read_bytes()[:-20])
 
 
+@defect(P, "L1_STORE_EMPTY")
+def no_root_json(s: Path) -> None:
+    """the root zarr.json is deleted (every other file remains)"""
+    (s / "zarr.json").unlink()
+
+
 @defect(P, "L1_JSON_BOM")
 def bom_in_array_json(s: Path) -> None:
     """0/vertex_fragments/zarr.json starts with a UTF-8 byte order mark"""
