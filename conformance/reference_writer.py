@@ -12,6 +12,7 @@ import shutil
 import sys
 
 import numpy as np
+
 import zarr_vectors as zv
 from zarr_vectors.core.arrays import write_link_attributes, write_links
 from zarr_vectors.core.store import get_resolution_level, open_store
@@ -67,7 +68,7 @@ def main(out):
     lines = [np.clip(np.cumsum(rng.normal(0, 8, (int(rng.integers(2, 8)), 3)), axis=0) + 10, lo, hi)
              .astype(np.float32) for _ in range(6)]
     v = rng.standard_normal(n).astype(np.float32)
-    p = lambda name: os.path.join(out, name)  # noqa: E731
+    p = lambda name: os.path.join(out, name)
 
     write_points(p("ref-points"), pos, chunk_shape=CS, bin_shape=(25.0,) * 3, bounds=BOUNDS,
                  vertex_attributes={"v": v, "rgb": rng.integers(0, 255, (n, 3)).astype(np.uint8)}, compressor="zstd")

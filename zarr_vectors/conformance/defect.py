@@ -28,17 +28,20 @@ DECISIONS: dict[str, str] = {
 class Defect:
     name: str  # the case id is "bad-" + name
     base: str  # a valid fixture id
-    apply: Callable[[Path], None]
+    apply: Callable[[Path], None]  # edits the copied store in place
     code: str
     description: str
 
 
-def registry() -> tuple[list[Defect], Callable[..., Callable[[Callable[[Path], None]], Callable[[Path], None]]]]:
+Edit = Callable[[Path], None]
+
+
+def registry() -> tuple[list[Defect], Callable[..., Callable[[Edit], Edit]]]:
     """A list of defects and the decorator that appends to it (name from the function, text from its docstring)."""
     found: list[Defect] = []
 
-    def defect(base: str, code: str, *, name: str | None = None, text: str | None = None):  # noqa: ANN202
-        def register(fn: Callable[[Path], None]) -> Callable[[Path], None]:
+    def defect(base: str, code: str, *, name: str | None = None, text: str | None = None) -> Callable[[Edit], Edit]:
+        def register(fn: Edit) -> Edit:
             label = (name or fn.__name__).replace("_", "-")
             found.append(Defect(label, base, fn, code, text or (fn.__doc__ or label).strip()))
             return fn

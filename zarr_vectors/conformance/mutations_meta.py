@@ -339,19 +339,18 @@ for _name, _code, _key, _value in [
 _root(P, "L2_ROOT_REQUIRED", "no_bounds", "root zarr_vectors.bounds removed", lambda z: z.pop("bounds"))
 
 
-def _level(code: str, key: str, value: object, base: str = P) -> None:
-    defect(base, code, name=f"level_{key}_{str(value).replace(' ', '').replace('.', '_')}",
-           text=f"0's zarr_vectors_level.{key} = {value!r}")(
+def _level(name: str, code: str, key: str, value: object) -> None:
+    defect(P, code, name=name, text=f"level 0's zarr_vectors_level.{key} = {value!r}")(
         lambda s: edit_attrs(s, "0", lambda a: a["zarr_vectors_level"].__setitem__(key, value)))
 
 
-_level("L2_LEVEL_NUMBER", "level", 3)
-_level("L2_VERTEX_COUNT", "vertex_count", -5)
-_level("L2_ARRAYS_PRESENT", "arrays_present", "vertices")
-_level("L2_OBJECT_SPARSITY", "object_sparsity", 0)
-_level("L2_PARENT_LEVEL", "parent_level", 0)
-_level("L2_LEVEL_CHUNK_SHAPE", "chunk_shape", [0.0, 50.0, 50.0])
-_level("L2_LEVEL_FLAGS", "fragments_tile", "yes")
+_level("level_number_wrong", "L2_LEVEL_NUMBER", "level", 3)
+_level("vertex_count_negative", "L2_VERTEX_COUNT", "vertex_count", -5)
+_level("arrays_present_string", "L2_ARRAYS_PRESENT", "arrays_present", "vertices")
+_level("sparsity_zero", "L2_OBJECT_SPARSITY", "object_sparsity", 0)
+_level("level_zero_has_parent", "L2_PARENT_LEVEL", "parent_level", 0)
+_level("level_chunk_shape_zero", "L2_LEVEL_CHUNK_SHAPE", "chunk_shape", [0.0, 50.0, 50.0])
+_level("fragments_tile_a_string", "L2_LEVEL_FLAGS", "fragments_tile", "yes")
 
 
 @defect(P, "L2_SID_NDIM")
