@@ -232,13 +232,17 @@ FIXTURES: list[Fixture] = [
 
 
 def _fragment_attributes(path: Path) -> None:
-    """points-basic plus a fragment attribute (one int32 per bin fragment), through the grid-array API."""
+    _points(path)
+    add_fragment_attribute(path)
+
+
+def add_fragment_attribute(path: Path) -> None:
+    """Give level 0 a fragment attribute ``bin_id`` (one int32 per fragment), through the grid-array API."""
     from zarr_vectors.encoding import FragmentIndex
     from zarr_vectors.store.grid import GridArray
     from zarr_vectors.store.groups import open_store
     from zarr_vectors.store.nodes import group_document, write_node
 
-    _points(path)
     level = open_store(str(path)).level(0)
     frags = level.array("vertex_fragments")
     write_node(level.storage, level.node_path("fragment_attributes"), group_document())
