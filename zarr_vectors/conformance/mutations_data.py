@@ -96,11 +96,16 @@ def fragment_bad_magic(s: Path) -> None:
     write_payload(s, "0/vertex_fragments", c, b"XXXX" + read_payload(s, "0/vertex_fragments", c)[4:])
 
 
+def _drop_first_cell(s: Path, array: str) -> None:
+    """Delete an array's first listed cell and unlist it (the presence list stays true)."""
+    remove_cell(s, array, first_chunk(s, array))
+    set_nonempty(s, array, lambda keys: keys[1:])
+
+
 @defect(P, "L3_FRAGMENT_INDEX_MISSING")
 def fragment_cell_removed(s: Path) -> None:
     """the first vertex_fragments cell is deleted and unlisted"""
-    remove_cell(s, "0/vertex_fragments", first_chunk(s, "0/vertex_fragments"))
-    set_nonempty(s, "0/vertex_fragments", lambda keys: keys[1:])
+    _drop_first_cell(s, "0/vertex_fragments")
 
 
 @defect(P, "L3_FRAGMENT_OUT_OF_RANGE")
@@ -288,8 +293,7 @@ def endpoint_chunk_missing(s: Path) -> None:
 @defect(G, "L3_LINK_FRAGMENTS_PRESENCE")
 def link_fragments_cell_missing(s: Path) -> None:
     """the first link_fragments cell is deleted and unlisted"""
-    remove_cell(s, "0/link_fragments", first_chunk(s, "0/link_fragments"))
-    set_nonempty(s, "0/link_fragments", lambda keys: keys[1:])
+    _drop_first_cell(s, "0/link_fragments")
 
 
 @defect(G, "L3_LINK_FRAGMENTS_TILE")
@@ -307,9 +311,7 @@ def attribute_segment_missing(s: Path) -> None:
 @defect(G, "L3_LINK_ATTRIBUTE_MIRROR")
 def attribute_cell_missing(s: Path) -> None:
     """a link-attribute cell is deleted and unlisted"""
-    a = f"0/link_attributes/weight/0/{cross_segment(s)}"
-    remove_cell(s, a, first_chunk(s, a))
-    set_nonempty(s, a, lambda keys: keys[1:])
+    _drop_first_cell(s, f"0/link_attributes/weight/0/{cross_segment(s)}")
 
 
 @defect(G, "L3_LINK_ATTRIBUTE_ROWS")
