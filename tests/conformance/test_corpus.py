@@ -108,6 +108,20 @@ def test_listed_file_missing_is_broken(tmp_path: Path) -> None:
     assert report.exit_code == 2 and report.broken == ["fixtures/points-basic/0/zarr.json: listed but missing"]
 
 
+def test_missing_expected_array_is_broken_and_a_garbled_one_a_mismatch(tmp_path: Path) -> None:
+    corpus = small_copy(tmp_path, "graph-directed-canonical")
+    edges = corpus / "expected/graph-directed-canonical/0/edges.npy"
+    edges.write_bytes(b"not an npy file")
+    report = run_corpus(corpus, cases=["graph-directed-canonical"])
+    assert report.exit_code == 1 and "level 0 edges: expected/graph-directed-canonical/0/edges.npy does not load" \
+        in report.results[0].problems[0]
+    edges.unlink()
+    report = run_corpus(corpus, cases=["graph-directed-canonical"])
+    assert report.exit_code == 2
+    missing = "expected/graph-directed-canonical/0/edges.npy: named by case graph-directed-canonical but missing"
+    assert report.broken == [missing]
+
+
 def test_level_caps_validation(tmp_path: Path) -> None:
     corpus = small_copy(tmp_path, "points-basic", "bad-garbage-cell", "bad-no-bounds")
     report = run_corpus(corpus, cases=["points-basic", "bad-garbage-cell", "bad-no-bounds"], max_level=2)

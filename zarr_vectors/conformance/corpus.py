@@ -162,4 +162,13 @@ def check_integrity(corpus: Corpus, case: Case) -> list[str]:
         if want.get("bytes") != got.bytes or want.get("sha256") != got.sha256:
             problems.append(f"{case.fixture}/{p}: {got.bytes} bytes sha256 {got.sha256[:12]}..., the case says "
                             f"{want.get('bytes')} bytes sha256 {str(want.get('sha256'))[:12]}...")
+    if case.valid:
+        for section in case.doc["expect"]["read"].values():
+            for rel in _paths(section):
+                if not (corpus.root / rel).is_file():
+                    problems.append(f"{rel}: named by case {case.id} but missing")
     return problems
+
+
+def _paths(section: dict[str, Any]) -> list[str]:
+    return [p for v in section.values() for p in (v.values() if isinstance(v, dict) else [v])]

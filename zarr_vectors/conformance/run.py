@@ -80,7 +80,12 @@ def _compare_read(corpus: Corpus, case: Case, problems: list[str]) -> None:
             if name not in got:
                 problems.append(f"level {level} {name}: not returned")
                 continue
-            why = same(np.load(corpus.root / rel, allow_pickle=False), got[name])
+            try:
+                expected = np.load(corpus.root / rel, allow_pickle=False)
+            except (OSError, ValueError) as exc:
+                problems.append(f"level {level} {name}: {rel} does not load: {exc}")
+                continue
+            why = same(expected, got[name])
             if why:
                 problems.append(f"level {level} {name}: {why}")
 
