@@ -8,6 +8,7 @@ from asyncio import CancelledError  # a BaseException: a client's cancelled wait
 from collections.abc import Callable
 
 
+
 def _demo(args: argparse.Namespace) -> int:
     from pipeline.demo import run_demo
 
@@ -492,7 +493,7 @@ def _pyramid(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pipeline import build_args, cmd_export, cmd_plot
+    from pipeline import build_args, cmd_conformance, cmd_export, cmd_plot
     parser = argparse.ArgumentParser(prog="zv", description="Zarr Vectors stores on Dask.")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser(
@@ -569,6 +570,7 @@ def build_parser() -> argparse.ArgumentParser:
     pyramid.set_defaults(func=_pyramid)
     cmd_export.add_parser(sub)
     cmd_plot.add_parser(sub)
+    cmd_conformance.add_parser(sub)
     return parser
 
 

@@ -2,80 +2,36 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-import numcodecs
 import numpy as np
 import pytest
 
 import zarr_vectors as zv
+
+# raw-file helpers used by the mutation tests (never the writer): the corpus generator's own
+from zarr_vectors.conformance.rawfiles import (  # noqa: F401
+    ZSTD,
+    cell_file,
+    edit_attrs,
+    edit_json,
+    first_chunk,
+    read_json,
+    read_payload,
+    write_json,
+    write_payload,
+)
+from zarr_vectors.conformance.rawfiles import set_nonempty as set_nonempty_raw  # noqa: F401
 from zarr_vectors.validation import validate
 
-ZSTD = numcodecs.Zstd(level=0)
 
-
-# ---------------------------------------------------------------------------
-# raw-file helpers used by the mutation tests (never the writer)
-# ---------------------------------------------------------------------------
-def read_json(store: Path, node: str) -> dict:
-    return json.loads((store / node / "zarr.json").read_text(encoding="utf-8"))
-
-
-def write_json(store: Path, node: str, doc: dict) -> None:
-    (store / node / "zarr.json").write_text(json.dumps(doc, indent=2), encoding="utf-8")
-
-
-def edit_json(store: Path, node: str, fn: Callable[[dict], object]) -> None:
-    doc = read_json(store, node)
-    fn(doc)
-    write_json(store, node, doc)
-
-
-def edit_attrs(store: Path, node: str, fn: Callable[[dict], object]) -> None:
-    edit_json(store, node, lambda d: fn(d["attributes"]))
-
-
-def cell_file(store: Path, array: str, chunk: tuple[int, ...]) -> Path:
-    doc = read_json(store, array)
-    origin = doc["attributes"].get("chunk_grid_origin", [0] * len(chunk))
-    return store / array / "c" / Path(*[str(c - o) for c, o in zip(chunk, origin)])
-
-
-def compressed(store: Path, array: str) -> bool:
-    return len(read_json(store, array)["codecs"]) > 1
-
-
-def read_payload(store: Path, array: str, chunk: tuple[int, ...]) -> bytes:
-    raw = cell_file(store, array, chunk).read_bytes()
-    if compressed(store, array):
-        raw = ZSTD.decode(raw)
-    n, length = np.frombuffer(raw[:8], "<u4")
-    assert n == 1 and length == len(raw) - 8
-    return bytes(raw[8:])
-
-
-def write_payload(store: Path, array: str, chunk: tuple[int, ...], payload: bytes, *, framed: bytes | None = None) -> None:
-    raw = framed if framed is not None else np.array([1, len(payload)], "<u4").tobytes() + payload
-    if compressed(store, array):
-        raw = bytes(ZSTD.encode(raw))
-    path = cell_file(store, array, chunk)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(raw)
-
-
-def first_chunk(store: Path, array: str) -> tuple[int, ...]:
-    key = read_json(store, array)["attributes"]["nonempty_chunks"][0]
-    return tuple(int(v) for v in key.split("."))
-
-
-def codes(result) -> set[str]:  # noqa: ANN001
+def codes(result) -> set[str]:
     return {f.code for f in result.findings}
 
 
-def error_codes(result) -> set[str]:  # noqa: ANN001
+def error_codes(result) -> set[str]:
     return {f.code for f in result.findings if f.severity == "error"}
 
 
@@ -201,25 +157,10 @@ def _pyramid(path: Path, levels: int = 3) -> None:
 
 def _fragment_attributes(path: Path) -> None:
     """The point store plus a fragment attribute (one int32 per bin fragment), via the grid-array API."""
-    from zarr_vectors.encoding import FragmentIndex
-    from zarr_vectors.store.grid import GridArray
-    from zarr_vectors.store.nodes import group_document, write_node
+    from zarr_vectors.conformance.fixtures import add_fragment_attribute
 
     _points(path, ids=False)
-    store = zv.open_store(str(path))
-    level = store.level(0)
-    frags = level.array("vertex_fragments")
-    write_node(level.storage, level.node_path("fragment_attributes"), group_document())
-    grid = GridArray.create(level.storage, level.node_path("fragment_attributes/bin_id"), shape=frags.shape,
-                            origin=frags.origin, compressor=None,
-                            attributes={"zv_array": "fragment_attribute", "name": "bin_id", "dtype": "int32",
-                                        "row_shape": []})
-    chunks = frags.nonempty_chunk_coords()
-    cells = {}
-    for c, payload in zip(chunks, frags.read_cells(chunks)):
-        f = FragmentIndex.decode(payload).num_fragments
-        cells[c] = np.arange(f, dtype="<i4").tobytes()
-    grid.write_cells(cells)
+    add_fragment_attribute(path)
 
 
 def _points_sharded(path: Path) -> None:
@@ -277,7 +218,3 @@ def assert_clean(path: Path, **kw: object) -> None:
     result = validate(str(path), 5, **kw)
     assert result.errors == [], result.summary()
     assert result.warnings == [], result.summary()
-
-
-def set_nonempty_raw(store: Path, array: str, fn: Callable[[list], list]) -> None:
-    edit_attrs(store, array, lambda a: a.__setitem__("nonempty_chunks", fn(a["nonempty_chunks"])))

@@ -28,6 +28,7 @@ from conftest import (
     write_payload,
 )
 
+from zarr_vectors.conformance.mutations_data import point_in_wrong_bin
 from zarr_vectors.encoding import FragmentIndex, frame_items, unframe_items
 from zarr_vectors.validation import validate
 
@@ -160,14 +161,7 @@ def _duplicate_copy_missing(s: Path) -> None:
 
 
 def _point_outside_bin(s: Path) -> None:
-    keys = read_json(s, "0/vertices")["attributes"]["nonempty_chunks"]
-    c = tuple(int(v) for v in keys[-1].split("."))
-    index = FragmentIndex.decode(read_payload(s, "0/vertex_fragments", c))
-    rows = np.frombuffer(read_payload(s, "0/vertices", c), "<f4").copy().reshape(-1, 3)
-    f = next(k for k in range(index.num_fragments) if index.range_counts[k])
-    r = int(index.range_starts[f])
-    rows[r] += np.float32(26.0) * np.sign(25.0 * (np.asarray(c) * 2 + 1) - rows[r])
-    write_payload(s, "0/vertices", c, rows.tobytes())
+    point_in_wrong_bin(s)  # the corpus's defect (the last chunk's first vertex one bin over)
 
 
 def _nonempty_missing(s: Path) -> None:
