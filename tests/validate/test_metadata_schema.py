@@ -44,6 +44,7 @@ NOT_EXPRESSED: dict[str, str] = {
     "unsupported_codec": "codec chains are Zarr's, checked by the strict reader",
     "object_attribute_rows_not_objects": "rows equal the object index's num_objects: another document",
     "nonempty_key_outside_grid": "keys lie in the array's grid: shape and origin",
+    "layout_v2_not_allowed": "the v2 layout is valid when the caller allows it (D1): not the document's to say",
 }
 
 #: level-2 codes every defect of which the schema states (a corpus case with one of them must fail it)
@@ -52,7 +53,7 @@ EXPRESSED_CODES = frozenset({
     "L2_CROSS_CHUNK_STRATEGY", "L2_CROSS_LEVEL_STORAGE", "L2_CROSS_LEVEL_DEPTH", "L2_GEOMETRY_TYPES",
     "L2_CAPABILITIES", "L2_LEVEL_BLOCK", "L2_VERTEX_COUNT", "L2_ARRAYS_PRESENT", "L2_OBJECT_SPARSITY",
     "L2_LEVEL_FLAGS", "L2_FAMILY_LINK_WIDTH", "L2_FAMILY_DIRECTED", "L2_FAMILY_STORE", "L2_FAMILY_COUNTS",
-    "L2_FILL_VALUE", "L2_CHUNK_KEY_ENCODING", "L2_CHUNK_GRID", "L2_OBJECT_INDEX_LAYOUT",
+    "L2_FILL_VALUE", "L2_CHUNK_KEY_ENCODING", "L2_CHUNK_GRID",
 })
 
 
@@ -69,9 +70,14 @@ def schema_errors(store: Path) -> list[str]:
     for doc in sorted(store.rglob("zarr.json")):
         rel = doc.parent.relative_to(store).as_posix()
         cls = document_class("" if rel == "." else rel)
-        if cls is not None:
-            instance = json.loads(doc.read_text(encoding="utf-8"))
-            out += [f"{rel} ({cls}) {e.json_path}: {e.message}" for e in _validator(cls).iter_errors(instance)]
+        if cls is None:
+            continue
+        try:
+            instance = json.loads(doc.read_bytes().decode("utf-8"))
+        except ValueError as exc:  # not a JSON document: no instance of any class
+            out.append(f"{rel} ({cls}): not JSON ({exc})")
+            continue
+        out += [f"{rel} ({cls}) {e.json_path}: {e.message}" for e in _validator(cls).iter_errors(instance)]
     return out
 
 

@@ -15,7 +15,7 @@ import math
 import sys
 from typing import Any
 
-from zarr_vectors.format.metadata import OBJECT_INDEX_LAYOUT
+from zarr_vectors.format.metadata import OBJECT_INDEX_LAYOUT, OBJECT_INDEX_LAYOUT_V2
 from zarr_vectors.format.paths import CHUNK_COMPONENT
 from zarr_vectors.format.schema import (
     ANY,
@@ -271,8 +271,13 @@ def linkml_schema() -> dict[str, Any]:
                                                          "inlined": True}}, "attributes of a level group"),
         "LevelMetadata": _open(level, "attributes.zarr_vectors_level: one level's metadata"),
         "ObjectIndexGroup": _node("group", "ObjectIndexAttributes", "zarr.json of a level's object_index group"),
-        "ObjectIndexAttributes": _open({"zv_array": _fixed("object_index"), "layout": _fixed(OBJECT_INDEX_LAYOUT),
-                                        **object_index}, "attributes of the object index (layout: D1)"),
+        "ObjectIndexAttributes": _open({
+            "zv_array": _fixed("object_index"),
+            "layout": {**_one_of((OBJECT_INDEX_LAYOUT, OBJECT_INDEX_LAYOUT_V2)), "description": (
+                f"{OBJECT_INDEX_LAYOUT} is what this revision writes and reads; {OBJECT_INDEX_LAYOUT_V2} (the "
+                "reference's) is read only when the caller allows it (docs/decisions.md D1)")},
+            **object_index,
+        }, "attributes of the object index"),
         "LinksFamilyGroup": _node("group", "LinksFamilyAttributes", "zarr.json of a links/<delta> family"),
         "LinksFamilyAttributes": _open({"zv_array": _fixed("links_family"), **family, **counts},
                                        "a links family's policy and counts (docs/format.md §5)"),
