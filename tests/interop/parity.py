@@ -59,6 +59,8 @@ UNCHECKED_BY_REFERENCE = "D22"
 CASE_DECISIONS: dict[str, str] = {
     "composite-point-cloud-graph": "D19",  # the reference's generic reader returns the point cloud, no edges
     "composite-point-cloud-polyline": "D19",
+    "ref-composite-point-cloud-graph": "D19",  # the reference's own composite stores, read as we read them
+    "ref-composite-point-cloud-polyline": "D19",
     "bad-no-vertex-fragments": "D23",  # a fragments_tile level reads without vertex_fragments
     "bad-consolidated-copy-leaves-out-a-node": "D23",
     "streamline-1d-trx": "D24",  # the reference's validator rejects every 1-D store
@@ -240,6 +242,16 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def decision_titles() -> dict[str, str]:
+    """``{"D1": "`object_index` layout", ...}`` from the headings of docs/decisions.md."""
+    out = {}
+    for line in (REPO / "docs" / "decisions.md").read_text(encoding="utf-8").splitlines():
+        head, _, title = line.removeprefix("## ").partition(" — ")
+        if line.startswith("## D") and title:
+            out[head] = title
+    return out
+
+
 def render(outcomes: list[Outcome], corpus_label: str) -> str:
     counts = Counter(o.verdict for o in outcomes)
     unexplained = [o for o in outcomes if o.verdict != AGREE and not o.decision]
@@ -264,10 +276,11 @@ def render(outcomes: list[Outcome], corpus_label: str) -> str:
     for o in outcomes:
         if o.verdict != AGREE:
             by_decision.setdefault(o.decision or "unexplained", []).append(o)
-    lines += ["| decision | cases | verdicts |", "|---|---|---|"]
-    for d, group in sorted(by_decision.items(), key=lambda kv: (kv[0] == "unexplained", kv[0])):
-        verdicts = Counter(o.verdict for o in group)
-        lines.append(f"| {d} | {len(group)} | " + ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items())) + " |")
+    titles = decision_titles()
+    lines += ["| decision | entry | cases | verdicts |", "|---|---|---|---|"]
+    for d, group in sorted(by_decision.items(), key=lambda kv: int(kv[0][1:]) if kv[0][1:].isdigit() else 10**9):
+        verdicts = ", ".join(f"{n} {v}" for v, n in sorted(Counter(o.verdict for o in group).items()))
+        lines.append(f"| {d} | {_cell(titles.get(d, ''))} | {len(group)} | {verdicts} |")
     if unexplained:
         lines += ["", (f"**{len(unexplained)} case(s) differ with no decision entry: a bug in one implementation "
                        "or a decision still to write down.**")]
