@@ -1587,6 +1587,82 @@ def _add_s3_parsers(sub) -> None:
 S3_COMMANDS = {"bench-s3": cmd_bench_s3}
 
 
+def _parity_call(fn, seconds: int) -> dict:
+    """``fn()``'s result, or what it raised (a reference error class, or a crash), within ``seconds``."""
+    import signal
+
+    from zarr_vectors.exceptions import ZVError
+
+    def expire(signum, frame):
+        raise TimeoutError(f"no answer within {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        return {"result": fn()}
+    except Exception as exc:  # noqa: BLE001 - every outcome is recorded
+        return {"raised": type(exc).__name__, "message": str(exc)[:300], "zv_error": isinstance(exc, ZVError)}
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _parity_read(zv, store: str, level: int, out: str) -> dict:
+    """The reference's generic reader on one level -> npz (positions, ids, links, parts, attributes)."""
+    res = zv.open(store).level(level).read()
+    arrays: dict[str, np.ndarray] = {"positions": np.asarray(res.positions)}
+    for name in ("object_ids", "edges", "faces", "part_objects"):
+        if getattr(res, name) is not None:
+            arrays[name] = np.asarray(getattr(res, name))
+    if res.parts:
+        arrays["part_offsets"] = np.asarray([sl.start for sl in res.parts] + [res.parts[-1].stop], dtype=np.int64)
+    for name in list(res.attributes.names()) if res.attributes else []:
+        arrays[f"attr__{name}"] = np.asarray(res.attributes[name])
+    np.savez(out, **arrays)
+    return {"kind": res.kind, "npz": out, "keys": sorted(arrays)}
+
+
+def cmd_parity(args, zv, info) -> dict:
+    """The reference's validator (level 5) and reader (each listed level) on every case of a manifest.
+
+    Each call runs under an alarm and an address-space limit, so a hang or a runaway
+    allocation is recorded as that case's crash rather than ending the run.
+    """
+    import resource
+
+    from zarr_vectors.validate import validate
+
+    limit = args.memory_mb * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    cases = json.loads(Path(args.manifest).read_text())
+    results = {}
+    for case in cases:
+        store = case["store"]
+        entry = {"validate": _parity_call(lambda: _validate_summary(validate(store, level=5)), args.seconds)}
+        entry["read"] = {}
+        for level in case["levels"]:
+            out = os.path.join(args.outdir, f"{case['id']}.{level}.npz")
+            entry["read"][str(level)] = _parity_call(lambda: _parity_read(zv, store, int(level), out), args.seconds)
+        results[case["id"]] = entry
+    return {**info, "results": results}
+
+
+def _validate_summary(result) -> dict:
+    return {"ok": bool(result.ok), "errors": [str(e)[:300] for e in result.errors][:20],
+            "warnings": len(result.warnings)}
+
+
+def _add_parity_parsers(sub) -> None:
+    pp = sub.add_parser("parity", help="validate and read conformance fixtures (tests/interop/parity.py)")
+    pp.add_argument("manifest", help="JSON list of {id, store, levels}")
+    pp.add_argument("outdir")
+    pp.add_argument("--seconds", type=int, default=60, help="per call")
+    pp.add_argument("--memory-mb", type=int, default=3072)
+
+
+PARITY_COMMANDS = {"parity": cmd_parity}
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="refdriver")
     sub = p.add_subparsers(dest="command", required=True)
@@ -1643,6 +1719,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_pipeline_parsers(sub)
     _add_api_parsers(sub)
     _add_s3_parsers(sub)
+    _add_parity_parsers(sub)
     return p
 
 
@@ -1663,6 +1740,7 @@ COMMANDS.update(PYRAMID_COMMANDS)
 COMMANDS.update(PIPELINE_COMMANDS)
 COMMANDS.update(API_COMMANDS)
 COMMANDS.update(S3_COMMANDS)
+COMMANDS.update(PARITY_COMMANDS)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,7 +23,7 @@ LAYERS: list[set[str]] = [
     {"zarr_vectors.execution"},
     {"zarr_vectors.reconcile"},
     {"zarr_vectors.write", "zarr_vectors.read", "zarr_vectors.links_api"},
-    {"zarr_vectors.pyramid"},
+    {"zarr_vectors.pyramid", "zarr_vectors.core"},
     {"zarr_vectors.sharding", "zarr_vectors.validation"},
     {"zarr_vectors.io", "zarr_vectors.conformance", "zarr_vectors.plot"},
     {"zarr_vectors"},  # the package's public API

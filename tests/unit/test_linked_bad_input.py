@@ -333,9 +333,9 @@ def test_endpoint_chunk_tuple_of_the_wrong_arity(linked_store):
         A.write_links(_level(path), 0, ragged, [[0, 0]], mode="append")
     assert tree(path) == before
     with pytest.raises(ArrayError, match="has 2 coordinates, the family uses sid_ndim 3"):
-        A.read_chunk_links(_level(path), 0, "0.0.0", (0, 0))
+        A.read_chunk_links(_level(path), (0, 0), delta=0, offsets="0.0.0")
     with pytest.raises(ArrayError):
-        A.read_links_for_tuple(_level(path), 0, [(0, 0, 0), (1, 0)])
+        A.read_links_for_tuple(_level(path), delta=0, chunk_tuple=[(0, 0, 0), (1, 0)])
 
 
 def test_link_attribute_length_differs_from_the_records(linked_store):

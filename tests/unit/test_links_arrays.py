@@ -329,9 +329,9 @@ def test_arity_mismatches_are_array_errors(tmp_path):
     chunks, vi = graph_records()
     A.write_links(lv, 0, chunks, vi)
     with pytest.raises(ArrayError):
-        A.read_links_for_tuple(lv, 0, [(0, 0), (0, 0)])
+        A.read_links_for_tuple(lv, delta=0, chunk_tuple=[(0, 0), (0, 0)])
     with pytest.raises(ArrayError):
-        A.read_links_for_tuple(lv, 0, [(0, 0, 0)])
+        A.read_links_for_tuple(lv, delta=0, chunk_tuple=[(0, 0, 0)])
     with pytest.raises(ArrayError):
         A.write_chunk_links(lv, 0, "0.0.0", (0, 0), np.zeros((1, 2), int))
     with pytest.raises(ArrayError):
@@ -408,9 +408,9 @@ def test_append_adds_one_group_per_cell(tmp_path):
     # docs/format.md §6.5 appended example: K=2, off=[0,24], rows [0,2,0] then [1,0,1]
     assert raw(lv, "links/0/+1.0.0/c/0/0/0") == frame(blob([(0, 2, 0)], [(1, 0, 1)]))
     assert raw(lv, "links/0/0.0.0/c/0/0/0") == frame(i64(0, 1, 1, 2))
-    cell = A.read_chunk_links(lv, 0, "0.0.0", (0, 0, 0))
+    cell = A.read_chunk_links(lv, (0, 0, 0), delta=0, offsets="0.0.0")
     assert [g.tolist() for g in cell.groups] == [[[0, 1]], [[1, 2]]]
-    assert [g.tolist() for g in A.read_chunk_links(lv, 0, ((1, 0, 0),), (0, 0, 0)).groups] == [[[0, 2, 0]], [[1, 0, 1]]]
+    assert [g.tolist() for g in A.read_chunk_links(lv, (0, 0, 0), delta=0, offsets=((1, 0, 0),)).groups] == [[[0, 2, 0]], [[1, 0, 1]]]
     fam = meta(lv, "links/0")["attributes"]
     assert (fam["num_links"], fam["num_physical_records"]) == (4, 4)
     A.write_link_attributes(lv, "w", 0, np.array([3.0, 4.0], np.float32), partition=second)
@@ -442,19 +442,19 @@ def test_read_links_for_tuple(tmp_path):
     A.write_links(lv, 0, chunks, vi)
     # undirected canonical: any order of the tuple
     for t in ([(0, 0, 0), (1, 0, 0)], [(1, 0, 0), (0, 0, 0)]):
-        assert A.read_links_for_tuple(lv, 0, t).as_tuples() == [(((1, 0, 0), 0), ((0, 0, 0), 0))]
-    assert len(A.read_links_for_tuple(lv, 0, [(0, 0, 0), (0, 0, 0)])) == 2
-    assert len(A.read_links_for_tuple(lv, 0, [(0, 0, 0), (1, 1, 0)])) == 0
+        assert A.read_links_for_tuple(lv, delta=0, chunk_tuple=t).as_tuples() == [(((1, 0, 0), 0), ((0, 0, 0), 0))]
+    assert len(A.read_links_for_tuple(lv, delta=0, chunk_tuple=[(0, 0, 0), (0, 0, 0)])) == 2
+    assert len(A.read_links_for_tuple(lv, delta=0, chunk_tuple=[(0, 0, 0), (1, 1, 0)])) == 0
     # duplicate: the tuple leads with the chunk whose cell is scanned
     lv2 = level0(tmp_path / "dup")
     A.write_links(lv2, 0, chunks, vi, store="duplicate")
-    assert A.read_links_for_tuple(lv2, 0, [(1, 0, 0), (0, 0, 0)]).as_tuples() == [(((1, 0, 0), 0), ((0, 0, 0), 0))]
-    assert A.read_links_for_tuple(lv2, 0, [(0, 0, 0), (1, 0, 0)]).as_tuples() == [(((1, 0, 0), 0), ((0, 0, 0), 0))]
+    assert A.read_links_for_tuple(lv2, delta=0, chunk_tuple=[(1, 0, 0), (0, 0, 0)]).as_tuples() == [(((1, 0, 0), 0), ((0, 0, 0), 0))]
+    assert A.read_links_for_tuple(lv2, delta=0, chunk_tuple=[(0, 0, 0), (1, 0, 0)]).as_tuples() == [(((1, 0, 0), 0), ((0, 0, 0), 0))]
     # directed: input endpoint 0 leads
     lv3 = level0(tmp_path / "dir")
     A.write_links(lv3, 0, chunks, vi, directed=True)
-    assert len(A.read_links_for_tuple(lv3, 0, [(1, 0, 0), (0, 0, 0)])) == 1
-    assert len(A.read_links_for_tuple(lv3, 0, [(0, 0, 0), (1, 0, 0)])) == 0
+    assert len(A.read_links_for_tuple(lv3, delta=0, chunk_tuple=[(1, 0, 0), (0, 0, 0)])) == 1
+    assert len(A.read_links_for_tuple(lv3, delta=0, chunk_tuple=[(0, 0, 0), (1, 0, 0)])) == 0
 
 
 def test_write_chunk_links_flat_and_blob(tmp_path):
@@ -463,17 +463,17 @@ def test_write_chunk_links_flat_and_blob(tmp_path):
     A.write_chunk_links(lv, 0, "0.0.0", (1, 1, 1), np.array([[0, 1]]), compressor=None)
     A.write_chunk_links(lv, 0, "0.0.0", (1, 1, 1), np.array([[1, 2], [2, 0]]), mode="append", compressor=None)
     assert raw(lv, "links/0/0.0.0/c/1/1/1") == frame(i64(0, 1, 1, 2, 2, 0))
-    cell = A.read_chunk_links(lv, 0, "0.0.0", (1, 1, 1))
+    cell = A.read_chunk_links(lv, (1, 1, 1), delta=0, offsets="0.0.0")
     assert [g.shape[0] for g in cell.groups] == [1, 2]
     assert meta(lv, "link_fragments")["attributes"]["nonempty_chunks"] == ["1.1.1"]
     A.write_chunk_links(lv, 0, [(0, 0, -1)], (1, 1, 1), np.array([[lehmer_encode([1, 0]), 3, 4]]), compressor=None)
     assert raw(lv, "links/0/0.0.-1/c/1/1/1") == frame(blob([(1, 3, 4)]))
     with pytest.raises(ArrayError):
         A.write_chunk_links(lv, 0, "0.0.-1", (1, 1, 1), np.array([[3, 4]]))
-    assert A.read_chunk_links(lv, 0, "0.0.-1", (1, 1, 1)).records.as_tuples() == [(((1, 1, 0), 4), ((1, 1, 1), 3))]
+    assert A.read_chunk_links(lv, (1, 1, 1), delta=0, offsets="0.0.-1").records.as_tuples() == [(((1, 1, 0), 4), ((1, 1, 1), 3))]
     assert "num_links" not in meta(lv, "links/0")["attributes"]
     assert A.finalize_links(lv, 0) == A.LinkCounts(4, 4)
-    assert len(A.read_chunk_links(lv, 0, "0.+1.0", (0, 0, 0)).groups) == 0
+    assert len(A.read_chunk_links(lv, (0, 0, 0), delta=0, offsets="0.+1.0").groups) == 0
 
 
 def test_has_perm_is_trusted_with_policy_fallback(tmp_path):

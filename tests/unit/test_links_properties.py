@@ -92,7 +92,7 @@ def test_write_then_read_returns_every_record_in_input_endpoint_order(b):
             assert (r_src, r_trg) == (b["factors"][OWNING_LEVEL], b["factors"][OWNING_LEVEL + delta])
         assert A.list_link_offsets(lv, delta) == list(part.segments)
         for s, cell, start, stop in part.iter_groups():
-            got = A.read_chunk_links(lv, delta, part.segments[s], cell)
+            got = A.read_chunk_links(lv, cell, delta=delta, offsets=part.segments[s])
             assert got.has_perm == A.links_has_perm(
                 part.segment_offsets[s], delta=delta, directed=b["directed"], store=b["store"]
             )

@@ -43,6 +43,8 @@ SELF_SEGMENT = "self"
 # ``[0-9]`` rather than ``\d``: ``\d`` also matches non-ASCII digits such as "١".
 _DELTA_RE = re.compile(r"0|[+-][1-9][0-9]*")
 _CHUNK_COMPONENT_RE = re.compile(r"0|-?[1-9][0-9]*")
+CHUNK_COMPONENT = _CHUNK_COMPONENT_RE.pattern
+"""One component of a dotted chunk key as :func:`format_chunk_key` spells it (a regex)."""
 
 Offsets = Sequence[Sequence[int]]
 

@@ -224,6 +224,18 @@ OBJECT_INDEX_FIELDS: dict[str, Field] = _fields(
 )
 """``attributes`` of ``object_index`` (its ``layout`` is decided by docs/decisions.md D1)."""
 
+FAMILY_STORES = ("canonical", "duplicate")
+LINKS_FAMILY_FIELDS: dict[str, Field] = _fields(
+    Field("link_width", INT, required=True, minimum=1),
+    Field("directed", BOOL, required=True, default=False),
+    Field("store", ENUM, required=True, default="canonical", allowed=FAMILY_STORES),
+    Field("sid_ndim", INT, required=True, minimum=1),
+    Field("level_delta", INT, required=True),
+)
+"""``attributes`` of a ``links/<d>`` family group (§5): its policy.  ``sid_ndim`` must also
+equal the level's rank and ``level_delta`` the delta its path names (the validator's
+cross-field rules)."""
+
 FAMILY_COUNT_FIELDS: dict[str, Field] = _fields(
     Field("num_links", INT, minimum=0),
     Field("num_physical_records", INT, minimum=0),
@@ -358,12 +370,31 @@ def discriminator_problem(expected: Expected, attrs: Mapping[str, Any]) -> str |
     return None
 
 
+VLEN_KINDS = GRID_KINDS | {MANIFESTS, "groups"}
+ARRAY_DATA_TYPES: dict[str, tuple[str, ...]] = {
+    **{kind: (VLEN_DATA_TYPE,) for kind in sorted(VLEN_KINDS)},
+    OBJECT_IDS: ("int64",),
+    "object_attribute": (*INT_DTYPES, *FLOAT_DTYPES),  # the types with an absence sentinel (§6.8)
+    "groupings_attribute": ATTRIBUTE_DTYPES,
+}
+"""The ``data_type`` each kind of array may have; a vlen array's ``fill_value`` is ``""``."""
+ROW_DTYPES: dict[str, tuple[tuple[str, ...], str | None]] = {
+    "vertices": (FLOAT_DTYPES, "float32"),
+    "links": (INT_DTYPES, "int64"),
+    "attribute": (ATTRIBUTE_DTYPES, None),
+    "fragment_attribute": (ATTRIBUTE_DTYPES, None),
+    "link_attribute": (ATTRIBUTE_DTYPES, None),
+}
+"""A grid array's row ``attributes.dtype``: the names allowed and the default (None: required)."""
+ROW_ENCODINGS: dict[str, str] = {
+    "vertices": "raw", "vertex_fragments": "fragment_index_v1", "link_fragments": "fragment_index_v1"}
+"""The one ``attributes.encoding`` a grid array may state (absent means that one)."""
+ROW_SHAPE_KINDS = ("attribute", "fragment_attribute", "link_attribute")
+"""The grid arrays whose rows have an ``attributes.row_shape`` (a list of integers >= 1)."""
+
+
 def _name(extension: Any) -> Any:
     return extension.get("name") if isinstance(extension, dict) else extension
-
-
-def _dtype_of(attrs: Mapping[str, Any], default: str | None) -> Any:
-    return attrs.get("dtype", default) if default is not None else attrs.get("dtype")
 
 
 def row_layout_problem(kind: str, attrs: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -372,37 +403,30 @@ def row_layout_problem(kind: str, attrs: Mapping[str, Any]) -> tuple[str, str] |
     ``dtype`` (and ``row_shape``, ``encoding``) say how a cell's bytes are rows; a value
     numpy would read some other way (``">f4"``, a dict) is refused rather than guessed.
     """
-    if kind == "vertices":
-        dt = _dtype_of(attrs, "float32")
-        if dt not in FLOAT_DTYPES:
-            return "/attributes/dtype", f"vertices dtype must be one of {list(FLOAT_DTYPES)}, found {short(dt)}"
-        if attrs.get("encoding", "raw") != "raw":
-            return ("/attributes/encoding", f"vertices encoding {short(attrs.get('encoding'))} is not supported "
-                    "(only 'raw')")
-    elif kind == "links":
-        dt = _dtype_of(attrs, "int64")
-        if dt not in INT_DTYPES:
-            return "/attributes/dtype", f"links dtype must be one of {list(INT_DTYPES)}, found {short(dt)}"
-    elif kind in ("attribute", "fragment_attribute", "link_attribute"):
-        if "dtype" not in attrs:
+    if kind in ROW_DTYPES:
+        allowed, default = ROW_DTYPES[kind]
+        if default is None and "dtype" not in attrs:
             return "/attributes", "required key 'dtype' is missing"
-        dt = attrs["dtype"]
-        if dt not in ATTRIBUTE_DTYPES:
-            return "/attributes/dtype", f"dtype must be one of {list(ATTRIBUTE_DTYPES)}, found {short(dt)}"
+        dt = attrs.get("dtype", default)
+        if dt not in allowed:
+            return "/attributes/dtype", f"{kind} dtype must be one of {list(allowed)}, found {short(dt)}"
+    if kind in ROW_ENCODINGS:
+        encoding = attrs.get("encoding", ROW_ENCODINGS[kind])
+        if encoding != ROW_ENCODINGS[kind]:
+            return ("/attributes/encoding", f"{kind} encoding {short(encoding)} is not supported "
+                    f"(only {ROW_ENCODINGS[kind]!r})")
+    if kind in ROW_SHAPE_KINDS:
         rs = attrs.get("row_shape", [])
         if not isinstance(rs, list) or not all(is_int(v) and v >= 1 for v in rs):
             return "/attributes/row_shape", f"row_shape must be a list of integers >= 1, found {short(rs)}"
-        size = np.dtype(dt).itemsize
-        if math.prod(rs) * size > MAX_ROW_BYTES:
+        dt = attrs["dtype"]
+        if math.prod(rs) * np.dtype(dt).itemsize > MAX_ROW_BYTES:
             return ("/attributes/row_shape", f"row_shape {short(rs)} of {dt} makes rows larger than a cell can "
                     f"hold ({MAX_ROW_BYTES} bytes)")
-    elif kind in ("vertex_fragments", "link_fragments"):
-        if attrs.get("encoding", "fragment_index_v1") != "fragment_index_v1":
-            return ("/attributes/encoding", f"encoding {short(attrs.get('encoding'))} is not fragment_index_v1")
     return None
 
 
-def _sentinel_json(data_type: str) -> Any:
+def sentinel_json(data_type: str) -> Any:
     """The absence sentinel of an object attribute (§6.8) as its zarr.json spells it."""
     value = absence_fill(np.dtype(data_type))
     return "NaN" if data_type in FLOAT_DTYPES else int(value)
@@ -428,7 +452,7 @@ def array_problems(kind: Any, doc: Mapping[str, Any]) -> list[ArrayProblem]:
     if _name(doc.get("chunk_grid")) != "regular":
         out.append(ArrayProblem(CHUNK_GRID, "/chunk_grid", f"the chunk grid must be 'regular', found "
                                 f"{short(_name(doc.get('chunk_grid')))}"))
-    if kind in GRID_KINDS or kind in (MANIFESTS, "groups"):
+    if kind in VLEN_KINDS:
         if data_type != VLEN_DATA_TYPE:
             out.append(ArrayProblem(DATA_TYPE, "/data_type", f"a {kind} array has data_type {VLEN_DATA_TYPE!r}, "
                                     f"found {short(data_type)}"))
@@ -439,11 +463,11 @@ def array_problems(kind: Any, doc: Mapping[str, Any]) -> list[ArrayProblem]:
         if found is not None:
             out.append(ArrayProblem(ROW_LAYOUT, *found))
     elif kind == OBJECT_IDS:
-        if data_type != "int64":
+        if data_type not in ARRAY_DATA_TYPES[OBJECT_IDS]:
             out.append(ArrayProblem(DATA_TYPE, "/data_type", f"object_ids has data_type 'int64', found "
                                     f"{short(data_type)}"))
     elif kind == "object_attribute":
-        allowed = (*INT_DTYPES, *FLOAT_DTYPES)
+        allowed = ARRAY_DATA_TYPES["object_attribute"]
         if data_type not in allowed:
             out.append(ArrayProblem(DATA_TYPE, "/data_type", f"an object attribute's data_type is one of "
                                     f"{list(allowed)} (a type with an absence sentinel), found {short(data_type)}"))
@@ -451,10 +475,10 @@ def array_problems(kind: Any, doc: Mapping[str, Any]) -> list[ArrayProblem]:
             if "dtype" in attrs and attrs["dtype"] != data_type:
                 out.append(ArrayProblem(DATA_TYPE, "/attributes/dtype", f"dtype {short(attrs['dtype'])} disagrees "
                                         f"with data_type {data_type!r}"))
-            if fill != _sentinel_json(data_type):
+            if fill != sentinel_json(data_type):
                 out.append(ArrayProblem(FILL_VALUE, "/fill_value", f"an object attribute's fill_value is the absence "
-                                        f"sentinel {_sentinel_json(data_type)!r} of {data_type}, found {short(fill)}"))
-    elif kind == "groupings_attribute" and data_type not in ATTRIBUTE_DTYPES:
+                                        f"sentinel {sentinel_json(data_type)!r} of {data_type}, found {short(fill)}"))
+    elif kind == "groupings_attribute" and data_type not in ARRAY_DATA_TYPES[kind]:
         out.append(ArrayProblem(DATA_TYPE, "/data_type", f"a group attribute's data_type is one of "
                                 f"{list(ATTRIBUTE_DTYPES)}, found {short(data_type)}"))
     return out

@@ -11,10 +11,11 @@ every record came from, so checks made later on whole arrays can still name it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from zarr_vectors.encoding import lehmer_decode_rows
 from zarr_vectors.errors import ArrayError, EncodingError, InconsistentStoreError
@@ -57,6 +58,16 @@ class LinkCell:
     has_perm: bool
     groups: list[np.ndarray]  # stored rows of each write group, (m_k, L or 1 + L)
     records: LinkRecords
+
+    # the reference's read_chunk_links returns the list of stored groups: a cell is that list too
+    def __len__(self) -> int:
+        return len(self.groups)
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        return iter(self.groups)
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.groups[i]
 
 
 @dataclass(frozen=True)
@@ -216,20 +227,30 @@ def read_links_located(
 
 def read_chunk_links(
     level: Level,
-    delta: int,
-    offsets: str | Sequence[Sequence[int]],
-    chunk: Sequence[int],
+    chunk_coords: Sequence[int],
+    dtype: DTypeLike | None = None,
+    link_width: int | None = None,
     *,
+    delta: int = 0,
+    offsets: str | Sequence[Sequence[int]] | None = None,
     anchor_ratios: tuple[Sequence[int], Sequence[int]] | None = None,
 ) -> LinkCell:
-    """One cell of ``links/<delta>/<offsets>``: its stored groups and decoded records.
+    """One cell (source chunk ``chunk_coords``) of ``links/<delta>/<offsets>``: its stored groups and records.
 
-    A flat (intra, delta 0) cell is split into groups by its ``link_fragments`` entry;
-    a blob cell by its own header.  A missing array or cell reads as empty.
+    ``offsets`` (a segment or its tuples) names the array; None is the all-zero intra one.
+    ``dtype`` converts the stored groups (a value it cannot hold is an ArrayError) and
+    ``link_width``, when given, must be the family's: the call shape of the reference's
+    reader.  A flat (intra, delta 0) cell is split into groups by its ``link_fragments``
+    entry; a blob cell by its own header.  A missing array or cell reads as empty.
     """
     policy = require_policy(level, delta)
+    if link_width is not None and link_width != policy.link_width:
+        raise ArrayError(f"link_width {link_width!r} given, the family at delta {format_delta(delta)} has "
+                         f"{policy.link_width}")
+    if offsets is None:
+        offsets = ((0,) * policy.sid_ndim,) * (policy.link_width - 1)
     offs = offsets_tuple(offsets, policy)
-    cell = as_chunk(chunk, policy.sid_ndim)
+    cell = as_chunk(chunk_coords, policy.sid_ndim)
     segment = format_offsets(offs)
     empty = LinkCell(segment, offs, cell, policy.has_perm(offs), [], LinkRecords.empty(policy.link_width, policy.sid_ndim))
     rel = link_array_rel(delta, segment)
@@ -244,14 +265,26 @@ def read_chunk_links(
     rows = np.concatenate(groups) if groups else np.zeros((0, policy.link_width + int(has_perm)), np.int64)
     cells = np.repeat(np.asarray([cell], dtype=np.int64), rows.shape[0], axis=0)
     records = decode_rows(policy, offs, has_perm, cells, rows, ratios_for(level, policy, anchor_ratios), grid.path)
+    if dtype is not None:
+        groups = [_exactly_as(g, np.dtype(dtype), grid.path) for g in groups]
     return LinkCell(segment, offs, cell, has_perm, groups, records)
+
+
+def _exactly_as(rows: np.ndarray, dtype: np.dtype, path: str) -> np.ndarray:
+    """``rows`` converted to ``dtype``, refusing a value the conversion would change."""
+    if dtype.kind not in "iu":
+        raise ArrayError(f"{path}: link rows are integers, dtype {dtype} asked")
+    out = rows.astype(dtype)
+    if not np.array_equal(out.astype(np.int64), rows):
+        raise ArrayError(f"{path}: link rows hold values {dtype} cannot represent")
+    return out
 
 
 def read_links_for_tuple(
     level: Level,
-    delta: int,
     chunk_tuple: Sequence[Sequence[int]],
     *,
+    delta: int = 0,
     anchor_ratios: tuple[Sequence[int], Sequence[int]] | None = None,
 ) -> LinkRecords:
     """Records whose endpoints span exactly the ``L`` chunks of ``chunk_tuple``.
@@ -276,7 +309,7 @@ def read_links_for_tuple(
         r_src, r_trg = ratios_for(level, policy, anchor_ratios)  # type: ignore[misc]
         anchor = anchor_chunks(source, r_src, r_trg)
     offsets = tuple(tuple(int(x) for x in np.asarray(c) - anchor) for c in chunks[1:])
-    return read_chunk_links(level, delta, offsets, chunks[0], anchor_ratios=anchor_ratios).records
+    return read_chunk_links(level, chunks[0], delta=delta, offsets=offsets, anchor_ratios=anchor_ratios).records
 
 
 def read_link_attributes(

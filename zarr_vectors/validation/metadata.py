@@ -19,9 +19,11 @@ from zarr_vectors.format.schema import (
     CHUNK_GRID,
     DATA_TYPE,
     FAMILY_COUNT_FIELDS,
+    FAMILY_STORES,
     FILL_VALUE,
     KEY_ENCODING,
     LEVEL_FIELDS,
+    LINKS_FAMILY_FIELDS,
     OBJECT_INDEX_FIELDS,
     ROOT_FIELDS,
     ROW_LAYOUT,
@@ -265,11 +267,19 @@ def family_policy(model: StoreModel, number: int, delta: int) -> dict[str, Any] 
         return None
     a = node.attrs
     if not (is_int(a.get("link_width")) and a["link_width"] >= 1 and isinstance(a.get("directed", False), bool)
-            and a.get("store", "canonical") in ("canonical", "duplicate") and is_int(a.get("sid_ndim"))):
+            and a.get("store", "canonical") in FAMILY_STORES and is_int(a.get("sid_ndim"))):
         return None
     return {"link_width": a["link_width"], "directed": a.get("directed", False), "store": a.get("store", "canonical"),
             "sid_ndim": a["sid_ndim"], "num_links": a.get("num_links"),
             "num_physical_records": a.get("num_physical_records")}
+
+
+# the family's policy members checked one at a time (sid_ndim and level_delta are cross-field, below)
+FAMILY_CODES: dict[str, str] = {
+    "link_width": "L2_FAMILY_LINK_WIDTH",
+    "directed": "L2_FAMILY_DIRECTED",
+    "store": "L2_FAMILY_STORE",
+}
 
 
 def _check_families(model: StoreModel, report: Report) -> None:
@@ -286,17 +296,10 @@ def _check_families(model: StoreModel, report: Report) -> None:
                 continue
             a = fam.attrs
             w = a.get("link_width")
-            if not is_int(w) or w < 1:
-                report.add(make("L2_FAMILY_LINK_WIDTH", fam.path, f"link_width must be an integer >= 1, found "
-                                f"{short(w)}", pointer="/attributes/link_width"))
-            if "directed" in a and not isinstance(a["directed"], bool):
-                report.add(make("L2_FAMILY_DIRECTED", fam.path, f"directed must be a boolean, found "
-                                f"{short(a['directed'])}", pointer="/attributes/directed"))
-            elif "directed" not in a:
-                report.add(make("L2_FAMILY_DIRECTED", fam.path, "directed is missing", pointer="/attributes"))
-            if a.get("store") not in ("canonical", "duplicate"):
-                report.add(make("L2_FAMILY_STORE", fam.path, f"store must be 'canonical' or 'duplicate', found "
-                                f"{short(a.get('store'))}", pointer="/attributes/store"))
+            for field, code in FAMILY_CODES.items():
+                found = check(LINKS_FAMILY_FIELDS[field], a)
+                if found is not None:
+                    report.add(make(code, fam.path, found[1], pointer="/attributes" + found[0]))
             sid = a.get("sid_ndim")
             if not is_int(sid) or (rank is not None and sid != rank):
                 report.add(make("L2_FAMILY_SID_NDIM", fam.path, f"sid_ndim must be {rank}, found {short(sid)}",

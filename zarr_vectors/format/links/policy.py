@@ -8,7 +8,7 @@ copies a record has.  Pure: nothing here reads or writes a store.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -105,6 +105,26 @@ class LinkRecords:
 
     def __len__(self) -> int:
         return int(self.vi.shape[0])
+
+    # the reference's readers return ``[((chunk, vi), ...), ...]``: these records index,
+    # iterate and compare (``== []`` for none) as that list does
+    def __iter__(self) -> Iterator[tuple[tuple[Chunk, int], ...]]:
+        return iter(self.as_tuples())
+
+    def __getitem__(self, i: int) -> tuple[tuple[Chunk, int], ...]:
+        return tuple((tuple(c), v) for c, v in zip(self.chunks[i].tolist(), self.vi[i].tolist()))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LinkRecords):
+            return bool(np.array_equal(self.chunks, other.chunks) and np.array_equal(self.vi, other.vi))
+        if isinstance(other, (list, tuple)):
+            try:
+                return self.as_tuples() == [tuple((tuple(c), v) for c, v in r) for r in other]
+            except (TypeError, ValueError):  # not a list of records: unequal
+                return False
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
 
     def as_tuples(self) -> list[tuple[tuple[Chunk, int], ...]]:
         """``[((chunk, vi), ...), ...]`` -- convenient for small comparisons."""
