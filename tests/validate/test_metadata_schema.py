@@ -1,22 +1,20 @@
 """The committed metadata schema (schema/) against its source and the validator's level-2 rules.
 
-Regenerating gives the committed bytes; every store the builders write passes the JSON Schema;
-every level-2 defect of test_mutations.py fails it, except the ones listed in
-``NOT_EXPRESSED`` (cross-field rules one document cannot state; docs/validation.md), which
-must pass it so the list stays true.  The conformance corpus, where present, is held to the same.
+Regenerating gives the committed bytes; every store the builders write and every valid
+fixture of the conformance corpus passes the JSON Schema; every invalid fixture whose defect
+is a level-2 error fails it, except the ones listed in ``NOT_EXPRESSED`` (cross-field rules
+one document cannot state; docs/validation.md), which must pass it so the list stays true.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
 import jsonschema
 import pytest
 from conftest import BUILDERS
-from test_mutations import MUTATIONS, Mutation
 
 from pipeline.metadata_schema import JSON_SCHEMA_FILE, LINKML_FILE, main
 from zarr_vectors.format.linkml import document_class
@@ -26,25 +24,26 @@ REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "schema"
 CORPUS = REPO / "conformance"
 
-#: level-2 defects of test_mutations.py the schema cannot state, and why
+#: level-2 defects of the corpus (case ids) the schema cannot state, and why
 NOT_EXPRESSED: dict[str, str] = {
-    "chunk_shape_two_entries": "one entry per axis: the count is the multiscales axes'",
-    "bounds_inverted": "min <= max compares two members",
-    "base_bin_not_dividing": "base_bin_shape divides chunk_shape: two members",
-    "dataset_without_translation": "each dataset has a scale and a translation: LinkML has no 'contains'",
-    "num_present_above_num_objects": "num_present <= num_objects: two members",
-    "num_objects_not_rows": "num_objects equals the manifests array's rows: two documents",
-    "level_number_wrong": "level equals the group's name: the path",
-    "level_zero_has_parent": "parent_level names an existing lower level: the path and other levels",
-    "family_sid_ndim_two": "sid_ndim equals the level's rank: another document",
-    "family_level_delta": "level_delta equals the delta the path names",
-    "offsets_field_true_for_one": "offsets equals the path segment's offsets",
-    "offsets_field_disagrees": "offsets equals the path segment's offsets",
-    "array_link_width_disagrees": "link_width equals the family's: another document",
-    "unsupported_codec": "codec chains are Zarr's, checked by the strict reader",
-    "object_attribute_rows_not_objects": "rows equal the object index's num_objects: another document",
-    "nonempty_key_outside_grid": "keys lie in the array's grid: shape and origin",
-    "layout_v2_not_allowed": "the v2 layout is valid when the caller allows it (D1): not the document's to say",
+    "bad-chunk-shape-two-entries": "one entry per axis: the count is the multiscales axes'",
+    "bad-bounds-inverted": "min <= max compares two members",
+    "bad-base-bin-not-dividing": "base_bin_shape divides chunk_shape: two members",
+    "bad-dataset-without-translation": "each dataset has a scale and a translation: LinkML has no 'contains'",
+    "bad-num-present-above-num-objects": "num_present <= num_objects: two members",
+    "bad-num-objects-not-rows": "num_objects equals the manifests array's rows: two documents",
+    "bad-level-number-wrong": "level equals the group's name: the path",
+    "bad-level-zero-has-parent": "parent_level names an existing lower level: the path and other levels",
+    "bad-family-sid-ndim-2": "sid_ndim equals the level's rank: another document",
+    "bad-family-level-delta-1": "level_delta equals the delta the path names",
+    "bad-offsets-field-true-for-one": "offsets equals the path segment's offsets",
+    "bad-offsets-field-disagrees": "offsets equals the path segment's offsets",
+    "bad-array-link-width-disagrees": "link_width equals the family's: another document",
+    "bad-unsupported-codec": "codec chains are Zarr's, checked by the strict reader",
+    "bad-object-attribute-rows-not-objects": "rows equal the object index's num_objects: another document",
+    "bad-nonempty-key-outside-grid": "keys lie in the array's grid: shape and origin",
+    "bad-layout-v2-not-allowed": "the v2 layout is valid when the caller allows it (D1): not the document's to say",
+    "bad-aggregation-unknown-reduction": "attribute_aggregation maps free names to reductions: no LinkML form",
 }
 
 #: level-2 codes every defect of which the schema states (a corpus case with one of them must fail it)
@@ -94,42 +93,38 @@ def test_builder_stores_pass(base_stores: dict[str, Path], name: str) -> None:
     assert schema_errors(base_stores[name]) == []
 
 
-LEVEL2_ERRORS = [m for m in MUTATIONS if m.code.startswith("L2_") and CATALOGUE[m.code].severity == "error"]
-
-
-def test_not_expressed_names_real_mutations() -> None:
-    assert set(NOT_EXPRESSED) <= {m.name for m in LEVEL2_ERRORS}
-
-
-@pytest.mark.parametrize("m", LEVEL2_ERRORS, ids=lambda m: m.name)
-def test_level2_defects_fail_the_schema(copy_store: Callable[[str], Path], m: Mutation) -> None:
-    store = copy_store(m.base)
-    m.apply(store)
-    errors = schema_errors(store)
-    if m.name in NOT_EXPRESSED:
-        assert errors == [], f"the schema now catches {m.name}: drop it from NOT_EXPRESSED and docs/validation.md"
-    else:
-        assert errors, f"{m.name} ({m.code}) passes the JSON Schema"
-
-
 def _corpus_cases() -> list[dict]:
-    index = CORPUS / "cases.json"
-    if not index.is_file():
-        return []
-    return [json.loads((CORPUS / "cases" / f"{c['id']}.json").read_text(encoding="utf-8"))
-            for c in json.loads(index.read_text(encoding="utf-8"))["cases"]]
+    index = json.loads((CORPUS / "cases.json").read_text(encoding="utf-8"))
+    return [json.loads((CORPUS / "cases" / f"{c['id']}.json").read_text(encoding="utf-8")) for c in index["cases"]]
 
 
-@pytest.mark.skipif(not (CORPUS / "cases.json").is_file(), reason="no conformance/ corpus in this checkout")
-def test_corpus_fixtures() -> None:
-    """Valid fixtures pass; an invalid one whose codes include an expressed level-2 code fails."""
-    wrong = []
-    for case in _corpus_cases():
-        fixture = CORPUS / case["fixture"]
-        errors = schema_errors(fixture)
-        codes = set(case["expect"]["validate"]["codes"])
-        if case["expect"]["valid"] and errors:
-            wrong.append(f"{case['id']}: valid but {errors[:2]}")
-        elif not case["expect"]["valid"] and codes & EXPRESSED_CODES and not errors:
-            wrong.append(f"{case['id']}: {sorted(codes & EXPRESSED_CODES)} passes the JSON Schema")
-    assert wrong == []
+CASES = _corpus_cases()
+#: invalid fixtures whose defect is a level-2 error (the corpus has one defect per fixture)
+LEVEL2_ERRORS = [c for c in CASES if not c["expect"]["valid"]
+                 and any(code.startswith("L2_") and CATALOGUE[code].severity == "error"
+                         for code in c["expect"]["validate"]["codes"])]
+
+
+def test_not_expressed_names_real_cases() -> None:
+    assert set(NOT_EXPRESSED) <= {c["id"] for c in LEVEL2_ERRORS}
+
+
+@pytest.mark.parametrize("case", LEVEL2_ERRORS, ids=lambda c: c["id"])
+def test_level2_defects_fail_the_schema(case: dict) -> None:
+    errors = schema_errors(CORPUS / case["fixture"])
+    if case["id"] in NOT_EXPRESSED:
+        assert errors == [], f"the schema now catches {case['id']}: drop it from NOT_EXPRESSED and docs/validation.md"
+    else:
+        assert errors, f"{case['id']} ({case['expect']['validate']['codes']}) passes the JSON Schema"
+
+
+def test_valid_corpus_fixtures_pass() -> None:
+    wrong = {c["id"]: schema_errors(CORPUS / c["fixture"])[:2] for c in CASES if c["expect"]["valid"]}
+    assert {k: v for k, v in wrong.items() if v} == {}
+
+
+def test_expressed_codes_fail_the_schema() -> None:
+    """An invalid fixture whose codes include a code the schema fully expresses fails it."""
+    passing = [c["id"] for c in CASES if not c["expect"]["valid"]
+               and set(c["expect"]["validate"]["codes"]) & EXPRESSED_CODES and not schema_errors(CORPUS / c["fixture"])]
+    assert passing == []

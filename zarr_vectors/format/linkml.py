@@ -31,6 +31,7 @@ from zarr_vectors.format.schema import (
     LINKS_FAMILY_FIELDS,
     MANIFESTS,
     MIN_ZV_VERSION,
+    NAMED_ENUM,
     OBJECT_IDS,
     OBJECT_INDEX_FIELDS,
     PLAIN,
@@ -153,6 +154,9 @@ def _slot(field: Field, enums: dict[str, dict[str, Any]], owner: str) -> dict[st
             "dimensions": [{"exact_cardinality": 2}, {"minimum_cardinality": 1}],
         })
         notes.append("[min per axis, max per axis] of finite numbers, min <= max")
+    elif kind == NAMED_ENUM:
+        slot["range"] = "Anything"  # a map with free keys: LinkML states no value rule for it
+        notes.append(f"an object mapping names to one of {', '.join(field.allowed)} each")
     elif kind == ANY:
         slot["range"] = "Anything"
     else:
