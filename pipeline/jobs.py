@@ -22,6 +22,7 @@ import numpy as np
 
 import zarr_vectors as zv
 from pipeline import sources
+from pipeline.journal import Journal, job_status  # noqa: F401 - job_status: the jobs API
 from zarr_vectors.errors import InputError, StageFailedError, ValidationFailedError
 from zarr_vectors.store.backend import Storage
 
@@ -66,42 +67,6 @@ class BuildSpec:
 
 def _located(path: str) -> str:
     return path if "://" in path else os.path.abspath(path)
-
-
-class Journal:
-    """The job's state: stages done, the running stage, results, the error if any."""
-
-    def __init__(self, spec: BuildSpec) -> None:
-        self.storage = Storage(spec.out.rstrip("/") + ".zvjob.json", spec.storage_options)
-        self.state: dict[str, Any] = {"job_id": spec.job_id, "spec": asdict(spec), "stages": {}, "status": "pending"}
-
-    @staticmethod
-    def load(out: str, storage_options: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
-        storage = Storage(out.rstrip("/") + ".zvjob.json", storage_options)
-        storage.check_reachable()  # an unreachable endpoint is StoreNotFoundError, not a botocore error
-        raw = storage.get("")
-        return json.loads(raw) if raw is not None else None
-
-    def resume_from(self, previous: dict[str, Any]) -> None:
-        self.state["stages"] = {k: v for k, v in previous.get("stages", {}).items() if v.get("status") == "done"}
-
-    def done(self, stage: str) -> bool:
-        return self.state["stages"].get(stage, {}).get("status") == "done"
-
-    def update(self, stage: str, **values: Any) -> None:
-        self.state["stages"].setdefault(stage, {}).update(values)
-        self.save()
-
-    def set_status(self, status: str, **values: Any) -> None:
-        self.state["status"] = status
-        self.state.update(values)
-        self.save()
-
-    def save(self) -> None:
-        from zarr_vectors.execution.requests import attribute
-
-        with attribute("journal"):  # counted apart from the stage's own work
-            self.storage.put("", json.dumps(self.state, indent=2, default=str).encode())
 
 
 # ---------------------------------------------------------------------------
@@ -236,7 +201,8 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def _check_input_exists(path: str, storage_options: Mapping[str, Any]) -> None:
+def _input_size(path: str, storage_options: Mapping[str, Any]) -> int:
+    """Bytes of one input (a file, a glob of them, a Parquet dataset directory); InputError when there is none."""
     import glob
 
     import fsspec
@@ -244,19 +210,54 @@ def _check_input_exists(path: str, storage_options: Mapping[str, Any]) -> None:
     sources.input_format(path)  # an unknown suffix is a usage error too
     remote = "://" in path and not path.startswith("file://")
     fs, fspath = fsspec.core.url_to_fs(path, **(dict(storage_options) if remote else {}))
-    found = fs.glob(fspath) if glob.has_magic(fspath) else fs.exists(fspath)
+    found = fs.glob(fspath) if glob.has_magic(fspath) else [fspath] if fs.exists(fspath) else []
     if not found:
         raise InputError(f"input not found: {path!r}")
+    return sum(int(fs.du(p, total=True)) for p in found)
 
 
-def preflight(spec: BuildSpec, *, resume: bool = False) -> None:
-    """Every check that needs no data pass, before a journal or a store is touched.
+def _check_output(spec: BuildSpec) -> None:
+    """A local output path must be a directory (or not exist yet) below a writable directory."""
+    if "://" in spec.out and not spec.out.startswith("file://"):
+        return
+    out = spec.out.removeprefix("file://")
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise InputError(f"output {spec.out!r} is a file, not a store directory")
+    parent = os.path.dirname(os.path.abspath(out))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"output {spec.out!r}: cannot create it, {parent!r} is not a writable directory")
+
+
+def _check_tables(spec: BuildSpec) -> None:
+    """Each input's schema (its header or footer, no data pass): a file that cannot be read as
+    its format, a column the kind needs, chunk and bin shapes that fit the coordinate axes."""
+    from zarr_vectors.write.vertices import grid_shapes
+
+    for i, path in enumerate(spec.inputs):
+        try:
+            df = sources.read_table(path, storage_options=spec.storage_options)
+        except InputError:
+            raise
+        except Exception as exc:  # a corrupt Parquet footer, an unparsable CSV: in the reader's own words
+            raise InputError(f"{path}: cannot read it as {sources.input_format(path)}: "
+                             f"{type(exc).__name__}: {' '.join(str(exc).split())}") from exc
+        ndim = sources.check_columns(spec.kind, df, records=spec.kind in ("graph", "mesh") and i == 1, path=path)
+        if ndim:
+            grid_shapes(spec.chunk_shape, spec.bin_shape, ndim)
+
+
+def preflight(spec: BuildSpec, *, resume: bool = False) -> int:
+    """Every check that needs no data pass, before a journal or a store is touched (and, on
+    the command line, before any cluster starts); returns the inputs' size in bytes.
 
     Raises InputError / StoreExistsError / StoreNotFoundError (exit 2 on the command
-    line): an unknown kind, a bad chunk or bin shape, a wrong number of inputs, an
-    input that does not exist, an unreachable output location, or an existing store
-    without ``overwrite`` (a refused build must not overwrite the journal of the job
-    that wrote that store).
+    line): an unknown kind, a bad chunk, bin or shard shape (a bin shape that does not
+    divide the chunk), a wrong number of inputs, an input that does not exist, cannot be
+    read as its format or lacks a column the kind needs, an output path that cannot be a
+    store, an unreachable output location, or an existing store without ``overwrite`` (a
+    refused build must not overwrite the journal of the job that wrote that store).
     """
     from zarr_vectors.errors import StoreExistsError
 
@@ -276,13 +277,15 @@ def preflight(spec: BuildSpec, *, resume: bool = False) -> None:
         if not values or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1
                                  for v in values):
             raise InputError(f"shard shape must be N or N,N,... positive numbers of cells, found {spec.shard_shape!r}")
+    _check_output(spec)
     storage = Storage(spec.out, spec.storage_options)
     storage.check_reachable()
-    for path in spec.inputs:
-        _check_input_exists(path, spec.storage_options)
+    size = sum(_input_size(path, spec.storage_options) for path in spec.inputs)
+    _check_tables(spec)
     if not resume and not spec.overwrite and storage.list_dir(""):
         raise StoreExistsError(f"{spec.out!r} already exists; pass --overwrite to replace it (or --resume to "
                                "finish the job that was writing it)")
+    return size
 
 
 class JournalProgress:
@@ -369,13 +372,6 @@ def run_build(spec: BuildSpec, *, resume: bool = False) -> JobResult:
                        requests=tally.to_json())
     journal.set_status("done", finished=time.time())
     return JobResult(spec.job_id, spec.out, journal.state["stages"], True)
-
-
-def job_status(out: str, storage_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    state = Journal.load(out, storage_options)
-    if state is None:
-        raise InputError(f"no job journal beside {out!r}")
-    return state
 
 
 def plan_summary(spec: BuildSpec) -> dict[str, Any]:

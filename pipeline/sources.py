@@ -97,6 +97,33 @@ def read_table(paths: str | Sequence[str], *, storage_options: Mapping[str, Any]
     return dd.concat(frames) if len(frames) > 1 else frames[0]
 
 
+#: Columns each kind's tables must have besides coordinates: (vertex table, record table)
+NEEDED = {
+    "points": ((), None),
+    "graph": (("id",), ("src", "dst")),
+    "mesh": (("id",), ("a", "b", "c")),
+    "polylines": (("line", "order"), None),
+    "streamlines": (("line", "order"), None),
+    "skeleton": (("id", "parent"), None),
+}
+
+
+def check_columns(kind: str, df: dd.DataFrame, *, records: bool, path: str) -> int:
+    """The columns ``kind`` needs in one input file, from its schema (no data read); returns
+    the number of coordinate axes of a vertex table (0 for a record table).  InputError
+    names the file and the missing column(s)."""
+    vertex_cols, record_cols = NEEDED[kind]
+    needed = list(record_cols if records else vertex_cols)
+    missing = [c for c in needed if c not in df.columns]
+    axes = [] if records else [a for a in AXES if a in df.columns]
+    if not records and len(axes) < 2 and "x" not in df.columns:
+        missing = [a for a in AXES[:2] if a not in df.columns] + missing
+    if missing:
+        what = "record" if records else "vertex"
+        raise InputError(f"{path}: {kind} {what} table lacks column(s) {missing}; it has {list(df.columns)}")
+    return len(axes)
+
+
 def _numeric(dtype: Any) -> bool:
     """A numpy numeric or bool dtype (string / object / extension columns are not attributes)."""
     try:
