@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from asyncio import CancelledError  # a BaseException: a client's cancelled wait is one too
 from collections.abc import Callable
 
 
@@ -75,6 +74,7 @@ def _on_store(command: str, args: argparse.Namespace, run: Callable[[dict], int]
     :func:`pipeline.cluster.choose` says (local threads for a small store, else a cluster)
     with progress on stderr.
     """
+    from asyncio import CancelledError  # a BaseException: a client's cancelled wait is one too
     from contextlib import nullcontext
 
     from pipeline.cluster import choose, session
@@ -208,6 +208,7 @@ def _build(args: argparse.Namespace) -> int:
     """
     import json
     import os
+    from asyncio import CancelledError  # a BaseException: a client's cancelled wait is one too
     from contextlib import nullcontext
 
     from pipeline.cluster import choose, local_scheduler, session

@@ -72,6 +72,22 @@ def _located(path: str) -> str:
 # ---------------------------------------------------------------------------
 # loading inputs per kind
 # ---------------------------------------------------------------------------
+def _input_table(paths: str | list[str], spec: BuildSpec):  # -> dask.dataframe.DataFrame
+    """An input table, lazily; on local threads parsed once and kept in memory.
+
+    The write makes several passes over its input (row counts, the scan, the route); a
+    lazy CSV is parsed again by each, which on local threads -- where the command line
+    runs only small jobs (:func:`pipeline.cluster.choose`) -- costs more than the write.
+    Under a distributed client the table stays lazy: no worker holds a whole input.
+    """
+    from zarr_vectors.execution import runner
+
+    df = sources.read_table(paths, storage_options=spec.storage_options)
+    if runner.current_client() is not None:
+        return df
+    return runner.persist("read input", df)[0]
+
+
 def _write_call(spec: BuildSpec) -> Callable[[], zv.WriteResult]:
     """Read the inputs lazily and return the writer call for the kind."""
     common: dict[str, Any] = {
@@ -81,16 +97,15 @@ def _write_call(spec: BuildSpec) -> Callable[[], zv.WriteResult]:
         "storage_options": spec.storage_options,
         "overwrite": spec.overwrite,
     }
-    opts = spec.storage_options
     if spec.kind == "points":
-        table = sources.vertex_table(sources.read_table(spec.inputs, storage_options=opts))
+        table = sources.vertex_table(_input_table(spec.inputs, spec))
         return lambda: zv.write_points(
             spec.out, table.positions, object_ids=table.object_ids, attributes=table.attributes, **common
         )
     if len(spec.inputs) != 2:
         raise InputError(f"zv build {spec.kind} takes two inputs (a vertex table and a record table), got {len(spec.inputs)}")
-    vdf = sources.read_table(spec.inputs[0], storage_options=opts)
-    rdf = sources.read_table(spec.inputs[1], storage_options=opts)
+    vdf = _input_table(spec.inputs[0], spec)
+    rdf = _input_table(spec.inputs[1], spec)
     if spec.kind == "graph":
         table = sources.vertex_table(vdf, with_ids=True)
         edges, edge_attrs = sources.resolve_ids(rdf, table, ["src", "dst"], what="edge")
@@ -111,7 +126,7 @@ def _write_call(spec: BuildSpec) -> Callable[[], zv.WriteResult]:
 
 def _single_table_call(spec: BuildSpec) -> Callable[[], zv.WriteResult]:
     """Polylines / streamlines (``line``, ``order``) and skeletons (``id``, ``parent``) from one table."""
-    df = sources.read_table(spec.inputs, storage_options=spec.storage_options)
+    df = _input_table(spec.inputs, spec)
     common: dict[str, Any] = {
         "chunk_shape": spec.chunk_shape,
         "bin_shape": spec.bin_shape,

@@ -116,7 +116,7 @@ def check_columns(kind: str, df: dd.DataFrame, *, records: bool, path: str) -> i
     needed = list(record_cols if records else vertex_cols)
     missing = [c for c in needed if c not in df.columns]
     axes = [] if records else [a for a in AXES if a in df.columns]
-    if not records and len(axes) < 2 and "x" not in df.columns:
+    if not records:
         missing = [a for a in AXES[:2] if a not in df.columns] + missing
     if missing:
         what = "record" if records else "vertex"
