@@ -74,7 +74,6 @@ def _on_store(command: str, args: argparse.Namespace, run: Callable[[dict], int]
     :func:`pipeline.cluster.choose` says (local threads for a small store, else a cluster)
     with progress on stderr.
     """
-    from asyncio import CancelledError  # a BaseException: a client's cancelled wait is one too
     from contextlib import nullcontext
 
     from pipeline.cluster import choose, session
@@ -109,7 +108,9 @@ def _on_store(command: str, args: argparse.Namespace, run: Callable[[dict], int]
     except (ZarrVectorsError, OSError) as exc:
         print(f"zv {command}: error: {exc}", file=sys.stderr)
         return 2
-    except (Exception, CancelledError) as exc:  # a task failed, a worker died, a future was cancelled
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # a task failed, a worker died, a future was cancelled (a BaseException)
         return _stage_failed(command, command, exc, as_json=getattr(args, "json", False))
 
 
@@ -208,7 +209,6 @@ def _build(args: argparse.Namespace) -> int:
     """
     import json
     import os
-    from asyncio import CancelledError  # a BaseException: a client's cancelled wait is one too
     from contextlib import nullcontext
 
     from pipeline.cluster import choose, local_scheduler, session
@@ -300,7 +300,9 @@ def _build(args: argparse.Namespace) -> int:
         except ZarrVectorsError as exc:
             print(f"zv build: error: {exc}", file=sys.stderr)
             return 2
-        except (Exception, CancelledError) as exc:  # outside every stage (the plan, the journal, the cluster)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # outside every stage (the plan, the journal, the cluster); a cancelled future
             print(f"zv build: job {spec.job_id} failed: {describe(exc)}", file=sys.stderr)
             return 1
     if args.json:

@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 import zarr_vectors as zv
-from pipeline import sources
 from pipeline.journal import Journal, job_status  # noqa: F401 - job_status: the jobs API
 from zarr_vectors.errors import InputError, StageFailedError, ValidationFailedError
 from zarr_vectors.store.backend import Storage
@@ -80,12 +79,39 @@ def _input_table(paths: str | list[str], spec: BuildSpec):  # -> dask.dataframe.
     runs only small jobs (:func:`pipeline.cluster.choose`) -- costs more than the write.
     Under a distributed client the table stays lazy: no worker holds a whole input.
     """
+    from pipeline import sources
     from zarr_vectors.execution import runner
 
     df = sources.read_table(paths, storage_options=spec.storage_options)
     if runner.current_client() is not None:
         return df
     return runner.persist("read input", df)[0]
+
+
+def _small_points(spec: BuildSpec) -> tuple[np.ndarray, np.ndarray | None, dict[str, np.ndarray]] | None:
+    """Points from small local all-numeric CSVs, read whole with numpy on local threads
+    (``zarr_vectors.sources.eager-csv-bytes``), else None: the dataframe path's imports
+    alone take longer than such a build."""
+    from dask.utils import parse_bytes
+
+    from pipeline.columns import AXES, attribute_names, local_csv, read_numeric_csv
+    from zarr_vectors import config
+    from zarr_vectors.execution import runner
+
+    limit = parse_bytes(config.get("sources.eager-csv-bytes"))
+    if runner.current_client() is not None or not all(local_csv(p) for p in spec.inputs) \
+            or sum(os.path.getsize(p.removeprefix("file://")) for p in spec.inputs) > limit:
+        return None
+    tables = [read_numeric_csv(p) for p in spec.inputs]
+    if any(t is None for t in tables) or len({tuple(t) for t in tables}) != 1:
+        return None  # text columns, or files with different columns: the dataframe reader decides
+    columns = {c: np.concatenate([t[c] for t in tables]) for c in tables[0]}
+    axes = [a for a in AXES if a in columns]
+    ids = columns.get("object_id")
+    if any(columns[a].dtype.kind != "f" for a in axes) or (ids is not None and ids.dtype.kind != "i"):
+        return None  # integer coordinates or fractional ids: the dataframe path's own rules and errors
+    attributes = {c: columns[c] for c in attribute_names({c: v.dtype for c, v in columns.items()})}
+    return np.column_stack([columns[a] for a in axes]), ids, attributes
 
 
 def _write_call(spec: BuildSpec) -> Callable[[], zv.WriteResult]:
@@ -98,10 +124,16 @@ def _write_call(spec: BuildSpec) -> Callable[[], zv.WriteResult]:
         "overwrite": spec.overwrite,
     }
     if spec.kind == "points":
-        table = sources.vertex_table(_input_table(spec.inputs, spec))
-        return lambda: zv.write_points(
-            spec.out, table.positions, object_ids=table.object_ids, attributes=table.attributes, **common
-        )
+        small = _small_points(spec)
+        if small is None:
+            from pipeline import sources
+
+            table = sources.vertex_table(_input_table(spec.inputs, spec))
+            small = table.positions, table.object_ids, table.attributes
+        positions, ids, attributes = small
+        return lambda: zv.write_points(spec.out, positions, object_ids=ids, attributes=attributes, **common)
+    from pipeline import sources
+
     if len(spec.inputs) != 2:
         raise InputError(f"zv build {spec.kind} takes two inputs (a vertex table and a record table), got {len(spec.inputs)}")
     vdf = _input_table(spec.inputs[0], spec)
@@ -126,6 +158,8 @@ def _write_call(spec: BuildSpec) -> Callable[[], zv.WriteResult]:
 
 def _single_table_call(spec: BuildSpec) -> Callable[[], zv.WriteResult]:
     """Polylines / streamlines (``line``, ``order``) and skeletons (``id``, ``parent``) from one table."""
+    from pipeline import sources
+
     df = _input_table(spec.inputs, spec)
     common: dict[str, Any] = {
         "chunk_shape": spec.chunk_shape,
@@ -222,6 +256,12 @@ def _input_size(path: str, storage_options: Mapping[str, Any]) -> int:
 
     import fsspec
 
+    from pipeline.columns import local_csv
+
+    if local_csv(path):
+        return os.path.getsize(path.removeprefix("file://"))
+    from pipeline import sources
+
     sources.input_format(path)  # an unknown suffix is a usage error too
     remote = "://" in path and not path.startswith("file://")
     fs, fspath = fsspec.core.url_to_fs(path, **(dict(storage_options) if remote else {}))
@@ -248,17 +288,23 @@ def _check_output(spec: BuildSpec) -> None:
 def _check_tables(spec: BuildSpec) -> None:
     """Each input's schema (its header or footer, no data pass): a file that cannot be read as
     its format, a column the kind needs, chunk and bin shapes that fit the coordinate axes."""
+    from pipeline.columns import check_columns, csv_header, local_csv
     from zarr_vectors.write.vertices import grid_shapes
 
     for i, path in enumerate(spec.inputs):
         try:
-            df = sources.read_table(path, storage_options=spec.storage_options)
+            if local_csv(path):  # its first line: no dataframe machinery to import
+                columns = csv_header(path)
+            else:
+                from pipeline import sources
+
+                columns = list(sources.read_table(path, storage_options=spec.storage_options).columns)
         except InputError:
             raise
         except Exception as exc:  # a corrupt Parquet footer, an unparsable CSV: in the reader's own words
-            raise InputError(f"{path}: cannot read it as {sources.input_format(path)}: "
+            raise InputError(f"{path}: cannot read it as {path.rsplit('.', 1)[-1]}: "
                              f"{type(exc).__name__}: {' '.join(str(exc).split())}") from exc
-        ndim = sources.check_columns(spec.kind, df, records=spec.kind in ("graph", "mesh") and i == 1, path=path)
+        ndim = check_columns(spec.kind, columns, records=spec.kind in ("graph", "mesh") and i == 1, path=path)
         if ndim:
             grid_shapes(spec.chunk_shape, spec.bin_shape, ndim)
 
@@ -396,6 +442,8 @@ def plan_summary(spec: BuildSpec) -> dict[str, Any]:
     by cell on the cluster during the build and cut into link owners of even record
     counts then, so that split is not known before the records are read.
     """
+    from pipeline import sources
+
     preflight(spec, resume=True)  # the store may exist: a dry run writes nothing either way
     vertex_inputs = spec.inputs[:1] if spec.kind in ("graph", "mesh") else spec.inputs
     table = sources.vertex_table(sources.read_table(vertex_inputs, storage_options=spec.storage_options),

@@ -28,12 +28,9 @@ import dask.array as da
 import dask.dataframe as dd
 import numpy as np
 
+from pipeline.columns import AXES, RESERVED, attribute_names, numeric
 from zarr_vectors import config
 from zarr_vectors.errors import InputError
-
-AXES = ("x", "y", "z")
-
-RESERVED = {"id", "object_id", "src", "dst", "line", "order", "parent", "_row"}
 
 
 @dataclass
@@ -97,41 +94,6 @@ def read_table(paths: str | Sequence[str], *, storage_options: Mapping[str, Any]
     return dd.concat(frames) if len(frames) > 1 else frames[0]
 
 
-#: Columns each kind's tables must have besides coordinates: (vertex table, record table)
-NEEDED = {
-    "points": ((), None),
-    "graph": (("id",), ("src", "dst")),
-    "mesh": (("id",), ("a", "b", "c")),
-    "polylines": (("line", "order"), None),
-    "streamlines": (("line", "order"), None),
-    "skeleton": (("id", "parent"), None),
-}
-
-
-def check_columns(kind: str, df: dd.DataFrame, *, records: bool, path: str) -> int:
-    """The columns ``kind`` needs in one input file, from its schema (no data read); returns
-    the number of coordinate axes of a vertex table (0 for a record table).  InputError
-    names the file and the missing column(s)."""
-    vertex_cols, record_cols = NEEDED[kind]
-    needed = list(record_cols if records else vertex_cols)
-    missing = [c for c in needed if c not in df.columns]
-    axes = [] if records else [a for a in AXES if a in df.columns]
-    if not records:
-        missing = [a for a in AXES[:2] if a not in df.columns] + missing
-    if missing:
-        what = "record" if records else "vertex"
-        raise InputError(f"{path}: {kind} {what} table lacks column(s) {missing}; it has {list(df.columns)}")
-    return len(axes)
-
-
-def _numeric(dtype: Any) -> bool:
-    """A numpy numeric or bool dtype (string / object / extension columns are not attributes)."""
-    try:
-        return np.dtype(dtype).kind in "biuf"
-    except TypeError:  # pandas extension dtypes (strings, nullable ints) have no numpy equivalent
-        return False
-
-
 def _require(df: dd.DataFrame, columns: Sequence[str], what: str) -> None:
     missing = [c for c in columns if c not in df.columns]
     if missing:
@@ -159,7 +121,7 @@ def vertex_table(df: dd.DataFrame, *, what: str = "vertex", with_ids: bool = Fal
         raise InputError(f"{what} table needs coordinate columns x, y[, z]; it has {list(df.columns)}")
     if with_ids:
         _require(df, ["id"], what)
-    attr_names = [c for c in df.columns if c not in RESERVED and c not in axes and _numeric(df[c].dtype)]
+    attr_names = attribute_names({c: df[c].dtype for c in df.columns})
     extra = (["object_id"] if "object_id" in df.columns else []) + (["id"] if with_ids else [])
     parts = df[axes + attr_names + extra].to_delayed()
     lengths = [int(n) for n in dask.compute(*[dask.delayed(len)(p) for p in parts])]  # one pass
@@ -323,7 +285,7 @@ def resolve_ids(
     _require(records, columns, what)
     if vertices.ids is None:
         raise InputError("the vertex table has no id column; records can only name vertices by id")
-    attrs = [c for c in records.columns if c not in RESERVED and c not in columns and _numeric(records[c].dtype)]
+    attrs = [c for c in records.columns if c not in RESERVED and c not in columns and numeric(records[c].dtype)]
     if vertices.ids.shape[0] > config.get("sources.broadcast-lookup-rows"):
         return _resolve_by_merge(records, vertices, columns, attrs, what=what)
     lookup = dask.delayed(_id_lookup)(config.get("sources.dense-id-span"), *vertices.ids.to_delayed().ravel())
