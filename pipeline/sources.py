@@ -6,7 +6,7 @@ rows to their cell owners.  Record tables that name vertices by an id column are
 resolved to vertex rows on the cluster: a broadcast join against the sorted vertex
 ids, or a dataframe merge when the vertex table is too large to broadcast.
 
-Column conventions (all tables):
+Column conventions (all tables; the names and the columns each kind needs are in :mod:`pipeline.columns`):
 
 * points / vertices: ``x, y[, z]``, optional ``object_id``, every other numeric
   column a per-vertex attribute;
