@@ -108,7 +108,7 @@ def _on_store(command: str, args: argparse.Namespace, run: Callable[[dict], int]
     except (ZarrVectorsError, OSError) as exc:
         print(f"zv {command}: error: {exc}", file=sys.stderr)
         return 2
-    except (KeyboardInterrupt, SystemExit):
+    except KeyboardInterrupt:
         raise
     except BaseException as exc:  # a task failed, a worker died, a future was cancelled (a BaseException)
         return _stage_failed(command, command, exc, as_json=getattr(args, "json", False))
