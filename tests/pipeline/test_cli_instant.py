@@ -77,6 +77,7 @@ def test_small_work_runs_on_local_threads_and_says_so(tmp_path, cli, csv, connec
     assert cli("info", out).rc == 0 and connects == []
 
 
+@pytest.mark.slow
 def test_large_or_asked_for_work_goes_to_a_cluster(tmp_path, cli, csv, monkeypatch, local_cluster):
     """Above the threshold (here 1 KiB), or with --cluster, the command asks for an embedded cluster."""
     from distributed import Client
