@@ -163,9 +163,9 @@ def _store_args(p: argparse.ArgumentParser) -> None:
 
 
 def _cluster_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("where it runs (default: local threads for small work, an embedded LocalCluster "
-                             "sized to the machine from zarr_vectors.cli.cluster-threshold bytes of input or store "
-                             "on; none when DASK_SCHEDULER=threads or synchronous)")
+    g = p.add_argument_group("where it runs (default: local threads; an embedded LocalCluster sized to the machine "
+                             "when asked for or when the input or store reaches zarr_vectors.cli.cluster-threshold "
+                             "(256MiB by default); no cluster at all when DASK_SCHEDULER=threads or synchronous)")
     g.add_argument("--scheduler-address", help="connect to a running scheduler (else $DASK_SCHEDULER_ADDRESS)")
     g.add_argument("--scheduler-file", help="connect through a scheduler file")
     g.add_argument("--cluster", action="store_true", help="start an embedded cluster whatever the size of the work")
