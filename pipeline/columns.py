@@ -1,8 +1,9 @@
-"""The input column conventions of ``zv build`` (see :mod:`pipeline.sources`), and small CSVs read whole.
+"""The input column conventions of ``zv build`` (see :mod:`pipeline.sources`), and local CSVs read whole.
 
 Apart from the dataframe readers so that a command can check an input's columns, and
-read a small all-numeric CSV with numpy, without importing pandas, dask.dataframe and
-dask.array (about a second at start-up, more than a 100-point build takes).
+read a local CSV whole for a job on local threads, without importing dask.dataframe and
+dask.array (and, for a small all-numeric CSV read with numpy, pandas): about a second at
+start-up, more than a 100-point build takes.
 """
 
 from __future__ import annotations
@@ -94,3 +95,13 @@ def read_numeric_csv(path: str) -> dict[str, np.ndarray] | None:
         else:
             return None
     return out
+
+
+def read_csv_whole(path: str) -> dict[str, np.ndarray]:
+    """A local CSV read whole by pandas' parser (the one dask.dataframe runs per block), as
+    numpy columns; columns with no numpy type (strings) are left out, as the dataframe path
+    leaves them out of the attributes."""
+    import pandas as pd
+
+    df = pd.read_csv(path.removeprefix("file://"))
+    return {str(c): df[c].to_numpy() for c in df.columns if numeric(df[c].dtype)}

@@ -88,27 +88,32 @@ def _input_table(paths: str | list[str], spec: BuildSpec):  # -> dask.dataframe.
     return runner.persist("read input", df)[0]
 
 
-def _small_points(spec: BuildSpec) -> tuple[np.ndarray, np.ndarray | None, dict[str, np.ndarray]] | None:
-    """Points from small local all-numeric CSVs, read whole with numpy on local threads
-    (``zarr_vectors.sources.eager-csv-bytes``), else None: the dataframe path's imports
-    alone take longer than such a build."""
+def _local_points(spec: BuildSpec) -> tuple[np.ndarray, np.ndarray | None, dict[str, np.ndarray]] | None:
+    """Points from local CSVs read whole, for a job on local threads below the cluster threshold
+    (so it fits in memory), else None.  A small all-numeric one (``zarr_vectors.sources.eager-csv-bytes``)
+    is read with numpy, a larger one with pandas' parser: either way dask.dataframe and dask.array --
+    whose imports alone take longer than a small build -- stay unloaded, and the writers get arrays."""
     from dask.utils import parse_bytes
 
-    from pipeline.columns import AXES, attribute_names, local_csv, read_numeric_csv
+    from pipeline.columns import AXES, attribute_names, local_csv, read_csv_whole, read_numeric_csv
     from zarr_vectors import config
     from zarr_vectors.execution import runner
 
-    limit = parse_bytes(config.get("sources.eager-csv-bytes"))
-    if runner.current_client() is not None or not all(local_csv(p) for p in spec.inputs) \
-            or sum(os.path.getsize(p.removeprefix("file://")) for p in spec.inputs) > limit:
+    if runner.current_client() is not None or not all(local_csv(p) for p in spec.inputs):
         return None
-    tables = [read_numeric_csv(p) for p in spec.inputs]
-    if any(t is None for t in tables) or len({tuple(t) for t in tables}) != 1:
-        return None  # text columns, or files with different columns: the dataframe reader decides
+    size = sum(os.path.getsize(p.removeprefix("file://")) for p in spec.inputs)
+    if size >= parse_bytes(config.get("cli.cluster-threshold")):
+        return None  # a large input on threads (DASK_SCHEDULER=threads): read lazily, in partitions
+    small = size <= parse_bytes(config.get("sources.eager-csv-bytes"))
+    tables = [read_numeric_csv(p) for p in spec.inputs] if small else [None]
+    if any(t is None for t in tables):  # text or missing values: pandas decides what they are
+        tables = [read_csv_whole(p) for p in spec.inputs]
+    if len({tuple(t) for t in tables}) != 1:
+        return None  # files with different columns: the dataframe reader's own error
     columns = {c: np.concatenate([t[c] for t in tables]) for c in tables[0]}
     axes = [a for a in AXES if a in columns]
     ids = columns.get("object_id")
-    if any(columns[a].dtype.kind != "f" for a in axes) or (ids is not None and ids.dtype.kind != "i"):
+    if len(axes) < 2 or any(columns[a].dtype.kind != "f" for a in axes) or (ids is not None and ids.dtype.kind != "i"):
         return None  # integer coordinates or fractional ids: the dataframe path's own rules and errors
     attributes = {c: columns[c] for c in attribute_names({c: v.dtype for c, v in columns.items()})}
     return np.column_stack([columns[a] for a in axes]), ids, attributes
@@ -124,7 +129,7 @@ def _write_call(spec: BuildSpec) -> Callable[[], zv.WriteResult]:
         "overwrite": spec.overwrite,
     }
     if spec.kind == "points":
-        small = _small_points(spec)
+        small = _local_points(spec)
         if small is None:
             from pipeline import sources
 

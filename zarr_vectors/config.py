@@ -84,8 +84,9 @@ DEFAULTS: dict[str, Any] = {
             "broadcast-lookup-rows": 32_000_000,
             # ids spanning at most this many times the vertex count use a direct lookup table
             "dense-id-span": 4,
-            # a points build on local threads reads local all-numeric CSVs up to this size whole
-            # with numpy: no pandas / dask.dataframe to import, which costs more than such a build
+            # a points build on local threads reads its local CSVs whole (not through dask.dataframe),
+            # all-numeric ones up to this size with numpy: no pandas to import, which costs more
+            # than such a build
             "eager-csv-bytes": "8MiB",
         },
     }

@@ -219,22 +219,26 @@ def test_version_and_a_closed_pipe(tmp_path, cli):
     assert err == ""  # no traceback, no "Exception ignored"
 
 
-def test_a_small_csv_read_with_numpy_builds_the_store_the_dataframe_path_builds(tmp_path, cli, connects):
-    """The eager path (no pandas) and the dataframe path give the same store: values and attribute types."""
+def test_csv_read_whole_builds_the_store_the_dataframe_path_builds(tmp_path, cli, connects):
+    """numpy (a small all-numeric CSV), pandas (a larger one) and the lazy dataframe path (a CSV over the
+    cluster threshold on DASK_SCHEDULER=threads) give the same store: values and attribute types."""
     df = points_frame(250, seed=3, objects=4)
     src = tmp_path / "pts.csv"
     df.to_csv(src, index=False)
+    settings = {"numpy": {}, "pandas": {"zarr_vectors.sources.eager-csv-bytes": "0B"},
+                "dataframe": {"zarr_vectors.cli.cluster-threshold": "1B", "scheduler": "threads"}}
     stores = {}
-    for name, limit in (("numpy", "8MiB"), ("dataframe", "0B")):
-        with dask.config.set({"zarr_vectors.sources.eager-csv-bytes": limit}):
+    for name, setting in settings.items():
+        with dask.config.set(setting):
             run = cli("build", "points", src, tmp_path / f"{name}.zv", "--chunk-shape", "25")
         assert run.rc == 0, run.err
-        assert ("read input" in run.err) is (name == "dataframe")  # the dataframe path parses once, in memory
+        assert ("read input" in run.err) is (name == "dataframe")  # the lazy path parses once, into memory
         stores[name] = zv.read(str(tmp_path / f"{name}.zv"))
-    a, b = stores["numpy"], stores["dataframe"]
-    np.testing.assert_array_equal(a.positions, b.positions)
-    np.testing.assert_array_equal(a.object_ids, b.object_ids)
-    assert {k: v.dtype for k, v in a.attributes.items()} == {k: v.dtype for k, v in b.attributes.items()} \
-        == {"intensity": np.float64, "label": np.int64}
-    for k in a.attributes:
-        np.testing.assert_array_equal(a.attributes[k], b.attributes[k])
+    for name in ("pandas", "dataframe"):
+        a, b = stores["numpy"], stores[name]
+        np.testing.assert_array_equal(a.positions, b.positions)
+        np.testing.assert_array_equal(a.object_ids, b.object_ids)
+        assert {k: v.dtype for k, v in a.attributes.items()} == {k: v.dtype for k, v in b.attributes.items()} \
+            == {"intensity": np.float64, "label": np.int64}
+        for k in a.attributes:
+            np.testing.assert_array_equal(a.attributes[k], b.attributes[k])
