@@ -78,7 +78,7 @@ def _on_store(command: str, args: argparse.Namespace, run: Callable[[dict], int]
 
     from pipeline.cluster import choose, session
     from pipeline.progress import TextProgress
-    from zarr_vectors.errors import StoreNotFoundError, ZarrVectorsError
+    from zarr_vectors.errors import ZarrVectorsError
     from zarr_vectors.execution.runner import callbacks
     from zarr_vectors.store.backend import Storage
 
@@ -88,11 +88,9 @@ def _on_store(command: str, args: argparse.Namespace, run: Callable[[dict], int]
             return run(options)
         storage = Storage(args.store, options)
         storage.check_reachable()
-        sizes = storage.object_sizes()  # before a cluster starts: what to run on, and whether there is a store
-        if not sizes:
-            raise StoreNotFoundError(f"nothing at {storage.url!r}: no such store")
+        size = _store_bytes(storage)  # before a cluster starts: whether there is a store, what to run on
         quiet = getattr(args, "json", False)
-        choice = choose(work_bytes=sum(sizes.values()), what="store", **_cluster_choice(args))
+        choice = choose(work_bytes=size, what="store", **_cluster_choice(args))
         if not quiet:
             print(choice.line(), file=sys.stderr)
         with session(choice) as client:
@@ -112,6 +110,20 @@ def _on_store(command: str, args: argparse.Namespace, run: Callable[[dict], int]
         raise
     except BaseException as exc:  # a task failed, a worker died, a future was cancelled (a BaseException)
         return _stage_failed(command, command, exc, as_json=getattr(args, "json", False))
+
+
+def _store_bytes(storage) -> int | None:  # noqa: ANN001 - zarr_vectors.store.backend.Storage
+    """The bytes a store holds (one listing), None when it cannot be listed whole: a hostile
+    tree is the validator's to report, not this sizing's.  StoreNotFoundError for nothing there."""
+    from zarr_vectors.errors import StoreNotFoundError, ZarrVectorsError
+
+    try:
+        sizes = storage.object_sizes()
+    except (ZarrVectorsError, OSError):
+        sizes = None
+    if not (sizes if sizes is not None else storage.list_dir("")):
+        raise StoreNotFoundError(f"nothing at {storage.url!r}: no such store")
+    return None if sizes is None else sum(sizes.values())
 
 
 def _cluster_choice(args: argparse.Namespace) -> dict:
