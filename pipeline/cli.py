@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from asyncio import CancelledError  # a BaseException: a client's cancelled wait is one too
 from collections.abc import Callable
 
 
@@ -16,43 +15,22 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    """Levels, counts, arrays and what each holds on storage (one listing of the store)."""
+    """Levels, counts, attributes, sharding and the files each array holds (one listing of the store)."""
     import zarr_vectors as zv
+    from pipeline.summary import info_lines
 
     with zv.count_requests() as own:
-        _info_body(args)
+        store = zv.open_store(args.store, storage_options=_storage_options(args.storage_option))
+        lines = info_lines(store, store.storage.object_sizes())
+    print("\n".join(lines))
     print(f"requests:       {own.counts} (this command)")
     _job_requests(args.store, _storage_options(args.storage_option))
     return 0
 
 
-def _info_body(args: argparse.Namespace) -> None:
-    import zarr_vectors as zv
-    from zarr_vectors.store.consolidated import is_consolidated
-
-    store = zv.open_store(args.store, storage_options=_storage_options(args.storage_option))
-    root = store.root
-    print(f"store:          {store.url}")
-    print(f"geometry:       {', '.join(root.geometry_types)}")
-    print(f"chunk_shape:    {list(root.chunk_shape)}")
-    print(f"bounds:         {[list(root.bounds[0]), list(root.bounds[1])]}")
-    print(f"consolidated:   {'yes' if is_consolidated(store.storage) else 'no'}")
-    stored = _stored_by_array(store.storage.object_sizes())
-    for n in store.level_numbers():
-        level = store.level(n)
-        arrays = {name: v for (lvl, name), v in stored.items() if lvl == str(n)}
-        objects, size = sum(c for c, _ in arrays.values()), sum(b for _, b in arrays.values())
-        print(f"level {n}:        {level.meta.vertex_count} vertices, arrays {level.meta.arrays_present}; "
-              f"{objects} objects, {_size(size)}")
-        for name, (count, nbytes) in sorted(arrays.items()):
-            print(f"  {name:<22}{count:>8} objects {_size(nbytes):>12}")
-    total = sum(b for _, b in stored.values())
-    print(f"total:          {sum(c for c, _ in stored.values())} objects, {_size(total)}")
-
-
 def _job_requests(store: str, options: dict) -> None:
     """The requests of each stage of the job that built the store, from its journal (if one is beside it)."""
-    from pipeline.jobs import Journal
+    from pipeline.journal import Journal
     from zarr_vectors.errors import ZarrVectorsError
     from zarr_vectors.store.accounting import RequestCounts
 
@@ -65,24 +43,6 @@ def _job_requests(store: str, options: dict) -> None:
         print(f"job {state.get('job_id')} requests by stage:")
         for stage, doc in stages.items():
             print(f"  {stage:<12}{RequestCounts.from_json({k: v for k, v in doc.items() if k != 'by_stage'})}")
-
-
-def _stored_by_array(sizes: dict[str, int]) -> dict[tuple[str, str], tuple[int, int]]:
-    """(level, array or group under it -- or its own zarr.json) -> (objects, bytes); the root's under ''."""
-    out: dict[tuple[str, str], tuple[int, int]] = {}
-    for key, nbytes in sizes.items():
-        parts = key.split("/")
-        where = (parts[0], parts[1]) if len(parts) > 1 else ("", parts[0])
-        count, total = out.get(where, (0, 0))
-        out[where] = (count + 1, total + nbytes)
-    return out
-
-
-def _size(nbytes: int) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.1f} {unit}"
-    return f"{nbytes} B"
 
 
 def _storage_options(pairs: list[str]) -> dict:
@@ -111,15 +71,15 @@ def _on_store(command: str, args: argparse.Namespace, run: Callable[[dict], int]
 
     Exit 2, with one line naming the command, for a bad ``--storage-option`` (or other
     argument: ``run``'s own SystemExit), a refused store or an unreachable one.  With
-    ``on_cluster`` the store is checked first, then ``run`` goes to the selected cluster
-    (the ``--scheduler-*`` options, ``DASK_SCHEDULER_ADDRESS``, an in-process scheduler
-    named in dask.config, else an embedded one) with a progress bar per stage on stderr.
+    ``on_cluster`` the store is checked and sized first, then ``run`` goes where
+    :func:`pipeline.cluster.choose` says (local threads for a small store, else a cluster)
+    with progress on stderr.
     """
     from contextlib import nullcontext
 
-    from pipeline.cluster import cluster_or_local
+    from pipeline.cluster import choose, session
     from pipeline.progress import TextProgress
-    from zarr_vectors.errors import StoreNotFoundError, ZarrVectorsError
+    from zarr_vectors.errors import ZarrVectorsError
     from zarr_vectors.execution.runner import callbacks
     from zarr_vectors.store.backend import Storage
 
@@ -129,11 +89,12 @@ def _on_store(command: str, args: argparse.Namespace, run: Callable[[dict], int]
             return run(options)
         storage = Storage(args.store, options)
         storage.check_reachable()
-        if not storage.list_dir(""):  # before a cluster starts
-            raise StoreNotFoundError(f"nothing at {storage.url!r}: no such store")
-        with cluster_or_local(scheduler_address=args.scheduler_address, scheduler_file=args.scheduler_file,
-                              workers=args.workers, memory_limit=args.memory_limit) as client:
-            quiet = getattr(args, "json", False)
+        size = _store_bytes(storage)  # before a cluster starts: whether there is a store, what to run on
+        quiet = getattr(args, "json", False)
+        choice = choose(work_bytes=size, what="store", **_cluster_choice(args))
+        if not quiet:
+            print(choice.line(), file=sys.stderr)
+        with session(choice) as client:
             if not quiet and client is not None:
                 print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr)
             with callbacks(TextProgress()) if not quiet else nullcontext():
@@ -141,11 +102,35 @@ def _on_store(command: str, args: argparse.Namespace, run: Callable[[dict], int]
     except SystemExit as exc:
         print(exc, file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader of our output went away: main() says nothing more
+        raise
     except (ZarrVectorsError, OSError) as exc:
         print(f"zv {command}: error: {exc}", file=sys.stderr)
         return 2
-    except (Exception, CancelledError) as exc:  # a task failed, a worker died, a future was cancelled
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # a task failed, a worker died, a future was cancelled (a BaseException)
         return _stage_failed(command, command, exc, as_json=getattr(args, "json", False))
+
+
+def _store_bytes(storage) -> int | None:  # noqa: ANN001 - zarr_vectors.store.backend.Storage
+    """The bytes a store holds (one listing), None when it cannot be listed whole: a hostile
+    tree is the validator's to report, not this sizing's.  StoreNotFoundError for nothing there."""
+    from zarr_vectors.errors import StoreNotFoundError, ZarrVectorsError
+
+    try:
+        sizes = storage.object_sizes()
+    except (ZarrVectorsError, OSError):
+        sizes = None
+    if not (sizes if sizes is not None else storage.list_dir("")):
+        raise StoreNotFoundError(f"nothing at {storage.url!r}: no such store")
+    return None if sizes is None else sum(sizes.values())
+
+
+def _cluster_choice(args: argparse.Namespace) -> dict:
+    """The cluster options of a command, as :func:`pipeline.cluster.choose` takes them."""
+    return {"scheduler_address": args.scheduler_address, "scheduler_file": args.scheduler_file,
+            "cluster": args.cluster, "workers": args.workers, "memory_limit": args.memory_limit}
 
 
 def _stage_failed(command: str, stage: str, exc: BaseException, *, as_json: bool, step: str = "",
@@ -191,12 +176,14 @@ def _store_args(p: argparse.ArgumentParser) -> None:
 
 
 def _cluster_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("cluster (default: an embedded LocalCluster sized to the machine; none when "
-                             "DASK_SCHEDULER=threads or synchronous)")
+    g = p.add_argument_group("where it runs (default: local threads; an embedded LocalCluster sized to the machine "
+                             "when asked for or when the input or store reaches zarr_vectors.cli.cluster-threshold "
+                             "(256MiB by default); no cluster at all when DASK_SCHEDULER=threads or synchronous)")
     g.add_argument("--scheduler-address", help="connect to a running scheduler (else $DASK_SCHEDULER_ADDRESS)")
     g.add_argument("--scheduler-file", help="connect through a scheduler file")
-    g.add_argument("--workers", type=int, help="embedded cluster: number of worker processes")
-    g.add_argument("--memory-limit", help="embedded cluster: memory limit per worker, e.g. 2GiB")
+    g.add_argument("--cluster", action="store_true", help="start an embedded cluster whatever the size of the work")
+    g.add_argument("--workers", type=int, help="embedded cluster (implies --cluster): number of worker processes")
+    g.add_argument("--memory-limit", help="embedded cluster (implies --cluster): memory limit per worker, e.g. 2GiB")
 
 
 def _floats(text: str | None, option: str = "") -> list[float] | None:
@@ -227,13 +214,18 @@ def _shard_shape(text: str | None) -> int | list[int] | None:
 
 
 def _build(args: argparse.Namespace) -> int:
-    """Exit 0 when every stage succeeded, 1 when a stage failed, 2 for bad input or an unreachable store."""
+    """Exit 0 when every stage succeeded, 1 when a stage failed, 2 for bad input or an unreachable store.
+
+    Every check that needs no data pass (arguments, each input's schema, the shapes, the
+    output path) runs before the choice of where the job runs: a refused build starts no
+    cluster and leaves no journal.
+    """
     import json
     import os
     from contextlib import nullcontext
 
     from pipeline import build_args
-    from pipeline.cluster import cluster_or_local, local_scheduler
+    from pipeline.cluster import choose, local_scheduler, session
     from pipeline.jobs import BuildSpec, parse_aggregate, parse_factors, plan_summary, preflight, run_build
     from pipeline.progress import TextProgress
     from zarr_vectors.errors import StageFailedError, ZarrVectorsError, describe
@@ -262,32 +254,32 @@ def _build(args: argparse.Namespace) -> int:
         if args.detach and not (args.scheduler_address or args.scheduler_file or os.environ.get("DASK_SCHEDULER_ADDRESS")):
             raise SystemExit("zv build: error: --detach needs a running cluster (--scheduler-address, "
                              "--scheduler-file or DASK_SCHEDULER_ADDRESS); an embedded one stops with this command")
+        if args.detach and args.report:
+            raise SystemExit("zv build: error: --report cannot be honoured with --detach: the report records the "
+                             "work this command waits for, and a detached job runs after it returns")
+        if args.report and local_scheduler(scheduler_address=args.scheduler_address, scheduler_file=args.scheduler_file):
+            raise SystemExit("zv build: error: --report needs a Dask cluster; dask.config names the in-process "
+                             f"scheduler {local_scheduler()!r}")
+        if args.report:
+            import importlib.util
+
+            if importlib.util.find_spec("bokeh") is None:  # else the report fails after the whole job ran
+                raise SystemExit("zv build: error: --report needs bokeh (pip install bokeh)")
     except (SystemExit, ZarrVectorsError) as exc:
         print(exc, file=sys.stderr)
         return 2
-    if args.report:
-        import importlib.util
-
-        if local_scheduler(scheduler_address=args.scheduler_address, scheduler_file=args.scheduler_file):
-            print("zv build: error: --report needs a Dask cluster; dask.config names the in-process scheduler "
-                  f"{local_scheduler()!r}", file=sys.stderr)
-            return 2
-        if importlib.util.find_spec("bokeh") is None:  # else the report fails after the whole job ran
-            print("zv build: error: --report needs bokeh (pip install bokeh)", file=sys.stderr)
-            return 2
-    try:  # usage errors, a missing or unreadable input, an unreachable or existing store: before any cluster starts
-        warnings = preflight(spec, resume=args.resume or args.dry_run)
+    try:  # usage errors, unreadable inputs, missing columns, an unreachable or existing store
+        input_bytes, warnings = preflight(spec, resume=args.resume or args.dry_run)
     except ZarrVectorsError as exc:
         print(f"zv build: error: {exc}", file=sys.stderr)
         return 2
     for line in warnings:
         print(f"zv build: warning: {line}", file=sys.stderr)
-    with cluster_or_local(
-        scheduler_address=args.scheduler_address,
-        scheduler_file=args.scheduler_file,
-        workers=args.workers,
-        memory_limit=args.memory_limit,
-    ) as client:
+    choice = choose(work_bytes=input_bytes, what="input", needs_cluster="--report" if args.report else None,
+                    **_cluster_choice(args))
+    if not args.json:
+        print(choice.line(), file=sys.stderr)
+    with session(choice) as client:
         if not args.json and client is not None:
             print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr)
         try:
@@ -310,7 +302,8 @@ def _build(args: argparse.Namespace) -> int:
             if args.report:
                 from distributed import performance_report
 
-                report = performance_report(filename=os.path.abspath(args.report))
+                # inline: Bokeh's scripts inside the file, so it opens offline and travels as one file
+                report = performance_report(filename=os.path.abspath(args.report), mode="inline")
             _remember_job(spec)  # `zv status JOB` works while the job runs
             try:
                 with report or nullcontext(), callbacks(*([progress] if progress else [])):
@@ -318,20 +311,22 @@ def _build(args: argparse.Namespace) -> int:
             finally:
                 _remember_job(spec)  # a resumed job takes the journalled job's id
         except StageFailedError as exc:  # journalled too: `zv status` says the same
+            if exc.stage == "validate" and not args.json:
+                print(f"validation (level {spec.validate_level}): FAIL")
             return _stage_failed("build", exc.stage, exc.cause, as_json=args.json, step=exc.step,
                                  job_id=spec.job_id, store=spec.out)
         except ZarrVectorsError as exc:
             print(f"zv build: error: {exc}", file=sys.stderr)
             return 2
-        except (Exception, CancelledError) as exc:  # outside every stage (the plan, the journal, the cluster)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # outside every stage (the plan, the journal, the cluster); a cancelled future
             print(f"zv build: job {spec.job_id} failed: {describe(exc)}", file=sys.stderr)
             return 1
     if args.json:
         print(json.dumps({**result.to_json(), "warnings": warnings}, default=str))
     else:
-        for stage, info in result.stages.items():
-            print(f"{stage:<10} {info.get('status')}  {info.get('seconds', '')}s  {_requests_line(info)}".rstrip())
-        print(f"store: {result.store}")
+        _build_summary(spec, result)
     if args.report:
         from pipeline.report import add_requests
 
@@ -339,6 +334,21 @@ def _build(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"performance report: {os.path.abspath(args.report)}")
     return 0
+
+
+def _build_summary(spec, result) -> None:  # noqa: ANN001 - BuildSpec, JobResult
+    """Each stage's time and requests, the counts of every level built, the validation verdict."""
+    import zarr_vectors as zv
+    from pipeline.summary import levels_summary
+
+    for stage, info in result.stages.items():
+        print(f"{stage:<10} {info.get('status')}  {info.get('seconds', '')}s  {_requests_line(info)}".rstrip())
+    for line in levels_summary(zv.open_store(spec.out, storage_options=spec.storage_options)):
+        print(line)
+    if spec.validate_level:
+        warnings = result.stages.get("validate", {}).get("warnings", 0)
+        print(f"validation (level {spec.validate_level}): PASS" + (f", {warnings} warnings" if warnings else ""))
+    print(f"store: {result.store}")
 
 
 def _requests_line(info: dict) -> str:
@@ -367,7 +377,7 @@ def _status(args: argparse.Namespace) -> int:
     """Exit 0 when the job is done, 1 when it failed, 3 while it runs, 2 when unknown."""
     import json
 
-    from pipeline.jobs import job_status
+    from pipeline.journal import job_status
     from zarr_vectors.errors import ZarrVectorsError
 
     target, options = args.job, _storage_options(args.storage_option)
@@ -495,6 +505,7 @@ def _pyramid(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from pipeline import build_args, cmd_conformance, cmd_export, cmd_plot
     parser = argparse.ArgumentParser(prog="zv", description="Zarr Vectors stores on Dask.")
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser(
         "demo", help="synthesise a point cloud and a graph, build both (pyramid, shards, level-5 validation)"
@@ -578,7 +589,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args))
+        rc = int(args.func(args))
+        sys.stdout.flush()  # here, not at exit, so that a closed pipe is caught below
+        return rc
+    except BrokenPipeError:  # `zv info STORE | head -1`: the reader has what it wanted
+        _drop_stdout()
+        return 141  # 128 + SIGPIPE, what a shell reports for a tool the closed pipe stopped
     except Exception as exc:  # the command line reports, it does not trace back
         from zarr_vectors.errors import StageFailedError, ZarrVectorsError
 
@@ -588,6 +604,38 @@ def main(argv: list[str] | None = None) -> int:
             print(f"zv: error: {exc}", file=sys.stderr)
             return 2
         raise
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush at exit does not fail again."""
+    import os
+
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):  # not a real file (captured in a test)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
+class _Version(argparse.Action):
+    """``zv --version``: looked up only when asked (importlib.metadata is not free at start-up)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        from zarr_vectors.format.metadata import ZV_VERSION
+
+        try:
+            ours = version("zarr-vectors-dask")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            ours = "unknown (not installed)"
+        print(f"zv {ours} (zarr-vectors-dask; writes Zarr Vectors format {ZV_VERSION})")
+        parser.exit(0)
 
 
 if __name__ == "__main__":

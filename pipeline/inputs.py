@@ -12,15 +12,17 @@ and returns the warnings naming columns that cannot be stored.
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 import zarr_vectors as zv
-from pipeline import sources
 from zarr_vectors.errors import InputError
-from zarr_vectors.io.columns import ColumnMap
+from zarr_vectors.io import registry
+from zarr_vectors.io.columns import ID_ATTRIBUTE, ColumnMap
 from zarr_vectors.io.types import Geometry
 
 TWO_TABLES = ("graph", "mesh")  # a vertex table and a record table
@@ -30,11 +32,65 @@ def column_map(spec: Any) -> ColumnMap:
     return ColumnMap.from_json(getattr(spec, "columns", None))
 
 
+def _partitioned(spec: Any) -> bool:
+    """Whether the inputs are read lazily in partitions (else whole, by their format's reader)."""
+    return registry.frame_reader(registry.format_for(spec.inputs[0], spec.kind)) is not None
+
+
+@functools.lru_cache(maxsize=1)  # preflight and the write stage read it once
+def _small_csv_points(paths: tuple[str, ...], threshold: int, eager: int) -> tuple[Any, Any, dict[str, Any]] | None:
+    from pipeline.columns import csv_header, local_csv, read_csv_whole, read_numeric_csv
+
+    if not all(local_csv(p) for p in paths):
+        return None
+    size = sum(os.path.getsize(p.removeprefix("file://")) for p in paths)
+    if size >= threshold:
+        return None  # a large input: read lazily, in partitions
+    tables = [read_numeric_csv(p) if size <= eager else read_csv_whole(p) for p in paths]
+    if any(t is None or list(t) != csv_header(p) for t, p in zip(tables, paths)):
+        return None  # text or missing values: the dataframe path decides, and names what it cannot store
+    if len({tuple(t) for t in tables}) != 1:
+        return None  # files with different columns: the dataframe reader's own error
+    columns = {c: np.concatenate([t[c] for t in tables]) for c in tables[0]}
+    where = f"{', '.join(paths)}: vertex table"
+    mapping, names = ColumnMap(), list(columns)  # the dataframe path's roles, on the same names
+    axes = mapping.axes(names, where)
+    oid, vid = mapping.named("object_id", names, where), mapping.named("id", names, where)
+    if any(columns[a].dtype.kind != "f" for a in axes) or (oid is not None and columns[oid].dtype.kind != "i"):
+        return None  # integer coordinates or fractional ids: the dataframe path's own rules and errors
+    attrs, dropped = mapping.attributes({c: v.dtype for c, v in columns.items()}, axes + [c for c in (oid, vid) if c],
+                                        where)
+    if dropped:
+        return None
+    attributes = {c: columns[c] for c in attrs}
+    if vid is not None:
+        attributes[ID_ATTRIBUTE] = columns[vid]
+    return np.column_stack([columns[a] for a in axes]), columns.get(oid) if oid else None, attributes
+
+
+def _small_points(spec: Any) -> tuple[Any, Any, dict[str, Any]] | None:
+    """Points from small local all-numeric CSVs with the default columns, read whole, for a job on
+    local threads (so they fit in memory), else None.
+
+    dask.dataframe and dask.array -- whose imports alone take longer than a 100-point build --
+    stay unloaded and the writer gets arrays; read once per process (preflight and the write).
+    """
+    from dask.utils import parse_bytes
+
+    from zarr_vectors import config
+    from zarr_vectors.execution import runner
+
+    if spec.kind != "points" or getattr(spec, "columns", None) or runner.current_client() is not None:
+        return None
+    return _small_csv_points(tuple(spec.inputs), parse_bytes(config.get("cli.cluster-threshold")),
+                             parse_bytes(config.get("sources.eager-csv-bytes")))
+
+
 def check_arity(spec: Any) -> None:
     """The number of inputs the kind takes in their format (no file is opened)."""
     if not spec.inputs:
         raise InputError("no input files")
-    if sources.partitioned(spec.inputs, spec.kind) and spec.kind in TWO_TABLES and len(spec.inputs) != 2:
+    if _partitioned(spec) and spec.kind in TWO_TABLES and len(spec.inputs) != 2:
         raise InputError(f"zv build {spec.kind} takes two inputs (a vertex table and a record table), "
                          f"got {len(spec.inputs)}")
 
@@ -45,6 +101,10 @@ def check_inputs(spec: Any) -> list[str]:
     Raises InputError naming the file and the problem (unreadable, a missing column);
     returns one warning per table with columns that cannot be stored.
     """
+    from pipeline import sources  # dask.dataframe: imported only when a table is read
+
+    if _small_points(spec) is not None:
+        return []  # every column a number: nothing to warn about
     columns, opts = column_map(spec), spec.storage_options
     if not sources.partitioned(spec.inputs, spec.kind):
         g = sources.load_geometry(spec.inputs, spec.kind, columns, opts)
@@ -74,6 +134,8 @@ def _structure_columns(kind: str, columns: ColumnMap, names: list[str], where: s
 
 def writer_for(spec: Any) -> Callable[[], zv.WriteResult]:
     """Read the inputs (lazily where the format allows) and return the writer call for the kind."""
+    from pipeline import sources  # dask.dataframe: imported only when a table is read
+
     common: dict[str, Any] = {
         "chunk_shape": spec.chunk_shape,
         "bin_shape": spec.bin_shape,
@@ -115,6 +177,8 @@ def write_geometry(spec: Any, g: Geometry, common: dict[str, Any]) -> zv.WriteRe
 
 
 def _two_tables(spec: Any, common: dict[str, Any]) -> Callable[[], zv.WriteResult]:
+    from pipeline import sources  # dask.dataframe: imported only when a table is read
+
     opts, columns = spec.storage_options, column_map(spec)
     vdf = sources.read_table(spec.inputs[0], storage_options=opts, kind=spec.kind)
     rdf = sources.read_table(spec.inputs[1], storage_options=opts, kind=spec.kind)
@@ -136,7 +200,13 @@ def _two_tables(spec: Any, common: dict[str, Any]) -> Callable[[], zv.WriteResul
 
 def _one_table(spec: Any, common: dict[str, Any]) -> Callable[[], zv.WriteResult]:
     """Points; polylines / streamlines (``line``, ``order``); skeletons (``id``, ``parent``)."""
+    from pipeline import sources  # dask.dataframe: imported only when a table is read
+
     columns = column_map(spec)
+    small = _small_points(spec)
+    if small is not None:
+        positions, ids, attributes = small
+        return lambda: zv.write_points(spec.out, positions, object_ids=ids, attributes=attributes, **common)
     df = sources.read_table(spec.inputs, storage_options=spec.storage_options, kind=spec.kind)
     if spec.kind == "points":
         table = sources.vertex_table(df, columns=columns)
@@ -165,6 +235,8 @@ def _one_table(spec: Any, common: dict[str, Any]) -> Callable[[], zv.WriteResult
 
 def plan_table(spec: Any) -> tuple[Any, Any, dict[str, Any]]:
     """(positions, object ids, attributes) the write stage plans its vertices from (``--dry-run``)."""
+    from pipeline import sources  # dask.dataframe: imported only when a table is read
+
     columns = column_map(spec)
     if not sources.partitioned(spec.inputs, spec.kind):
         g = sources.load_geometry(spec.inputs, spec.kind, columns, spec.storage_options)

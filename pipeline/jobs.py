@@ -21,8 +21,7 @@ from typing import Any
 import numpy as np
 
 import zarr_vectors as zv
-from pipeline import inputs
-from pipeline.inputs import writer_for
+from pipeline.journal import Journal, job_status  # noqa: F401 - job_status: the jobs API
 from zarr_vectors.errors import InputError, StageFailedError, ValidationFailedError
 from zarr_vectors.store.backend import Storage
 
@@ -71,42 +70,6 @@ def _located(path: str) -> str:
     return path if "://" in path else os.path.abspath(path)
 
 
-class Journal:
-    """The job's state: stages done, the running stage, results, the error if any."""
-
-    def __init__(self, spec: BuildSpec) -> None:
-        self.storage = Storage(spec.out.rstrip("/") + ".zvjob.json", spec.storage_options)
-        self.state: dict[str, Any] = {"job_id": spec.job_id, "spec": asdict(spec), "stages": {}, "status": "pending"}
-
-    @staticmethod
-    def load(out: str, storage_options: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
-        storage = Storage(out.rstrip("/") + ".zvjob.json", storage_options)
-        storage.check_reachable()  # an unreachable endpoint is StoreNotFoundError, not a botocore error
-        raw = storage.get("")
-        return json.loads(raw) if raw is not None else None
-
-    def resume_from(self, previous: dict[str, Any]) -> None:
-        self.state["stages"] = {k: v for k, v in previous.get("stages", {}).items() if v.get("status") == "done"}
-
-    def done(self, stage: str) -> bool:
-        return self.state["stages"].get(stage, {}).get("status") == "done"
-
-    def update(self, stage: str, **values: Any) -> None:
-        self.state["stages"].setdefault(stage, {}).update(values)
-        self.save()
-
-    def set_status(self, status: str, **values: Any) -> None:
-        self.state["status"] = status
-        self.state.update(values)
-        self.save()
-
-    def save(self) -> None:
-        from zarr_vectors.execution.requests import attribute
-
-        with attribute("journal"):  # counted apart from the stage's own work
-            self.storage.put("", json.dumps(self.state, indent=2, default=str).encode())
-
-
 # ---------------------------------------------------------------------------
 # running
 # ---------------------------------------------------------------------------
@@ -124,6 +87,8 @@ class JobResult:
 
 def _stage_functions(spec: BuildSpec) -> dict[str, Callable[[], dict[str, Any]]]:
     def write() -> dict[str, Any]:
+        from pipeline.inputs import writer_for  # the input readers: imported by a build, not by a status query
+
         result = writer_for(spec)()
         return {k: v for k, v in asdict(result).items()}
 
@@ -159,7 +124,8 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def _check_input_exists(path: str, storage_options: Mapping[str, Any], kind: str | None = None) -> None:
+def _input_size(path: str, storage_options: Mapping[str, Any], kind: str | None = None) -> int:
+    """Bytes of one input (a file, a glob of them, a Parquet dataset directory); InputError when there is none."""
     import glob
 
     import fsspec
@@ -168,21 +134,48 @@ def _check_input_exists(path: str, storage_options: Mapping[str, Any], kind: str
 
     registry.format_for(path, kind)  # an unknown suffix is a usage error too
     remote = "://" in path and not path.startswith("file://")
+    if not remote and not glob.has_magic(path) and os.path.isfile(path.removeprefix("file://")):
+        return os.path.getsize(path.removeprefix("file://"))
     fs, fspath = fsspec.core.url_to_fs(path, **(dict(storage_options) if remote else {}))
-    found = fs.glob(fspath) if glob.has_magic(fspath) else fs.exists(fspath)
+    found = fs.glob(fspath) if glob.has_magic(fspath) else [fspath] if fs.exists(fspath) else []
     if not found:
         raise InputError(f"input not found: {path!r}")
+    return sum(int(fs.du(p, total=True)) for p in found)
 
 
-def preflight(spec: BuildSpec, *, resume: bool = False) -> list[str]:
+def _check_output(spec: BuildSpec) -> None:
+    """A local output path must be a directory (or not exist yet) below a writable directory."""
+    if "://" in spec.out and not spec.out.startswith("file://"):
+        return
+    out = spec.out.removeprefix("file://")
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise InputError(f"output {spec.out!r} is a file, not a store directory")
+    parent = os.path.dirname(os.path.abspath(out))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"output {spec.out!r}: cannot create it, {parent!r} is not a writable directory")
+
+
+def _check_grid(spec: BuildSpec) -> None:
+    """The chunk and bin shapes' own rules (a bin shape that does not divide the chunk), before any input is read."""
+    from zarr_vectors.write.vertices import grid_shapes
+
+    ranks = [len(v) for v in (spec.chunk_shape, spec.bin_shape) if v is not None and not np.isscalar(v)]
+    grid_shapes(spec.chunk_shape, spec.bin_shape, ranks[0] if ranks else 3)
+
+
+def preflight(spec: BuildSpec, *, resume: bool = False) -> tuple[int, list[str]]:
     """Every check that needs no data pass, before a journal or a store is touched.
 
     Raises InputError / StoreExistsError / StoreNotFoundError (exit 2 on the command
-    line): an unknown kind, a bad chunk or bin shape, a wrong number of inputs, an
-    input that does not exist or cannot be read, a column the mapping names that it
-    lacks, an unreachable output location, or an existing store without ``overwrite``
-    (a refused build must not overwrite the journal of the job that wrote that store).
-    Returns the warnings naming input columns that cannot be stored.
+    line; on the command line, before any cluster starts): an unknown kind, a bad chunk
+    or bin shape (a bin shape that does not divide the chunk), a wrong number of inputs,
+    an input that does not exist or cannot be read, a column the mapping names that it
+    lacks, an output path that cannot be a store, an unreachable output location, or an
+    existing store without ``overwrite`` (a refused build must not overwrite the journal
+    of the job that wrote that store).  Returns the inputs' size in bytes (what decides
+    threads or a cluster) and the warnings naming input columns that cannot be stored.
     """
     from zarr_vectors.errors import StoreExistsError
 
@@ -192,7 +185,10 @@ def preflight(spec: BuildSpec, *, resume: bool = False) -> list[str]:
         values = [] if value is None else [value] if np.isscalar(value) else list(value)
         if value is not None and not (values and all(np.isfinite(v) and v > 0 for v in values)):
             raise InputError(f"{what} entries must be finite and > 0, found {value!r}")
+    from pipeline import inputs
+
     inputs.check_arity(spec)
+    _check_grid(spec)
     if spec.aggregate and not spec.pyramid:
         raise InputError("--aggregate says how coarse levels reduce attributes: it needs --pyramid")
     if spec.shard_shape is not None:
@@ -200,14 +196,14 @@ def preflight(spec: BuildSpec, *, resume: bool = False) -> list[str]:
         if not values or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1
                                  for v in values):
             raise InputError(f"shard shape must be N or N,N,... positive numbers of cells, found {spec.shard_shape!r}")
+    _check_output(spec)
     storage = Storage(spec.out, spec.storage_options)
     storage.check_reachable()
-    for path in spec.inputs:
-        _check_input_exists(path, spec.storage_options, spec.kind)
+    size = sum(_input_size(path, spec.storage_options, spec.kind) for path in spec.inputs)
     if not resume and not spec.overwrite and storage.list_dir(""):
         raise StoreExistsError(f"{spec.out!r} already exists; pass --overwrite to replace it (or --resume to "
                                "finish the job that was writing it)")
-    return inputs.check_inputs(spec)
+    return size, inputs.check_inputs(spec)
 
 
 class JournalProgress:
@@ -296,13 +292,6 @@ def run_build(spec: BuildSpec, *, resume: bool = False) -> JobResult:
     return JobResult(spec.job_id, spec.out, journal.state["stages"], True)
 
 
-def job_status(out: str, storage_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    state = Journal.load(out, storage_options)
-    if state is None:
-        raise InputError(f"no job journal beside {out!r}")
-    return state
-
-
 def plan_summary(spec: BuildSpec) -> dict[str, Any]:
     """What the write stage would do, without writing: the writer's own plan, checked.
 
@@ -310,6 +299,8 @@ def plan_summary(spec: BuildSpec) -> dict[str, Any]:
     by cell on the cluster during the build and cut into link owners of even record
     counts then, so that split is not known before the records are read.
     """
+    from pipeline import inputs
+
     preflight(spec, resume=True)  # the store may exist: a dry run writes nothing either way
     positions, object_ids, attributes = inputs.plan_table(spec)
     plan = zv.plan_write(

@@ -1,8 +1,9 @@
-"""Progress bars for attached runs: one line per stage, driven from futures.
+"""Progress for attached runs: a bar per stage on a terminal, one plain line per stage otherwise.
 
 Registered with :func:`zarr_vectors.execution.runner.callbacks`; under a distributed
 client the runner reports every finished task (``as_completed`` on the stage's
-futures), so the bar moves as the cluster works.
+futures), so the bar moves as the cluster works.  Redrawn bars (carriage returns) are
+noise in a log file or a pipe, so there each stage prints once, when it ends.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ from typing import TextIO
 
 
 class TextProgress:
-    """``stage [#####-----] done/total  elapsed`` on one line per stage."""
+    """``stage [#####-----] done/total  elapsed`` redrawn on a terminal; ``stage  N tasks  elapsed``
+    once per stage elsewhere (``bars`` decides: default, whether the stream is a terminal)."""
 
-    def __init__(self, stream: TextIO | None = None, width: int = 30) -> None:
+    def __init__(self, stream: TextIO | None = None, width: int = 30, *, bars: bool | None = None) -> None:
         self.stream = stream or sys.stderr
         self.width = width
+        self.bars = _is_terminal(self.stream) if bars is None else bars
         self.stages: list[tuple[str, int, float]] = []  # finished: (stage, tasks, seconds)
         self._stage = ""
         self._total = 0
@@ -26,18 +29,24 @@ class TextProgress:
 
     def on_stage_start(self, stage: str, tasks: int) -> None:
         self._stage, self._total, self._done, self._start = stage, tasks, 0, time.perf_counter()
-        self._draw()
+        if self.bars:
+            self._draw()
 
     def on_task_end(self, stage: str) -> None:
         self._done += 1
-        self._draw()
+        if self.bars:
+            self._draw()
 
     def on_stage_end(self, stage: str) -> None:
         self._done = self._total
-        self._draw()
-        self.stream.write("\n")
+        elapsed = time.perf_counter() - self._start
+        if self.bars:
+            self._draw()
+            self.stream.write("\n")
+        else:
+            self.stream.write(f"{self._stage:<16} {self._total} tasks {elapsed:6.1f}s\n")
         self.stream.flush()
-        self.stages.append((stage, self._total, time.perf_counter() - self._start))
+        self.stages.append((stage, self._total, elapsed))
 
     def _draw(self) -> None:
         filled = self.width * self._done // self._total if self._total else self.width
@@ -45,3 +54,10 @@ class TextProgress:
         elapsed = time.perf_counter() - self._start
         self.stream.write(f"\r{self._stage:<16} [{bar}] {self._done}/{self._total} {elapsed:6.1f}s")
         self.stream.flush()
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False

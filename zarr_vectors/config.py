@@ -72,6 +72,13 @@ DEFAULTS: dict[str, Any] = {
             # a declared shape or count asking for more chunks/blocks than this is refused
             "max-declared-chunks": 1 << 24,
         },
+        # the command line: below this many bytes of work (a build's input files, the store a
+        # validate / shard / pyramid works on) a command runs on local threads; at or above
+        # it, and whenever asked (--cluster, --workers, --report), on an embedded cluster.
+        # A cluster costs seconds to start, which small jobs never repay (benchmarks/cli.py)
+        "cli": {
+            "cluster-threshold": "256MiB",
+        },
         # zv build's input tables.  A partition is read whole by one task and the writers'
         # per-block passes hold a few times its size, so it must stay a small fraction of a
         # worker's memory (dask's 256 MiB Parquet default put a 20M-point file in one
@@ -85,6 +92,10 @@ DEFAULTS: dict[str, Any] = {
             "broadcast-lookup-rows": 32_000_000,
             # ids spanning at most this many times the vertex count use a direct lookup table
             "dense-id-span": 4,
+            # a points build on local threads reads its local CSVs whole (not through dask.dataframe),
+            # all-numeric ones up to this size with numpy: no pandas to import, which costs more
+            # than such a build
+            "eager-csv-bytes": "8MiB",
         },
     }
 }

@@ -17,6 +17,7 @@ the block.
 from __future__ import annotations
 
 import contextvars
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -141,12 +142,27 @@ _POOL: dict[int, Any] = {}
 _POOL_LOCK = threading.Lock()
 
 
+def _on_dask_threads() -> bool:
+    """Whether graphs run here go to dask's threaded scheduler.  Decided without
+    ``dask.base.get_scheduler`` where possible: it imports distributed (~0.4 s) to look for
+    a client, which no process that never imported distributed can have."""
+    import dask.threaded
+
+    name = dask.config.get("scheduler", None)
+    if isinstance(name, str):
+        return name.lower() in ("threads", "threading")
+    if name is None and "distributed" not in sys.modules:
+        return True
+    from dask.base import get_scheduler
+
+    return get_scheduler() in (None, dask.threaded.get)
+
+
 def _local_pool() -> AbstractContextManager[Any]:
     """dask's threaded scheduler on a pool that carries this context (and so the count) into its threads."""
     import dask.threaded
-    from dask.base import get_scheduler
 
-    if get_scheduler() not in (None, dask.threaded.get) or dask.config.get("pool", None) is not None:
+    if not _on_dask_threads() or dask.config.get("pool", None) is not None:
         return nullcontext()  # synchronous runs here; processes are not counted; a user's pool is kept
     from zarr_vectors.store.accounting import ContextExecutor
 

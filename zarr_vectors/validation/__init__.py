@@ -17,6 +17,7 @@ from zarr_vectors.errors import InputError, StoreNotFoundError
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.validation.findings import CATALOGUE, ERROR, WARNING, Finding, Report, crashed
 from zarr_vectors.validation.manifests import ManifestCheck, collect_manifests, start_manifests
+from zarr_vectors.validation.order import causes_first
 from zarr_vectors.validation.structure import StoreModel, check_structure, load_model
 
 __all__ = ["CATALOGUE", "Finding", "ValidationResult", "validate"]
@@ -50,8 +51,11 @@ class ValidationResult:
             f"  levels run: {self.levels_run or 'none'}; {len(self.passed)} passed, {len(self.warnings)} warnings, "
             f"{len(self.errors)} errors",
         ]
-        lines += [f"  ERROR [{f.code}] {f.line()}" for f in self.findings if f.severity == ERROR]
-        lines += [f"  WARN  [{f.code}] {f.line()}" for f in self.findings if f.severity == WARNING]
+        lines += [
+            f"  {'ERROR' if f.severity == ERROR else 'WARN '} [{f.code}] {f.line()}"
+            for f in causes_first(self.findings)
+            if f.severity in (ERROR, WARNING)
+        ]
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:

@@ -135,6 +135,26 @@ def shape_tuple(value: Sequence[float] | float, ndim: int, what: str) -> tuple[f
     return out
 
 
+def grid_shapes(
+    chunk_shape: Sequence[float] | float, bin_shape: Sequence[float] | float | None, ndim: int
+) -> tuple[tuple[float, ...], tuple[float, ...] | None, tuple[int, ...]]:
+    """(chunk shape, bin shape, bins per chunk) for ``ndim`` axes, or InputError: a wrong
+    number of entries, a bin shape that does not divide the chunk, too many bins per chunk.
+    Needs no data, so ``zv build`` checks it before any cluster starts."""
+    cs = shape_tuple(chunk_shape, ndim, "chunk_shape")
+    bs = shape_tuple(bin_shape, ndim, "bin_shape") if bin_shape is not None else None
+    if bs is not None:
+        ratios = [c / b for c, b in zip(cs, bs)]
+        if not all(abs(r - round(r)) <= 1e-9 * max(1.0, r) and round(r) >= 1 for r in ratios):
+            raise InputError(f"bin_shape {list(bs)} does not divide chunk_shape {list(cs)} (ratios {ratios})")
+        bpc = tuple(int(round(r)) for r in ratios)
+    else:
+        bpc = (1,) * ndim
+    if math.prod(bpc) > MAX_BINS_PER_CHUNK:
+        raise InputError(f"{math.prod(bpc)} bins per chunk exceeds {MAX_BINS_PER_CHUNK}: use a larger bin_shape")
+    return cs, bs, bpc
+
+
 def check_name(name: Any, what: str) -> str:
     if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
         raise InputError(f"invalid {what} name {name!r}")
@@ -166,17 +186,7 @@ def normalise_vertex_inputs(
     if pos.dtype not in (np.float32, np.float64):
         raise InputError(f"positions dtype {pos.dtype} is unsupported: pass float32 or float64")
     n, ndim = int(pos.shape[0]), int(pos.shape[1])
-    cs = shape_tuple(chunk_shape, ndim, "chunk_shape")
-    bs = shape_tuple(bin_shape, ndim, "bin_shape") if bin_shape is not None else None
-    if bs is not None:
-        ratios = [c / b for c, b in zip(cs, bs)]
-        if not all(abs(r - round(r)) <= 1e-9 * max(1.0, r) and round(r) >= 1 for r in ratios):
-            raise InputError(f"bin_shape {list(bs)} does not divide chunk_shape {list(cs)} (ratios {ratios})")
-        bpc = tuple(int(round(r)) for r in ratios)
-    else:
-        bpc = (1,) * ndim
-    if math.prod(bpc) > MAX_BINS_PER_CHUNK:
-        raise InputError(f"{math.prod(bpc)} bins per chunk exceeds {MAX_BINS_PER_CHUNK}: use a larger bin_shape")
+    cs, bs, bpc = grid_shapes(chunk_shape, bin_shape, ndim)
     declared = None
     if bounds is not None:
         b = np.asarray(bounds, dtype=np.float64)

@@ -1,0 +1,97 @@
+"""What ``zv info`` and a finished ``zv build`` print about a store: levels, counts, arrays, files.
+
+Read from metadata only (the root, each level's ``zarr.json`` and its arrays' documents)
+plus, for ``zv info``, one listing of the store for the files each array holds: a
+summary never reads a cell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from zarr_vectors.store.groups import Level, ZVStore
+
+
+def size(nbytes: float) -> str:
+    """Bytes for a reader: ``7.1 KiB``."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{int(nbytes)} B"
+
+
+def rounded(values: Any, digits: int = 6) -> list[float]:
+    """Coordinates to ``digits`` significant digits: readable, and still JSON."""
+    return [float(f"{float(v):.{digits}g}") for v in values]
+
+
+def level_counts(level: Level) -> str:
+    """``N vertices[, M links], K chunks`` of one level, from its metadata."""
+    from zarr_vectors.store.link_family import family_counts
+
+    parts = [f"{level.meta.vertex_count} vertices"]
+    if "links" in level.meta.arrays_present:
+        counts = family_counts(level, 0)
+        if counts is not None:
+            parts.append(f"{counts.num_links} links")
+    vertices = level.array("vertices")
+    parts.append(f"{len(vertices.nonempty_chunks)} chunks")
+    return ", ".join(parts)
+
+
+def sharding(level: Level) -> str:
+    grid = level.array("vertices")
+    return f"shards of {list(grid.sharding.shard_shape)} cells" if grid.sharding is not None else "none"
+
+
+def attributes(level: Level) -> list[str]:
+    """``name (dtype)`` of each per-vertex attribute."""
+    names = level.children("vertex_attributes") if "vertex_attributes" in level.meta.arrays_present else []
+    grids = level.arrays([f"vertex_attributes/{n}" for n in names])
+    return [f"{n} ({g.attributes.get('dtype', '?')})" for n, g in zip(names, grids)]
+
+
+def levels_summary(store: ZVStore) -> list[str]:
+    """One line per level: its counts (what a build prints at its end)."""
+    return [f"level {n}: {level_counts(store.level(n))}" for n in store.level_numbers()]
+
+
+def info_lines(store: ZVStore, object_sizes: Mapping[str, int]) -> list[str]:
+    """``zv info``: the root's facts, then per level counts, attributes, sharding and the files of each array."""
+    from zarr_vectors.store.consolidated import is_consolidated
+
+    root = store.root
+    stored = _stored_by_array(object_sizes)
+    lines = [
+        f"store:          {store.url}",
+        f"geometry:       {', '.join(root.geometry_types)}",
+        f"chunk_shape:    {list(root.chunk_shape)}",
+        f"bounds:         {[rounded(root.bounds[0]), rounded(root.bounds[1])]}",
+        f"consolidated:   {'yes' if is_consolidated(store.storage) else 'no'}",
+    ]
+    for n in store.level_numbers():
+        level = store.level(n)
+        arrays = {name: v for (lvl, name), v in stored.items() if lvl == str(n)}
+        files, nbytes = sum(c for c, _ in arrays.values()), sum(b for _, b in arrays.values())
+        lines.append(f"level {n}:        {level_counts(level)}; {files} files, {size(nbytes)}")
+        lines.append(f"  arrays:       {', '.join(level.meta.arrays_present)}")
+        lines.append(f"  attributes:   {', '.join(attributes(level)) or 'none'}")
+        lines.append(f"  sharding:     {sharding(level)}")
+        for name, (count, total) in sorted(arrays.items()):
+            lines.append(f"  {name:<22}{count:>8} files {size(total):>12}")
+    total = sum(b for _, b in stored.values())
+    lines.append(f"total:          {sum(c for c, _ in stored.values())} files, {size(total)}")
+    return lines
+
+
+def _stored_by_array(sizes: Mapping[str, int]) -> dict[tuple[str, str], tuple[int, int]]:
+    """(level, array or group under it -- or its own zarr.json) -> (files, bytes); the root's under ''."""
+    out: dict[tuple[str, str], tuple[int, int]] = {}
+    for key, nbytes in sizes.items():
+        parts = key.split("/")
+        where = (parts[0], parts[1]) if len(parts) > 1 else ("", parts[0])
+        count, total = out.get(where, (0, 0))
+        out[where] = (count + 1, total + nbytes)
+    return out
