@@ -98,21 +98,26 @@ def check_arity(spec: Any) -> None:
 def check_inputs(spec: Any) -> list[str]:
     """Open every input's schema (a whole-file input: read it) and apply the column mapping.
 
-    Raises InputError naming the file and the problem (unreadable, a missing column);
-    returns one warning per table with columns that cannot be stored.
+    Raises InputError naming the file and the problem (unreadable, a missing column, chunk
+    or bin shapes that do not fit its coordinate axes); returns one warning per table with
+    columns that cannot be stored.
     """
+    small = _small_points(spec)
+    if small is not None:
+        _check_grid(spec, small[0].shape[1])
+        return []  # every column a number: nothing to warn about
     from pipeline import sources  # dask.dataframe: imported only when a table is read
 
-    if _small_points(spec) is not None:
-        return []  # every column a number: nothing to warn about
     columns, opts = column_map(spec), spec.storage_options
     if not sources.partitioned(spec.inputs, spec.kind):
         g = sources.load_geometry(spec.inputs, spec.kind, columns, opts)
+        _check_grid(spec, g.positions.shape[1])
         return sources.warnings_for(", ".join(spec.inputs), g.dropped)
     if spec.kind in TWO_TABLES:
         vdf = sources.read_table(spec.inputs[0], storage_options=opts, kind=spec.kind)
         rdf = sources.read_table(spec.inputs[1], storage_options=opts, kind=spec.kind)
         roles = sources.vertex_columns(vdf, columns, what=f"{spec.inputs[0]}: vertex", with_ids=True)
+        _check_grid(spec, len(roles.axes))
         names = [str(c) for c in rdf.columns]
         what = "edge" if spec.kind == "graph" else "face"
         ends = columns.edge_columns(names, spec.inputs[1]) if spec.kind == "graph" else \
@@ -123,7 +128,15 @@ def check_inputs(spec: Any) -> list[str]:
     names, where = [str(c) for c in df.columns], ", ".join(spec.inputs)
     taken = _structure_columns(spec.kind, columns, names, where)
     roles = sources.vertex_columns(df, columns, what=where, with_ids=spec.kind == "skeleton", taken=taken)
+    _check_grid(spec, len(roles.axes))
     return sources.warnings_for(where, roles.dropped, df)
+
+
+def _check_grid(spec: Any, ndim: int) -> None:
+    """The chunk and bin shapes against the input's coordinate axes (rank, a bin that does not divide the chunk)."""
+    from zarr_vectors.write.vertices import grid_shapes
+
+    grid_shapes(spec.chunk_shape, spec.bin_shape, ndim)
 
 
 def _structure_columns(kind: str, columns: ColumnMap, names: list[str], where: str) -> list[str]:
@@ -176,12 +189,28 @@ def write_geometry(spec: Any, g: Geometry, common: dict[str, Any]) -> zv.WriteRe
     return zv.write_skeleton(spec.out, g.positions, parents, **shared)
 
 
+def _input_table(paths: str | list[str], spec: Any):  # -> dask.dataframe.DataFrame
+    """An input table, lazily; on local threads parsed once and kept in memory.
+
+    The write makes several passes over its input (row counts, the scan, the route); a
+    lazy CSV is parsed again by each, which on local threads -- where the command line
+    runs only small jobs (:func:`pipeline.cluster.choose`) -- costs more than the write.
+    Under a distributed client the table stays lazy: no worker holds a whole input.
+    """
+    from pipeline import sources
+    from zarr_vectors.execution import runner
+
+    df = sources.read_table(paths, storage_options=spec.storage_options, kind=spec.kind)
+    if runner.current_client() is not None:
+        return df
+    return runner.persist("read input", df)[0]
+
+
 def _two_tables(spec: Any, common: dict[str, Any]) -> Callable[[], zv.WriteResult]:
     from pipeline import sources  # dask.dataframe: imported only when a table is read
 
-    opts, columns = spec.storage_options, column_map(spec)
-    vdf = sources.read_table(spec.inputs[0], storage_options=opts, kind=spec.kind)
-    rdf = sources.read_table(spec.inputs[1], storage_options=opts, kind=spec.kind)
+    columns = column_map(spec)
+    vdf, rdf = _input_table(spec.inputs[0], spec), _input_table(spec.inputs[1], spec)
     table = sources.vertex_table(vdf, with_ids=True, columns=columns)
     names = [str(c) for c in rdf.columns]
     if spec.kind == "graph":
@@ -207,7 +236,7 @@ def _one_table(spec: Any, common: dict[str, Any]) -> Callable[[], zv.WriteResult
     if small is not None:
         positions, ids, attributes = small
         return lambda: zv.write_points(spec.out, positions, object_ids=ids, attributes=attributes, **common)
-    df = sources.read_table(spec.inputs, storage_options=spec.storage_options, kind=spec.kind)
+    df = _input_table(spec.inputs, spec)
     if spec.kind == "points":
         table = sources.vertex_table(df, columns=columns)
         return lambda: zv.write_points(

@@ -157,20 +157,13 @@ def _check_output(spec: BuildSpec) -> None:
         raise InputError(f"output {spec.out!r}: cannot create it, {parent!r} is not a writable directory")
 
 
-def _check_grid(spec: BuildSpec) -> None:
-    """The chunk and bin shapes' own rules (a bin shape that does not divide the chunk), before any input is read."""
-    from zarr_vectors.write.vertices import grid_shapes
-
-    ranks = [len(v) for v in (spec.chunk_shape, spec.bin_shape) if v is not None and not np.isscalar(v)]
-    grid_shapes(spec.chunk_shape, spec.bin_shape, ranks[0] if ranks else 3)
-
-
 def preflight(spec: BuildSpec, *, resume: bool = False) -> tuple[int, list[str]]:
     """Every check that needs no data pass, before a journal or a store is touched.
 
     Raises InputError / StoreExistsError / StoreNotFoundError (exit 2 on the command
     line; on the command line, before any cluster starts): an unknown kind, a bad chunk
-    or bin shape (a bin shape that does not divide the chunk), a wrong number of inputs,
+    or bin shape (of another rank than the input's axes, a bin that does not divide the
+    chunk), a wrong number of inputs,
     an input that does not exist or cannot be read, a column the mapping names that it
     lacks, an output path that cannot be a store, an unreachable output location, or an
     existing store without ``overwrite`` (a refused build must not overwrite the journal
@@ -188,7 +181,6 @@ def preflight(spec: BuildSpec, *, resume: bool = False) -> tuple[int, list[str]]
     from pipeline import inputs
 
     inputs.check_arity(spec)
-    _check_grid(spec)
     if spec.aggregate and not spec.pyramid:
         raise InputError("--aggregate says how coarse levels reduce attributes: it needs --pyramid")
     if spec.shard_shape is not None:

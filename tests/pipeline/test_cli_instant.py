@@ -114,7 +114,7 @@ def test_refused_before_anything_starts(tmp_path, cli, csv, connects, case):
     if case == "missing column":
         src = tmp_path / "ab.csv"
         src.write_text("x,q\n1,2\n3,4\n")
-        expect = f"{src}: points vertex table lacks column(s) ['y']"
+        expect = f"{src}: vertex table: needs coordinate columns x, y[, z]"
     elif case == "bin shape":
         extra, expect = ["--bin-shape", "10"], "bin_shape [10.0, 10.0, 10.0] does not divide chunk_shape"
     elif case == "output is a file":
@@ -123,7 +123,7 @@ def test_refused_before_anything_starts(tmp_path, cli, csv, connects, case):
     elif case == "corrupt parquet":
         src = tmp_path / "bad.parquet"
         src.write_bytes(b"PAR1 this is not a parquet file")
-        expect = f"{src}: cannot read it as parquet: "
+        expect = f"{str(src)!r} cannot be read: "
     elif case == "missing input":
         src, expect = tmp_path / "none.csv", "input not found"
     else:
