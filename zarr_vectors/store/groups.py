@@ -17,7 +17,6 @@ from zarr_vectors.errors import (
     StoreExistsError,
     StoreNotFoundError,
     UnsupportedLayoutError,
-    ZarrVectorsError,
 )
 from zarr_vectors.format.metadata import GEOMETRY_TYPES, LevelMetadata, RootMetadata
 from zarr_vectors.format.schema import KNOWN_CAPABILITIES, PLAIN, Expected, expected_node
@@ -268,17 +267,9 @@ def _check_required_capabilities(zv: Any) -> None:
 def open_store(url: str | os.PathLike[str], *, storage_options: Mapping[str, Any] | None = None) -> ZVStore:
     """Open an existing store, reading its root metadata strictly (and refusing unknown required capabilities)."""
     storage = url if isinstance(url, Storage) else Storage(url, storage_options)
-    if not storage.is_remote:
-        storage.check_reachable()
-    try:  # remote: the root document is the reachability probe; only a failure pays for the diagnosis
-        doc = read_node(storage, "")
-    except ZarrVectorsError:
-        raise
-    except Exception:
-        storage.check_reachable()  # a typed error naming the bucket or endpoint, when that is the cause
-        raise
+    storage.check_reachable()  # before the first read: a failed GET retries for seconds, the probe fails fast
+    doc = read_node(storage, "")
     if doc is None:
-        storage.check_reachable()
         raise StoreNotFoundError(f"no Zarr Vectors store at {storage.url!r} (no root zarr.json)")
     if doc.get("node_type") != "group":
         raise MetadataError("the root must be a group", file="zarr.json", pointer="/node_type")
