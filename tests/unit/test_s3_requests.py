@@ -43,7 +43,7 @@ def test_graph_read_reads_no_object_twice_and_never_heads(backend, s3_server, s3
     bucket, options = s3_bucket
     url = f"s3://{bucket}/g.zv"
     pos, edges, eattrs, ids = _graph()
-    zv.write_graph(url, pos, edges, chunk_shape=25.0, bounds=[[0, 0, 0], [100, 100, 100]], object_ids=ids,
+    zv.write_graph(url, pos, edges, chunk_shape=50.0, bounds=[[0, 0, 0], [100, 100, 100]], object_ids=ids,
                    edge_attributes=eattrs, storage_options=options)
     objects = len(Storage(url, options).object_sizes())
     s3_server.reset()
@@ -60,7 +60,7 @@ def test_fresh_graph_write_does_not_probe_each_link_array(backend, s3_server, s3
     bucket, options = s3_bucket
     pos, edges, eattrs, ids = _graph()
     s3_server.reset()
-    zv.write_graph(f"s3://{bucket}/w.zv", pos, edges, chunk_shape=25.0, bounds=[[0, 0, 0], [100, 100, 100]],
+    zv.write_graph(f"s3://{bucket}/w.zv", pos, edges, chunk_shape=50.0, bounds=[[0, 0, 0], [100, 100, 100]],
                    object_ids=ids, edge_attributes=eattrs, storage_options=options)
     counts = s3_server.requests()
     arrays = len([k for k in Storage(f"s3://{bucket}/w.zv", options).object_sizes() if k.endswith("zarr.json")])
