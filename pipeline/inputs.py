@@ -147,8 +147,6 @@ def _structure_columns(kind: str, columns: ColumnMap, names: list[str], where: s
 
 def writer_for(spec: Any) -> Callable[[], zv.WriteResult]:
     """Read the inputs (lazily where the format allows) and return the writer call for the kind."""
-    from pipeline import sources  # dask.dataframe: imported only when a table is read
-
     common: dict[str, Any] = {
         "chunk_shape": spec.chunk_shape,
         "bin_shape": spec.bin_shape,
@@ -157,7 +155,9 @@ def writer_for(spec: Any) -> Callable[[], zv.WriteResult]:
         "overwrite": spec.overwrite,
     }
     check_arity(spec)
-    if not sources.partitioned(spec.inputs, spec.kind):
+    if not _partitioned(spec):
+        from pipeline import sources  # dask.dataframe: imported only when a table is read
+
         g = sources.load_geometry(spec.inputs, spec.kind, column_map(spec), spec.storage_options)
         return lambda: write_geometry(spec, g, common)
     if spec.kind in TWO_TABLES:
@@ -229,13 +229,13 @@ def _two_tables(spec: Any, common: dict[str, Any]) -> Callable[[], zv.WriteResul
 
 def _one_table(spec: Any, common: dict[str, Any]) -> Callable[[], zv.WriteResult]:
     """Points; polylines / streamlines (``line``, ``order``); skeletons (``id``, ``parent``)."""
-    from pipeline import sources  # dask.dataframe: imported only when a table is read
-
-    columns = column_map(spec)
     small = _small_points(spec)
     if small is not None:
         positions, ids, attributes = small
         return lambda: zv.write_points(spec.out, positions, object_ids=ids, attributes=attributes, **common)
+    from pipeline import sources  # dask.dataframe: imported only when a table is read
+
+    columns = column_map(spec)
     df = _input_table(spec.inputs, spec)
     if spec.kind == "points":
         table = sources.vertex_table(df, columns=columns)
