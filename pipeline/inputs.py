@@ -109,7 +109,7 @@ def check_inputs(spec: Any) -> list[str]:
     from pipeline import sources  # dask.dataframe: imported only when a table is read
 
     columns, opts = column_map(spec), spec.storage_options
-    if not sources.partitioned(spec.inputs, spec.kind):
+    if not _partitioned(spec):
         g = sources.load_geometry(spec.inputs, spec.kind, columns, opts)
         _check_grid(spec, g.positions.shape[1])
         return sources.warnings_for(", ".join(spec.inputs), g.dropped)
@@ -267,7 +267,7 @@ def plan_table(spec: Any) -> tuple[Any, Any, dict[str, Any]]:
     from pipeline import sources  # dask.dataframe: imported only when a table is read
 
     columns = column_map(spec)
-    if not sources.partitioned(spec.inputs, spec.kind):
+    if not _partitioned(spec):
         g = sources.load_geometry(spec.inputs, spec.kind, columns, spec.storage_options)
         return g.positions, g.object_ids if spec.kind == "points" else None, g.attributes
     vertex_inputs = spec.inputs[:1] if spec.kind in TWO_TABLES else spec.inputs

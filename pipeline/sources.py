@@ -52,11 +52,6 @@ class VertexTable:
     dropped: list[str] = field(default_factory=list)  # columns that cannot be stored
 
 
-def partitioned(paths: Sequence[str], kind: str | None = None) -> bool:
-    """Whether the inputs are read lazily in partitions (else whole, by :func:`load_geometry`)."""
-    return registry.frame_reader(registry.format_for(paths[0], kind)) is not None
-
-
 def read_table(paths: str | Sequence[str], *, storage_options: Mapping[str, Any] | None = None,
                kind: str | None = None) -> dd.DataFrame:
     """One lazy dataframe from files of one partitioned format (Parquet, CSV, NPZ, edge list, LAS/LAZ)."""
