@@ -24,7 +24,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TextIO
 
 STATS_PATH = "/__zv_requests__"
 
@@ -32,10 +32,11 @@ STATS_PATH = "/__zv_requests__"
 class LatencyMiddleware:
     """Delay every request by ``latency_ms`` and count it by HTTP method."""
 
-    def __init__(self, app: Callable[..., Iterable[bytes]], latency_ms: float) -> None:
+    def __init__(self, app: Callable[..., Iterable[bytes]], latency_ms: float, log: TextIO | None = None) -> None:
         self.app = app
         self.latency_s = latency_ms / 1000.0
         self.counts: Counter[str] = Counter()
+        self.log = log
         self._lock = threading.Lock()
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -50,6 +51,9 @@ class LatencyMiddleware:
             return [body]
         with self._lock:
             self.counts[method] += 1
+            if self.log is not None:  # when each request arrived: sequential rounds show as gaps
+                query = environ.get("QUERY_STRING", "")
+                self.log.write(f"{time.monotonic():.4f} {method} {environ.get('PATH_INFO')}{'?' + query if query else ''}\n")
         if self.latency_s:
             time.sleep(self.latency_s)
         return self.app(environ, start_response)
@@ -58,7 +62,7 @@ class LatencyMiddleware:
 class S3Server:
     """moto's S3 on 127.0.0.1 behind :class:`LatencyMiddleware`, served on a thread."""
 
-    def __init__(self, latency_ms: float = 0.0, port: int = 0) -> None:
+    def __init__(self, latency_ms: float = 0.0, port: int = 0, log: TextIO | None = None) -> None:
         from moto.moto_server.threaded_moto_server import MotoRequestHandler
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
         from werkzeug.serving import make_server
@@ -67,7 +71,7 @@ class S3Server:
             def log_request(self, *args: Any, **kwargs: Any) -> None:
                 """werkzeug logs every request to stderr; the counts say what was served."""
 
-        self.middleware = LatencyMiddleware(DomainDispatcherApplication(create_backend_app), latency_ms)
+        self.middleware = LatencyMiddleware(DomainDispatcherApplication(create_backend_app), latency_ms, log)
         self._server = make_server("127.0.0.1", port, self.middleware, threaded=True, request_handler=QuietHandler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="moto-s3")
 
@@ -96,8 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--latency-ms", type=float, default=0.0)
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--log", type=argparse.FileType("w", bufsize=1), help="write one line per request: time, method, path")
     args = parser.parse_args(argv)
-    server = S3Server(args.latency_ms, args.port)
+    server = S3Server(args.latency_ms, args.port, args.log)
     print(server.endpoint, flush=True)
     try:
         server._server.serve_forever()
