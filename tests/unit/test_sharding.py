@@ -473,12 +473,12 @@ def test_crash_during_commit_then_rerun(stores, tmp_path, monkeypatch, reference
     real = LocalStorage.move_many
     calls = []
 
-    def flaky(storage, pairs):
+    def flaky(storage, pairs, **kwargs):
         calls.append(1)
         if len(calls) == 5:  # move part of one array's shards, then die mid-commit
-            real(storage, pairs[: len(pairs) // 2])
+            real(storage, pairs[: len(pairs) // 2], **kwargs)
             raise RuntimeError("node lost")
-        return real(storage, pairs)
+        return real(storage, pairs, **kwargs)
 
     monkeypatch.setattr(LocalStorage, "move_many", flaky)
     monkeypatch.setattr(shard, "split_commits", lambda weights: [slice(i, i + 1) for i in range(len(weights))])

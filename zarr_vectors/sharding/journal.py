@@ -49,57 +49,82 @@ def staged_key(path: str, key: str) -> str:
     return posixpath.join(staging_dir(path), key.replace("/", "."))
 
 
-def apply_commit(storage: Storage, path: str, document: dict[str, Any], keys: Sequence[str]) -> None:
+def apply_commit(
+    storage: Storage,
+    path: str,
+    document: dict[str, Any],
+    keys: Sequence[str],
+    listed: tuple[Sequence[str], Sequence[str]] | None = None,
+) -> None:
     """Make the array at ``path`` the staged one; safe to replay from any point.
 
     Old objects that are not new keys are deleted, staged objects moved over, the
-    new document written, the array's staging removed.  Everything the array needs
-    is in the staging (or already in place) while its journal exists.
+    new document written, the journal removed.  Everything the array needs is in the
+    staging (or already in place) while its journal exists.  ``listed``: the array's
+    staged keys and its objects, listed since the journal was written (a first commit
+    lists them before; a replay lists here).
     """
     keep = set(keys)
     prefix = posixpath.join(path, "c")
-    stale = [rel for rel in storage.list_files(prefix) if rel[len(path) + 1 :] not in keep]
+    staged, current = listed if listed is not None else (None, storage.list_files(prefix))
+    stale = [rel for rel in current if rel[len(path) + 1 :] not in keep]
     storage.delete_many(stale)
-    storage.move_many([(staged_key(path, k), posixpath.join(path, k)) for k in keys])
+    pairs = [(staged_key(path, k), posixpath.join(path, k)) for k in keys]
+    if staged is None:
+        storage.move_many(pairs)
+    else:  # listed: move what is staged, no second look
+        there = set(staged)
+        storage.move_many([p for p in pairs if p[0] in there], sources_present=True)
     # directories the old layout needed and the new one does not; never above <path>/c
     parents = {posixpath.dirname(k) for k in stale} - {posixpath.dirname(posixpath.join(path, k)) for k in keys}
     storage.remove_empty_dirs(parents, floor=prefix)
     write_node(storage, path, document)
-    storage.delete_prefix(staging_dir(path))
+    if staged is None:
+        storage.delete_prefix(staging_dir(path))
+    else:  # the staged objects were moved: only the journal is left (orphans go with the staging area)
+        storage.delete(posixpath.join(staging_dir(path), JOURNAL))
+        storage.remove_empty_dirs([staging_dir(path)], floor=STAGING)
 
 
 def commit_arrays(storage: Storage, commits: Sequence[Commit]) -> int:
     """Journal, then apply, the new layout of some arrays (only once every pack task succeeded).
 
-    Arrays are independent (each its own journal, document and keys), so on a remote
-    store their round trips overlap instead of adding up.
+    In rounds over every array at once, so on a remote store the arrays' round trips
+    overlap: one listing of each array's staging and of its objects, then the journals,
+    then each array's moves and document.
     """
-
-    def commit(one: Commit) -> None:
-        path, document, keys = one
+    listings = storage.overlap(
+        storage.list_files, [d for path, _, _ in commits for d in (staging_dir(path), posixpath.join(path, "c"))]
+    )
+    journals: dict[str, bytes] = {}
+    for (path, document, keys), staged in zip(commits, listings[0::2]):
         journal = posixpath.join(staging_dir(path), JOURNAL)
-        if storage.get(journal) is None:
-            staged = set(storage.list_files(staging_dir(path)))
-            missing = [k for k in keys if staged_key(path, k) not in staged]
-            if missing:
-                raise ArrayError(
-                    f"{path}: {len(missing)} staged objects are missing (e.g. {missing[:3]}); not committing"
-                )
-            record = {"array": path, "document": document, "keys": keys}
-            storage.put(journal, json.dumps(record, allow_nan=True).encode("utf-8"))
-        apply_commit(storage, path, document, keys)
-
-    storage.overlap(commit, commits)
+        if journal in staged:  # journaled by a run that stopped before applying: replay it below
+            continue
+        there = set(staged)
+        missing = [k for k in keys if staged_key(path, k) not in there]
+        if missing:
+            raise ArrayError(f"{path}: {len(missing)} staged objects are missing (e.g. {missing[:3]}); not committing")
+        record = {"array": path, "document": document, "keys": keys}
+        journals[journal] = json.dumps(record, allow_nan=True).encode("utf-8")
+    storage.put_many(journals)
+    storage.overlap(
+        lambda i: apply_commit(storage, *commits[i], listed=(listings[2 * i], listings[2 * i + 1])),
+        range(len(commits)),
+    )
     return len(commits)
 
 
-def recover(storage: Storage) -> int:
-    """Finish every commit an interrupted run journaled; returns how many."""
+def recover(storage: Storage) -> tuple[int, bool]:
+    """Finish every commit an interrupted run journaled: how many, and whether the staging area
+    still holds anything (orphans of an interrupted pack stage, which the next run drops)."""
     done = 0
+    orphans = False
     for name in storage.list_dir(STAGING):
         key = posixpath.join(STAGING, name, JOURNAL)
         raw = storage.get(key)
         if raw is None:  # staging of an interrupted pack stage: never journaled, discarded later
+            orphans = True
             continue
         record = json.loads(raw)
         path = record["array"]
@@ -107,4 +132,4 @@ def recover(storage: Storage) -> int:
             raise EncodingError(f"{key}: journal names array {path!r}, which does not match its location")
         apply_commit(storage, path, record["document"], list(record["keys"]))
         done += 1
-    return done
+    return done, orphans

@@ -125,11 +125,13 @@ def _refuse_task(url: str, *parts: list[str | None]) -> None:
     refuse_unreconciled(url, [p for part in parts for p in part])
 
 
-def _prepare_task(storage: Storage, checked: None) -> bool:
+def _prepare_task(storage: Storage, checked: None, orphans: bool, consolidated: bool) -> bool:
     """Once the check passed: drop the orphans of an interrupted pack stage (incomplete, never
-    journaled) and the consolidated copy (before the first change); whether there was one."""
-    storage.delete_prefix(STAGING)
-    return drop_consolidated(storage)
+    journaled) and the consolidated copy (before the first change); whether there was one.
+    The client's look at the store said whether there are any of either (no request to ask again)."""
+    if orphans:
+        storage.delete_prefix(STAGING)
+    return drop_consolidated(storage) if consolidated else False
 
 
 def _after(storage: Storage, *done: Any) -> Storage:
@@ -268,8 +270,10 @@ def _group_rows(group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def split_commits(weights: Sequence[int]) -> list[slice]:
-    """Runs of arrays committed by one task (a commit costs per array and per object)."""
-    return runner.task_runs(weights, 256)
+    """Runs of arrays committed by one task (a commit costs per array and per object).  Large
+    runs: a task commits its arrays in a few rounds of concurrent requests, so on an object
+    store fewer tasks means fewer rounds, and the work per object is one small request."""
+    return runner.task_runs(weights, 4096, tasks_per_thread=1)
 
 
 def _relayout(url: Any, shard_shape: Any, storage_options: Mapping[str, Any] | None) -> ShardResult:
@@ -279,7 +283,7 @@ def _relayout(url: Any, shard_shape: Any, storage_options: Mapping[str, Any] | N
     target = None if shard_shape is None else normalise_shard_shape(shard_shape, ndim)
     min_cells_per_task = int(config.get("shard.min-cells-per-task"))  # read here, in the client
     cells_per_batch = int(config.get("shard.cells-per-batch"))
-    recovered = recover(storage)  # finish what an interrupted run journaled
+    recovered, orphans = recover(storage)  # finish what an interrupted run journaled
     grids = open_grid_arrays(store)
     for grid in grids:
         if grid.ndim != ndim:
@@ -288,7 +292,9 @@ def _relayout(url: Any, shard_shape: Any, storage_options: Mapping[str, Any] | N
             )
     todo = [g for g in grids if not in_layout(g, target)]
     # one graph: check -> (the store may change from here) staging and consolidated copy dropped -> pack
-    prepared = dask.delayed(_prepare_task, pure=False)(storage, _check_presence(store, todo, min_cells_per_task))
+    prepared = dask.delayed(_prepare_task, pure=False)(
+        storage, _check_presence(store, todo, min_cells_per_task), orphans, store.consolidated is not None
+    )
     ready = dask.delayed(_after, pure=False)(storage, prepared)
     tasks, cells = _plan(todo, target, min_cells_per_task)
     *packed, had_consolidated = runner.compute(

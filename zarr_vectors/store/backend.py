@@ -250,13 +250,24 @@ class Storage(ABC):
         """Remove everything below ``prefix`` (the prefix itself included)."""
 
     @abstractmethod
-    def move_many(self, pairs: Sequence[tuple[str, str]]) -> None:
+    def move_many(self, pairs: Sequence[tuple[str, str]], *, sources_present: bool = False) -> None:
         """Move objects ``(source, destination)``, replacing destinations.  Sources already
-        moved are skipped, so an interrupted move can be replayed."""
+        moved are skipped, so an interrupted move can be replayed.  ``sources_present``: the
+        caller has just listed every source, so an object store need not look again."""
 
     def remove_empty_dirs(self, prefixes: Iterable[str], *, floor: str) -> None:
         """Remove directories that deletions left empty, walking up from each prefix
         while below ``floor``; nothing to do where directories are not objects."""
+
+
+def existing_sources(storage: Storage, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The pairs whose source exists, from one listing of their common prefix (one request where
+    a HEAD per object would be as many, in the same round)."""
+    prefix = posixpath.commonpath([posixpath.dirname(s) for s, _ in pairs])
+    if not prefix:  # sources at the store's top: listing it would list the whole store
+        return [(s, d) for s, d in pairs if storage.exists(s)]
+    listed = set(storage.list_files(prefix))
+    return [(s, d) for s, d in pairs if s in listed]
 
 
 class LocalStorage(Storage):
@@ -351,7 +362,7 @@ class LocalStorage(Storage):
         else:
             os.remove(path)
 
-    def move_many(self, pairs: Sequence[tuple[str, str]]) -> None:
+    def move_many(self, pairs: Sequence[tuple[str, str]], *, sources_present: bool = False) -> None:
         """Renames (``os.replace``), creating destination directories as needed; neither side
         goes through a linked directory."""
         for src, dst in pairs:
@@ -524,15 +535,11 @@ class FsspecStorage(Storage):
         if self.exists(prefix):
             self.fs.rm(self.full_path(prefix), recursive=True)
 
-    def move_many(self, pairs: Sequence[tuple[str, str]]) -> None:
+    def move_many(self, pairs: Sequence[tuple[str, str]], *, sources_present: bool = False) -> None:
         """Copy (server side on S3) then delete: object stores have no rename."""
         if not pairs:
             return
-        if len(pairs) < 8:
-            present = [(s, d) for s, d in pairs if self.fs.exists(self.full_path(s))]
-        else:  # one listing instead of a HEAD per object
-            listed = set(self.list_files(posixpath.commonpath([s for s, _ in pairs])))
-            present = [(s, d) for s, d in pairs if s in listed]
+        present = list(pairs) if sources_present else existing_sources(self, pairs)
         if present:
             self.fs.copy([self.full_path(s) for s, _ in present], [self.full_path(d) for _, d in present])
             self.fs.rm([self.full_path(s) for s, _ in present])

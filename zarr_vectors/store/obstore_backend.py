@@ -28,7 +28,7 @@ from obstore.store import S3Store
 
 from zarr_vectors import config
 from zarr_vectors.errors import InputError, StoreNotFoundError
-from zarr_vectors.store.backend import Storage
+from zarr_vectors.store.backend import Storage, existing_sources
 from zarr_vectors.store.localfs import check_key
 
 T = TypeVar("T")
@@ -251,16 +251,11 @@ class ObstoreStorage(Storage):
         if keys:  # not through delete_many: this call's own requests are counted as one (accounting.ADDITIVE)
             obstore.delete(self._store, [self._key(k) for k in keys])
 
-    def move_many(self, pairs: Sequence[tuple[str, str]]) -> None:
+    def move_many(self, pairs: Sequence[tuple[str, str]], *, sources_present: bool = False) -> None:
         """Server-side copies, then one bulk delete; sources already moved are skipped."""
         if not pairs:
             return
-        if len(pairs) < 8:
-            there = _Loop.run(_bounded([partial(self._head, self._key(s)) for s, _ in pairs]))
-            present = [p for p, ok in zip(pairs, there) if ok]
-        else:  # one listing instead of a HEAD per object
-            listed = set(self._listing(posixpath.commonpath([s for s, _ in pairs])))
-            present = [(s, d) for s, d in pairs if s in listed]
+        present = list(pairs) if sources_present else existing_sources(self, pairs)
         _Loop.run(_bounded([partial(obstore.copy_async, self._store, self._key(s), self._key(d)) for s, d in present]))
         if present:  # the copies and this delete are this call's own requests (accounting.ADDITIVE)
             obstore.delete(self._store, [self._key(s) for s, _ in present])
