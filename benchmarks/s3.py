@@ -190,7 +190,8 @@ def main() -> None:
     parser.add_argument("--stages", nargs="+", default=list(STAGES), choices=STAGES,
                         help="stages to run, in this order on one store (default: all)")
     parser.add_argument("--ours", nargs="+", default=list(OURS), choices=OURS)
-    parser.add_argument("--refs", nargs="+", default=list(REFS), choices=REFS)
+    parser.add_argument("--refs", nargs="*", default=list(REFS), choices=REFS,
+                        help="the reference's backends (none: ours only)")
     parser.add_argument("--json", type=Path, help="also write every figure here")
     args = parser.parse_args()
 
