@@ -46,6 +46,8 @@ def test_per_stage_counts_equal_what_the_server_saw(s3_server, s3_bucket, local_
         "write": (lambda: zv.write_points(url, pos, chunk_shape=250, storage_options=options), False),
         "read": (lambda: zv.read(url, storage_options=options), False),
         "pyramid": (lambda: zv.build_pyramid(url, factors=[(2, 1)], storage_options=options), False),
+        # the commit's moves once HEADed their sources behind the accounting's back (0 counted, 112 seen)
+        "shard": (lambda: zv.shard_store(url, 2, storage_options=options), False),
         "validate": (lambda: zv.validate(url, 5, storage_options=options), True),
         "consolidate": (lambda: zv.consolidate_store(url, storage_options=options), True),
         "overwrite": (lambda: zv.write_points(url, pos, chunk_shape=250, storage_options=options, overwrite=True),
