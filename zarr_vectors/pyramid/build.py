@@ -80,7 +80,8 @@ from zarr_vectors.reconcile import confirm_presence, finalize_links
 from zarr_vectors.store.consolidated import reconsolidating
 from zarr_vectors.store.grid import GridArray, write_cells_many
 from zarr_vectors.store.groups import Level
-from zarr_vectors.store.nodes import group_document, write_node
+from zarr_vectors.store.nodes import group_document, meta_key
+from zarr_vectors.store.strict_json import dump_document
 
 __all__ = ["PyramidLevel", "PyramidResult", "build_pyramid"]
 
@@ -362,25 +363,30 @@ class _Builder:
             attribute_aggregation=carried or None,
         )
         level = Level(self.store, n, meta)
-        level.write_metadata()
         origin, shape = _coarse_grid(self.root.bounds, cs, binned.cells)
 
-        def create(rel: str, attrs: dict[str, Any]) -> GridArray:
-            return GridArray.create(
+        def new_array(rel: str, attrs: dict[str, Any]) -> GridArray:
+            return GridArray.new(
                 self.store.storage, level.node_path(rel), shape=shape, origin=origin, attributes=attrs,
                 compressor=self.compressor,
             )
 
-        if carried:
-            write_node(self.store.storage, level.node_path("vertex_attributes"), group_document())
         source = self.levels[n - 1].level
         arrays = _Arrays(
-            create("vertices", {"zv_array": "vertices", "dtype": binned.dtype.name, "encoding": "raw"}),
-            create("vertex_fragments", {"zv_array": "vertex_fragments", "encoding": "fragment_index_v1"}),
+            new_array("vertices", {"zv_array": "vertices", "dtype": binned.dtype.name, "encoding": "raw"}),
+            new_array("vertex_fragments", {"zv_array": "vertex_fragments", "encoding": "fragment_index_v1"}),
             {  # the same row layout as the source's (dtype, row_shape, channel names): D22
-                name: create(f"vertex_attributes/{name}", _attribute_document(source, name)) for name in carried
+                name: new_array(f"vertex_attributes/{name}", _attribute_document(source, name)) for name in carried
             },
         )
+        # the level's documents in one batch (one round on an object store, not one per document);
+        # the root, which makes the level part of the store, only after them
+        documents = {level.path: group_document(meta.to_attributes())}
+        if carried:
+            documents[level.node_path("vertex_attributes")] = group_document()
+        for grid in [arrays.vertices, arrays.fragments, *arrays.attributes.values()]:
+            documents[grid.path] = grid.doc
+        self.store.storage.put_many({meta_key(path): dump_document(doc) for path, doc in documents.items()})
         self.root.datasets.append(RootMetadata.level_transform(n, new.bin_shape, self.root.effective_base_bin_shape))
         tokens = (["preserved_object_ids"] if self.plan.has_objects else []) + ["shared_fragments"]
         if self.plan.max_delta > 0:

@@ -106,6 +106,23 @@ class GridArray:
         compressor: dict[str, Any] | None,
     ) -> GridArray:
         """Write a new (empty) grid array's metadata; never touches cells."""
+        grid = cls.new(storage, path, shape=shape, origin=origin, attributes=attributes, compressor=compressor)
+        write_node(storage, path, grid.doc)
+        return grid
+
+    @classmethod
+    def new(
+        cls,
+        storage: Storage,
+        path: str,
+        *,
+        shape: Sequence[int],
+        origin: Sequence[int],
+        attributes: Mapping[str, Any],
+        compressor: dict[str, Any] | None,
+    ) -> GridArray:
+        """A new (empty) grid array whose document is not written yet (a caller writing several
+        documents at once sends them in one batch)."""
         attrs: dict[str, Any] = {"nonempty_chunks": []}
         attrs.update(attributes)
         if any(int(o) != 0 for o in origin):
@@ -118,7 +135,6 @@ class GridArray:
             codecs=Pipeline.codecs_json("vlen-bytes", compressor),
             attributes=attrs,
         )
-        write_node(storage, path, doc)
         return cls(storage, path, doc)
 
     @classmethod
