@@ -95,18 +95,9 @@ class GridArray:
 
     # -- construction ---------------------------------------------------------
     @classmethod
-    def create(
-        cls,
-        storage: Storage,
-        path: str,
-        *,
-        shape: Sequence[int],
-        origin: Sequence[int],
-        attributes: Mapping[str, Any],
-        compressor: dict[str, Any] | None,
-    ) -> GridArray:
-        """Write a new (empty) grid array's metadata; never touches cells."""
-        grid = cls.new(storage, path, shape=shape, origin=origin, attributes=attributes, compressor=compressor)
+    def create(cls, storage: Storage, path: str, **spec: Any) -> GridArray:
+        """Write a new (empty) grid array's metadata (``spec``: :meth:`new`'s keywords); never touches cells."""
+        grid = cls.new(storage, path, **spec)
         write_node(storage, path, grid.doc)
         return grid
 
