@@ -566,3 +566,23 @@ def test_every_unreconciled_array_is_named_from_the_check_tasks(stores, tmp_path
             dask.config.set({"zarr_vectors.shard.min-cells-per-task": 1}):
         zv.shard_store(str(store), 2)
     assert "0/vertices" in str(info.value) and "0/link_fragments" in str(info.value)
+
+
+def test_an_applied_commit_leaves_no_journal_behind(tmp_path, monkeypatch):
+    """Each array's journal goes with its commit (a later crash must not replay a finished array),
+    though the first commit listed the staging before writing the journal."""
+    from zarr_vectors.sharding import journal
+
+    url = str(tmp_path / "p.zv")
+    zv.write_points(url, np.random.default_rng(0).uniform(0, 1000, (5000, 3)), chunk_shape=250.0)
+    applied = journal.apply_commit
+    left: dict[str, list[str]] = {}
+
+    def apply_and_look(storage, path, *args, **kwargs):
+        applied(storage, path, *args, **kwargs)
+        left[path] = storage.list_files(journal.staging_dir(path))
+
+    monkeypatch.setattr(journal, "apply_commit", apply_and_look)
+    zv.shard_store(url, 2)
+    assert sorted(left) == grid_array_paths(Storage(url), 0)
+    assert all(keys == [] for keys in left.values()), left

@@ -80,8 +80,7 @@ from zarr_vectors.reconcile import confirm_presence, finalize_links
 from zarr_vectors.store.consolidated import reconsolidating
 from zarr_vectors.store.grid import GridArray, write_cells_many
 from zarr_vectors.store.groups import Level
-from zarr_vectors.store.nodes import group_document, meta_key
-from zarr_vectors.store.strict_json import dump_document
+from zarr_vectors.store.nodes import group_document, write_nodes
 
 __all__ = ["PyramidLevel", "PyramidResult", "build_pyramid"]
 
@@ -386,7 +385,7 @@ class _Builder:
             documents[level.node_path("vertex_attributes")] = group_document()
         for grid in [arrays.vertices, arrays.fragments, *arrays.attributes.values()]:
             documents[grid.path] = grid.doc
-        self.store.storage.put_many({meta_key(path): dump_document(doc) for path, doc in documents.items()})
+        write_nodes(self.store.storage, documents)
         self.root.datasets.append(RootMetadata.level_transform(n, new.bin_shape, self.root.effective_base_bin_shape))
         tokens = (["preserved_object_ids"] if self.plan.has_objects else []) + ["shared_fragments"]
         if self.plan.max_delta > 0:

@@ -59,31 +59,32 @@ def apply_commit(
     """Make the array at ``path`` the staged one; safe to replay from any point.
 
     Old objects that are not new keys are deleted, staged objects moved over, the
-    new document written, the journal removed.  Everything the array needs is in the
-    staging (or already in place) while its journal exists.  ``listed``: the array's
-    staged keys and its objects, listed since the journal was written (a first commit
-    lists them before; a replay lists here).
+    new document written, what is left of the array's staging (its journal) removed.
+    Everything the array needs is in the staging (or already in place) while its
+    journal exists.  ``listed``: the array's staged keys and its objects, listed since
+    the journal was written (a first commit lists them with every other array's; a
+    replay lists them here).
     """
     keep = set(keys)
     prefix = posixpath.join(path, "c")
-    staged, current = listed if listed is not None else (None, storage.list_files(prefix))
+    staged, current = listed if listed is not None else storage.overlap(storage.list_files, [staging_dir(path), prefix])
     stale = [rel for rel in current if rel[len(path) + 1 :] not in keep]
+    there, placed = set(staged), set(current)
+    lost = [k for k in keys if staged_key(path, k) not in there and posixpath.join(path, k) not in placed]
+    if lost:  # neither staged nor already moved: applying would leave the array without them
+        raise ArrayError(f"{path}: {len(lost)} new objects are neither staged nor in place (e.g. {lost[:3]})")
     storage.delete_many(stale)
-    pairs = [(staged_key(path, k), posixpath.join(path, k)) for k in keys]
-    if staged is None:
-        storage.move_many(pairs)
-    else:  # listed: move what is staged, no second look
-        there = set(staged)
-        storage.move_many([p for p in pairs if p[0] in there], sources_present=True)
+    moves = [(staged_key(path, k), posixpath.join(path, k)) for k in keys if staged_key(path, k) in there]
+    storage.move_many(moves, sources_present=True)  # listed: no second look at the sources
     # directories the old layout needed and the new one does not; never above <path>/c
     parents = {posixpath.dirname(k) for k in stale} - {posixpath.dirname(posixpath.join(path, k)) for k in keys}
     storage.remove_empty_dirs(parents, floor=prefix)
     write_node(storage, path, document)
-    if staged is None:
-        storage.delete_prefix(staging_dir(path))
-    else:  # the staged objects were moved: only the journal is left (orphans go with the staging area)
-        storage.delete(posixpath.join(staging_dir(path), JOURNAL))
-        storage.remove_empty_dirs([staging_dir(path)], floor=STAGING)
+    # the journal (written after a first commit's listing), and any orphan beside it
+    journal = posixpath.join(staging_dir(path), JOURNAL)
+    moved = {source for source, _ in moves}
+    storage.delete_many(sorted({journal, *(k for k in staged if k not in moved)}))
+    storage.remove_empty_dirs([staging_dir(path)], floor=STAGING)
 
 
 def commit_arrays(storage: Storage, commits: Sequence[Commit]) -> int:

@@ -114,6 +114,11 @@ def write_node(storage: Storage, path: str, doc: dict[str, Any]) -> None:
     storage.put(meta_key(path), dump_document(doc))
 
 
+def write_nodes(storage: Storage, docs: dict[str, dict[str, Any]]) -> None:
+    """Several nodes' documents in one batch (concurrent on an object store)."""
+    storage.put_many({meta_key(path): dump_document(doc) for path, doc in docs.items()})
+
+
 def group_document(attributes: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"attributes": attributes or {}, "zarr_format": 3, "node_type": "group"}
 
