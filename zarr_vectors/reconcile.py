@@ -9,7 +9,8 @@ writer, the pyramid and sharding alike:
   :func:`rebuild_presence`, :func:`merge_presence`, :func:`require_reconciled`); a
   disagreement is always a :class:`~zarr_vectors.errors.PresenceMismatchError`;
 * **counts** -- a links family's ``num_links`` / ``num_physical_records``
-  (:func:`stamp_link_counts`, :func:`finalize_links`);
+  (:func:`stamp_link_counts`, :func:`finalize_links`, and :func:`finalize_created_family`
+  for a family whose coordinator and writers report everything it holds);
 * **object tables** -- the object index's manifests and the object attributes
   (:func:`write_object_index`, :func:`write_object_attributes`), whoever computed them;
 * **the level document** -- ``arrays_present``, ``vertex_count``, ``fragments_tile``
@@ -33,8 +34,10 @@ from zarr_vectors.format.links import Chunk, LinkCounts, logical_count
 from zarr_vectors.format.paths import format_chunk_key, link_attributes_group_path
 from zarr_vectors.store.grid import GridArray
 from zarr_vectors.store.groups import Level
+from zarr_vectors.store.link_cells import LinkWriteSummary
 from zarr_vectors.store.link_family import (
     LINK_FRAGMENTS,
+    CreatedFamily,
     family_path,
     link_array_rel,
     list_link_attribute_names,
@@ -43,13 +46,14 @@ from zarr_vectors.store.link_family import (
     stamp_counts,
 )
 from zarr_vectors.store.link_read import read_family_records
-from zarr_vectors.store.nodes import group_document, write_node
+from zarr_vectors.store.nodes import group_document, write_node, write_nodes
 from zarr_vectors.store.object_index import write_object_index as write_manifests
 from zarr_vectors.store.tables import write_table
 
 __all__ = [
     "ObjectAttributeTable",
     "confirm_presence",
+    "finalize_created_family",
     "finalize_links",
     "finish_level",
     "link_presence_arrays",
@@ -194,6 +198,34 @@ def finalize_links(
         counts = LinkCounts(logical_count(policy, records, family_path(level, delta)), total)
     stamp_link_counts(level, delta, counts)
     return counts
+
+
+def finalize_created_family(
+    level: Level, created: CreatedFamily, written: Sequence[LinkWriteSummary], counts: LinkCounts
+) -> None:
+    """:func:`finalize_links` for a family its coordinator just created (``created``) and whose
+    writers report every cell they wrote (``written``).
+
+    Each array's listing must agree with the reports (else nothing is stamped); then every
+    presence list and the counts go out in one batch, on the documents the coordinator
+    composed: two rounds on an object store, where the general reconcile walks and re-reads.
+    """
+    delta = created.policy.delta
+    expected: dict[str, set[str]] = {rel: set() for rel in created.arrays}
+    for summary in written:
+        for segment, keys in summary.cells.items():
+            expected[link_array_rel(delta, segment)].update(keys)
+            if segment in created.flat:
+                expected[LINK_FRAGMENTS].update(keys)
+    grids = [created.arrays[rel] for rel in expected]
+    listings = level.storage.overlap(GridArray.derive_nonempty_chunks, grids)
+    problems = [p for g, on, rel in zip(grids, listings, expected) if (p := presence_mismatch(g, on, expected[rel]))]
+    _raise_mismatches(f"{family_path(level, delta)}: the write is incomplete", problems, "Run the write again.")
+    documents = {family_path(level, delta): created.group_document(counts)}
+    for grid, rel in zip(grids, expected):
+        grid.note_nonempty_chunks(expected[rel])
+        documents[grid.path] = grid.doc
+    write_nodes(level.storage, documents)
 
 
 # ---------------------------------------------------------------------------------------

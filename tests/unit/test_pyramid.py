@@ -461,3 +461,66 @@ def test_sharded_level0_is_read_through_its_shards(tmp_path):
     # the unsharded store (shard again afterwards: sharding is the last writer step)
     new = {k: v for k, v in tree(plain).items() if k.startswith(("1/", "0/links/"))}
     assert new and all(tree(sharded)[k] == v for k, v in new.items())
+
+
+# ---------------------------------------------------------------------------
+# the families' coordinator and reconcile trust nothing they did not write
+# ---------------------------------------------------------------------------
+def test_a_family_back_after_the_clear_is_refused(tmp_path, monkeypatch):
+    """The coordinator writes every family document in one batch because the build removed
+    them all; a family that is there again means another writer, and nothing is overwritten."""
+    import zarr_vectors.pyramid.build as build
+    from zarr_vectors.errors import ArrayError
+    from zarr_vectors.store.link_family import create_links_family
+
+    store = tmp_path / "p.zv"
+    zv.write_points(str(store), SMALL_POS, **KW)
+    clear = build.clear_pyramid
+
+    family = store / "0" / "links" / "+1" / "zarr.json"
+    intruder = []
+
+    def clear_then_intrude(plan):
+        clear(plan)
+        create_links_family(plan.base.level, 1, link_width=2, directed=False, sid_ndim=3)
+        intruder.append(family.read_bytes())
+
+    monkeypatch.setattr(build, "clear_pyramid", clear_then_intrude)
+    with pytest.raises(ArrayError, match=r"0/links/\+1 exists although this pyramid build removed it"):
+        zv.build_pyramid(str(store), factors=[2])
+    assert [family.read_bytes()] == intruder
+
+
+def test_family_reconcile_checks_the_writers_reports_against_a_listing(tmp_path):
+    """A cell a writer reports but storage lacks stamps nothing; agreeing reports stamp the
+    presence lists and counts on the coordinator's documents."""
+    from zarr_vectors.errors import PresenceMismatchError
+    from zarr_vectors.format.links import LinkCounts, make_policy
+    from zarr_vectors.reconcile import finalize_created_family
+    from zarr_vectors.store.grid import write_cells_many
+    from zarr_vectors.store.link_cells import LinkWriteSummary
+    from zarr_vectors.store.link_family import compose_new_family
+    from zarr_vectors.store.nodes import write_nodes
+
+    store = tmp_path / "p.zv"
+    zv.write_points(str(store), SMALL_POS, **KW)
+    level = zv.open_store(str(store)).level(0)
+    policy = make_policy(1, 2, True, "canonical", 3)
+    created, docs = compose_new_family(
+        level, policy, ["0.0.0"], extent=((0, 0, 0), (2, 2, 2)), dtype="int32", compressor=None
+    )
+    write_nodes(level.storage, docs)
+    grid = created.arrays["links/+1/0.0.0"]
+    write_cells_many([(grid, {(0, 0, 0): b"\x01" * 8})])
+    family = store / "0" / "links" / "+1" / "zarr.json"
+    before = family.read_bytes()
+    claimed = [LinkWriteSummary({"0.0.0": ["0.0.0", "1.0.0"]}, 2)]  # 1.0.0 was never written
+    with pytest.raises(PresenceMismatchError, match=r"1 listed but not on storage \['1.0.0'\]"):
+        finalize_created_family(level, created, claimed, LinkCounts(2, 2))
+    assert family.read_bytes() == before
+    finalize_created_family(level, created, [LinkWriteSummary({"0.0.0": ["0.0.0"]}, 1)], LinkCounts(1, 1))
+    attrs = json.loads(family.read_text())["attributes"]
+    assert (attrs["num_links"], attrs["num_physical_records"]) == (1, 1)
+    array_doc = json.loads((store / "0" / "links" / "+1" / "0.0.0" / "zarr.json").read_text())
+    assert array_doc["attributes"]["nonempty_chunks"] == ["0.0.0"]
+    assert link_family_policy(zv.open_store(str(store)).level(0), 1) == policy

@@ -12,12 +12,12 @@ the levels are built one after the other.  Level ``N`` from level ``N - 1``
    the metavertices, each source group's map and the object plan stay in memory;
 2. **init** (client, metadata only): the level group, its vertex arrays, the root's NGFF
    dataset and capability tokens;
-3. one graph: a coordinator task creating every cross-level family and offsets array,
-   the ``+k`` / ``-k`` records placed and written by the owners of their cells
-   (:mod:`.families`), the coarse vertex cells, and the **reconcile** tasks: presence
-   lists, the object index and the object attributes (:mod:`.objects`),
-   ``finalize_links`` with the counts the tasks report -- a task each, then the level
-   document.
+3. one graph: a coordinator task creating every cross-level family and offsets array
+   (their documents in one batch), the ``+k`` / ``-k`` records placed and written by the
+   owners of their cells (:mod:`.families`), the coarse vertex cells, and the
+   **reconcile** tasks: presence lists, the object index and the object attributes
+   (:mod:`.objects`), each family's presence lists and counts from what its writers
+   report -- a task each, then the level document.
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ from zarr_vectors.execution import runner
 from zarr_vectors.execution.runner import current_client
 from zarr_vectors.format.coarsen import BinGrid, MetavertexLayout
 from zarr_vectors.format.crosslevel import compose_parents
-from zarr_vectors.format.links import LinkCounts
 from zarr_vectors.format.metadata import LevelMetadata, RootMetadata
 from zarr_vectors.format.paths import format_chunk_key, format_delta
 from zarr_vectors.pyramid.bins import (
@@ -58,6 +57,7 @@ from zarr_vectors.pyramid.families import (
     FamilySpec,
     cell_pairs,
     family_parts,
+    finalize_family,
     init_families,
     minus_owner_partition,
     minus_share,
@@ -76,7 +76,7 @@ from zarr_vectors.pyramid.plan import (
     presence_problems,
     refuse_level,
 )
-from zarr_vectors.reconcile import confirm_presence, finalize_links
+from zarr_vectors.reconcile import confirm_presence
 from zarr_vectors.store.consolidated import reconsolidating
 from zarr_vectors.store.grid import GridArray, write_cells_many
 from zarr_vectors.store.groups import Level
@@ -135,7 +135,7 @@ class _Arrays:
     attributes: dict[str, GridArray]  # the carried vertex attributes (D22)
 
 
-def _attribute_document(source: Level, name: str) -> dict[str, Any]:
+def _attribute_document(source: LevelState, name: str) -> dict[str, Any]:
     """A carried attribute's array attributes: the source's, without its presence list and grid origin."""
     attrs = source.array(f"vertex_attributes/{name}").attributes
     return {k: v for k, v in attrs.items() if k not in ("nonempty_chunks", "chunk_grid_origin")}
@@ -166,13 +166,6 @@ def _write_vertices(arrays: _Arrays, layout: MetavertexLayout, start: int, stop:
 def _vertex_keys(*parts: list[str]) -> list[str]:
     """Every coarse vertex cell the owners wrote, sorted (what the presence lists must say)."""
     return sorted({k for ks in parts for k in ks})
-
-
-def _finalize(level: Level, delta: int, rows: list[int]) -> tuple[int, int, int]:
-    """One family's counts and presence lists (a reconcile task): ``(level, delta, records)``."""
-    n = int(sum(rows))
-    finalize_links(level, delta, counts=LinkCounts(n, n))
-    return level.number, delta, n
 
 
 def _finish(level: Level, families: list[tuple[int, int, int]], *done: None) -> list[tuple[int, int, int]]:
@@ -254,7 +247,7 @@ class _Builder:
         self.store = plan.store
         self.root = plan.store.root
         self.ndim = plan.store.root.sid_ndim
-        self.compressor = _compressor(plan.base.level.array("vertices"))
+        self.compressor = _compressor(plan.base.array("vertices"))
         self.levels: dict[int, LevelState] = {0: plan.base}
         self.maps: dict[int, list[Any]] = {}  # fine level -> persisted MapState per group
         self.ancestors: dict[int, list[Any]] = {}  # fine level -> persisted ancestor arrays
@@ -309,11 +302,11 @@ class _Builder:
             extra = [objects, dask.delayed(_objects_summary)(objects)]
         else:
             fc = fi = _publish(np.zeros(0, np.int64))
-        vertices = src.level.array("vertices")
-        fragments = src.level.array("vertex_fragments") if plan.has_objects else None
+        vertices = src.array("vertices")
+        fragments = src.array("vertex_fragments") if plan.has_objects else None
         grid = BinGrid.covering(new.bin_shape, src.chunk_shape, src.origin, src.shape)
         carried = tuple(
-            AttributeSpec.of(name, src.level.array(f"vertex_attributes/{name}"), how) for name, how in plan.aggregation
+            AttributeSpec.of(name, src.array(f"vertex_attributes/{name}"), how) for name, how in plan.aggregation
         )
         params = BinParams(self.ndim, store_dtype(vertices), src.chunk_shape, grid, plan.has_objects, carried)
         # groups of whole source cells, by rows where a built level knows them, else by cell count
@@ -370,7 +363,7 @@ class _Builder:
                 compressor=self.compressor,
             )
 
-        source = self.levels[n - 1].level
+        source = self.levels[n - 1]
         arrays = _Arrays(
             new_array("vertices", {"zv_array": "vertices", "dtype": binned.dtype.name, "encoding": "raw"}),
             new_array("vertex_fragments", {"zv_array": "vertex_fragments", "encoding": "fragment_index_v1"}),
@@ -510,7 +503,7 @@ class _Builder:
                 dask.delayed(write_objects)(level_ref, objects, binned.layout, sequences),
                 dask.delayed(write_kept_attributes)(level_ref, source, objects),
             ]
-        counted = [dask.delayed(_finalize)(lv, d, rows) for lv, d, rows in family_rows]
+        counted = [dask.delayed(finalize_family)(lv, d, ready, *rows) for lv, d, rows in family_rows]
         (families,) = runner.compute(
             f"pyramid level {state.number}: write", dask.delayed(_finish)(level_ref, counted, ready, *parts)
         )
@@ -571,7 +564,7 @@ def build_pyramid(
     )
     builder = _Builder(plan)
     levels, families = [], []
-    with reconsolidating(plan.store.storage):
+    with reconsolidating(plan.store.storage, has_copy=plan.store.consolidated is not None):
         for new in plan.levels:
             result, fams = builder.build_level(new)
             levels.append(result)

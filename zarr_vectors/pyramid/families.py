@@ -17,17 +17,29 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.format.coarsen import MetavertexLayout, unique_sorted
-from zarr_vectors.format.links import CrossLevelRecords, LinkPartition, cross_level_segments, place_cross_level
+from zarr_vectors.errors import ArrayError
+from zarr_vectors.format.links import (
+    CrossLevelRecords,
+    LinkCounts,
+    LinkPartition,
+    cross_level_segments,
+    make_policy,
+    place_cross_level,
+)
+from zarr_vectors.format.paths import links_group_path
 from zarr_vectors.pyramid.bins import MapState
+from zarr_vectors.reconcile import finalize_created_family
 from zarr_vectors.store.groups import Level
-from zarr_vectors.store.link_cells import write_link_cells
-from zarr_vectors.store.link_family import create_links_family, create_links_segments
+from zarr_vectors.store.link_cells import LinkWriteSummary, write_link_cells
+from zarr_vectors.store.link_family import LINKS, CreatedFamily, compose_new_family
+from zarr_vectors.store.nodes import group_document, meta_key, write_nodes
 
 __all__ = [
     "FamilyParts",
     "FamilySpec",
     "cell_pairs",
     "family_parts",
+    "finalize_family",
     "init_families",
     "minus_owner_partition",
     "minus_share",
@@ -67,25 +79,45 @@ def init_families(
     compressor: dict[str, Any] | None,
     ndim: int,
     families: list[tuple[Level, tuple[int, ...], tuple[int, ...], np.ndarray, FamilySpec, np.ndarray]],
-) -> int:
-    """The coordinator step of a level's cross-level families: every family group and offsets array."""
+) -> dict[tuple[int, int], CreatedFamily]:
+    """The coordinator step of a level's cross-level families: every family group and offsets array.
+
+    The build removed every cross-level family before it began (:func:`~.plan.clear_pyramid`),
+    so one batch of reads confirms none is back, and one batch writes every document.
+    Returns the families by ``(level, delta)`` for their writers and reconcile tasks.
+    """
+    wanted = []  # (level, delta, segments, extent)
     for fine, fine_origin, fine_shape, fine_cells, spec, pairs in families:
         plus, minus = cross_level_segments(
             pairs, fine_cells, coarse_cells, delta=spec.k, anchor_ratios=(spec.r_fine, spec.r_coarse),
             explicit=spec.explicit,
         )
-        create_links_family(fine, spec.k, link_width=2, directed=True, store="canonical", sid_ndim=ndim)
-        if plus:
-            create_links_segments(
-                fine, spec.k, plus, extent=(fine_origin, fine_shape), dtype=LINK_ROW_DTYPE, compressor=compressor
-            )
+        wanted.append((fine, spec.k, plus, (fine_origin, fine_shape)))
         if spec.explicit:
-            create_links_family(coarse, -spec.k, link_width=2, directed=True, store="canonical", sid_ndim=ndim)
-            if minus:
-                create_links_segments(
-                    coarse, -spec.k, minus, extent=(origin, shape), dtype=LINK_ROW_DTYPE, compressor=compressor
-                )
-    return len(families)
+            wanted.append((coarse, -spec.k, minus, (origin, shape)))
+    levels = {lv.number: lv for lv, *_ in wanted}
+    groups = [(lv, LINKS) for lv in levels.values()] + [(lv, links_group_path(d)) for lv, d, *_ in wanted]
+    storage = coarse.storage
+    found = storage.get_many(meta_key(lv.node_path(rel)) for lv, rel in groups)
+    present = {(lv.number, rel) for (lv, rel), raw in zip(groups, found) if raw is not None}
+    documents: dict[str, dict[str, Any]] = {
+        lv.node_path(LINKS): group_document() for n, lv in levels.items() if (n, LINKS) not in present
+    }
+    created: dict[tuple[int, int], CreatedFamily] = {}
+    for level, delta, segments, extent in wanted:
+        if (level.number, links_group_path(delta)) in present:
+            raise ArrayError(
+                f"{level.node_path(links_group_path(delta))} exists although this pyramid build removed it: "
+                "another writer is at work on the store"
+            )
+        policy = make_policy(delta, 2, True, "canonical", ndim)
+        family, docs = compose_new_family(
+            level, policy, segments, extent=extent, dtype=LINK_ROW_DTYPE, compressor=compressor
+        )
+        created[level.number, delta] = family
+        documents.update(docs)
+    write_nodes(storage, documents)
+    return created
 
 
 def family_parts(
@@ -95,7 +127,7 @@ def family_parts(
     total: int,
     target: MetavertexLayout,
     spec: FamilySpec,
-    ready: int = 0,
+    ready: object = None,
 ) -> FamilyParts:
     """``+k`` records of a fine group (its own cells, placed) and its ``-k`` records split by coarse owner.
 
@@ -166,12 +198,14 @@ def minus_share(parts: FamilyParts, owner: int) -> CrossLevelRecords | None:
     return parts.minus[owner]
 
 
-def write_plus(level: Level, delta: int, parts: FamilyParts, ready: int = 0) -> int:
-    """Write a fine group's ``+k`` cells (``ready``: the family-init task, which must run first)."""
+def write_plus(
+    level: Level, delta: int, parts: FamilyParts, created: dict[tuple[int, int], CreatedFamily]
+) -> LinkWriteSummary | None:
+    """Write a fine group's ``+k`` cells into the family ``created`` by the init task."""
     part = parts.plus
     if part.num_physical_records == 0:
-        return 0
-    return write_link_cells(level, delta, part).num_physical_records
+        return None
+    return write_link_cells(level, delta, part, created[level.number, delta])
 
 
 def minus_owner_partition(
@@ -194,8 +228,20 @@ def minus_owner_partition(
     )  # fmt: skip
 
 
-def write_minus(level: Level, delta: int, part: LinkPartition | None, ready: int = 0) -> int:
-    """Write a coarse owner's ``-k`` cells (after the family-init task)."""
+def write_minus(
+    level: Level, delta: int, part: LinkPartition | None, created: dict[tuple[int, int], CreatedFamily]
+) -> LinkWriteSummary | None:
+    """Write a coarse owner's ``-k`` cells into the family ``created`` by the init task."""
     if part is None or part.num_physical_records == 0:
-        return 0
-    return write_link_cells(level, delta, part).num_physical_records
+        return None
+    return write_link_cells(level, delta, part, created[level.number, delta])
+
+
+def finalize_family(
+    level: Level, delta: int, created: dict[tuple[int, int], CreatedFamily], *written: LinkWriteSummary | None
+) -> tuple[int, int, int]:
+    """One family's presence lists and counts from its writers' reports: ``(level, delta, records)``."""
+    reports = [w for w in written if w is not None]
+    n = sum(w.num_physical_records for w in reports)
+    finalize_created_family(level, created[level.number, delta], reports, LinkCounts(n, n))
+    return level.number, delta, n

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -217,10 +217,16 @@ class LevelState:
     shape: tuple[int, ...]
     cells: np.ndarray  # (c, D) occupied vertex cells, ascending
     counts: np.ndarray | None  # rows per cell (known for built levels)
+    grids: dict[str, GridArray] = field(default_factory=dict)  # level 0: the arrays the plan read and checked
 
     @property
     def number(self) -> int:
         return self.level.number
+
+    def array(self, rel: str) -> GridArray:
+        """The array at ``rel``: as the plan read and checked it (the build never changes level 0's
+        vertex arrays), else from storage."""
+        return self.grids[rel] if rel in self.grids else self.level.array(rel)
 
     def linear(self, chunks: np.ndarray) -> np.ndarray:
         return np.ravel_multi_index(tuple((chunks - np.asarray(self.origin)).T), self.shape)
@@ -365,6 +371,7 @@ def plan_pyramid(
             "object index (use sparsity factor 1)"
         )
     removes = _replaced(store, base.level)
+    base.grids = {rel: base.level.array(rel) for rel in read_here}  # from the snapshot, as checked
     base.level = replace(base.level, snapshot=None)  # the build writes into level 0: it asks storage again
     return PyramidPlan(
         store=store,
@@ -388,8 +395,18 @@ def clear_pyramid(plan: PyramidPlan) -> None:
     for prefix in plan.removes:
         store.storage.delete_prefix(prefix)
     root = store.root
+    before = root.to_attributes()
     root.datasets = [d for d in root.datasets if d.path == "0"]
     root.format_capabilities = [c for c in root.format_capabilities if c not in PYRAMID_TOKENS]
     root.cross_level_storage = plan.cross_level_storage
     root.cross_level_depth = plan.cross_level_depth
-    store.write_root()
+    # the root must stop naming what was removed; a root that named none of it is written with
+    # the first new level's dataset instead (one write, not two)
+    if plan.removes or _pyramid_keys(root.to_attributes()) != _pyramid_keys(before):
+        store.write_root()
+
+
+def _pyramid_keys(attributes: dict[str, Any]) -> Any:
+    """What of the root names pyramid levels: its datasets and capability tokens."""
+    block = attributes.get("zarr_vectors", {})
+    return attributes.get("multiscales"), block.get("format_capabilities")

@@ -172,14 +172,15 @@ def is_consolidated(storage: Storage) -> bool:
 
 
 @contextmanager
-def reconsolidating(storage: Storage) -> Iterator[None]:
+def reconsolidating(storage: Storage, *, has_copy: bool | None = None) -> Iterator[None]:
     """Run an operation that changes the store's nodes without ever leaving a stale copy.
 
     The copy is dropped before the first change; it is written again only when the
     operation succeeds, so an interrupted one leaves the store unconsolidated (zarr
-    then reads the nodes themselves), never consolidated and wrong.
+    then reads the nodes themselves), never consolidated and wrong.  ``has_copy``: what
+    the caller's own read of the root said (False spares reading it again).
     """
-    had = drop_consolidated(storage)
+    had = drop_consolidated(storage) if has_copy is not False else False
     yield
     if had:
         consolidate(storage)

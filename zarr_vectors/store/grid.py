@@ -322,9 +322,13 @@ class GridArray:
         return list(map(tuple, coords.tolist()))
 
     def set_nonempty_chunks(self, keys: Iterable[str]) -> None:
+        self.note_nonempty_chunks(keys)
+        write_node(self.storage, self.path, self.doc)
+
+    def note_nonempty_chunks(self, keys: Iterable[str]) -> None:
+        """Set the presence list in the document without writing it (the caller writes a batch)."""
         self.attributes["nonempty_chunks"] = sort_chunk_keys(keys)
         self._shard_counts = None
-        write_node(self.storage, self.path, self.doc)
 
     def update_attributes(self, **values: Any) -> None:
         self.attributes.update(values)

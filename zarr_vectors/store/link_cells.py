@@ -34,6 +34,7 @@ from zarr_vectors.store.link_family import (
     LINK_ATTRIBUTES,
     LINK_FRAGMENTS,
     CompressorArg,
+    CreatedFamily,
     array_has_perm,
     check_partition_policy,
     ensure_plain_group,
@@ -44,6 +45,7 @@ from zarr_vectors.store.link_family import (
     link_row_dtype,
     parse_segment,
     require_policy,
+    require_same_policy,
 )
 from zarr_vectors.store.nodes import group_document, read_node, write_node
 
@@ -132,8 +134,14 @@ def partition_cell_batches(
     policy: LinkPolicy,
     partition: LinkPartition,
     existing: Mapping[tuple[int, Chunk], list[np.ndarray]] | None = None,
+    arrays: Mapping[str, GridArray] | None = None,
 ) -> list[tuple[GridArray, dict[Chunk, bytes]]]:
-    """Encoded cells (and sidecars) of every group of the partition."""
+    """Encoded cells (and sidecars) of every group of the partition (``arrays``: the family's
+    arrays by relative path, when the coordinator handed them over; else the level's)."""
+
+    def known(rel: str) -> GridArray | None:
+        return arrays.get(rel) if arrays is not None else level.known_array(rel)
+
     grids: dict[int, GridArray] = {}
     cells: dict[int, dict[Chunk, bytes]] = {}
     frag_cells: dict[Chunk, bytes] = {}
@@ -141,7 +149,7 @@ def partition_cell_batches(
     for s, cell, start, stop in partition.iter_groups():
         if s not in grids:
             rel = link_array_rel(policy.delta, partition.segments[s])
-            grid = level.known_array(rel)
+            grid = known(rel)
             if grid is None:
                 raise ArrayError(
                     f"level {level.number}: {rel} does not exist; the coordinator creates arrays "
@@ -157,7 +165,7 @@ def partition_cell_batches(
         cells[s][cell] = payload
         if flat:
             if frag is None:
-                frag = level.known_array(LINK_FRAGMENTS)
+                frag = known(LINK_FRAGMENTS)
                 if frag is None:
                     raise ArrayError(f"level {level.number}: link_fragments does not exist; create_links_arrays first")
             frag_cells[cell] = side or b""
@@ -167,21 +175,29 @@ def partition_cell_batches(
     return out
 
 
-def write_link_cells(level: Level, delta: int, partition: LinkPartition) -> LinkWriteSummary:
+def write_link_cells(
+    level: Level, delta: int, partition: LinkPartition, created: CreatedFamily | None = None
+) -> LinkWriteSummary:
     """Write every cell group of ``partition`` as a whole cell (one write group each).
 
     The per-cell writer of Dask owner tasks: the partition must hold whole cells (an
     owner's :meth:`LinkPartition.select_groups` share of a partition of the records it
     was routed), the family and arrays must exist, and nothing array-wide is touched
     -- ``nonempty_chunks`` and family counts are left to :func:`finalize_links`.
+    ``created``: the family as its coordinator made it (nothing is read back).
     Idempotent: a retried task writes the same bytes.
     """
     if partition.policy.delta != delta:
         raise ArrayError(f"the partition is for delta {partition.policy.delta}, not {delta}")
-    policy = check_partition_policy(level, partition)
+    if created is None:
+        policy = check_partition_policy(level, partition)
+    else:
+        policy = require_same_policy(level, created.policy, partition)
     if partition.base_rows.any():
         raise ArrayError("write_link_cells writes whole cells; this partition appends to existing cells")
-    write_cells_many(partition_cell_batches(level, policy, partition))
+    write_cells_many(
+        partition_cell_batches(level, policy, partition, arrays=created.arrays if created is not None else None)
+    )
     summary: dict[str, list[str]] = {}
     for s, cell, _, _ in partition.iter_groups():
         summary.setdefault(partition.segments[s], []).append(format_chunk_key(cell))

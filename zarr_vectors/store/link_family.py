@@ -195,6 +195,65 @@ def create_links_family(
     return policy
 
 
+@dataclass(frozen=True, eq=False)
+class CreatedFamily:
+    """A family a coordinator has just composed: its policy and arrays by relative path.
+
+    Handed to the cell writers and the reconcile step, so that neither reads back the
+    documents the coordinator wrote (on an object store, a round trip per task each).
+    """
+
+    level_number: int
+    policy: LinkPolicy
+    arrays: dict[str, GridArray]  # offsets arrays (and link_fragments) by level-relative path
+    flat: frozenset[str]  # the segments whose cells have a link_fragments entry
+
+    def group_document(self, counts: LinkCounts | None = None) -> dict[str, Any]:
+        """The family group's document, with ``counts`` stamped as :func:`stamp_counts` stamps them."""
+        attrs = self.policy.group_attributes()
+        if counts is not None:
+            attrs.update(num_links=counts.num_links, num_physical_records=counts.num_physical_records)
+        return group_document(attrs)
+
+
+def compose_new_family(
+    level: Level,
+    policy: LinkPolicy,
+    segments: Sequence[str],
+    *,
+    extent: tuple[Sequence[int], Sequence[int]],
+    dtype: DTypeLike,
+    compressor: CompressorArg,
+) -> tuple[CreatedFamily, dict[str, dict[str, Any]]]:
+    """A family that does not exist yet, and the documents to write for it (path -> document).
+
+    The same documents :func:`create_links_family` and :func:`create_links_segments` write,
+    composed in memory so a coordinator creating several families sends them in one batch;
+    the caller has checked that the family is absent and writes the ``links`` group when
+    the level has none.
+    """
+    comp = compressor_config(compressor)
+    name = check_link_dtype(dtype)
+    origin, shape = (tuple(int(v) for v in extent[0]), tuple(int(v) for v in extent[1]))
+    arrays: dict[str, GridArray] = {}
+
+    def new_array(rel: str, attributes: dict[str, Any]) -> None:
+        arrays[rel] = GridArray.new(
+            level.storage, level.node_path(rel), shape=shape, origin=origin, attributes=attributes, compressor=comp
+        )
+
+    parsed = [(segment, parse_segment(level, policy, segment)) for segment in segments]
+    if any(policy.is_flat(offsets) for _, offsets in parsed):
+        new_array(LINK_FRAGMENTS, {"zv_array": "link_fragments", "encoding": "fragment_index_v1"})
+    for segment, offsets in parsed:
+        new_array(link_array_rel(policy.delta, segment), _links_array_attributes(policy, offsets, name))
+    flat = frozenset(segment for segment, offsets in parsed if policy.is_flat(offsets))
+    created = CreatedFamily(level.number, policy, arrays, flat)
+    documents = {family_path(level, policy.delta): created.group_document()}
+    documents.update((grid.path, grid.doc) for grid in arrays.values())
+    return created, documents
+
+
 def update_group_attributes(level: Level, rel: str, values: Mapping[str, Any]) -> None:
     path = level.node_path(rel)
     doc = read_node(level.storage, path) or group_document({})
@@ -348,7 +407,11 @@ def open_or_create_fragments(
 
 
 def check_partition_policy(level: Level, partition: LinkPartition) -> LinkPolicy:
-    policy = require_policy(level, partition.policy.delta)
+    return require_same_policy(level, require_policy(level, partition.policy.delta), partition)
+
+
+def require_same_policy(level: Level, policy: LinkPolicy, partition: LinkPartition) -> LinkPolicy:
+    """``policy`` (the family's), refused unless ``partition`` was placed under it."""
     if policy != partition.policy:
         raise ArrayError(
             f"level {level.number}: the partition was placed under a different policy than "
