@@ -33,7 +33,7 @@ from zarr_vectors.format.links import LinkRecords
 from zarr_vectors.format.objects import OBJECT_ID_RULE, ObjectVertices
 from zarr_vectors.format.paths import LEVEL_FAMILIES, format_chunk_key
 from zarr_vectors.store.grid import GridArray, read_cells_many
-from zarr_vectors.store.groups import Level, check_zv_array, open_store
+from zarr_vectors.store.groups import Level, check_zv_array, open_level
 from zarr_vectors.store.kinds import store_kind
 from zarr_vectors.store.link_family import family_counts, list_link_attribute_names
 from zarr_vectors.store.link_read import RecordSources, read_link_attributes, read_links_located
@@ -414,8 +414,8 @@ def read(
     storage_options: Mapping[str, Any] | None = None,
 ) -> VectorData:
     """Read one level of a store; ``bbox`` (inclusive) keeps the vertices inside it and the records among them."""
-    store = open_store(url, storage_options=storage_options)
-    lvl = store.level(level, snapshot=True)
+    lvl = open_level(url, level, storage_options=storage_options)
+    store = lvl.store
     store.check_copy(lvl)
     _check_arrays_present(lvl)
     kind = store_kind(store).kind

@@ -447,6 +447,15 @@ def test_unknown_required_capability_is_refused(store) -> None:
     # the validator has no rule for required_capabilities yet (docs/decisions.md D9): not asserted here
 
 
+def test_the_root_is_refused_before_the_level_read_beside_it(store) -> None:
+    """The level's walk runs beside the root's read; a bad root still decides the error, and
+    nothing of the level (here: not even its document) gets used."""
+    path = store("points")
+    edit(path, "", lambda d: d["attributes"]["zarr_vectors"].__setitem__("required_capabilities", ["draco"]))
+    (path / "0" / "zarr.json").unlink()
+    read_fails(path, UnsupportedLayoutError, "['draco']")
+
+
 def test_known_required_capability_reads(store) -> None:
     path = store("points")
     edit(path, "", lambda d: d["attributes"]["zarr_vectors"].__setitem__("required_capabilities", ["fragment_index"]))

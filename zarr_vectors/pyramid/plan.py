@@ -25,7 +25,7 @@ from zarr_vectors.format.coarsen import REDUCTIONS, default_reduction
 from zarr_vectors.format.paths import format_chunk_key, parse_delta
 from zarr_vectors.reconcile import presence_mismatch, refuse_unreconciled, require_reconciled
 from zarr_vectors.store.grid import GridArray
-from zarr_vectors.store.groups import Level, ZVStore, open_store
+from zarr_vectors.store.groups import Level, ZVStore, open_level
 from zarr_vectors.store.kinds import store_kind
 
 __all__ = [
@@ -254,9 +254,9 @@ def level_ratios(chunk_shape: Sequence[float], root_cs: Sequence[float]) -> tupl
     return tuple(int(round(c / r)) for c, r in zip(chunk_shape, root_cs))
 
 
-def _level0_state(store: ZVStore) -> LevelState:
-    """Level 0 as planning reads it: its metadata from one walk (:func:`ZVStore.level` with a snapshot)."""
-    level = store.level(0, snapshot=True)
+def _level0_state(level: Level) -> LevelState:
+    """Level 0 as planning reads it: its metadata from one walk (:func:`open_level`)."""
+    store = level.store
     if not level.has("vertices"):
         raise InputError(f"{store.url!r}: level 0 has no vertices array; nothing to coarsen")
     grid = level.array("vertices")
@@ -357,9 +357,10 @@ def plan_pyramid(
     """
     parsed = _check_factors(factors, chunk_scale_factors)
     _check_options(cross_level_storage, cross_level_depth, sparsity_seed)
-    store = open_store(url, storage_options=storage_options)
+    level0 = open_level(url, 0, storage_options=storage_options)
+    store = level0.store
     kind = store_kind(store).kind  # a kind list reads as one kind (D19); refused when none fits
-    base = _level0_state(store)
+    base = _level0_state(level0)
     rels = _kept_grid_arrays(base.level)
     aggregation = _aggregation(base.level, aggregate)
     read_here = [r for r in rels if r in READ_ARRAYS or r.startswith("vertex_attributes/")]
