@@ -255,12 +255,11 @@ class _Builder:
         # the presence-list check of the level-0 arrays the pyramid does not read (it lists every
         # cell; tasks of a few whole arrays) runs beside level 1's read-only bin stage; nothing is
         # removed before it passed
-        rest = list(plan.deferred_check)
+        rest = [plan.base.grids[rel] for rel in plan.deferred_check]
         self.pending_check = None
         if rest:
-            base = _publish(plan.base.level)
             runs = runner.task_runs(np.ones(len(rest), dtype=np.int64), 4)
-            problems = [dask.delayed(presence_problems)(base, rest[r]) for r in runs]
+            problems = [dask.delayed(presence_problems)(rest[r]) for r in runs]
             self.pending_check = dask.delayed(refuse_level)(0, *problems)
 
     def build_level(self, new: NewLevel) -> tuple[PyramidLevel, list[tuple[int, int, int]]]:

@@ -193,10 +193,12 @@ def check_reconciled(level: Level, rels: Sequence[str]) -> None:
     require_reconciled(f"level {level.number}", grids, listings)
 
 
-def presence_problems(level: Level, rels: Sequence[str]) -> list[str]:
-    """How the presence lists of arrays ``rels`` differ from listings (a task of the deferred check)."""
-    grids = [level.array(rel) for rel in rels]
-    listings = level.storage.overlap(GridArray.derive_nonempty_chunks, grids)
+def presence_problems(grids: Sequence[GridArray]) -> list[str]:
+    """How the presence lists of ``grids`` (as the plan read them) differ from listings (a task
+    of the deferred check)."""
+    if not grids:
+        return []
+    listings = grids[0].storage.overlap(GridArray.derive_nonempty_chunks, grids)
     return [p for grid, keys in zip(grids, listings) if (p := presence_mismatch(grid, keys))]
 
 
@@ -217,15 +219,15 @@ class LevelState:
     shape: tuple[int, ...]
     cells: np.ndarray  # (c, D) occupied vertex cells, ascending
     counts: np.ndarray | None  # rows per cell (known for built levels)
-    grids: dict[str, GridArray] = field(default_factory=dict)  # level 0: the arrays the plan read and checked
+    grids: dict[str, GridArray] = field(default_factory=dict)  # level 0: every array the build keeps, as planned
 
     @property
     def number(self) -> int:
         return self.level.number
 
     def array(self, rel: str) -> GridArray:
-        """The array at ``rel``: as the plan read and checked it (the build never changes level 0's
-        vertex arrays), else from storage."""
+        """The array at ``rel``: as the plan read it (the build adds families to level 0 but changes
+        none of the arrays it keeps), else from storage."""
         return self.grids[rel] if rel in self.grids else self.level.array(rel)
 
     def linear(self, chunks: np.ndarray) -> np.ndarray:
@@ -372,7 +374,7 @@ def plan_pyramid(
             "object index (use sparsity factor 1)"
         )
     removes = _replaced(store, base.level)
-    base.grids = {rel: base.level.array(rel) for rel in read_here}  # from the snapshot, as checked
+    base.grids = dict(zip(rels, base.level.arrays(rels)))  # from the snapshot: no request
     base.level = replace(base.level, snapshot=None)  # the build writes into level 0: it asks storage again
     return PyramidPlan(
         store=store,
