@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
+import re
 import shutil
 import warnings
 from pathlib import Path
@@ -575,14 +577,31 @@ def test_an_applied_commit_leaves_no_journal_behind(tmp_path, monkeypatch):
 
     url = str(tmp_path / "p.zv")
     zv.write_points(url, np.random.default_rng(0).uniform(0, 1000, (5000, 3)), chunk_shape=250.0)
-    applied = journal.apply_commit
+    applied = journal.apply_commits
     left: dict[str, list[str]] = {}
 
-    def apply_and_look(storage, path, *args, **kwargs):
-        applied(storage, path, *args, **kwargs)
-        left[path] = storage.list_files(journal.staging_dir(path))
+    def apply_and_look(storage, commits, *args, **kwargs):
+        applied(storage, commits, *args, **kwargs)
+        for path, _, _ in commits:
+            left[path] = storage.list_files(journal.staging_dir(path))
 
-    monkeypatch.setattr(journal, "apply_commit", apply_and_look)
+    monkeypatch.setattr(journal, "apply_commits", apply_and_look)
     zv.shard_store(url, 2)
     assert sorted(left) == grid_array_paths(Storage(url), 0)
     assert all(keys == [] for keys in left.values()), left
+
+
+@pytest.mark.parametrize("journal_bytes", [b"{not json", b"[1, 2]", b'{"array": "0/vertices", "document": {}, "keys": [3]}'])
+def test_a_journal_that_is_not_one_is_refused_untouched(stores, tmp_path, journal_bytes):
+    """A replay trusts a journal to say what to delete; one that does not parse as a journal
+    stops the run, naming it, before anything is deleted or moved."""
+    from zarr_vectors.sharding.journal import JOURNAL, staging_dir
+
+    store = copy_of(stores["graph_duplicate"], tmp_path)
+    key = posixpath.join(staging_dir("0/vertices"), JOURNAL)
+    (store / key).parent.mkdir(parents=True)
+    (store / key).write_bytes(journal_bytes)
+    before = tree(store)
+    with pytest.raises(EncodingError, match=re.escape(key)):
+        zv.shard_store(str(store), 2)
+    assert tree(store) == before

@@ -29,7 +29,7 @@ from typing import Any
 
 from zarr_vectors.errors import ArrayError, EncodingError
 from zarr_vectors.store.backend import Storage
-from zarr_vectors.store.nodes import write_node
+from zarr_vectors.store.nodes import write_nodes
 
 STAGING = ".zv-shard-staging"
 JOURNAL = "commit.json"
@@ -49,42 +49,55 @@ def staged_key(path: str, key: str) -> str:
     return posixpath.join(staging_dir(path), key.replace("/", "."))
 
 
-def apply_commit(
+def apply_commits(
     storage: Storage,
-    path: str,
-    document: dict[str, Any],
-    keys: Sequence[str],
-    listed: tuple[Sequence[str], Sequence[str]] | None = None,
+    commits: Sequence[Commit],
+    listed: Sequence[tuple[Sequence[str], Sequence[str]]] | None = None,
 ) -> None:
-    """Make the array at ``path`` the staged one; safe to replay from any point.
+    """Make each array of ``commits`` the staged one; safe to replay from any point.
 
-    Old objects that are not new keys are deleted, staged objects moved over, the
-    new document written, what is left of the array's staging (its journal) removed.
-    Everything the array needs is in the staging (or already in place) while its
-    journal exists.  ``listed``: the array's staged keys and its objects, listed since
-    the journal was written (a first commit lists them with every other array's; a
-    replay lists them here).
+    Per array: old objects that are not new keys are deleted, staged objects moved over,
+    the new document written, what is left of its staging (its journal) removed -- each
+    step as one round over every array (a bulk delete for all of them, not one per array).
+    Everything an array needs is in the staging (or already in place) while its journal
+    exists, and nothing is deleted before every array was found complete.  ``listed``: per
+    array, its staged keys and its objects, listed since the journal was written (a first
+    commit lists them with its journals; a replay lists them here).
     """
-    keep = set(keys)
-    prefix = posixpath.join(path, "c")
-    staged, current = listed if listed is not None else storage.overlap(storage.list_files, [staging_dir(path), prefix])
-    stale = [rel for rel in current if rel[len(path) + 1 :] not in keep]
-    there, placed = set(staged), set(current)
-    lost = [k for k in keys if staged_key(path, k) not in there and posixpath.join(path, k) not in placed]
-    if lost:  # neither staged nor already moved: applying would leave the array without them
-        raise ArrayError(f"{path}: {len(lost)} new objects are neither staged nor in place (e.g. {lost[:3]})")
+    if listed is None:
+        flat = storage.overlap(
+            storage.list_files, [d for path, _, _ in commits for d in (staging_dir(path), posixpath.join(path, "c"))]
+        )
+        listed = list(zip(flat[0::2], flat[1::2]))
+    stale: list[str] = []
+    moves: list[tuple[str, str]] = []
+    documents: dict[str, dict[str, Any]] = {}
+    leftovers: list[str] = []
+    emptied: list[tuple[set[str], str]] = []  # (directories the old layouts needed, their floor)
+    for (path, document, keys), (staged, current) in zip(commits, listed):
+        keep = set(keys)
+        prefix = posixpath.join(path, "c")
+        old = [rel for rel in current if rel[len(path) + 1 :] not in keep]
+        there, placed = set(staged), set(current)
+        lost = [k for k in keys if staged_key(path, k) not in there and posixpath.join(path, k) not in placed]
+        if lost:  # neither staged nor already moved: applying would leave the array without them
+            raise ArrayError(f"{path}: {len(lost)} new objects are neither staged nor in place (e.g. {lost[:3]})")
+        mine = [(staged_key(path, k), posixpath.join(path, k)) for k in keys if staged_key(path, k) in there]
+        moved = {source for source, _ in mine}
+        stale += old
+        moves += mine
+        documents[path] = document
+        # the journal (written after a first commit's listing), and any orphan beside it
+        leftovers += [posixpath.join(staging_dir(path), JOURNAL), *(k for k in staged if k not in moved)]
+        # directories the old layout needed and the new one does not; never above <path>/c
+        emptied.append(({posixpath.dirname(k) for k in old} - {posixpath.dirname(d) for _, d in mine}, prefix))
     storage.delete_many(stale)
-    moves = [(staged_key(path, k), posixpath.join(path, k)) for k in keys if staged_key(path, k) in there]
     storage.move_many(moves, sources_present=True)  # listed: no second look at the sources
-    # directories the old layout needed and the new one does not; never above <path>/c
-    parents = {posixpath.dirname(k) for k in stale} - {posixpath.dirname(posixpath.join(path, k)) for k in keys}
-    storage.remove_empty_dirs(parents, floor=prefix)
-    write_node(storage, path, document)
-    # the journal (written after a first commit's listing), and any orphan beside it
-    journal = posixpath.join(staging_dir(path), JOURNAL)
-    moved = {source for source, _ in moves}
-    storage.delete_many(sorted({journal, *(k for k in staged if k not in moved)}))
-    storage.remove_empty_dirs([staging_dir(path)], floor=STAGING)
+    for parents, floor in emptied:
+        storage.remove_empty_dirs(parents, floor=floor)
+    write_nodes(storage, documents)
+    storage.delete_many(sorted(set(leftovers)))  # the journals go last: until then, each array replays
+    storage.remove_empty_dirs([staging_dir(path) for path, _, _ in commits], floor=STAGING)
 
 
 def commit_arrays(storage: Storage, commits: Sequence[Commit]) -> int:
@@ -92,7 +105,7 @@ def commit_arrays(storage: Storage, commits: Sequence[Commit]) -> int:
 
     In rounds over every array at once, so on a remote store the arrays' round trips
     overlap: one listing of each array's staging and of its objects, then the journals,
-    then each array's moves and document.
+    then the steps of :func:`apply_commits`.
     """
     listings = storage.overlap(
         storage.list_files, [d for path, _, _ in commits for d in (staging_dir(path), posixpath.join(path, "c"))]
@@ -109,28 +122,43 @@ def commit_arrays(storage: Storage, commits: Sequence[Commit]) -> int:
         record = {"array": path, "document": document, "keys": keys}
         journals[journal] = json.dumps(record, allow_nan=True).encode("utf-8")
     storage.put_many(journals)
-    storage.overlap(
-        lambda i: apply_commit(storage, *commits[i], listed=(listings[2 * i], listings[2 * i + 1])),
-        range(len(commits)),
-    )
+    apply_commits(storage, commits, list(zip(listings[0::2], listings[1::2])))
     return len(commits)
+
+
+def _journal_record(key: str, raw: bytes) -> dict[str, Any]:
+    """A journal as :func:`commit_arrays` writes it, or an EncodingError naming it."""
+    try:
+        record = json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise EncodingError(f"{key}: not a commit journal ({exc})") from None
+    if not (
+        isinstance(record, dict)
+        and isinstance(record.get("array"), str)
+        and isinstance(record.get("document"), dict)
+        and isinstance(record.get("keys"), list)
+        and all(isinstance(k, str) for k in record["keys"])
+    ):
+        raise EncodingError(f"{key}: not a commit journal (needs an array path, a document and a list of keys)")
+    return record
 
 
 def recover(storage: Storage) -> tuple[int, bool]:
     """Finish every commit an interrupted run journaled: how many, and whether the staging area
     still holds anything (orphans of an interrupted pack stage, which the next run drops)."""
-    done = 0
+    names = storage.list_dir(STAGING)
+    keys = [posixpath.join(STAGING, name, JOURNAL) for name in names]
+    commits: list[Commit] = []
     orphans = False
-    for name in storage.list_dir(STAGING):
-        key = posixpath.join(STAGING, name, JOURNAL)
-        raw = storage.get(key)
+    for name, key, raw in zip(names, keys, storage.get_many(keys)):  # every journal in one batch
         if raw is None:  # staging of an interrupted pack stage: never journaled, discarded later
             orphans = True
             continue
-        record = json.loads(raw)
+        record = _journal_record(key, raw)
         path = record["array"]
         if staging_dir(path) != posixpath.join(STAGING, name):
             raise EncodingError(f"{key}: journal names array {path!r}, which does not match its location")
-        apply_commit(storage, path, record["document"], list(record["keys"]))
-        done += 1
-    return done, orphans
+        commits.append((path, record["document"], list(record["keys"])))
+    if commits:
+        apply_commits(storage, commits)
+    return len(commits), orphans
