@@ -33,7 +33,6 @@ DEFAULTS: dict[str, Any] = {
             "max-task-bytes": 32 * MIB,  # ... and at most about this many bytes of them
             "record-block": 1_000_000,  # link records per filing block
             "link-cell-rows": 20_000,  # a link owner weighs each cell as this many records more (its files)
-            "presence-arrays-per-task": 32,  # link arrays one reconcile task lists (a listing and a small write each)
         },
         "pyramid": {
             "tasks-per-thread": 2,  # bin/map groups per worker thread

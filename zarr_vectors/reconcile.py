@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.encoding import encode_mode0_manifests
-from zarr_vectors.errors import PresenceMismatchError
+from zarr_vectors.errors import InternalError, PresenceMismatchError
 from zarr_vectors.format.links import Chunk, LinkCounts, logical_count
 from zarr_vectors.format.paths import format_chunk_key, link_attributes_group_path
 from zarr_vectors.store.grid import GridArray
@@ -203,29 +203,35 @@ def finalize_links(
 def finalize_created_family(
     level: Level, created: CreatedFamily, written: Sequence[LinkWriteSummary], counts: LinkCounts
 ) -> None:
-    """:func:`finalize_links` for a family its coordinator just created (``created``) and whose
+    """:func:`finalize_links` for a family its coordinator just composed (``created``) and whose
     writers report every cell they wrote (``written``).
 
-    Each array's listing must agree with the reports (else nothing is stamped); then every
-    presence list and the counts go out in one batch, on the documents the coordinator
-    composed: two rounds on an object store, where the general reconcile walks and re-reads.
+    Each array's listing must agree with the reports (else nothing is written); then every
+    array's document, with its presence list, and the groups' counts go out in one batch:
+    two rounds on an object store, where the general reconcile walks and re-reads.  An
+    attribute array holds the cells of its offsets array.
     """
-    delta = created.policy.delta
-    expected: dict[str, set[str]] = {rel: set() for rel in created.arrays}
+    arrays = created.every_array()
+    by_segment: dict[str, set[str]] = {}
     for summary in written:
         for segment, keys in summary.cells.items():
-            expected[link_array_rel(delta, segment)].update(keys)
-            if segment in created.flat:
-                expected[LINK_FRAGMENTS].update(keys)
-    grids = [created.arrays[rel] for rel in expected]
+            by_segment.setdefault(segment, set()).update(keys)
+    expected: dict[str, set[str]] = {}
+    for rel in arrays:
+        if rel == LINK_FRAGMENTS:
+            expected[rel] = set().union(*(by_segment.get(s, set()) for s in created.flat))
+        else:
+            expected[rel] = by_segment.get(posixpath.basename(rel), set())
+    unknown = sorted(set(by_segment) - {posixpath.basename(r) for r in created.arrays})
+    if unknown:
+        raise InternalError(f"{created.path}: writers report segments the coordinator did not create: {unknown[:3]}")
+    grids = [arrays[rel] for rel in expected]
     listings = level.storage.overlap(GridArray.derive_nonempty_chunks, grids)
     problems = [p for g, on, rel in zip(grids, listings, expected) if (p := presence_mismatch(g, on, expected[rel]))]
-    _raise_mismatches(f"{family_path(level, delta)}: the write is incomplete", problems, "Run the write again.")
-    documents = {family_path(level, delta): created.group_document(counts)}
+    _raise_mismatches(f"{created.path}: the write is incomplete", problems, "Run the write again.")
     for grid, rel in zip(grids, expected):
         grid.note_nonempty_chunks(expected[rel])
-        documents[grid.path] = grid.doc
-    write_nodes(level.storage, documents)
+    write_nodes(level.storage, created.documents(counts))
 
 
 # ---------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
@@ -164,6 +165,17 @@ def task_runs(
     total = int(np.sum(weights, dtype=np.int64))
     target = max(minimum, -(-total // (per_thread * parallelism())))
     return split_by_weight(weights, target if maximum is None else max(1, min(target, maximum)))
+
+
+def share(value: Any) -> Any:
+    """A large client-side value as one graph node that many tasks take (scattered under a
+    distributed client), not a copy embedded in each task; None stays None."""
+    if value is None:
+        return None
+    client = current_client()
+    if client is not None:
+        return client.scatter(value, hash=False)
+    return dask.delayed(value, name=f"zv-shared-{uuid.uuid4().hex}", traverse=False)
 
 
 def start(*items: Any, stage: str = "background") -> list[Any]:

@@ -182,16 +182,6 @@ def _objects_summary(plan: ObjectPlan) -> tuple[int, int]:
 # ---------------------------------------------------------------------------
 # the driver
 # ---------------------------------------------------------------------------
-def _publish(value: Any) -> Any:
-    """A large client-side value as one graph node (scattered under a distributed client)."""
-    client = current_client()
-    if value is None:
-        return None
-    if client is not None:
-        return client.scatter(value, hash=False)
-    return dask.delayed(value, name=f"zv-pyramid-{uuid.uuid4().hex}", traverse=False)
-
-
 def _minus_shares(parts: list[Delayed], owners: int) -> list[list[Delayed]]:
     """Per coarse owner ``j``, a task taking its share of every fine group's ``-k`` records.
 
@@ -274,7 +264,7 @@ class _Builder:
         # one per worker thread (each places and writes a share of every fine group's -k records)
         owners = runner.task_runs(binned.members + binned.counts, 1, tasks_per_thread=1)
         self._track_ancestors(n, src, binned)
-        level_ref = _publish(state.level)
+        level_ref = runner.share(state.level)
         ready, family_rows = self._families(state, level_ref, binned.layout, owners)
         families = self._write(state, src, arrays, binned, owners, level_ref, ready, family_rows)
         self._forget(n)
@@ -296,11 +286,11 @@ class _Builder:
         extra: list[Any] = []
         if plan.has_objects:  # the source's object index is decoded by this task, not by the client
             objects, fc, fi = dask.delayed(plan_objects, nout=3)(
-                _publish(src), None, sparsity=new.sparsity, seed=plan.seed, number=new.number, kind=plan.kind
+                runner.share(src), None, sparsity=new.sparsity, seed=plan.seed, number=new.number, kind=plan.kind
             )
             extra = [objects, dask.delayed(_objects_summary)(objects)]
         else:
-            fc = fi = _publish(np.zeros(0, np.int64))
+            fc = fi = runner.share(np.zeros(0, np.int64))
         vertices = src.array("vertices")
         fragments = src.array("vertex_fragments") if plan.has_objects else None
         grid = BinGrid.covering(new.bin_shape, src.chunk_shape, src.origin, src.shape)
@@ -311,7 +301,7 @@ class _Builder:
         # groups of whole source cells, by rows where a built level knows them, else by cell count
         weights = src.counts if src.counts is not None else np.ones(len(src.cells), dtype=np.int64)
         groups = runner.task_runs(weights, 1, tasks_per_thread=plan.tasks_per_thread)
-        v_ref, f_ref, p_ref = _publish(vertices), _publish(fragments), _publish(params)
+        v_ref, f_ref, p_ref = runner.share(vertices), runner.share(fragments), runner.share(params)
         bins = [dask.delayed(bin_group)(v_ref, f_ref, p_ref, g.start, src.cells[g], fc, fi) for g in groups]
         partials = [dask.delayed(partial_rows)(b) for b in bins]
         combined = dask.delayed(combine)(p_ref, new.chunk_shape, *partials)
@@ -436,8 +426,8 @@ class _Builder:
         ks = list(range(1, min(self.plan.max_delta, n) + 1))
         explicit = self.plan.cross_level_storage == "explicit"
         specs = {k: FamilySpec(k, self.levels[n - k].ratios, state.ratios, explicit, owner_starts) for k in ks}
-        spec_refs = {k: _publish(specs[k]) for k in ks}
-        fine_refs = {k: (_publish(self.levels[n - k].level), _publish(self.levels[n - k].cells)) for k in ks}
+        spec_refs = {k: runner.share(specs[k]) for k in ks}
+        fine_refs = {k: (runner.share(self.levels[n - k].level), runner.share(self.levels[n - k].cells)) for k in ks}
         families_init = [
             (
                 fine_refs[k][0], self.levels[n - k].origin, self.levels[n - k].shape, fine_refs[k][1], spec_refs[k],
@@ -448,7 +438,7 @@ class _Builder:
             for k in ks
         ]
         ready = dask.delayed(init_families)(
-            level_ref, state.origin, state.shape, _publish(cells), self.compressor, self.ndim, families_init
+            level_ref, state.origin, state.shape, runner.share(cells), self.compressor, self.ndim, families_init
         )
         # under a distributed client a coarse owner fetches only its share of each group's records;
         # on local threads nothing moves, so it reads the groups' results directly
@@ -489,14 +479,14 @@ class _Builder:
         The reconcile's parts touch disjoint files, so each is a task of its own (safe to
         run twice); the level document is written once all of them have run.
         """
-        arrays_ref = _publish(arrays)
+        arrays_ref = runner.share(arrays)
         vertex_keys = [dask.delayed(_write_vertices)(arrays_ref, binned.layout, s.start, s.stop) for s in owners]
         keys = dask.delayed(_vertex_keys)(*vertex_keys)
         grids = [arrays.vertices, arrays.fragments, *arrays.attributes.values()]
-        parts = [dask.delayed(confirm_presence)(_publish(a), keys) for a in grids]
+        parts = [dask.delayed(confirm_presence)(runner.share(a), keys) for a in grids]
         objects = binned.objects
         if objects is not None:
-            source = _publish(src.level)
+            source = runner.share(src.level)
             sequences = [dask.delayed(sequences_of)(m) for m in binned.maps]
             parts += [
                 dask.delayed(write_objects)(level_ref, objects, binned.layout, sequences),

@@ -83,7 +83,8 @@ def init_families(
     """The coordinator step of a level's cross-level families: every family group and offsets array.
 
     The build removed every cross-level family before it began (:func:`~.plan.clear_pyramid`),
-    so one batch of reads confirms none is back, and one batch writes every document.
+    so one batch of reads confirms none is back, and one batch writes every group document;
+    each array's document is written once, by the family's reconcile task.
     Returns the families by ``(level, delta)`` for their writers and reconcile tasks.
     """
     wanted = []  # (level, delta, segments, extent)
@@ -111,11 +112,9 @@ def init_families(
                 "another writer is at work on the store"
             )
         policy = make_policy(delta, 2, True, "canonical", ndim)
-        family, docs = compose_new_family(
-            level, policy, segments, extent=extent, dtype=LINK_ROW_DTYPE, compressor=compressor
-        )
+        family = compose_new_family(level, policy, segments, extent=extent, dtype=LINK_ROW_DTYPE, compressor=compressor)
         created[level.number, delta] = family
-        documents.update(docs)
+        documents.update(family.group_documents())  # the arrays' documents come with their presence lists
     write_nodes(storage, documents)
     return created
 

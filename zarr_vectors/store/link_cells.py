@@ -9,8 +9,9 @@ presence lists and counts belong to :mod:`zarr_vectors.reconcile`.
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -226,6 +227,36 @@ def _attribute_array_attributes(
     }
 
 
+def compose_link_attribute(
+    level: Level, created: CreatedFamily, name: str, *, dtype: DTypeLike, row_shape: Sequence[int] = (),
+    compressor: CompressorArg = ZSTD_DEFAULT,
+) -> CreatedFamily:  # fmt: skip
+    """``created`` with the link attribute ``name``: one array per offsets array, on its grid
+    (what :func:`create_link_attribute_arrays` would create; nothing is written)."""
+    dt = np.dtype(dtype).newbyteorder("<")
+    if dt.kind not in _ATTRIBUTE_KINDS:
+        raise InputError(f"link attribute {name!r}: dtype {dt} is not bool, integer or float")
+    comp = compressor_config(compressor)
+    shape = tuple(int(x) for x in row_shape)
+    delta = created.policy.delta
+    grids: dict[str, GridArray] = {}
+    for rel, mirror in created.arrays.items():
+        if rel == LINK_FRAGMENTS:
+            continue
+        segment = posixpath.basename(rel)
+        offsets = parse_segment(level, created.policy, segment)
+        attr_rel = link_attribute_array_rel(name, delta, segment)
+        grids[attr_rel] = GridArray.new(
+            level.storage, level.node_path(attr_rel), shape=mirror.shape, origin=mirror.origin,
+            attributes=_attribute_array_attributes(name, dt, shape, offsets, delta), compressor=comp,
+        )  # fmt: skip
+    return replace(
+        created,
+        attributes={**created.attributes, name: grids},
+        attribute_groups={**created.attribute_groups, name: level.node_path(link_attributes_group_path(name, delta))},
+    )
+
+
 def create_attribute_family(level: Level, name: str, delta: int, num_links: int | None) -> None:
     ensure_plain_group(level, LINK_ATTRIBUTES)
     ensure_plain_group(level, f"{LINK_ATTRIBUTES}/{name}")
@@ -308,13 +339,16 @@ def attribute_cell_batches(
     partition: LinkPartition,
     physical: np.ndarray,
     existing: Mapping[int, bytes] | None = None,
+    arrays: Mapping[str, GridArray] | None = None,
 ) -> list[tuple[GridArray, dict[Chunk, bytes]]]:
+    """Encoded attribute cells of every group of the partition (``arrays``: as in
+    :func:`partition_cell_batches`)."""
     grids: dict[int, GridArray] = {}
     cells: dict[int, dict[Chunk, bytes]] = {}
     for g, (s, cell, start, stop) in enumerate(partition.iter_groups()):
         if s not in grids:
             rel = link_attribute_array_rel(name, delta, partition.segments[s])
-            grid = level.known_array(rel)
+            grid = arrays.get(rel) if arrays is not None else level.known_array(rel)
             if grid is None:
                 raise ArrayError(f"level {level.number}: {rel} does not exist; create_link_attribute_arrays first")
             grids[s] = grid
@@ -325,23 +359,29 @@ def attribute_cell_batches(
 
 
 def write_link_attribute_cells(
-    level: Level, name: str, delta: int, values: ArrayLike, partition: LinkPartition
-) -> None:
+    level: Level, name: str, delta: int, values: ArrayLike, partition: LinkPartition,
+    created: CreatedFamily | None = None,
+) -> None:  # fmt: skip
     """Write the attribute cells of every cell group of ``partition`` (Dask owner writer).
 
     ``values`` are in the partition's input record order (``num_links`` rows); each
     placement gets its record's row, so duplicate copies each get a copy.  The arrays
-    must exist (:func:`create_link_attribute_arrays`); ``nonempty_chunks`` and the
-    family's ``num_links`` are left to :func:`finalize_links`.
+    must exist (:func:`create_link_attribute_arrays`), or be handed over in ``created``
+    (:func:`compose_link_attribute`); ``nonempty_chunks`` and the family's ``num_links``
+    are left to the reconcile.
     """
     if partition.policy.delta != delta:
         raise ArrayError(f"the partition is for delta {partition.policy.delta}, not {delta}")
-    check_partition_policy(level, partition)
+    if created is None:
+        check_partition_policy(level, partition)
+    else:
+        require_same_policy(level, created.policy, partition)
     if partition.base_rows.any():
         raise ArrayError("write_link_attribute_cells writes whole cells; this partition appends to existing cells")
     arr = attribute_values(values, name)
     physical = partition.scatter(arr)
-    batches = attribute_cell_batches(level, name, delta, partition, physical)
+    arrays = None if created is None else created.attributes.get(name, {})
+    batches = attribute_cell_batches(level, name, delta, partition, physical, arrays=arrays)
     for grid, _ in batches:
         attrs = grid.attributes
         if attrs.get("dtype") != arr.dtype.name or tuple(attrs.get("row_shape", ())) != arr.shape[1:]:

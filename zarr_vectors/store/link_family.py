@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -197,23 +197,49 @@ def create_links_family(
 
 @dataclass(frozen=True, eq=False)
 class CreatedFamily:
-    """A family a coordinator has just composed: its policy and arrays by relative path.
+    """A family a coordinator has just composed: its policy, groups and arrays.
 
-    Handed to the cell writers and the reconcile step, so that neither reads back the
-    documents the coordinator wrote (on an object store, a round trip per task each).
+    Handed to the cell writers and the reconcile step, so that neither reads back what
+    the coordinator decided (on an object store, a round trip per task each).  The
+    coordinator writes the groups' documents (:meth:`group_documents`); every array's
+    document is written once, by the reconcile, with its presence list
+    (:meth:`documents`).
     """
 
     level_number: int
     policy: LinkPolicy
+    path: str  # the family group, from the store's root
     arrays: dict[str, GridArray]  # offsets arrays (and link_fragments) by level-relative path
     flat: frozenset[str]  # the segments whose cells have a link_fragments entry
+    attributes: dict[str, dict[str, GridArray]] = field(default_factory=dict)  # name -> rel -> array
+    attribute_groups: dict[str, str] = field(default_factory=dict)  # name -> its family group's path
 
-    def group_document(self, counts: LinkCounts | None = None) -> dict[str, Any]:
-        """The family group's document, with ``counts`` stamped as :func:`stamp_counts` stamps them."""
+    def group_documents(self, counts: LinkCounts | None = None) -> dict[str, dict[str, Any]]:
+        """The family's and its attribute families' group documents (``counts`` stamped as
+        :func:`stamp_counts` stamps them)."""
         attrs = self.policy.group_attributes()
         if counts is not None:
             attrs.update(num_links=counts.num_links, num_physical_records=counts.num_physical_records)
-        return group_document(attrs)
+        out = {self.path: group_document(attrs)}
+        for name, path in self.attribute_groups.items():
+            family = {"zv_array": "link_attribute_family", "name": name, "level_delta": self.policy.delta}
+            if counts is not None:
+                family["num_links"] = counts.num_links
+            out[path] = group_document(family)
+        return out
+
+    def every_array(self) -> dict[str, GridArray]:
+        """Offsets, link_fragments and attribute arrays, by level-relative path."""
+        out = dict(self.arrays)
+        for grids in self.attributes.values():
+            out.update(grids)
+        return out
+
+    def documents(self, counts: LinkCounts) -> dict[str, dict[str, Any]]:
+        """Every document of the family, its arrays' as they stand now."""
+        out = self.group_documents(counts)
+        out.update((grid.path, grid.doc) for grid in self.every_array().values())
+        return out
 
 
 def compose_new_family(
@@ -224,13 +250,13 @@ def compose_new_family(
     extent: tuple[Sequence[int], Sequence[int]],
     dtype: DTypeLike,
     compressor: CompressorArg,
-) -> tuple[CreatedFamily, dict[str, dict[str, Any]]]:
-    """A family that does not exist yet, and the documents to write for it (path -> document).
+) -> CreatedFamily:
+    """A family that does not exist yet: the arrays :func:`create_links_family` and
+    :func:`create_links_segments` would create, composed in memory (nothing is written).
 
-    The same documents :func:`create_links_family` and :func:`create_links_segments` write,
-    composed in memory so a coordinator creating several families sends them in one batch;
-    the caller has checked that the family is absent and writes the ``links`` group when
-    the level has none.
+    For a coordinator creating families on a level it knows has none of them (a new
+    level, or families its job removed): it writes the group documents in one batch,
+    with the ``links`` group when the level has none.
     """
     comp = compressor_config(compressor)
     name = check_link_dtype(dtype)
@@ -248,10 +274,7 @@ def compose_new_family(
     for segment, offsets in parsed:
         new_array(link_array_rel(policy.delta, segment), _links_array_attributes(policy, offsets, name))
     flat = frozenset(segment for segment, offsets in parsed if policy.is_flat(offsets))
-    created = CreatedFamily(level.number, policy, arrays, flat)
-    documents = {family_path(level, policy.delta): created.group_document()}
-    documents.update((grid.path, grid.doc) for grid in arrays.values())
-    return created, documents
+    return CreatedFamily(level.number, policy, family_path(level, policy.delta), arrays, flat)
 
 
 def update_group_attributes(level: Level, rel: str, values: Mapping[str, Any]) -> None:

@@ -13,12 +13,13 @@ stage over the records the kind stores (docs/format.md §8):
    crowds the first cells -- and each takes its cells' records from every block
    and places them in one pass (``partition_records_by_rank``: intra records by cell
    rank, the rest through ``partition_records_by_offset``, where placement is decided);
-5. the coordinator stamps the family and creates every offsets / attribute array
-   the owners' partitions need (metadata only);
-6. every link owner writes its cells whole with ``record_presence=False`` (links,
-   ``link_fragments``, link attributes);
-7. one reconcile task: vertex presence lists and object index, ``finalize_links``
-   with the counts the tasks report, level metadata.
+5. the coordinator composes the family and every offsets / attribute array the
+   owners' partitions need, and writes the groups' documents in one batch;
+6. every link owner writes its cells whole (links, ``link_fragments``, link
+   attributes) into the composed arrays and reports them;
+7. the reconcile tasks: vertex presence lists and object index; the family's
+   presence lists (the owners' reports checked against listings), array documents
+   and counts in one batch; then the level metadata.
 
 Intermediate results stay where they were computed (``runner.persist``): on the
 workers under a distributed client, in memory on local threads.
@@ -38,14 +39,19 @@ from zarr_vectors import config, reconcile
 from zarr_vectors.errors import InputError
 from zarr_vectors.execution import runner
 from zarr_vectors.format import topology
-from zarr_vectors.format.links import LinkCounts, LinkPartition, partition_records_by_rank
+from zarr_vectors.format.links import LinkCounts, LinkPartition, make_policy, partition_records_by_rank
 from zarr_vectors.format.paths import format_offsets, intra_offsets
 from zarr_vectors.format.points import stable_order
-from zarr_vectors.reconcile import link_presence_arrays, rebuild_presence, stamp_link_counts
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.groups import Level, create_store
-from zarr_vectors.store.link_cells import create_link_attribute_arrays, write_link_attribute_cells, write_link_cells
-from zarr_vectors.store.link_family import create_links_family, create_links_segments
+from zarr_vectors.store.link_cells import (
+    LinkWriteSummary,
+    compose_link_attribute,
+    write_link_attribute_cells,
+    write_link_cells,
+)
+from zarr_vectors.store.link_family import LINK_ATTRIBUTES, LINKS, CreatedFamily, compose_new_family
+from zarr_vectors.store.nodes import group_document, write_nodes
 from zarr_vectors.write import vertices as vx
 from zarr_vectors.write.options import SharedOptions, WriteOptions
 from zarr_vectors.write.plan import plan_write
@@ -181,25 +187,46 @@ def _segments(owned: OwnerLinks) -> tuple[str, ...]:
     return owned.partition.segments if owned.partition is not None else ()
 
 
-def _write_link_owner(level: Level, owned: OwnerLinks) -> int:
+def _write_link_owner(level: Level, owned: OwnerLinks, created: CreatedFamily) -> LinkWriteSummary | None:
+    """An owner's link and link-attribute cells, into the arrays the coordinator composed."""
     part = owned.partition
     if part is None or part.num_groups == 0:
-        return 0
-    write_link_cells(level, 0, part)
+        return None
+    written = write_link_cells(level, 0, part, created)
     for name, values in owned.attributes.items():
-        write_link_attribute_cells(level, name, 0, values, part)
-    return part.num_physical_records
+        write_link_attribute_cells(level, name, 0, values, part, created)
+    return written
 
 
-def _finish_level(level: Level, families: list[str], vertex_count: int, counts: LinkCounts | None, *done: None) -> None:
-    """Stamp the family's counts and write the level metadata, once every part is reconciled."""
-    if counts is not None:
-        stamp_link_counts(level, 0, counts)
+def _finalize_family(level: Level, created: CreatedFamily, total: int, *written: LinkWriteSummary | None) -> None:
+    """The family's presence lists and counts, from what its owners report (a reconcile task)."""
+    reports = [w for w in written if w is not None]
+    counts = LinkCounts(total, sum(w.num_physical_records for w in reports))
+    reconcile.finalize_created_family(level, created, reports, counts)
+
+
+def _finish_level(level: Level, families: list[str], vertex_count: int, *done: None) -> None:
+    """The level metadata, once every part is reconciled."""
     reconcile.finish_level(level, families, vertex_count)
 
 
-def _link_counts(total: int, *link_rows: int) -> LinkCounts:
-    return LinkCounts(total, int(sum(link_rows)))
+def _create_family(level: Level, spec: vx.VertexSpec, plan: vx.VertexPlan, link: LinkSpec, segments: Sequence[str],
+                   record_attributes: Mapping[str, np.ndarray]) -> CreatedFamily:  # fmt: skip
+    """The coordinator step: the family and its attribute families, composed in memory; the
+    groups' documents in one batch (the arrays' come with their presence lists, from the
+    reconcile).  The level is new: nothing of the family exists yet."""
+    policy = make_policy(0, link.link_width, link.directed, link.store, spec.ndim)
+    extent = (tuple(int(v) for v in plan.origin), plan.grid_shape)
+    created = compose_new_family(level, policy, segments, extent=extent, dtype="int64", compressor=spec.compressor)
+    for name, values in record_attributes.items():
+        created = compose_link_attribute(
+            level, created, name, dtype=values.dtype, row_shape=values.shape[1:], compressor=spec.compressor
+        )
+    plain = [LINKS] + ([LINK_ATTRIBUTES] if record_attributes else []) + [f"{LINK_ATTRIBUTES}/{n}" for n in record_attributes]
+    documents = {level.node_path(rel): group_document() for rel in plain}
+    documents.update(created.group_documents())
+    write_nodes(level.storage, documents)
+    return created
 
 
 def _reconcile(
@@ -209,22 +236,17 @@ def _reconcile(
     vertex_parts: list[Any],
     link_rows: Sequence[Any],
     total: int,
-    has_family: bool,
+    created: CreatedFamily | None,
 ) -> None:
     """The reconcile step as side-by-side tasks (they touch disjoint files): the vertex
-    parts (started as soon as the vertices were written) and runs of the link arrays'
-    presence lists; one last task stamps the counts and writes the level metadata.
-    ``bare``: the level without its remembered array documents, which these tasks never read."""
-    rels = link_presence_arrays(bare, 0) if has_family else []
-    parts = vertex_parts + [
-        dask.delayed(rebuild_presence)(bare, rels[run])
-        for run in runner.task_runs(np.ones(len(rels), dtype=np.int64), config.get("write.presence-arrays-per-task"))
-    ]
-    counts = dask.delayed(_link_counts)(total, *link_rows) if has_family else None
-    families = vx.vertex_families(spec) + (["links"] if has_family else [])
-    runner.compute(
-        "reconcile", dask.delayed(_finish_level)(bare, families, int(plan.counts.sum()), counts, *parts)
-    )
+    parts (started as soon as the vertices were written) and the links family's; one last
+    task writes the level metadata.  ``bare``: the level without its remembered array
+    documents, which these tasks never read."""
+    parts = list(vertex_parts)
+    if created is not None:
+        parts.append(dask.delayed(_finalize_family)(bare, created, total, *link_rows))
+    families = vx.vertex_families(spec) + (["links"] if created is not None else [])
+    runner.compute("reconcile", dask.delayed(_finish_level)(bare, families, int(plan.counts.sum()), *parts))
 
 
 # ---------------------------------------------------------------------------
@@ -366,18 +388,11 @@ def write_linked(
     if link.always_intra:
         segments.add(format_offsets(intra_offsets(spec.ndim, link.link_width)))
     link_rows: list[Any] = []
+    created = None
     if has_family:
-        create_links_family(
-            level, 0, link_width=link.link_width, directed=link.directed, store=link.store, sid_ndim=spec.ndim
-        )
-        extent = (tuple(int(v) for v in plan.origin), plan.grid_shape)
-        create_links_segments(level, 0, sorted(segments), extent=extent, compressor=spec.compressor)
-        for name, values in (record_attributes or {}).items():
-            create_link_attribute_arrays(
-                level, name, 0, dtype=values.dtype, row_shape=values.shape[1:], compressor=spec.compressor
-            )
-        link_rows = runner.persist("write links", *[dask.delayed(_write_link_owner)(level, o) for o in owned])
-    _reconcile(bare, spec, plan, vertex_parts, link_rows, total, has_family)
+        created = runner.share(_create_family(level, spec, plan, link, sorted(segments), record_attributes or {}))
+        link_rows = runner.persist("write links", *[dask.delayed(_write_link_owner)(level, o, created) for o in owned])
+    _reconcile(bare, spec, plan, vertex_parts, link_rows, total, created)
     return WriteResult(storage.url, kind, int(plan.counts.sum()), len(plan.cells), len(plan.owners), plan.num_objects, total)
 
 
