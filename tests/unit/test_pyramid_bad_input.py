@@ -11,6 +11,7 @@ import pytest
 from file_tree import tree
 
 import zarr_vectors as zv
+from zarr_vectors.validation import validate
 from zarr_vectors.errors import InputError, PresenceMismatchError, StoreNotFoundError, UnsupportedLayoutError
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
@@ -81,7 +82,7 @@ def _edit_attrs(path: Path, **values) -> None:
     path.write_text(json.dumps(doc, indent=2))
 
 
-@pytest.mark.parametrize("rel", ["0/vertices", "0/links/0/0.0.0", "0/link_fragments"])
+@pytest.mark.parametrize("rel", ["0/vertices", "0/vertex_fragments"])
 def test_unreconciled_store_is_refused(store, rel):
     meta = store / rel / "zarr.json"
     listed = json.loads(meta.read_text())["attributes"]["nonempty_chunks"]
@@ -144,13 +145,27 @@ def test_planning_decodes_no_manifest(store, monkeypatch):
 
 
 def test_two_unreconciled_arrays_are_both_named(store):
-    """The deferred presence check runs a task per array; the verdict names every one that disagrees."""
-    for rel in ("0/links/0/0.0.0", "0/link_fragments"):
+    """The verdict names every array the build reads whose presence list disagrees."""
+    for rel in ("0/vertices", "0/vertex_fragments"):
         meta = store / rel / "zarr.json"
         listed = json.loads(meta.read_text())["attributes"]["nonempty_chunks"]
         _edit_attrs(meta, nonempty_chunks=listed[1:])
     before = tree(store)
     with pytest.raises(PresenceMismatchError, match="2 grid array") as info:
         zv.build_pyramid(str(store), factors=[(2, 1)])
-    assert "0/links/0/0.0.0" in str(info.value) and "0/link_fragments" in str(info.value)
+    assert "0/vertices" in str(info.value) and "0/vertex_fragments" in str(info.value)
     assert tree(store) == before
+
+
+@pytest.mark.parametrize("rel", ["0/links/0/0.0.0", "0/link_fragments"])
+def test_an_array_the_build_does_not_read_is_left_to_the_validator(store, rel):
+    """D26: the pyramid checks the presence lists of what it reads; a links array it never
+    reads is neither listed nor touched, and the validator still reports it."""
+    meta = store / rel / "zarr.json"
+    listed = json.loads(meta.read_text())["attributes"]["nonempty_chunks"]
+    _edit_attrs(meta, nonempty_chunks=listed[1:])
+    edited = meta.read_bytes()
+    zv.build_pyramid(str(store), factors=[(2, 1)])
+    assert meta.read_bytes() == edited
+    report = validate(str(store), 5)
+    assert not report.ok and any(rel in str(e) for e in report.errors), [str(e) for e in report.errors][:5]

@@ -1,23 +1,23 @@
 """``build_pyramid``: coarser levels of a store (docs/format.md §8.1), as a Dask graph level by level.
 
 :func:`~zarr_vectors.pyramid.plan.plan_pyramid` runs every check before anything is
-written or removed (the presence lists of the level-0 arrays the pyramid does not read
-are listed beside level 1's read-only bin stage); then the plan's removals happen and
-the levels are built one after the other.  Level ``N`` from level ``N - 1``
+written or removed (among them: the presence lists of the level-0 arrays the build
+reads agree with their cells, docs/decisions.md D26); then the plan's removals happen
+and the levels are built one after the other.  Level ``N`` from level ``N - 1``
 (:meth:`_Builder.build_level`):
 
 1. **bin, combine, map** (:mod:`.bins`): one graph, led by the task that decodes the
-   source level's object index and plans its objects (:func:`.objects.plan_objects`)
-   and, at level 1, by the deferred presence check (a task per array); the layout of
-   the metavertices, each source group's map and the object plan stay in memory;
+   source level's object index and plans its objects (:func:`.objects.plan_objects`);
+   the layout of the metavertices, each source group's map and the object plan stay in
+   memory;
 2. **init** (client, metadata only): the level group, its vertex arrays, the root's NGFF
    dataset and capability tokens;
-3. one graph: a coordinator task creating every cross-level family and offsets array
-   (their documents in one batch), the ``+k`` / ``-k`` records placed and written by the
+3. one graph: a coordinator task composing every cross-level family and offsets array
+   (their groups' documents in one batch), the ``+k`` / ``-k`` records placed and written by the
    owners of their cells (:mod:`.families`), the coarse vertex cells, and the
    **reconcile** tasks: presence lists, the object index and the object attributes
-   (:mod:`.objects`), each family's presence lists and counts from what its writers
-   report -- a task each, then the level document.
+   (:mod:`.objects`), each family's array documents, presence lists and counts from
+   what its writers report -- a task each, then the level document.
 """
 
 from __future__ import annotations
@@ -73,8 +73,6 @@ from zarr_vectors.pyramid.plan import (
     clear_pyramid,
     level_ratios,
     plan_pyramid,
-    presence_problems,
-    refuse_level,
 )
 from zarr_vectors.reconcile import confirm_presence
 from zarr_vectors.store.consolidated import reconsolidating
@@ -242,22 +240,13 @@ class _Builder:
         self.maps: dict[int, list[Any]] = {}  # fine level -> persisted MapState per group
         self.ancestors: dict[int, list[Any]] = {}  # fine level -> persisted ancestor arrays
         self.offsets: dict[int, tuple[list[int], int]] = {}  # fine level -> (group offsets, total)
-        # the presence-list check of the level-0 arrays the pyramid does not read (it lists every
-        # cell; tasks of a few whole arrays) runs beside level 1's read-only bin stage; nothing is
-        # removed before it passed
-        rest = [plan.base.grids[rel] for rel in plan.deferred_check]
-        self.pending_check = None
-        if rest:
-            runs = runner.task_runs(np.ones(len(rest), dtype=np.int64), 4)
-            problems = [dask.delayed(presence_problems)(rest[r]) for r in runs]
-            self.pending_check = dask.delayed(refuse_level)(0, *problems)
 
     def build_level(self, new: NewLevel) -> tuple[PyramidLevel, list[tuple[int, int, int]]]:
         """Level ``new`` from its parent: bin, init, then families, vertex cells and reconcile."""
         n = new.number
         src = self.levels[n - 1]
         binned = self._bin(src, new)
-        if n == 1:  # every check passed (the deferred one raises otherwise): only now is anything removed
+        if n == 1:  # every check passed: only now is anything removed
             clear_pyramid(self.plan)
         state, arrays = self._init_level(new, binned)
         # coarse owners write the metavertices and the -k records of their cells: size them by the latter,
@@ -306,21 +295,19 @@ class _Builder:
         partials = [dask.delayed(partial_rows)(b) for b in bins]
         combined = dask.delayed(combine)(p_ref, new.chunk_shape, *partials)
         # one graph: bin -> combine -> map; only the layout, the maps and a small summary stay in memory
-        checks = [self.pending_check] if self.pending_check is not None else []
-        self.pending_check = None
         layout, summary, *rest = runner.persist(
             f"pyramid level {new.number}: bin",
-            combined, dask.delayed(layout_summary)(combined, *partials), *checks, *extra,
+            combined, dask.delayed(layout_summary)(combined, *partials), *extra,
             *[dask.delayed(map_group)(b, combined) for b in bins],
         )  # fmt: skip
-        head = len(checks) + len(extra)
+        head = len(extra)
         ((cells, counts, members, sizes), *small) = runner.compute(
-            f"pyramid level {new.number}: layout", summary, *rest[: len(checks)], *rest[len(checks) + 1 : head]
+            f"pyramid level {new.number}: layout", summary, *rest[1:head]
         )
         num_objects, kept = small[-1] if extra else (None, None)
         return _Binned(
-            rest[len(checks)] if extra else None, num_objects, kept, params.dtype, layout, rest[head:], cells, counts,
-            members, sizes,
+            rest[0] if extra else None, num_objects, kept, params.dtype, layout, rest[head:], cells, counts, members,
+            sizes,
         )  # fmt: skip
 
     def _init_level(self, new: NewLevel, binned: _Binned) -> tuple[LevelState, _Arrays]:

@@ -1,13 +1,12 @@
 """The plan of a pyramid build: every check, level 0 as found, the new levels, what is cleared.
 
 :func:`plan_pyramid` runs every check that needs no task (arguments, the store's kind and
-level 0, the presence lists of the arrays the pyramid reads, the bin/chunk nesting of
-every new level) and returns a :class:`PyramidPlan` to inspect before anything changes:
-which arrays are still to be listed (tasks of a few arrays, :func:`presence_problems`), which
-storage prefixes a build removes, each new level's bins and chunks, the task sizing.
-The object index is decoded (under D1) by the task that plans level 1's objects, in
-level 1's bin graph.  Nothing here writes; :func:`clear_pyramid` carries out the
-plan's removals once every check -- those tasks included -- passed.
+level 0, the presence lists of the arrays the pyramid reads (D26), the bin/chunk nesting
+of every new level) and returns a :class:`PyramidPlan` to inspect before anything
+changes: which storage prefixes a build removes, each new level's bins and chunks, the
+task sizing.  The object index is decoded (under D1) by the task that plans level 1's
+objects, in level 1's bin graph.  Nothing here writes; :func:`clear_pyramid` carries out
+the plan's removals once every check -- that task's included -- passed.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from zarr_vectors import config
 from zarr_vectors.errors import EncodingError, InputError
 from zarr_vectors.format.coarsen import REDUCTIONS, default_reduction
 from zarr_vectors.format.paths import format_chunk_key, parse_delta
-from zarr_vectors.reconcile import presence_mismatch, refuse_unreconciled, require_reconciled
+from zarr_vectors.reconcile import require_reconciled
 from zarr_vectors.store.grid import GridArray
 from zarr_vectors.store.groups import Level, ZVStore, open_level
 from zarr_vectors.store.kinds import store_kind
@@ -35,8 +34,6 @@ __all__ = [
     "check_reconciled",
     "clear_pyramid",
     "plan_pyramid",
-    "presence_problems",
-    "refuse_level",
 ]
 
 CROSS_LEVEL_STORAGES = ("none", "implicit", "explicit")
@@ -153,20 +150,18 @@ def _delta_of(level: Level, name: str, where: str) -> int:
         ) from None
 
 
-def _kept_grid_arrays(level: Level) -> list[str]:
-    """Every grid array of a level that a rebuild keeps (delta != 0 families are replaced)."""
-    out = [n for n in ("vertices", "vertex_fragments", "link_fragments") if level.has(n)]
-    for group in ("vertex_attributes", "fragment_attributes"):
-        out += [f"{group}/{n}" for n in level.children(group) if level.has(f"{group}/{n}")]
-    for d in level.children("links"):
-        if _delta_of(level, d, "links") == 0:
-            out += [f"links/{d}/{s}" for s in level.children(f"links/{d}") if level.has(f"links/{d}/{s}")]
-    for name in level.children("link_attributes"):
-        for d in level.children(f"link_attributes/{name}"):
-            if _delta_of(level, d, f"link_attributes/{name}") == 0:
-                rel = f"link_attributes/{name}/{d}"
-                out += [f"{rel}/{s}" for s in level.children(rel) if level.has(f"{rel}/{s}")]
-    return out
+def _read_arrays(level: Level) -> list[str]:
+    """The level-0 grid arrays the build reads: the vertex arrays and the vertex attributes (D26)."""
+    out = [n for n in READ_ARRAYS if level.has(n)]
+    names = level.children("vertex_attributes")
+    return out + [f"vertex_attributes/{n}" for n in names if level.has(f"vertex_attributes/{n}")]
+
+
+def _unread_groups(rel: str) -> bool:
+    """The level-0 groups whose children the plan needs only the names of: the links families
+    and the link attribute families (none is read; a rebuild removes the cross-level ones)."""
+    parts = rel.split("/")
+    return (parts[0] == "links" and len(parts) == 2) or (parts[0] == "link_attributes" and len(parts) == 3)
 
 
 def _replaced(store: ZVStore, level0: Level) -> tuple[str, ...]:
@@ -193,20 +188,6 @@ def check_reconciled(level: Level, rels: Sequence[str]) -> None:
     require_reconciled(f"level {level.number}", grids, listings)
 
 
-def presence_problems(grids: Sequence[GridArray]) -> list[str]:
-    """How the presence lists of ``grids`` (as the plan read them) differ from listings (a task
-    of the deferred check)."""
-    if not grids:
-        return []
-    listings = grids[0].storage.overlap(GridArray.derive_nonempty_chunks, grids)
-    return [p for grid, keys in zip(grids, listings) if (p := presence_mismatch(grid, keys))]
-
-
-def refuse_level(number: int, *problems: list[str]) -> None:
-    """Refuse level ``number`` when any :func:`presence_problems` task found one (the check's last task)."""
-    refuse_unreconciled(f"level {number}", [p for part in problems for p in part])
-
-
 @dataclass
 class LevelState:
     """What the build knows about one level that exists on disk."""
@@ -219,7 +200,7 @@ class LevelState:
     shape: tuple[int, ...]
     cells: np.ndarray  # (c, D) occupied vertex cells, ascending
     counts: np.ndarray | None  # rows per cell (known for built levels)
-    grids: dict[str, GridArray] = field(default_factory=dict)  # level 0: every array the build keeps, as planned
+    grids: dict[str, GridArray] = field(default_factory=dict)  # level 0: the arrays the build reads, as checked
 
     @property
     def number(self) -> int:
@@ -330,7 +311,6 @@ class PyramidPlan:
     seed: int
     tasks_per_thread: int  # bin/map groups per worker thread (``zarr_vectors.pyramid.tasks-per-thread``)
     aggregation: tuple[tuple[str, str], ...]  # (vertex attribute, reduction) the coarse levels carry (D22)
-    deferred_check: tuple[str, ...]  # level-0 arrays still to be listed (beside level 1's bin stage)
     removes: tuple[str, ...]  # storage prefixes removed once every check passed
 
     @property
@@ -359,14 +339,13 @@ def plan_pyramid(
     """
     parsed = _check_factors(factors, chunk_scale_factors)
     _check_options(cross_level_storage, cross_level_depth, sparsity_seed)
-    level0 = open_level(url, 0, storage_options=storage_options)
+    level0 = open_level(url, 0, storage_options=storage_options, skim=_unread_groups)
     store = level0.store
     kind = store_kind(store).kind  # a kind list reads as one kind (D19); refused when none fits
     base = _level0_state(level0)
-    rels = _kept_grid_arrays(base.level)
     aggregation = _aggregation(base.level, aggregate)
-    read_here = [r for r in rels if r in READ_ARRAYS or r.startswith("vertex_attributes/")]
-    check_reconciled(base.level, read_here)  # the arrays the pyramid reads: before anything else
+    read_here = _read_arrays(base.level)
+    check_reconciled(base.level, read_here)  # the arrays the pyramid reads: before anything else (D26)
     has_objects = base.level.has("object_index")
     if not has_objects and any(f.sparsity != 1 for f in parsed):
         raise InputError(
@@ -374,7 +353,7 @@ def plan_pyramid(
             "object index (use sparsity factor 1)"
         )
     removes = _replaced(store, base.level)
-    base.grids = dict(zip(rels, base.level.arrays(rels)))  # from the snapshot: no request
+    base.grids = dict(zip(read_here, base.level.arrays(read_here)))  # from the snapshot, as checked
     base.level = replace(base.level, snapshot=None)  # the build writes into level 0: it asks storage again
     return PyramidPlan(
         store=store,
@@ -387,7 +366,6 @@ def plan_pyramid(
         seed=int(sparsity_seed),
         tasks_per_thread=int(config.get("pyramid.tasks-per-thread")),
         aggregation=aggregation,
-        deferred_check=tuple(r for r in rels if r not in read_here),
         removes=removes,
     )
 

@@ -7,7 +7,7 @@ import math
 import os
 import posixpath
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, overload
 
@@ -275,14 +275,19 @@ def open_store(url: str | os.PathLike[str], *, storage_options: Mapping[str, Any
 
 
 def open_level(
-    url: str | os.PathLike[str], number: int, *, storage_options: Mapping[str, Any] | None = None
+    url: str | os.PathLike[str],
+    number: int,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    skim: Callable[[str], bool] | None = None,
 ) -> Level:
     """``open_store(url).level(number, snapshot=True)`` with the level's walk beside the root's read:
     a round trip fewer on an object store.  Nothing the walk read is used before the root
-    passed every check :func:`open_store` applies."""
+    passed every check :func:`open_store` applies.  ``skim``: groups whose children the
+    walk lists without reading (:func:`~zarr_vectors.store.snapshot.snapshot_level`)."""
     storage = url if isinstance(url, Storage) else Storage(url, storage_options)
     storage.check_reachable()
-    reads = [lambda: storage.get(meta_key("")), lambda: snapshot_level(storage, str(number))]
+    reads = [lambda: storage.get(meta_key("")), lambda: snapshot_level(storage, str(number), skim=skim)]
     root, snap = storage.overlap(lambda read: read(), reads)
     return _opened(storage, root).level(number, snapshot=snap)
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from zarr_vectors.format.schema import expected_node
@@ -40,10 +40,12 @@ class LevelSnapshot:
 
     documents: dict[str, bytes] = field(default_factory=dict)
     listings: dict[str, list[str]] = field(default_factory=dict)
+    skimmed: set[str] = field(default_factory=set)  # groups listed whose children were not read
 
     def knows(self, rel: str) -> bool:
         """Whether the snapshot can say if a node is at ``rel``."""
-        return posixpath.dirname(rel) in self.listings
+        parent = posixpath.dirname(rel)
+        return parent in self.listings and parent not in self.skimmed
 
     def absent(self, rel: str) -> bool:
         """Whether nothing at all is at ``rel``: its parent group was listed without that name
@@ -62,10 +64,16 @@ class LevelSnapshot:
 
 
 def snapshot_level(
-    storage: Storage, level_path: str, level_document: bytes | None = None, *, roots: Sequence[str] = ("",)
+    storage: Storage,
+    level_path: str,
+    level_document: bytes | None = None,
+    *,
+    roots: Sequence[str] = ("",),
+    skim: Callable[[str], bool] | None = None,
 ) -> LevelSnapshot:
     """Walk the groups ``roots`` of the level ``level_path`` (default: all of it) in waves of
-    concurrent requests, one wave per depth.
+    concurrent requests, one wave per depth; the children of a group ``skim`` names are
+    listed but not read (a caller that needs only their names).
 
     A wave reads the documents of one depth's nodes and lists, beside them, the ones the
     format says are groups (``format.schema.expected_node``), so a level of depth d costs
@@ -92,6 +100,9 @@ def snapshot_level(
             if g not in accepted and not _is_group(snap.documents.get(g)):
                 continue  # listed on the format's word, but not a group here: not descended into
             snap.listings[g] = list(names)
+            if skim is not None and skim(g):
+                snap.skimmed.add(g)
+                continue
             for name in names:
                 if name != "zarr.json":
                     child = posixpath.join(g, name) if g else name
