@@ -185,6 +185,7 @@ def test_bad_policy_arguments(tmp_path, kw, text):
         ("graph", {"edge_attributes": {"w": np.ones(4)}}, ["edge attribute 'w' has shape (4,)", "one row per record"]),
         ("graph", {"edge_attributes": {"w": np.ones((6, 2))}}, ["edge attribute 'w' has shape (6, 2)"]),
         ("graph", {"edge_attributes": {"w": np.ones((5, 2, 2))}}, ["edge attribute 'w' has shape (5, 2, 2)"]),
+        ("graph", {"edge_attributes": {"w": np.ones((5, 0))}}, ["edge attribute 'w' has shape (5, 0)", "one channel"]),
         ("graph", {"edge_attributes": {"w": np.array(["a"] * 5)}}, ["edge attribute 'w'", "unsupported dtype"]),
         ("graph", {"edge_attributes": {"a/b": np.ones(5)}}, ["invalid edge attribute name 'a/b'"]),
         ("mesh", {"face_attributes": {"area": np.ones(2)}}, ["face attribute 'area' has shape (2,)"]),

@@ -491,6 +491,27 @@ def test_a_family_back_after_the_clear_is_refused(tmp_path, monkeypatch):
     assert [family.read_bytes()] == intruder
 
 
+def test_a_retried_family_init_finds_its_own_documents(tmp_path, monkeypatch):
+    """Under a distributed client a task may run again (its result lost, a transient error
+    after its writes): the coordinator's second run accepts what its first wrote, and the
+    build gives the bytes of an undisturbed one."""
+    import zarr_vectors.pyramid.build as build
+
+    once, twice = tmp_path / "once" / "s.zv", tmp_path / "twice" / "s.zv"  # same name: same root document
+    for path in (once, twice):
+        zv.write_graph(str(path), SMALL_POS, SMALL_EDGES, object_ids=SMALL_IDS, **KW)
+    zv.build_pyramid(str(once), factors=[(2, 1)])
+    init = build.init_families
+
+    def run_twice(*args):
+        init(*args)
+        return init(*args)
+
+    monkeypatch.setattr(build, "init_families", run_twice)
+    zv.build_pyramid(str(twice), factors=[(2, 1)])
+    assert tree(twice) == tree(once)
+
+
 def test_family_reconcile_checks_the_writers_reports_against_a_listing(tmp_path):
     """A cell a writer reports but storage lacks stamps nothing; agreeing reports stamp the
     presence lists and counts on the coordinator's documents."""

@@ -456,6 +456,18 @@ def test_the_root_is_refused_before_the_level_read_beside_it(store) -> None:
     read_fails(path, UnsupportedLayoutError, "['draco']")
 
 
+def test_the_root_error_comes_before_an_error_of_the_walk_beside_it(store, tmp_path) -> None:
+    """A root this reader must refuse is what the user hears about, even when the level's
+    walk (run beside the root's read) hit a hostile node of its own."""
+    path = store("points")
+    edit(path, "", lambda d: d["attributes"]["zarr_vectors"].__setitem__("required_capabilities", ["draco"]))
+    outside = tmp_path / "outside.json"
+    outside.write_text("{}")
+    (path / "0" / "vertices" / "zarr.json").unlink()
+    (path / "0" / "vertices" / "zarr.json").symlink_to(outside)
+    read_fails(path, UnsupportedLayoutError, "['draco']")
+
+
 def test_known_required_capability_reads(store) -> None:
     path = store("points")
     edit(path, "", lambda d: d["attributes"]["zarr_vectors"].__setitem__("required_capabilities", ["fragment_index"]))

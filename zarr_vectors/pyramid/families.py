@@ -11,6 +11,7 @@ Placement itself is the links rules' (:mod:`zarr_vectors.format.links.crosslevel
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,8 +84,9 @@ def init_families(
     """The coordinator step of a level's cross-level families: every family group and offsets array.
 
     The build removed every cross-level family before it began (:func:`~.plan.clear_pyramid`),
-    so one batch of reads confirms none is back, and one batch writes every group document;
-    each array's document is written once, by the family's reconcile task.
+    so one batch of reads confirms none is back (but for this task's own documents, when it
+    is retried), and one batch writes every group document; each array's document is
+    written once, by the family's reconcile task.
     Returns the families by ``(level, delta)`` for their writers and reconcile tasks.
     """
     wanted = []  # (level, delta, segments, extent)
@@ -100,23 +102,32 @@ def init_families(
     groups = [(lv, LINKS) for lv in levels.values()] + [(lv, links_group_path(d)) for lv, d, *_ in wanted]
     storage = coarse.storage
     found = storage.get_many(meta_key(lv.node_path(rel)) for lv, rel in groups)
-    present = {(lv.number, rel) for (lv, rel), raw in zip(groups, found) if raw is not None}
+    present = {(lv.number, rel): raw for (lv, rel), raw in zip(groups, found) if raw is not None}
     documents: dict[str, dict[str, Any]] = {
         lv.node_path(LINKS): group_document() for n, lv in levels.items() if (n, LINKS) not in present
     }
     created: dict[tuple[int, int], CreatedFamily] = {}
     for level, delta, segments, extent in wanted:
-        if (level.number, links_group_path(delta)) in present:
-            raise ArrayError(
-                f"{level.node_path(links_group_path(delta))} exists although this pyramid build removed it: "
-                "another writer is at work on the store"
-            )
         policy = make_policy(delta, 2, True, "canonical", ndim)
         family = compose_new_family(level, policy, segments, extent=extent, dtype=LINK_ROW_DTYPE, compressor=compressor)
+        mine = family.group_documents()
+        raw = present.get((level.number, links_group_path(delta)))
+        if raw is not None and not _is_document(raw, mine[family.path]):  # a retry of this task finds its own
+            raise ArrayError(
+                f"{family.path} exists although this pyramid build removed it: another writer is at work on the store"
+            )
         created[level.number, delta] = family
-        documents.update(family.group_documents())  # the arrays' documents come with their presence lists
+        documents.update(mine)  # the arrays' documents come with their presence lists
     write_nodes(storage, documents)
     return created
+
+
+def _is_document(raw: bytes, document: dict[str, Any]) -> bool:
+    """Whether stored bytes hold exactly ``document`` (what this task writes)."""
+    try:
+        return bool(json.loads(raw) == document)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return False
 
 
 def family_parts(

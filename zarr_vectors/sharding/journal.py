@@ -29,7 +29,8 @@ from typing import Any
 
 from zarr_vectors.errors import ArrayError, EncodingError
 from zarr_vectors.store.backend import Storage
-from zarr_vectors.store.nodes import write_nodes
+from zarr_vectors.store.nodes import check_format, write_nodes
+from zarr_vectors.store.strict_json import load_document
 
 STAGING = ".zv-shard-staging"
 JOURNAL = "commit.json"
@@ -140,7 +141,22 @@ def _journal_record(key: str, raw: bytes) -> dict[str, Any]:
         and all(isinstance(k, str) for k in record["keys"])
     ):
         raise EncodingError(f"{key}: not a commit journal (needs an array path, a document and a list of keys)")
+    bad = [k for k in record["keys"] if not _object_key(k)]
+    if bad:
+        raise EncodingError(f"{key}: not a commit journal: {bad[:3]} are not object keys c/<i>/<j>/...")
+    path = record["array"]
+    # the document a replay writes is read as strictly as any array's, where it would be
+    document = load_document(json.dumps(record["document"], allow_nan=True).encode("utf-8"), file=key)
+    check_format(document, path, file=key)
+    if document.get("node_type") != "array":
+        raise EncodingError(f"{key}: the journal's document is not an array's")
     return record
+
+
+def _object_key(key: str) -> bool:
+    """``c/<i>/<j>/...``: a cell or shard of the array, never anything beside it."""
+    parts = key.split("/")
+    return len(parts) >= 2 and parts[0] == "c" and all(p.isdigit() for p in parts[1:])
 
 
 def recover(storage: Storage) -> tuple[int, bool]:

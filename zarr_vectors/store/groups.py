@@ -13,10 +13,12 @@ from typing import Any, overload
 
 from zarr_vectors.errors import (
     InputError,
+    InternalError,
     MetadataError,
     StoreExistsError,
     StoreNotFoundError,
     UnsupportedLayoutError,
+    ZarrVectorsError,
 )
 from zarr_vectors.format.metadata import GEOMETRY_TYPES, LevelMetadata, RootMetadata
 from zarr_vectors.format.schema import KNOWN_CAPABILITIES, PLAIN, Expected, expected_node
@@ -230,6 +232,8 @@ class ZVStore:
         other nodes: a reader of the nodes would answer differently from every zarr reader of the copy."""
         if self.consolidated is None or level.snapshot is None:
             return
+        if level.snapshot.skimmed:
+            raise InternalError(f"{level.path}: a skimmed snapshot lacks documents the consolidated copy holds")
         documents = {rel: load_document(raw, file=meta_key(level.node_path(rel) if rel else level.path))
                      for rel, raw in level.snapshot.documents.items()}
         check_level_copy(self.consolidated, level.path, documents)
@@ -287,9 +291,17 @@ def open_level(
     walk lists without reading (:func:`~zarr_vectors.store.snapshot.snapshot_level`)."""
     storage = url if isinstance(url, Storage) else Storage(url, storage_options)
     storage.check_reachable()
-    reads = [lambda: storage.get(meta_key("")), lambda: snapshot_level(storage, str(number), skim=skim)]
-    root, snap = storage.overlap(lambda read: read(), reads)
-    return _opened(storage, root).level(number, snapshot=snap)
+    def walk() -> LevelSnapshot | Exception:
+        try:
+            return snapshot_level(storage, str(number), skim=skim)
+        except ZarrVectorsError as exc:  # reported only once the root passed: its error comes first
+            return exc
+
+    root, snap = storage.overlap(lambda read: read(), [lambda: storage.get(meta_key("")), walk])
+    store = _opened(storage, root)
+    if isinstance(snap, Exception):
+        raise snap
+    return store.level(number, snapshot=snap)
 
 
 def _opened(storage: Storage, raw: bytes | None) -> ZVStore:

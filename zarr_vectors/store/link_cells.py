@@ -183,9 +183,11 @@ def write_link_cells(
 
     The per-cell writer of Dask owner tasks: the partition must hold whole cells (an
     owner's :meth:`LinkPartition.select_groups` share of a partition of the records it
-    was routed), the family and arrays must exist, and nothing array-wide is touched
-    -- ``nonempty_chunks`` and family counts are left to :func:`finalize_links`.
-    ``created``: the family as its coordinator made it (nothing is read back).
+    was routed), and nothing array-wide is touched.  Without ``created`` the family and
+    arrays must exist and ``nonempty_chunks`` and the counts are left to
+    :func:`finalize_links`; with it (the family as its coordinator composed it, nothing
+    read back) the arrays' documents and presence lists come from
+    :func:`~zarr_vectors.reconcile.finalize_created_family`.
     Idempotent: a retried task writes the same bytes.
     """
     if partition.policy.delta != delta:
@@ -238,6 +240,8 @@ def compose_link_attribute(
         raise InputError(f"link attribute {name!r}: dtype {dt} is not bool, integer or float")
     comp = compressor_config(compressor)
     shape = tuple(int(x) for x in row_shape)
+    if any(x < 1 for x in shape):
+        raise InputError(f"link attribute {name!r}: row_shape {list(shape)} must be integers >= 1")
     delta = created.policy.delta
     grids: dict[str, GridArray] = {}
     for rel, mirror in created.arrays.items():

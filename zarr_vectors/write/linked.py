@@ -93,8 +93,9 @@ def _check_record_attributes(values: Mapping[str, Any] | None, m: int, what: str
     for name, value in (values or {}).items():
         vx.check_name(name, what)
         arr = value if is_dask_array(value) else np.asarray(value)
-        if arr.ndim not in (1, 2) or arr.shape[0] != m:
-            raise InputError(f"{what} {name!r} has shape {arr.shape}; expected ({m},) or ({m}, channels), one row per record")
+        if arr.ndim not in (1, 2) or arr.shape[0] != m or (arr.ndim == 2 and arr.shape[1] < 1):
+            raise InputError(f"{what} {name!r} has shape {arr.shape}; expected ({m},) or ({m}, channels), one row "
+                             "per record and at least one channel")
         if arr.dtype.kind not in vx.ATTRIBUTE_KINDS:
             raise InputError(f"{what} {name!r} has unsupported dtype {arr.dtype} (numeric or bool only)")
         out[name] = arr
