@@ -66,10 +66,7 @@ def apply_commits(
     commit lists them with its journals; a replay lists them here).
     """
     if listed is None:
-        flat = storage.overlap(
-            storage.list_files, [d for path, _, _ in commits for d in (staging_dir(path), posixpath.join(path, "c"))]
-        )
-        listed = list(zip(flat[0::2], flat[1::2]))
+        listed = _listings(storage, commits)
     stale: list[str] = []
     moves: list[tuple[str, str]] = []
     documents: dict[str, dict[str, Any]] = {}
@@ -101,6 +98,14 @@ def apply_commits(
     storage.remove_empty_dirs([staging_dir(path) for path, _, _ in commits], floor=STAGING)
 
 
+def _listings(storage: Storage, commits: Sequence[Commit]) -> list[tuple[list[str], list[str]]]:
+    """Per array, its staged objects and its objects, listed side by side for every array."""
+    flat = storage.overlap(
+        storage.list_files, [d for path, _, _ in commits for d in (staging_dir(path), posixpath.join(path, "c"))]
+    )
+    return list(zip(flat[0::2], flat[1::2]))
+
+
 def commit_arrays(storage: Storage, commits: Sequence[Commit]) -> int:
     """Journal, then apply, the new layout of some arrays (only once every pack task succeeded).
 
@@ -108,11 +113,9 @@ def commit_arrays(storage: Storage, commits: Sequence[Commit]) -> int:
     overlap: one listing of each array's staging and of its objects, then the journals,
     then the steps of :func:`apply_commits`.
     """
-    listings = storage.overlap(
-        storage.list_files, [d for path, _, _ in commits for d in (staging_dir(path), posixpath.join(path, "c"))]
-    )
+    listings = _listings(storage, commits)
     journals: dict[str, bytes] = {}
-    for (path, document, keys), staged in zip(commits, listings[0::2]):
+    for (path, document, keys), (staged, _) in zip(commits, listings):
         journal = posixpath.join(staging_dir(path), JOURNAL)
         if journal in staged:  # journaled by a run that stopped before applying: replay it below
             continue
@@ -123,7 +126,7 @@ def commit_arrays(storage: Storage, commits: Sequence[Commit]) -> int:
         record = {"array": path, "document": document, "keys": keys}
         journals[journal] = json.dumps(record, allow_nan=True).encode("utf-8")
     storage.put_many(journals)
-    apply_commits(storage, commits, list(zip(listings[0::2], listings[1::2])))
+    apply_commits(storage, commits, listings)
     return len(commits)
 
 

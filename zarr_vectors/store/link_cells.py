@@ -37,6 +37,7 @@ from zarr_vectors.store.link_family import (
     CompressorArg,
     CreatedFamily,
     array_has_perm,
+    attribute_family_attributes,
     check_partition_policy,
     ensure_plain_group,
     family_document,
@@ -46,7 +47,6 @@ from zarr_vectors.store.link_family import (
     link_row_dtype,
     parse_segment,
     require_policy,
-    require_same_policy,
 )
 from zarr_vectors.store.nodes import group_document, read_node, write_node
 
@@ -192,10 +192,7 @@ def write_link_cells(
     """
     if partition.policy.delta != delta:
         raise ArrayError(f"the partition is for delta {partition.policy.delta}, not {delta}")
-    if created is None:
-        policy = check_partition_policy(level, partition)
-    else:
-        policy = require_same_policy(level, created.policy, partition)
+    policy = check_partition_policy(level, partition, created.policy if created is not None else None)
     if partition.base_rows.any():
         raise ArrayError("write_link_cells writes whole cells; this partition appends to existing cells")
     write_cells_many(
@@ -264,9 +261,7 @@ def compose_link_attribute(
 def create_attribute_family(level: Level, name: str, delta: int, num_links: int | None) -> None:
     ensure_plain_group(level, LINK_ATTRIBUTES)
     ensure_plain_group(level, f"{LINK_ATTRIBUTES}/{name}")
-    attrs: dict[str, Any] = {"zv_array": "link_attribute_family", "name": name, "level_delta": delta}
-    if num_links is not None:
-        attrs["num_links"] = num_links
+    attrs = attribute_family_attributes(name, delta, num_links)
     write_node(level.storage, level.node_path(link_attributes_group_path(name, delta)), group_document(attrs))
 
 
@@ -376,10 +371,7 @@ def write_link_attribute_cells(
     """
     if partition.policy.delta != delta:
         raise ArrayError(f"the partition is for delta {partition.policy.delta}, not {delta}")
-    if created is None:
-        check_partition_policy(level, partition)
-    else:
-        require_same_policy(level, created.policy, partition)
+    check_partition_policy(level, partition, created.policy if created is not None else None)
     if partition.base_rows.any():
         raise ArrayError("write_link_attribute_cells writes whole cells; this partition appends to existing cells")
     arr = attribute_values(values, name)

@@ -195,6 +195,14 @@ def create_links_family(
     return policy
 
 
+def attribute_family_attributes(name: str, delta: int, num_links: int | None = None) -> dict[str, Any]:
+    """The attributes of a link attribute family's group, ``link_attributes/<name>/<delta>``."""
+    attrs: dict[str, Any] = {"zv_array": "link_attribute_family", "name": name, "level_delta": delta}
+    if num_links is not None:
+        attrs["num_links"] = num_links
+    return attrs
+
+
 @dataclass(frozen=True, eq=False)
 class CreatedFamily:
     """A family a coordinator has just composed: its policy, groups and arrays.
@@ -206,7 +214,6 @@ class CreatedFamily:
     (:meth:`documents`).
     """
 
-    level_number: int
     policy: LinkPolicy
     path: str  # the family group, from the store's root
     arrays: dict[str, GridArray]  # offsets arrays (and link_fragments) by level-relative path
@@ -221,11 +228,9 @@ class CreatedFamily:
         if counts is not None:
             attrs.update(num_links=counts.num_links, num_physical_records=counts.num_physical_records)
         out = {self.path: group_document(attrs)}
+        num_links = counts.num_links if counts is not None else None
         for name, path in self.attribute_groups.items():
-            family = {"zv_array": "link_attribute_family", "name": name, "level_delta": self.policy.delta}
-            if counts is not None:
-                family["num_links"] = counts.num_links
-            out[path] = group_document(family)
+            out[path] = group_document(attribute_family_attributes(name, self.policy.delta, num_links))
         return out
 
     def every_array(self) -> dict[str, GridArray]:
@@ -274,7 +279,7 @@ def compose_new_family(
     for segment, offsets in parsed:
         new_array(link_array_rel(policy.delta, segment), _links_array_attributes(policy, offsets, name))
     flat = frozenset(segment for segment, offsets in parsed if policy.is_flat(offsets))
-    return CreatedFamily(level.number, policy, family_path(level, policy.delta), arrays, flat)
+    return CreatedFamily(policy, family_path(level, policy.delta), arrays, flat)
 
 
 def update_group_attributes(level: Level, rel: str, values: Mapping[str, Any]) -> None:
@@ -429,12 +434,11 @@ def open_or_create_fragments(
     )  # fmt: skip
 
 
-def check_partition_policy(level: Level, partition: LinkPartition) -> LinkPolicy:
-    return require_same_policy(level, require_policy(level, partition.policy.delta), partition)
-
-
-def require_same_policy(level: Level, policy: LinkPolicy, partition: LinkPartition) -> LinkPolicy:
-    """``policy`` (the family's), refused unless ``partition`` was placed under it."""
+def check_partition_policy(level: Level, partition: LinkPartition, policy: LinkPolicy | None = None) -> LinkPolicy:
+    """The family's policy, refused unless ``partition`` was placed under it (``policy``: the
+    family's, when the caller holds it as its coordinator composed it; else it is read)."""
+    if policy is None:
+        policy = require_policy(level, partition.policy.delta)
     if policy != partition.policy:
         raise ArrayError(
             f"level {level.number}: the partition was placed under a different policy than "
