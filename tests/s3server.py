@@ -64,14 +64,19 @@ class S3Server:
 
     def __init__(self, latency_ms: float = 0.0, port: int = 0, log: TextIO | None = None) -> None:
         from moto.moto_server.threaded_moto_server import MotoRequestHandler
-        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+        from moto.moto_server.werkzeug_app import create_backend_app
         from werkzeug.serving import make_server
 
         class QuietHandler(MotoRequestHandler):
             def log_request(self, *args: Any, **kwargs: Any) -> None:
                 """werkzeug logs every request to stderr; the counts say what was served."""
 
-        self.middleware = LatencyMiddleware(DomainDispatcherApplication(create_backend_app), latency_ms, log)
+        # moto's S3 app itself, not its all-services router (DomainDispatcherApplication): the
+        # router picks a service per request under one global lock, listing moto's package
+        # directory each time -- ~1.4 ms a request, serialised, which capped this server at
+        # ~350 requests/s whatever the concurrency, where an object store serves requests in
+        # parallel.  Only S3 is served here; S3 alone answers ~700/s (docs/DESIGN.md).
+        self.middleware = LatencyMiddleware(create_backend_app("s3"), latency_ms, log)
         self._server = make_server("127.0.0.1", port, self.middleware, threaded=True, request_handler=QuietHandler)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="moto-s3")
 
