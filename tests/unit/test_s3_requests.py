@@ -110,3 +110,46 @@ def test_obstore_single_object_storage_uses_its_root_as_the_key(s3_bucket):
     assert ObstoreStorage(f"s3://{bucket}", options).list_dir("") == ["out.zv.zvjob.json"]
     journal.delete_prefix("")
     assert journal.get("") is None
+
+
+def _waves(log: str, gap_s: float) -> list[list[str]]:
+    """The server's request log (time, method, path) cut into waves: a wave starts after a gap."""
+    waves: list[list[str]] = []
+    last = None
+    for line in log.splitlines():
+        at, _, path = line.split(" ", 2)
+        if last is None or float(at) - last > gap_s:
+            waves.append([])
+        waves[-1].append(path)
+        last = float(at)
+    return waves
+
+
+def test_points_read_asks_its_metadata_in_three_waves(backend, tmp_path):
+    """The reachability probe, the root and the level's first listing went one after another:
+    5 waves of metadata before the cells.  The probe, the root and the level's walk overlap
+    (probe and root checked first): root + level, the level's children, the attribute arrays."""
+    import io
+
+    from tests.conftest import _bucket
+    from tests.s3server import S3Server
+
+    latency_ms = 250.0  # one wave's requests go out together; waves are a latency apart
+    log = io.StringIO()
+    server = S3Server(latency_ms=latency_ms, log=log).start()
+    try:
+        bucket, options = _bucket(server.endpoint)
+        url = f"s3://{bucket}/p.zv"
+        pos = np.random.default_rng(0).uniform(0, 100, (400, 3)).astype("f4")
+        zv.write_points(url, pos, chunk_shape=50.0, bounds=[[0, 0, 0], [100, 100, 100]],
+                        attributes={"value": pos[:, 0].copy()}, storage_options=options)
+        log.seek(0)
+        log.truncate()
+        got = zv.read(url, storage_options=options)
+        waves = _waves(log.getvalue(), gap_s=latency_ms / 2000)
+    finally:
+        server.stop()
+    assert len(got) == len(pos) and np.array_equal(np.sort(got.attributes["value"]), np.sort(pos[:, 0]))
+    cells = next(i for i, wave in enumerate(waves) if any("/c/" in p for p in wave))
+    assert cells == 3, waves
+    assert any(p.endswith("/p.zv/zarr.json") for p in waves[0]) and any("p.zv%2F0%2F" in p for p in waves[0]), waves[0]

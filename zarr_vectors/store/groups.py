@@ -272,10 +272,15 @@ def _check_required_capabilities(zv: Any) -> None:
 
 
 def open_store(url: str | os.PathLike[str], *, storage_options: Mapping[str, Any] | None = None) -> ZVStore:
-    """Open an existing store, reading its root metadata strictly (and refusing unknown required capabilities)."""
+    """Open an existing store, reading its root metadata strictly (and refusing unknown required capabilities).
+
+    The reachability probe and the root's GET overlap (one round trip on an object
+    store, not two); the probe's error -- a missing bucket, an unreachable endpoint --
+    comes first, and it fails no slower than the GET beside it would.
+    """
     storage = url if isinstance(url, Storage) else Storage(url, storage_options)
-    storage.check_reachable()  # before the first read: a failed GET retries for seconds, the probe fails fast
-    return _opened(storage, storage.get(meta_key("")))
+    _, root = storage.overlap(lambda read: read(), [storage.check_reachable, lambda: storage.get(meta_key(""))])
+    return _opened(storage, root)
 
 
 def open_level(
@@ -285,19 +290,20 @@ def open_level(
     storage_options: Mapping[str, Any] | None = None,
     skim: Callable[[str], bool] | None = None,
 ) -> Level:
-    """``open_store(url).level(number, snapshot=True)`` with the level's walk beside the root's read:
-    a round trip fewer on an object store.  Nothing the walk read is used before the root
-    passed every check :func:`open_store` applies.  ``skim``: groups whose children the
+    """``open_store(url).level(number, snapshot=True)`` with the level's walk beside the probe
+    and the root's read: two round trips fewer on an object store.  Nothing the walk read
+    is used before the probe and the root passed every check :func:`open_store` applies.  ``skim``: groups whose children the
     walk lists without reading (:func:`~zarr_vectors.store.snapshot.snapshot_level`)."""
     storage = url if isinstance(url, Storage) else Storage(url, storage_options)
-    storage.check_reachable()
+
     def walk() -> LevelSnapshot | Exception:
         try:
             return snapshot_level(storage, str(number), skim=skim)
         except ZarrVectorsError as exc:  # reported only once the root passed: its error comes first
             return exc
 
-    root, snap = storage.overlap(lambda read: read(), [lambda: storage.get(meta_key("")), walk])
+    steps = [storage.check_reachable, lambda: storage.get(meta_key("")), walk]
+    _, root, snap = storage.overlap(lambda step: step(), steps)
     store = _opened(storage, root)
     if isinstance(snap, Exception):
         raise snap
