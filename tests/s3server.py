@@ -12,7 +12,9 @@ in its own process so the server does not share the client's GIL::
 
     python -m tests.s3server --latency-ms 20      # prints the endpoint URL, then serves
 
-``GET /__zv_requests__`` answers the counts as JSON; ``DELETE`` on it resets them.
+``GET /__zv_requests__`` answers the counts as JSON; ``DELETE`` on it resets them.  With
+``--log FILE`` every request's arrival is a line (time, method, path), and an answer that
+is not a success a second line (``-> 404 NOT FOUND``): a retried 5xx shows there.
 """
 
 from __future__ import annotations
@@ -56,7 +58,17 @@ class LatencyMiddleware:
                 self.log.write(f"{time.monotonic():.4f} {method} {environ.get('PATH_INFO')}{'?' + query if query else ''}\n")
         if self.latency_s:
             time.sleep(self.latency_s)
-        return self.app(environ, start_response)
+        if self.log is None:
+            return self.app(environ, start_response)
+        path = environ.get("PATH_INFO")
+
+        def logged(status: str, headers: Any, *rest: Any) -> Any:
+            if not status.startswith(("2", "3")):
+                with self._lock:
+                    self.log.write(f"{time.monotonic():.4f} {method} {path} -> {status}\n")
+            return start_response(status, headers, *rest)
+
+        return self.app(environ, logged)
 
 
 class S3Server:
