@@ -125,9 +125,9 @@ def _waves(log: str, gap_s: float) -> list[list[str]]:
     return waves
 
 
-def test_points_read_asks_its_metadata_in_three_waves(backend, tmp_path):
-    """The reachability probe, the root and the level's first listing went one after another:
-    5 waves of metadata before the cells.  The probe, the root and the level's walk overlap
+def test_points_read_asks_its_metadata_in_three_waves(backend):
+    """The reachability probe went before the root and the level's walk: 4 waves of
+    metadata before the cells.  The probe, the root and the level's walk overlap
     (probe and root checked first): root + level, the level's children, the attribute arrays."""
     import io
 

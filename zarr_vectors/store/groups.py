@@ -276,7 +276,7 @@ def open_store(url: str | os.PathLike[str], *, storage_options: Mapping[str, Any
 
     The reachability probe and the root's GET overlap (one round trip on an object
     store, not two); the probe's error -- a missing bucket, an unreachable endpoint --
-    comes first, and it fails no slower than the GET beside it would.
+    comes first, as soon as the probe alone would give it.
     """
     storage = url if isinstance(url, Storage) else Storage(url, storage_options)
     _, root = storage.overlap(lambda read: read(), [storage.check_reachable, lambda: storage.get(meta_key(""))])
@@ -292,8 +292,9 @@ def open_level(
 ) -> Level:
     """``open_store(url).level(number, snapshot=True)`` with the level's walk beside the probe
     and the root's read: two round trips fewer on an object store.  Nothing the walk read
-    is used before the probe and the root passed every check :func:`open_store` applies.  ``skim``: groups whose children the
-    walk lists without reading (:func:`~zarr_vectors.store.snapshot.snapshot_level`)."""
+    is used before the probe and the root passed every check :func:`open_store` applies.
+    ``skim``: groups whose children the walk lists without reading
+    (:func:`~zarr_vectors.store.snapshot.snapshot_level`)."""
     storage = url if isinstance(url, Storage) else Storage(url, storage_options)
 
     def walk() -> LevelSnapshot | Exception:
