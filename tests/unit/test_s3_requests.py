@@ -7,6 +7,8 @@ HEAD what a listing it already made could answer, is the defect class these pin.
 
 from __future__ import annotations
 
+from urllib.parse import parse_qs, urlsplit
+
 import dask
 import numpy as np
 import pytest
@@ -113,43 +115,84 @@ def test_obstore_single_object_storage_uses_its_root_as_the_key(s3_bucket):
 
 
 def _waves(log: str, gap_s: float) -> list[list[str]]:
-    """The server's request log (time, method, path) cut into waves: a wave starts after a gap."""
+    """The server's request log (time, method, path) cut into waves of "METHOD path": a wave
+    starts after a gap.  The lines of answers that were not successes are left out."""
     waves: list[list[str]] = []
     last = None
     for line in log.splitlines():
-        at, _, path = line.split(" ", 2)
+        at, request = line.split(" ", 1)
+        if " -> " in request:
+            continue
         if last is None or float(at) - last > gap_s:
             waves.append([])
-        waves[-1].append(path)
+        waves[-1].append(request)
         last = float(at)
     return waves
+
+
+LATENCY_MS = 250.0  # one wave's requests go out together; waves are a latency apart
+
+
+def _waves_of(prepare, run) -> list[list[str]]:
+    """The waves of ``run(url, options)`` on a slow server, after ``prepare(url, options)``."""
+    import io
+
+    from tests.conftest import _bucket
+    from tests.s3server import S3Server
+
+    log = io.StringIO()
+    server = S3Server(latency_ms=LATENCY_MS, log=log).start()
+    try:
+        bucket, options = _bucket(server.endpoint)
+        url = f"s3://{bucket}/p.zv"
+        prepare(url, options)
+        log.seek(0)
+        log.truncate()
+        run(url, options)
+        return _waves(log.getvalue(), gap_s=LATENCY_MS / 2000)
+    finally:
+        server.stop()
+
+
+def _write_points(url, options):
+    pos = np.random.default_rng(0).uniform(0, 100, (400, 3)).astype("f4")
+    zv.write_points(url, pos, chunk_shape=50.0, bounds=[[0, 0, 0], [100, 100, 100]],
+                    attributes={"value": pos[:, 0].copy()}, storage_options=options)
+    return pos
 
 
 def test_points_read_asks_its_metadata_in_three_waves(backend):
     """The reachability probe went before the root and the level's walk: 4 waves of
     metadata before the cells.  The probe, the root and the level's walk overlap
     (probe and root checked first): root + level, the level's children, the attribute arrays."""
-    import io
-
-    from tests.conftest import _bucket
-    from tests.s3server import S3Server
-
-    latency_ms = 250.0  # one wave's requests go out together; waves are a latency apart
-    log = io.StringIO()
-    server = S3Server(latency_ms=latency_ms, log=log).start()
-    try:
-        bucket, options = _bucket(server.endpoint)
-        url = f"s3://{bucket}/p.zv"
-        pos = np.random.default_rng(0).uniform(0, 100, (400, 3)).astype("f4")
-        zv.write_points(url, pos, chunk_shape=50.0, bounds=[[0, 0, 0], [100, 100, 100]],
-                        attributes={"value": pos[:, 0].copy()}, storage_options=options)
-        log.seek(0)
-        log.truncate()
-        got = zv.read(url, storage_options=options)
-        waves = _waves(log.getvalue(), gap_s=latency_ms / 2000)
-    finally:
-        server.stop()
-    assert len(got) == len(pos) and np.array_equal(np.sort(got.attributes["value"]), np.sort(pos[:, 0]))
+    written, got = {}, {}
+    waves = _waves_of(lambda url, o: written.update(pos=_write_points(url, o)),
+                      lambda url, o: got.update(read=zv.read(url, storage_options=o)))
+    pos, read = written["pos"], got["read"]
+    assert len(read) == len(pos) and np.array_equal(np.sort(read.attributes["value"]), np.sort(pos[:, 0]))
     cells = next(i for i, wave in enumerate(waves) if any("/c/" in p for p in wave))
     assert cells == 3, waves
     assert any(p.endswith("/p.zv/zarr.json") for p in waves[0]) and any("p.zv%2F0%2F" in p for p in waves[0]), waves[0]
+
+
+def test_shard_lists_beside_the_root_and_deletes_beside_the_moves(backend):
+    """The sharder listed its staging area, then the root's levels, each after the root's read
+    (three waves where one does), and deleted the cells its shards replace in a wave of its
+    own before the shards' moves started.  Now the listings go with the root's read and the
+    delete with the moves' first requests (their keys are disjoint)."""
+    written, got = {}, {}
+
+    def shard_then_read(url, options):
+        zv.shard_store(url, shard_shape=2, storage_options=options)
+        got["read"] = zv.read(url, storage_options=options)  # after the waves looked at
+
+    waves = _waves_of(lambda url, o: written.update(pos=_write_points(url, o)), shard_then_read)
+    assert np.array_equal(np.sort(got["read"].attributes["value"]), np.sort(written["pos"][:, 0]))
+    first = waves[0]
+    listed = {parse_qs(urlsplit(p).query).get("prefix", [None])[0] for p in first}
+    assert any(p.endswith("/p.zv/zarr.json") for p in first), first
+    assert {"p.zv/", "p.zv/.zv-shard-staging/"} <= listed, first  # the levels, the staging area
+    journals = next(i for i, w in enumerate(waves) if any(p.endswith("/commit.json") for p in w))
+    after = waves[journals + 1]  # the stale cells' bulk delete, and the moves' first requests
+    deletes = [p for p in after if p.startswith("POST ") and p.endswith("?delete")]
+    assert deletes and len(deletes) < len(after), waves

@@ -59,7 +59,8 @@ def apply_commits(
 
     Per array: old objects that are not new keys are deleted, staged objects moved over,
     the new document written, what is left of its staging (its journal) removed -- each
-    step as one round over every array (a bulk delete for all of them, not one per array).
+    step as one round over every array (a bulk delete for all of them, not one per array),
+    the deletes beside the moves.
     Everything an array needs is in the staging (or already in place) while its journal
     exists, and nothing is deleted before every array was found complete.  ``listed``: per
     array, its staged keys and its objects, listed since the journal was written (a first
@@ -89,8 +90,10 @@ def apply_commits(
         leftovers += [posixpath.join(staging_dir(path), JOURNAL), *(k for k in staged if k not in moved)]
         # directories the old layout needed and the new one does not; never above <path>/c
         emptied.append(({posixpath.dirname(k) for k in old} - {posixpath.dirname(d) for _, d in mine}, prefix))
-    storage.delete_many(stale)
-    storage.move_many(moves, sources_present=True)  # listed: no second look at the sources
+    # disjoint keys (stale ones are not new keys), so one round for both; listed: no
+    # second look at the sources
+    steps = [lambda: storage.delete_many(stale), lambda: storage.move_many(moves, sources_present=True)]
+    storage.overlap(lambda step: step(), steps)
     for parents, floor in emptied:
         storage.remove_empty_dirs(parents, floor=floor)
     write_nodes(storage, documents)
@@ -162,10 +165,11 @@ def _object_key(key: str) -> bool:
     return len(parts) >= 2 and parts[0] == "c" and all(p.isdigit() for p in parts[1:])
 
 
-def recover(storage: Storage) -> tuple[int, bool]:
+def recover(storage: Storage, names: Sequence[str] | None = None) -> tuple[int, bool]:
     """Finish every commit an interrupted run journaled: how many, and whether the staging area
-    still holds anything (orphans of an interrupted pack stage, which the next run drops)."""
-    names = storage.list_dir(STAGING)
+    still holds anything (orphans of an interrupted pack stage, which the next run drops).
+    ``names``: the staging area's children, where the caller listed them already."""
+    names = storage.list_dir(STAGING) if names is None else names
     keys = [posixpath.join(STAGING, name, JOURNAL) for name in names]
     commits: list[Commit] = []
     orphans = False

@@ -74,11 +74,13 @@ def grid_array_paths(storage: Storage, level: int) -> list[str]:
     return [path for path, _ in _grid_documents(storage, level)]
 
 
-def open_grid_arrays(store: ZVStore) -> list[GridArray]:
-    """Every grid array of every level, read strictly; the levels' walks overlap."""
+def open_grid_arrays(store: ZVStore, levels: Sequence[int] | None = None) -> list[GridArray]:
+    """Every grid array of every level (of ``levels``, where the caller listed them), read
+    strictly; the levels' walks overlap."""
     storage = store.storage
     grids = []
-    for found in storage.overlap(partial(_grid_documents, storage), store.level_numbers()):
+    levels = store.level_numbers() if levels is None else levels
+    for found in storage.overlap(partial(_grid_documents, storage), levels):
         for path, raw in found:
             doc = load_document(raw, file=meta_key(path))
             if doc.get("node_type") == "array":

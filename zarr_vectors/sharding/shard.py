@@ -69,7 +69,7 @@ from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.codecs import ShardingSpec
 from zarr_vectors.store.consolidated import consolidate, drop_consolidated
 from zarr_vectors.store.grid import GridArray, read_stored_cells_many
-from zarr_vectors.store.groups import ZVStore, open_store
+from zarr_vectors.store.groups import ZVStore, open_store_beside
 
 
 @dataclass(frozen=True)
@@ -278,13 +278,15 @@ def split_commits(weights: Sequence[int]) -> list[slice]:
 
 def _relayout(url: Any, shard_shape: Any, storage_options: Mapping[str, Any] | None) -> ShardResult:
     storage = url if isinstance(url, Storage) else Storage(url, storage_options)
-    store = open_store(storage)
+    # the staging area's and the root's listings beside the root's read: recovery applies
+    # only once the root passed its checks, and the grids are read after it
+    store, (staged, top) = open_store_beside(storage, [lambda: storage.list_dir(STAGING), lambda: storage.list_dir("")])
     ndim = store.root.sid_ndim
     target = None if shard_shape is None else normalise_shard_shape(shard_shape, ndim)
     min_cells_per_task = int(config.get("shard.min-cells-per-task"))  # read here, in the client
     cells_per_batch = int(config.get("shard.cells-per-batch"))
-    recovered, orphans = recover(storage)  # finish what an interrupted run journaled
-    grids = open_grid_arrays(store)
+    recovered, orphans = recover(storage, staged)  # finish what an interrupted run journaled
+    grids = open_grid_arrays(store, store.level_numbers(top))  # recovery changes no level's presence
     for grid in grids:
         if grid.ndim != ndim:
             raise InputError(

@@ -9,7 +9,8 @@ import posixpath
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, overload
+from functools import partial
+from typing import Any, TypeVar, overload
 
 from zarr_vectors.errors import (
     InputError,
@@ -37,6 +38,7 @@ from zarr_vectors.store.snapshot import LevelSnapshot, snapshot_level
 from zarr_vectors.store.strict_json import load_document
 
 _LEVEL_NAME = re.compile(r"^(0|[1-9][0-9]*)$")
+T = TypeVar("T")
 _NAME_SUFFIXES = (".zarrvectors", ".zv", ".zarr")
 
 
@@ -206,9 +208,11 @@ class ZVStore:
     def url(self) -> str:
         return self.storage.url
 
-    def level_numbers(self) -> list[int]:
-        """Level groups present, ascending (bare non-negative integer names)."""
-        return sorted(int(n) for n in self.storage.list_dir("") if _LEVEL_NAME.match(n))
+    def level_numbers(self, names: Sequence[str] | None = None) -> list[int]:
+        """Level groups present, ascending (bare non-negative integer names); ``names``: the
+        root's children, where the caller listed them already."""
+        names = self.storage.list_dir("") if names is None else names
+        return sorted(int(n) for n in names if _LEVEL_NAME.match(n))
 
     def level(self, number: int, *, snapshot: bool | LevelSnapshot = False) -> Level:
         """Level ``number``; with ``snapshot``, its metadata read in one batched walk (for readers),
@@ -279,8 +283,28 @@ def open_store(url: str | os.PathLike[str], *, storage_options: Mapping[str, Any
     comes first, as soon as the probe alone would give it.
     """
     storage = url if isinstance(url, Storage) else Storage(url, storage_options)
-    _, root = storage.overlap(lambda read: read(), [storage.check_reachable, lambda: storage.get(meta_key(""))])
-    return _opened(storage, root)
+    return open_store_beside(storage, [])[0]
+
+
+def open_store_beside(storage: Storage, reads: Sequence[Callable[[], T]]) -> tuple[ZVStore, list[T]]:
+    """:func:`open_store` with ``reads`` overlapping its probe and root GET: on an object store
+    a caller's first round trips cost none of their own.  Their results -- and their errors
+    -- are handed out only once the probe and the root passed every check, so a missing
+    bucket or a store that is not one is reported as such, never as what a read met."""
+
+    def guarded(read: Callable[[], T]) -> T | ZarrVectorsError:
+        try:
+            return read()
+        except ZarrVectorsError as exc:  # raised only once the root passed: its error comes first
+            return exc
+
+    steps = [storage.check_reachable, lambda: storage.get(meta_key("")), *(partial(guarded, r) for r in reads)]
+    _, root, *got = storage.overlap(lambda step: step(), steps)
+    store = _opened(storage, root)
+    for result in got:
+        if isinstance(result, ZarrVectorsError):
+            raise result
+    return store, got
 
 
 def open_level(
@@ -291,23 +315,11 @@ def open_level(
     skim: Callable[[str], bool] | None = None,
 ) -> Level:
     """``open_store(url).level(number, snapshot=True)`` with the level's walk beside the probe
-    and the root's read: two round trips fewer on an object store.  Nothing the walk read
-    is used before the probe and the root passed every check :func:`open_store` applies.
-    ``skim``: groups whose children the walk lists without reading
+    and the root's read (:func:`open_store_beside`): two round trips fewer on an object
+    store.  ``skim``: groups whose children the walk lists without reading
     (:func:`~zarr_vectors.store.snapshot.snapshot_level`)."""
     storage = url if isinstance(url, Storage) else Storage(url, storage_options)
-
-    def walk() -> LevelSnapshot | Exception:
-        try:
-            return snapshot_level(storage, str(number), skim=skim)
-        except ZarrVectorsError as exc:  # reported only once the root passed: its error comes first
-            return exc
-
-    steps = [storage.check_reachable, lambda: storage.get(meta_key("")), walk]
-    _, root, snap = storage.overlap(lambda step: step(), steps)
-    store = _opened(storage, root)
-    if isinstance(snap, Exception):
-        raise snap
+    store, (snap,) = open_store_beside(storage, [lambda: snapshot_level(storage, str(number), skim=skim)])
     return store.level(number, snapshot=snap)
 
 
