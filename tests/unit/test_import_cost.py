@@ -3,7 +3,8 @@
 A script's first write is timed with its imports (issue 13 item 7), so the public API
 loads its heavy parts on first use and a numpy write never imports ``dask.array``
 (which pulls xarray and pandas where installed) nor ``distributed`` (dask imports it to
-look for a client unless told the scheduler).  Each check runs in a fresh interpreter.
+look for a client unless told the scheduler), nor ``fsspec`` (only object and memory
+stores need it).  Each check runs in a fresh interpreter.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 import zarr_vectors as zv
 
 REPO = Path(__file__).resolve().parents[2]
-HEAVY = ("dask.array", "distributed", "pandas", "xarray")
+HEAVY = ("dask.array", "distributed", "fsspec", "pandas", "xarray")
 
 
 def _fresh(code: str) -> dict:

@@ -26,6 +26,11 @@ def column_extent(positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lo, hi
 
 
+#: rows per strip of the per-column passes: their float64 temporaries stay in cache, and
+#: their size, not the block's, is what those passes add to a task's memory
+_STRIP_ROWS = 1 << 16
+
+
 def cells_and_bins(
     positions: np.ndarray,
     chunk_shape: np.ndarray,
@@ -39,15 +44,44 @@ def cells_and_bins(
     Chunks are ``floor(pos / chunk_shape)`` and bins ``floor(pos / bin_shape)`` in
     float64 (docs/format.md §8).  Rounding at a chunk face can put a bin one step
     outside its chunk, so local bin coordinates are clipped.  Computed column by
-    column: contiguous 1-D passes are several times faster than strided 2-D ones.
+    column (contiguous 1-D passes are several times faster than strided 2-D ones) in
+    strips of rows: a whole block's float64 temporaries would be fresh memory, which
+    costs more to fault in than the arithmetic on it.
     """
     n = len(positions)
-    cell = np.zeros(n, dtype=np.int64)
-    local = np.zeros(n, dtype=np.int64) if bin_shape is not None else None
-    scratch = np.empty(n, dtype=np.float64)
-    chunk_d = np.empty(n, dtype=np.int64)
+    cell = np.empty(n, dtype=np.int64)
+    local = np.empty(n, dtype=np.int64) if bin_shape is not None else None
+    strip = min(n, _STRIP_ROWS)
+    col = np.empty(strip, dtype=np.float64)
+    scratch = np.empty(strip, dtype=np.float64)
+    chunk_d = np.empty(strip, dtype=np.int64)
+    for lo in range(0, n, _STRIP_ROWS):
+        hi = min(n, lo + _STRIP_ROWS)
+        _strip_cells(positions[lo:hi], chunk_shape, origin, grid_shape, bin_shape, bins_per_chunk,
+                     cell[lo:hi], None if local is None else local[lo:hi],
+                     col[: hi - lo], scratch[: hi - lo], chunk_d[: hi - lo])  # fmt: skip
+    return cell, local
+
+
+def _strip_cells(
+    positions: np.ndarray,
+    chunk_shape: np.ndarray,
+    origin: np.ndarray,
+    grid_shape: tuple[int, ...],
+    bin_shape: np.ndarray | None,
+    bins_per_chunk: tuple[int, ...] | None,
+    cell: np.ndarray,
+    local: np.ndarray | None,
+    col: np.ndarray,
+    scratch: np.ndarray,
+    chunk_d: np.ndarray,
+) -> None:
+    """:func:`cells_and_bins` of one strip, into ``cell`` / ``local`` (views of the outputs)."""
+    cell[...] = 0
+    if local is not None:
+        local[...] = 0
     for d in range(positions.shape[1]):
-        col = positions[:, d].astype(np.float64)
+        col[...] = positions[:, d]
         np.floor(np.divide(col, chunk_shape[d], out=scratch), out=scratch)
         chunk_d[...] = scratch
         cell *= grid_shape[d]
@@ -61,7 +95,6 @@ def cells_and_bins(
             np.clip(scratch, 0, bins_per_chunk[d] - 1, out=scratch)
             local *= bins_per_chunk[d]
             local += scratch.astype(np.int64)
-    return cell, local
 
 
 def take_rows(values: np.ndarray, index: np.ndarray) -> np.ndarray:

@@ -24,8 +24,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple, TypeVar
 
-import fsspec
-
 from zarr_vectors import config
 from zarr_vectors.errors import InputError, StorageObjectError, StoreNotFoundError
 from zarr_vectors.store.accounting import ContextExecutor, count_contract
@@ -412,6 +410,8 @@ class FsspecStorage(Storage):
             # documents read many at a time: the HEAD doubled the requests (zv.read of a
             # 200k-vertex graph on a loopback S3 server: 59.5 s -> 33.8 s without it).
             fs_options.setdefault("max_concurrency", 1)
+        import fsspec  # here, not at the top: a local store's script never pays its import (~30 ms)
+
         self.fs = fsspec.filesystem(self.protocol, **fs_options)
         self._async = bool(getattr(self.fs, "async_impl", False))  # batch calls go out concurrently
 

@@ -210,7 +210,7 @@ def normalise_vertex_inputs(
         if isinstance(ids_in, np.ndarray) and ids_in.dtype == np.uint64 and n and ids_in.max() > MAX_OBJECT_ID:
             row = int(np.argmax(ids_in > MAX_OBJECT_ID))
             raise InputError(f"object id {ids_in[row]} at row {row} exceeds the format's limit of {MAX_OBJECT_ID}")
-        ids_in = ids_in.astype(np.int64)
+        ids_in = ids_in.astype(np.int64, copy=False)  # int64 ids are used as given: only read
     elif mode != "bins":
         ids_in = np.zeros(n, dtype=np.int64)
 
@@ -306,13 +306,18 @@ class VertexPlan:
         """Rank of each owner's first cell, plus the total (cut points in rank order)."""
         return np.asarray([s.start for s in self.owners] + [len(self.cells)], dtype=np.int64)
 
-    def rank_of(self, linear: np.ndarray) -> np.ndarray:
-        """Position of each linear cell id in ``cells`` (every id must be occupied)."""
+    def rank_of(self, linear: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """Position of each linear cell id in ``cells`` (every id must be occupied); into
+        ``out`` (int64, which may be ``linear`` itself) when given."""
         if math.prod(self.grid_shape) <= DENSE_GRID_LIMIT:
             lut = np.zeros(math.prod(self.grid_shape), dtype=np.int64)
             lut[self.cells] = np.arange(len(self.cells))
-            return lut[linear]
-        return np.searchsorted(self.cells, linear)
+            return np.take(lut, linear, out=out)
+        found = np.searchsorted(self.cells, linear)
+        if out is None:
+            return found
+        out[...] = found
+        return out
 
 
 def _grid_for(bounds: tuple[tuple[float, ...], tuple[float, ...]], cs: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
@@ -430,9 +435,14 @@ def route_block(
     spec: VertexSpec,
     with_gid: bool,
 ) -> list[dict[str, np.ndarray] | None]:
-    """Order a block's rows as they will sit in their cells, and split them by owner task."""
+    """Order a block's rows as they will sit in their cells, and split them by owner task.
+
+    Block-sized arrays are few and short-lived (the cell ids become ranks in place; the
+    sort keys, ids and row numbers are cut per piece): on a fresh process their pages
+    cost more to fault in than the sorting costs.
+    """
     binned = spec.mode == "bins"
-    lin, bins = cells_and_bins(
+    rank, bins = cells_and_bins(
         pos,
         np.asarray(spec.chunk_shape),
         plan.origin,
@@ -440,22 +450,23 @@ def route_block(
         np.asarray(spec.bin_shape or spec.chunk_shape) if binned else None,
         spec.bins_per_chunk if binned else None,
     )
-    rank = plan.rank_of(lin)
+    plan.rank_of(rank, out=rank)
     if spec.mode == "bins":
         assert bins is not None
         order = stable_order(rank * spec.n_bins + bins, len(plan.cells) * spec.n_bins)
-        sub = bins[order]
+        sub = bins
     elif spec.mode == "objects":
         assert ids is not None
         order = np.lexsort((ids, rank))
-        sub = ids[order]
+        sub = ids
     else:  # runs: input order inside a cell
         assert ids is not None
         order = stable_order(rank, len(plan.cells))
-        sub = ids[order]
-    rank = rank[order]
-    gid = order + offset if (with_gid or spec.mode == "runs") else None
-    cuts = np.searchsorted(rank, plan.owner_starts())
+        sub = ids
+    rows_per_rank = np.bincount(rank, minlength=len(plan.cells))
+    del rank
+    cuts = np.r_[0, np.cumsum(rows_per_rank)][plan.owner_starts()]
+    keep_gid = with_gid or spec.mode == "runs"
     pieces: list[dict[str, np.ndarray] | None] = []
     for k in range(len(plan.owners)):
         lo, hi = int(cuts[k]), int(cuts[k + 1])
@@ -463,18 +474,17 @@ def route_block(
             pieces.append(None)
             continue
         sel = order[lo:hi]
-        owned = plan.owners[k]
         # Copies, not views: a view pins the whole block's array in worker memory, where
         # dask counts only the view (unmanaged memory it can neither see nor spill).  Every
         # piece waits in memory until all blocks are routed, so it is kept small: rows per
         # owned cell instead of a rank per row, and bins / object ids (< 2**26) as int32.
         piece = {
-            "cells": np.bincount(rank[lo:hi] - owned.start, minlength=owned.stop - owned.start),
+            "cells": rows_per_rank[plan.owners[k]].copy(),
             "pos": take_rows(pos, sel),
-            "sub": sub[lo:hi].astype(np.int32),
+            "sub": sub[sel].astype(np.int32, copy=False),
         }
-        if gid is not None:
-            piece["gid"] = gid[lo:hi].copy()
+        if keep_gid:
+            piece["gid"] = sel + offset
         if breaks is not None:
             piece["brk"] = breaks[sel]
         for name, values in attrs.items():
@@ -554,9 +564,8 @@ def write_owner(
     summary: dict[str, Any] = {"keys": [format_chunk_key(c) for c in cells[0]], "rows": int(len(pos))}
     if frag_tables:
         summary["fragments"] = tuple(np.concatenate([t[i] for t in frag_tables]) for i in range(4))
-    if gid is not None:
-        rows = np.arange(len(pos)) - np.repeat(starts, per_cell)
-        summary["placement"] = (gid, np.repeat(np.arange(first_rank, first_rank + n_cells), per_cell), rows)
+    if gid is not None:  # input index per row and rows per cell: assemble_placement expands them
+        summary["placement"] = (gid, first_rank, per_cell)
     return summary
 
 
@@ -670,10 +679,14 @@ class Placement:
 
 
 def assemble_placement(plan: VertexPlan, n: int, *summaries: dict[str, Any]) -> Placement:
+    """The placement from the owners' reports (each: input index per row in storage order,
+    its first cell's rank, rows per cell)."""
     rank = np.empty(n, dtype=np.int64)
     rows = np.empty(n, dtype=np.int64)
     for s in summaries:
-        gid, r, row = s["placement"]
-        rank[gid] = r
-        rows[gid] = row
+        gid, first_rank, per_cell = s["placement"]
+        cell_of_row = np.repeat(np.arange(len(per_cell)), per_cell)
+        rows[gid] = np.arange(len(gid)) - np.r_[0, np.cumsum(per_cell)[:-1]][cell_of_row]
+        cell_of_row += first_rank
+        rank[gid] = cell_of_row
     return Placement(rows, rank)
