@@ -60,6 +60,9 @@ DEFAULTS: dict[str, Any] = {
         "s3": {
             "backend": "obstore",  # or "s3fs"
             "concurrency": 64,
+            # retries of the obstore backend's reachability probe (one LIST of the root before
+            # a job); its other requests keep obstore's default (10, with backoff)
+            "probe-retries": 2,
         },
         # bounds on what a store may make a reader do; a store is data from elsewhere
         "limits": {

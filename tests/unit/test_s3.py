@@ -141,6 +141,20 @@ def test_unreachable_endpoint(s3_bucket, cloud):
     assert s3_tree(options, bucket, "p/store.zv") == {}
 
 
+@pytest.mark.parametrize("retries", [0, 3])
+def test_unreachable_endpoint_probe_retries_follow_the_setting(s3_bucket, zv_config, retries):
+    """The obstore backend probes with ``s3.probe-retries`` retries (obstore says how many it made)."""
+    bucket, options = s3_bucket
+    zv_config("s3.backend", "obstore")
+    zv_config("s3.probe-retries", retries)
+    bad = dict(options, endpoint_url="http://127.0.0.1:9")
+    with pytest.raises(StoreNotFoundError, match="cannot reach") as info:
+        zv.read(f"s3://{bucket}/p/store.zv", storage_options=bad)
+    message = str(info.value)
+    assert (f"max_retries: {retries}" in message) == (retries > 0), message
+    assert f"after {retries} retries" in message or retries == 0, message
+
+
 def test_refuses_bucket_root(s3_bucket, cloud):
     bucket, options = s3_bucket
     for url in (f"s3://{bucket}", f"s3://{bucket}/"):
