@@ -120,10 +120,14 @@ class ObstoreStorage(Storage):
 
     def __init__(self, url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> None:
         super().__init__(url, storage_options)
-        bucket, _, self._prefix = self.root.partition("/")
+        self._prefix = self.root.partition("/")[2]
+        self._store = self._client()
+
+    def _client(self, retry_config: Mapping[str, Any] | None = None) -> S3Store:
+        """An obstore client for this store's bucket and options (obstore's retries unless given)."""
         s3, client = s3_config(self.storage_options)
-        self._store = S3Store(bucket, config=s3, client_options=client)  # type: ignore[arg-type]
-        self._client_args = (bucket, s3, client)
+        extra = {} if retry_config is None else {"retry_config": retry_config}
+        return S3Store(self.bucket, config=s3, client_options=client, **extra)  # type: ignore[arg-type]
 
     @property
     def bucket(self) -> str | None:
@@ -268,8 +272,7 @@ class ObstoreStorage(Storage):
         Through a client of its own with ``zarr_vectors.s3.probe-retries`` retries: obstore's
         default (10, with backoff) took 1.7-7.5 s to report an endpoint refusing every connection.
         """
-        bucket, s3, client = self._client_args
-        probe = S3Store(bucket, config=s3, client_options=client, retry_config={  # type: ignore[arg-type]
+        probe = self._client({
             "max_retries": int(config.get("s3.probe-retries")),
             "retry_timeout": timedelta(seconds=30),
             "backoff": {"init_backoff": timedelta(milliseconds=50), "max_backoff": timedelta(seconds=1), "base": 2},

@@ -306,18 +306,13 @@ class VertexPlan:
         """Rank of each owner's first cell, plus the total (cut points in rank order)."""
         return np.asarray([s.start for s in self.owners] + [len(self.cells)], dtype=np.int64)
 
-    def rank_of(self, linear: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """Position of each linear cell id in ``cells`` (every id must be occupied); into
-        ``out`` (int64, which may be ``linear`` itself) when given."""
+    def rank_of(self, linear: np.ndarray) -> np.ndarray:
+        """Position of each linear cell id in ``cells`` (every id must be occupied)."""
         if math.prod(self.grid_shape) <= DENSE_GRID_LIMIT:
             lut = np.zeros(math.prod(self.grid_shape), dtype=np.int64)
             lut[self.cells] = np.arange(len(self.cells))
-            return np.take(lut, linear, out=out)
-        found = np.searchsorted(self.cells, linear)
-        if out is None:
-            return found
-        out[...] = found
-        return out
+            return lut[linear]
+        return np.searchsorted(self.cells, linear)
 
 
 def _grid_for(bounds: tuple[tuple[float, ...], tuple[float, ...]], cs: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
@@ -437,12 +432,12 @@ def route_block(
 ) -> list[dict[str, np.ndarray] | None]:
     """Order a block's rows as they will sit in their cells, and split them by owner task.
 
-    Block-sized arrays are few and short-lived (the cell ids become ranks in place; the
+    Block-sized arrays are few and short-lived (the cell ids are dropped once ranked; the
     sort keys, ids and row numbers are cut per piece): on a fresh process their pages
     cost more to fault in than the sorting costs.
     """
     binned = spec.mode == "bins"
-    rank, bins = cells_and_bins(
+    lin, bins = cells_and_bins(
         pos,
         np.asarray(spec.chunk_shape),
         plan.origin,
@@ -450,7 +445,8 @@ def route_block(
         np.asarray(spec.bin_shape or spec.chunk_shape) if binned else None,
         spec.bins_per_chunk if binned else None,
     )
-    plan.rank_of(rank, out=rank)
+    rank = plan.rank_of(lin)
+    del lin
     if spec.mode == "bins":
         assert bins is not None
         order = stable_order(rank * spec.n_bins + bins, len(plan.cells) * spec.n_bins)
