@@ -50,6 +50,12 @@ ATTRIBUTE_KINDS = "biuf"
 DENSE_GRID_LIMIT = 1 << 22  # grids up to this many cells are counted with bincount / a lookup table
 
 
+def index_dtype(n: int) -> type[np.integer]:
+    """int32 for indices below ``n`` when they fit: input-sized index arrays are fresh
+    pages, and on a cold process faulting them in costs more than filling them."""
+    return np.int32 if n <= np.iinfo(np.int32).max else np.int64
+
+
 # ---------------------------------------------------------------------------
 # inputs
 # ---------------------------------------------------------------------------
@@ -309,7 +315,7 @@ class VertexPlan:
     def rank_of(self, linear: np.ndarray) -> np.ndarray:
         """Position of each linear cell id in ``cells`` (every id must be occupied)."""
         if math.prod(self.grid_shape) <= DENSE_GRID_LIMIT:
-            lut = np.zeros(math.prod(self.grid_shape), dtype=np.int64)
+            lut = np.zeros(math.prod(self.grid_shape), dtype=index_dtype(len(self.cells)))
             lut[self.cells] = np.arange(len(self.cells))
             return lut[linear]
         return np.searchsorted(self.cells, linear)
@@ -449,7 +455,8 @@ def route_block(
     del lin
     if spec.mode == "bins":
         assert bins is not None
-        order = stable_order(rank * spec.n_bins + bins, len(plan.cells) * spec.n_bins)
+        key_space = len(plan.cells) * spec.n_bins
+        order = stable_order(rank.astype(index_dtype(key_space), copy=False) * spec.n_bins + bins, key_space)
         sub = bins
     elif spec.mode == "objects":
         assert ids is not None
@@ -480,7 +487,8 @@ def route_block(
             "sub": sub[sel].astype(np.int32, copy=False),
         }
         if keep_gid:
-            piece["gid"] = sel + offset
+            piece["gid"] = sel.astype(index_dtype(spec.n))
+            piece["gid"] += offset
         if breaks is not None:
             piece["brk"] = breaks[sel]
         for name, values in attrs.items():
@@ -553,7 +561,7 @@ def write_owner(
             cells[2 + i][chunk] = data["attr/" + name][s:e].tobytes()
         if spec.has_objects:
             f = np.arange(len(counts), dtype=np.int64)
-            order_key = gid[s + first] if spec.mode == "runs" else np.full(len(counts), first_rank + c, np.int64)
+            order_key = gid[s + first].astype(np.int64) if spec.mode == "runs" else np.full(len(counts), first_rank + c, np.int64)
             ids = sub[s + first].astype(np.int64)
             frag_tables.append((ids, np.repeat(chunks[c : c + 1], len(counts), axis=0), f, order_key))
     write_cells_many(list(zip(grids, cells)))
@@ -670,19 +678,20 @@ class Placement:
     recovers the coordinates of the few vertices that need them (cross-chunk records).
     """
 
-    rows: np.ndarray  # (n,) int64
-    rank: np.ndarray  # (n,) int64
+    rows: np.ndarray  # (n,) index_dtype(n)
+    rank: np.ndarray  # (n,) index_dtype(n)
 
 
 def assemble_placement(plan: VertexPlan, n: int, *summaries: dict[str, Any]) -> Placement:
     """The placement from the owners' reports (each: input index per row in storage order,
     its first cell's rank, rows per cell)."""
-    rank = np.empty(n, dtype=np.int64)
-    rows = np.empty(n, dtype=np.int64)
+    dtype = index_dtype(n)
+    rank = np.empty(n, dtype=dtype)
+    rows = np.empty(n, dtype=dtype)
     for s in summaries:
         gid, first_rank, per_cell = s["placement"]
-        cell_of_row = np.repeat(np.arange(len(per_cell)), per_cell)
-        rows[gid] = np.arange(len(gid)) - np.r_[0, np.cumsum(per_cell)[:-1]][cell_of_row]
+        cell_of_row = np.repeat(np.arange(len(per_cell), dtype=dtype), per_cell)
+        rows[gid] = np.arange(len(gid), dtype=dtype) - np.r_[0, np.cumsum(per_cell)[:-1]].astype(dtype)[cell_of_row]
         cell_of_row += first_rank
         rank[gid] = cell_of_row
     return Placement(rows, rank)
