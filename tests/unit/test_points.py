@@ -330,6 +330,17 @@ def test_storage_order_across_strip_and_block_boundaries(tmp_path, zv_config, by
         np.testing.assert_array_equal(data.object_ids, ids[order])
 
 
+def test_index_arrays_widen_to_int64_beyond_int32():
+    """Input-sized indices are int32 only while every index fits; an input of 2**31 rows
+    or more (which no test can afford to write) gets int64."""
+    from zarr_vectors.write.vertices import index_dtype
+
+    assert index_dtype(0) is np.int32
+    assert index_dtype(np.iinfo(np.int32).max) is np.int32
+    assert index_dtype(np.iinfo(np.int32).max + 1) is np.int64
+    assert index_dtype(1 << 40) is np.int64
+
+
 # ---------------------------------------------------------------------------
 # on-disk layout
 # ---------------------------------------------------------------------------
