@@ -28,7 +28,9 @@ DEFAULTS: dict[str, Any] = {
         # cluster that will grow; benchmarks/scaling.py records a 32-thread plan on 1 worker)
         "plan-threads": None,
         "write": {
-            "block-rows": 1_000_000,  # input rows per scan/route block
+            # input rows per scan/route block: about one block per planned worker thread, within these
+            "min-block-rows": 250_000,
+            "block-rows": 1_000_000,
             "min-rows-per-task": 250_000,  # a vertex owner task holds at least this many rows ...
             "max-task-bytes": 32 * MIB,  # ... and at most about this many bytes of them
             "record-block": 1_000_000,  # link records per filing block

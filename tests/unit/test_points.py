@@ -330,6 +330,45 @@ def test_storage_order_across_strip_and_block_boundaries(tmp_path, zv_config, by
         np.testing.assert_array_equal(data.object_ids, ids[order])
 
 
+def test_blocks_follow_the_planned_threads_and_never_span_partitions(zv_config):
+    """A graph planned for 32 threads routes in about 32 blocks, however few partitions the
+    input has; each block lies inside one partition and keeps between the two settings' sizes."""
+    from zarr_vectors.write.vertices import block_bounds
+
+    zv_config("plan-threads", 32)
+    zv_config("write.min-block-rows", 10)
+    zv_config("write.block-rows", 1000)
+    lengths = (1000, 1000, 0, 333)
+    bounds = np.asarray(block_bounds(lengths))
+    sizes = np.diff(bounds)
+    assert bounds[0] == 0 and bounds[-1] == sum(lengths) and (sizes >= 0).all()
+    assert set(np.cumsum(lengths).tolist()) <= set(bounds.tolist())  # partition ends are block ends
+    assert sizes.max() < 2 * -(-sum(lengths) // 32) and len(sizes) >= 24
+    assert (sizes[sizes > 0] >= 10).all()
+    # few threads: the partitions stay whole up to block-rows, and the minimum holds
+    zv_config("plan-threads", 2)
+    assert block_bounds(lengths) == [0, 1000, 2000, 2000, 2333]
+    zv_config("write.min-block-rows", 600)
+    zv_config("plan-threads", 32)
+    assert block_bounds((1000,)) == [0, 1000]
+
+
+def test_blocks_cut_for_a_large_cluster_write_the_same_bytes(tmp_path, zv_config):
+    """Routing in many more blocks than the input has partitions changes no stored byte."""
+    rng = np.random.default_rng(3)
+    pos = rng.uniform(0, 200, (5000, 3)).astype("f4")
+    ids = rng.integers(0, 30, 5000)
+    attrs = {"w": rng.random(5000).astype("f4")}
+    chunked = da.from_array(pos, chunks=(2000, 3))
+    zv.write_points(str(tmp_path / "a" / "p.zv"), chunked, chunk_shape=50, object_ids=ids, attributes=attrs)
+    zv_config("plan-threads", 32)
+    zv_config("write.min-block-rows", 1)
+    zv.write_points(str(tmp_path / "b" / "p.zv"), chunked, chunk_shape=50, object_ids=ids, attributes=attrs)
+    a, b = tree(tmp_path / "a" / "p.zv"), tree(tmp_path / "b" / "p.zv")
+    assert a.keys() == b.keys() and len(a) > 10
+    assert [k for k in a if a[k] != b[k]] == []
+
+
 def test_index_arrays_widen_to_int64_beyond_int32():
     """Input-sized indices are int32 only while every index fits; an input of 2**31 rows
     or more (which no test can afford to write) gets int64."""

@@ -161,10 +161,16 @@ def task_runs(
     by the others, few enough that per-task overhead stays small) per worker thread, each
     weighing at least ``minimum`` (rows, cells...) when there is that much, and about
     ``maximum`` at most (a bound on one task's memory).  The one task-sizing policy."""
+    target = task_size(int(np.sum(weights, dtype=np.int64)), minimum, maximum, tasks_per_thread=tasks_per_thread)
+    return split_by_weight(weights, target)
+
+
+def task_size(total: int, minimum: int, maximum: int | None = None, *, tasks_per_thread: int | None = None) -> int:
+    """The weight of one task under :func:`task_runs`' policy, for work of ``total`` that is
+    cut by size rather than into runs of items (rows of an input block)."""
     per_thread = config.get("tasks-per-thread") if tasks_per_thread is None else tasks_per_thread
-    total = int(np.sum(weights, dtype=np.int64))
     target = max(minimum, -(-total // (per_thread * parallelism())))
-    return split_by_weight(weights, target if maximum is None else max(1, min(target, maximum)))
+    return target if maximum is None else max(1, min(target, maximum))
 
 
 def share(value: Any) -> Any:
