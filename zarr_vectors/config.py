@@ -40,7 +40,9 @@ DEFAULTS: dict[str, Any] = {
             "tasks-per-thread": 2,  # bin/map groups per worker thread
         },
         "shard": {
-            "min-cells-per-task": 2048,
+            # pack tasks: one per worker thread, of whole shards, at least this many cells (a
+            # points store has few cells of megabytes each: 2048 put a 10M-point store in one task)
+            "min-cells-per-task": 64,
             "cells-per-batch": 512,
         },
         "validate": {

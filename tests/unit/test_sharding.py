@@ -438,7 +438,7 @@ def test_crash_during_pack_then_rerun(stores, tmp_path, monkeypatch, reference_s
     store = copy_of(stores["graph_duplicate"], tmp_path)
     original = tree(store)
     before = zv.read(str(store))
-    many_tasks = {"zarr_vectors.shard.min-cells-per-task": 8}  # many pack tasks
+    many_tasks = {"zarr_vectors.shard.min-cells-per-task": 8, "zarr_vectors.plan-threads": 16}  # many pack tasks
     real = shard._pack_task
     calls = []
 

@@ -228,7 +228,9 @@ def _check_presence(store: ZVStore, grids: list[GridArray], min_cells_per_task: 
 def _plan(
     grids: list[GridArray], shard_shape: tuple[int, ...] | None, min_cells_per_task: int
 ) -> tuple[list[list[_Job]], int]:
-    """Whole target objects of every array, grouped into pack tasks of a useful size."""
+    """Whole target objects of every array, grouped into pack tasks of a useful size: one per
+    worker thread (each task's reads and writes are concurrent already), at least
+    ``min_cells_per_task`` cells each."""
     # (array, unit key, the unit's cells, their positions in the presence list)
     units: list[tuple[int, tuple[int, ...], np.ndarray, np.ndarray]] = []
     for a, grid in enumerate(grids):
@@ -244,7 +246,7 @@ def _plan(
             units.append((a, tuple(key), index[order[lo:hi]], order[lo:hi]))
     total = sum(len(u[2]) for u in units)
     tasks: list[list[_Job]] = []
-    for run in runner.task_runs([len(u[2]) for u in units], min_cells_per_task):
+    for run in runner.task_runs([len(u[2]) for u in units], min_cells_per_task, tasks_per_thread=1):
         jobs: list[tuple[int, _Job, list[np.ndarray]]] = []
         for a, key, cells, rows in units[run]:
             if not jobs or jobs[-1][0] != a:
