@@ -241,10 +241,9 @@ def write_object_index(
     level: Level, ids: np.ndarray, chunks: np.ndarray, fragments: np.ndarray, *, num_objects: int, sid_ndim: int
 ) -> None:
     """The object index (layout v1, row = id) of ``(id, chunk, fragment)`` entries in manifest order."""
-    manifests = encode_mode0_manifests(ids, chunks, fragments, num_objects)
-    write_manifests(
-        level, manifests, num_objects=num_objects, num_present=int(np.unique(ids).size), sid_ndim=sid_ndim
-    )
+    manifests = encode_mode0_manifests(ids, chunks, fragments, num_objects)  # refuses ids out of order
+    present = int(np.count_nonzero(ids[1:] != ids[:-1])) + 1 if len(ids) else 0  # sorted: no np.unique, no numpy.ma
+    write_manifests(level, manifests, num_objects=num_objects, num_present=present, sid_ndim=sid_ndim)
 
 
 @dataclass(frozen=True, eq=False)
