@@ -12,7 +12,7 @@ reference's ``write_mesh`` / ``read_mesh`` in its own venv):
 * warm -- one process per side: an untimed warm-up write, then ``--repeat`` timed
   writes and reads.
 
-    .venv/bin/python benchmarks/mesh.py [--side 1000] [--repeat 3] [--mode cold|warm|both]
+    .venv/bin/python benchmarks/mesh.py [--side 1000] [--repeat 3] [--mode cold|warm|both] [--workdir DIR]
 """
 
 from __future__ import annotations
@@ -42,10 +42,13 @@ def main() -> None:
     parser.add_argument("--side", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--mode", choices=("cold", "warm", "both"), default="both")
+    parser.add_argument("--workdir", default=None,
+                        help="where both sides write (default: the system's temporary folder); /dev/shm "
+                             "takes the disk out of the figures, whose speed drifts on shared machines")
     args = parser.parse_args()
 
     data = make_inputs(args.side)
-    work = Path(tempfile.mkdtemp(prefix="zv-bench-mesh-"))
+    work = Path(tempfile.mkdtemp(prefix="zv-bench-mesh-", dir=args.workdir))
     try:
         npz = work / "inputs.npz"
         np.savez(npz, **data)

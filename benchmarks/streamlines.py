@@ -6,7 +6,7 @@
 scheduler, the reference's ``write_polylines(geometry_type="streamline")`` /
 ``read_polylines`` in its own venv); cold and warm modes as in ``mesh.py``.
 
-    .venv/bin/python benchmarks/streamlines.py [--count 20000] [--length 100] [--repeat 3] [--mode cold|warm|both]
+    .venv/bin/python benchmarks/streamlines.py [--count 20000] [--length 100] [--repeat 3] [--mode cold|warm|both] [--workdir DIR]
 """
 
 from __future__ import annotations
@@ -36,10 +36,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--mode", choices=("cold", "warm", "both"), default="both")
+    parser.add_argument("--workdir", default=None,
+                        help="where both sides write (default: the system's temporary folder); /dev/shm "
+                             "takes the disk out of the figures, whose speed drifts on shared machines")
     args = parser.parse_args()
 
     data = make_inputs(args.count, args.length, args.seed)
-    work = Path(tempfile.mkdtemp(prefix="zv-bench-streamlines-"))
+    work = Path(tempfile.mkdtemp(prefix="zv-bench-streamlines-", dir=args.workdir))
     try:
         npz = work / "inputs.npz"
         np.savez(npz, **data)
