@@ -6,7 +6,8 @@
 scheduler, the reference's ``write_polylines(geometry_type="streamline")`` /
 ``read_polylines`` in its own venv); cold and warm modes as in ``mesh.py``.
 
-    .venv/bin/python benchmarks/streamlines.py [--count 20000] [--length 100] [--repeat 3] [--mode cold|warm|both] [--workdir DIR]
+    .venv/bin/python benchmarks/streamlines.py [--count 20000] [--length 100] [--repeat 3]
+        [--mode cold|warm|both] [--workdir DIR]
 """
 
 from __future__ import annotations

@@ -28,7 +28,8 @@ DEFAULTS: dict[str, Any] = {
         # cluster that will grow; benchmarks/scaling.py records a 32-thread plan on 1 worker)
         "plan-threads": None,
         "write": {
-            # input rows per scan/route block: about one block per planned worker thread, within these
+            # input rows per scan/route block: about one block per planned worker thread, at least
+            # min-block-rows where the partition has them, never more than block-rows
             "min-block-rows": 250_000,
             "block-rows": 1_000_000,
             "min-rows-per-task": 250_000,  # a vertex owner task holds at least this many rows ...
@@ -40,8 +41,9 @@ DEFAULTS: dict[str, Any] = {
             "tasks-per-thread": 2,  # bin/map groups per worker thread
         },
         "shard": {
-            # pack tasks: one per worker thread, of whole shards, at least this many cells (a
-            # points store has few cells of megabytes each: 2048 put a 10M-point store in one task)
+            # pack tasks and presence-check tasks: about one per worker thread (whole shards;
+            # whole arrays), at least this many cells each (a points store has few cells of
+            # megabytes each: 2048 put a 10M-point store in one pack task)
             "min-cells-per-task": 64,
             "cells-per-batch": 512,
         },

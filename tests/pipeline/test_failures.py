@@ -194,7 +194,8 @@ def test_a_cancelled_shard_task_names_the_stage(tmp_path, fragile_cluster, capsy
     assert not job.is_alive() and result["rc"] == 1
     # pack tasks run one per worker thread: the line names whichever cancelled one the runner saw first
     err = capsys.readouterr().err
-    named = [k for k in running if f"FutureCancelledError: {k} cancelled" in err]
+    line = next((ln for ln in err.splitlines() if ln.startswith("zv build:")), err)
+    named = [k for k in running if f"FutureCancelledError: {k} cancelled" in line]
     assert len(named) == 1, (running, err)
     assert_one_failure_line(err, "shard", "FutureCancelledError", f"{named[0]} cancelled")
     assert journal(tmp_path / "s.zv")["stages"]["shard"]["status"] == "failed"

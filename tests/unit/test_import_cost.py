@@ -42,7 +42,7 @@ def test_import_loads_no_pyramid_validator_or_heavy_dependency_and_read_stays_th
     assert got == [[], "function", True]
 
 
-def test_numpy_writes_import_neither_dask_array_nor_distributed(tmp_path):
+def test_numpy_writes_import_no_heavy_module(tmp_path):
     got = _fresh(
         "import json, sys; import numpy as np; import zarr_vectors as zv; "
         "pos = np.array([[0.1, 0.1, 0.1], [1.5, 0.2, 0.3], [0.4, 1.6, 0.2], [1.2, 1.3, 0.9]], np.float32); "
@@ -55,6 +55,16 @@ def test_numpy_writes_import_neither_dask_array_nor_distributed(tmp_path):
     )
     assert got[:2] == [4, 4] and sorted(got[2]) == [0, 1, 3, 3]
     assert got[3] == []
+
+
+def test_task_sizing_imports_no_numpy_ma():
+    """Every stage cuts its work with ``split_by_weight``; the small writes above make one run."""
+    got = _fresh(
+        "import json, sys; from zarr_vectors.execution.runner import split_by_weight; "
+        "runs = split_by_weight([1, 1, 1, 1], 2); "
+        "print(json.dumps([[(r.start, r.stop) for r in runs], 'numpy.ma' in sys.modules]))"
+    )
+    assert got == [[[0, 2], [2, 4]], False]
 
 
 def test_every_public_name_resolves():

@@ -317,7 +317,7 @@ def test_storage_order_across_strip_and_block_boundaries(tmp_path, zv_config, by
     pos = rng.uniform(-90, 160, (n, 3)).astype("f4")
     pos[::997] = np.float32(50)  # rows on a chunk face
     ids = rng.integers(0, 40, n) if by == "objects" else None
-    zv_config("write.block-rows", 70_001)
+    zv_config("write.block-rows", 40_000)
     url = str(tmp_path / "p.zv")
     if by == "bins":
         zv.write_points(url, pos, chunk_shape=50, bin_shape=25)
@@ -345,6 +345,10 @@ def test_blocks_follow_the_planned_threads_and_never_span_partitions(zv_config):
     assert set(np.cumsum(lengths).tolist()) <= set(bounds.tolist())  # partition ends are block ends
     assert sizes.max() < 2 * -(-sum(lengths) // 32) and len(sizes) >= 24
     assert (sizes[sizes > 0] >= 10).all()
+    # between the partition count and one per partition: 16 threads over 10 partitions is 20 blocks
+    zv_config("plan-threads", 16)
+    zv_config("write.block-rows", 10**6)
+    assert len(block_bounds((1000,) * 10)) - 1 == 20
     # few threads: the partitions stay whole up to block-rows, and the minimum holds
     zv_config("plan-threads", 2)
     assert block_bounds(lengths) == [0, 1000, 2000, 2000, 2333]
@@ -353,17 +357,27 @@ def test_blocks_follow_the_planned_threads_and_never_span_partitions(zv_config):
     assert block_bounds((1000,)) == [0, 1000]
 
 
-def test_blocks_cut_for_a_large_cluster_write_the_same_bytes(tmp_path, zv_config):
-    """Routing in many more blocks than the input has partitions changes no stored byte."""
+@pytest.mark.parametrize("mode", ["bins", "objects", "runs"])
+def test_blocks_cut_for_a_large_cluster_write_the_same_bytes(tmp_path, zv_config, mode):
+    """Routing in many more blocks than the input has partitions changes no stored byte
+    (bins, objects, and a streamline write's runs of input order)."""
     rng = np.random.default_rng(3)
     pos = rng.uniform(0, 200, (5000, 3)).astype("f4")
     ids = rng.integers(0, 30, 5000)
     attrs = {"w": rng.random(5000).astype("f4")}
     chunked = da.from_array(pos, chunks=(2000, 3))
-    zv.write_points(str(tmp_path / "a" / "p.zv"), chunked, chunk_shape=50, object_ids=ids, attributes=attrs)
+
+    def write(url: str) -> None:
+        if mode == "runs":
+            zv.write_polylines(url, chunked, np.arange(0, 5001, 50), chunk_shape=50, kind="streamline")
+        else:
+            zv.write_points(url, chunked, chunk_shape=50, bin_shape=25 if mode == "bins" else None,
+                            object_ids=ids if mode == "objects" else None, attributes=attrs)
+
+    write(str(tmp_path / "a" / "p.zv"))
     zv_config("plan-threads", 32)
     zv_config("write.min-block-rows", 1)
-    zv.write_points(str(tmp_path / "b" / "p.zv"), chunked, chunk_shape=50, object_ids=ids, attributes=attrs)
+    write(str(tmp_path / "b" / "p.zv"))
     a, b = tree(tmp_path / "a" / "p.zv"), tree(tmp_path / "b" / "p.zv")
     assert a.keys() == b.keys() and len(a) > 10
     assert [k for k in a if a[k] != b[k]] == []

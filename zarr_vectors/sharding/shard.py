@@ -219,9 +219,8 @@ def _pack_task(storage: Storage, jobs: list[_Job] | _Opaque, cells_per_batch: in
 def _check_presence(store: ZVStore, grids: list[GridArray], min_cells_per_task: int) -> Any:
     """D15, as tasks: refuse arrays whose presence list is not what is on disk (the verdict raises)."""
     weights = [len(g.nonempty_chunks) + 1 for g in grids]
-    tasks = [
-        dask.delayed(_derive_task, pure=False)(_Opaque(grids[s])) for s in runner.task_runs(weights, min_cells_per_task)
-    ]
+    runs = runner.task_runs(weights, min_cells_per_task, tasks_per_thread=1)  # a listing per array: few tasks
+    tasks = [dask.delayed(_derive_task, pure=False)(_Opaque(grids[s])) for s in runs]
     return dask.delayed(_refuse_task, pure=False)(store.url, *tasks)
 
 

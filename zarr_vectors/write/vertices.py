@@ -133,15 +133,17 @@ def publish_blocks(x: Any, bounds: Sequence[int]) -> list[Any]:
 
 def block_bounds(lengths: Sequence[int]) -> list[int]:
     """Row bounds of the scan and route blocks: each input partition (of ``lengths``) cut into
-    near-equal blocks, about one per worker thread the graph is planned for, of at least
-    ``write.min-block-rows`` (unless the partition is shorter) and at most ``write.block-rows``
-    rows.  Blocks follow the plan, not the input's partitions: a 32-thread cluster routing a
-    10M-point Parquet file of 1M-row row groups would otherwise leave 22 threads idle while 10 route."""
-    largest = int(config.get("write.block-rows"))
-    size = runner.task_size(sum(lengths), config.get("write.min-block-rows"), largest, tasks_per_thread=1)
+    near-equal blocks, about one per worker thread the graph is planned for.  A block holds
+    at most ``write.block-rows`` rows (the hard limit, before the minimum) and, when its
+    partition has that many, about ``write.min-block-rows`` at least.  Blocks follow the
+    plan, not the input's partitions: a 32-thread cluster routing a 10M-point Parquet file
+    of 1M-row row groups would otherwise leave 22 threads idle while 10 route."""
+    largest, smallest = int(config.get("write.block-rows")), int(config.get("write.min-block-rows"))
+    size = runner.task_size(sum(lengths), smallest, largest, tasks_per_thread=1)
     bounds = [0]
     for length in (int(v) for v in lengths):
-        pieces = max(1, length // size, -(-length // largest))
+        # nearest to the planned size, never below the minimum, never above the limit
+        pieces = max(1, min(round(length / size), length // max(1, smallest)), -(-length // largest))
         bounds += (bounds[-1] + np.linspace(0, length, pieces + 1).round().astype(np.int64)[1:]).tolist()
     return bounds
 
@@ -218,7 +220,7 @@ def normalise_vertex_inputs(
         pos = pos.rechunk({1: -1})
         rows = block_bounds(pos.chunks[0])
     else:
-        rows = block_bounds((n,)) if n else [0, 0]
+        rows = block_bounds((n,))
 
     mode = mode or ("objects" if object_ids is not None else "bins")
     ids_in: Any = None
