@@ -4,8 +4,9 @@ Loopback answers in well under a millisecond, which hides the round trips a real
 object store charges tens of milliseconds for; code that issues one blocking request
 after another looks fast there and is slow on S3.  This server wraps moto's WSGI app
 in a middleware that sleeps ``latency_ms`` before answering each request (requests are
-served on their own threads, so concurrent requests wait concurrently, as on S3) and
-counts requests by method, so tests and benchmarks can assert both.
+served on a pool of threads over kept-alive connections, so concurrent requests wait
+concurrently, as on S3) and counts requests by method, so tests and benchmarks can
+assert both.
 
 In a test: the ``s3_endpoint`` / ``s3_latency_endpoint`` fixtures.  Beside a benchmark,
 in its own process so the server does not share the client's GIL::
@@ -72,38 +73,54 @@ class LatencyMiddleware:
 
 
 class S3Server:
-    """moto's S3 on 127.0.0.1 behind :class:`LatencyMiddleware`, served on a thread."""
+    """moto's S3 on 127.0.0.1 behind :class:`LatencyMiddleware`, served by waitress on a thread.
+
+    waitress, not werkzeug's development server (what moto's own server uses): werkzeug
+    closes the connection after every answer, so each request paid a TCP accept and a
+    new handler thread under the server's GIL, and a client with many short rounds paid
+    it on every round -- the reference's points read-all took 1.26 s there and 0.44 s
+    here.  An object store keeps connections alive, as waitress does; its ``threads`` are
+    the requests served at once (each sleeps the latency on its own).
+    """
+
+    THREADS = 256  # above any client's in-flight bound (zarr_vectors.s3.concurrency is 64)
 
     def __init__(self, latency_ms: float = 0.0, port: int = 0, log: TextIO | None = None) -> None:
-        from moto.moto_server.threaded_moto_server import MotoRequestHandler
         from moto.moto_server.werkzeug_app import create_backend_app
-        from werkzeug.serving import make_server
-
-        class QuietHandler(MotoRequestHandler):
-            def log_request(self, *args: Any, **kwargs: Any) -> None:
-                """werkzeug logs every request to stderr; the counts say what was served."""
+        from waitress import create_server
 
         # moto's S3 app itself, not its all-services router (DomainDispatcherApplication): the
         # router picks a service per request under one global lock, listing moto's package
         # directory each time -- ~1.4 ms a request, serialised, which capped this server at
         # ~350 requests/s whatever the concurrency, where an object store serves requests in
-        # parallel.  Only S3 is served here; S3 alone answers ~700/s (docs/DESIGN.md).
+        # parallel.  Only S3 is served here (docs/DESIGN.md).
         self.middleware = LatencyMiddleware(create_backend_app("s3"), latency_ms, log)
-        self._server = make_server("127.0.0.1", port, self.middleware, threaded=True, request_handler=QuietHandler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="moto-s3")
+        self._server = create_server(
+            self.middleware, host="127.0.0.1", port=port, threads=self.THREADS,
+            connection_limit=4 * self.THREADS, backlog=1024, asyncore_loop_timeout=0.2,
+            ident="moto-s3", clear_untrusted_proxy_headers=True,
+        )
+        self._thread = threading.Thread(target=self._server.run, daemon=True, name="moto-s3")
 
     @property
     def endpoint(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://127.0.0.1:{self._server.effective_port}"
 
     def start(self) -> S3Server:
         self._thread.start()
         return self
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._thread.join()
+        """Close every socket from the server's own loop thread, which then ends (closing the
+        listener alone leaves the connections in its map and the loop spinning on them), then
+        stop the request threads."""
+        from waitress import wasyncore
+
+        self._server.trigger.pull_trigger(lambda: wasyncore.close_all(self._server._map))
+        self._thread.join(timeout=30)
+        if self._thread.is_alive():
+            raise RuntimeError("the moto S3 server's loop did not stop")
+        self._server.task_dispatcher.shutdown()  # its request threads (run() stops them only on ^C)
 
     def requests(self) -> dict[str, int]:
         """Requests served since the last :meth:`reset`, by HTTP method."""
@@ -122,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     server = S3Server(args.latency_ms, args.port, args.log)
     print(server.endpoint, flush=True)
     try:
-        server._server.serve_forever()
+        server._server.run()
     except KeyboardInterrupt:
         pass
     return 0
