@@ -48,11 +48,13 @@ REFS = ("obstore", "fsspec")  # the reference's backend names
 class Server:
     """``python -m tests.s3server`` in its own process, with its request counts."""
 
-    def __init__(self, latency_ms: float) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.s3server", "--latency-ms", str(latency_ms)],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        )
+    def __init__(self, latency_ms: float, work: Path) -> None:
+        self.stderr = work / f"server-{latency_ms:g}ms.err"
+        with self.stderr.open("w") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.s3server", "--latency-ms", str(latency_ms)],
+                cwd=REPO, stdout=subprocess.PIPE, stderr=err, text=True,
+            )
         assert self.proc.stdout is not None
         self.endpoint = self.proc.stdout.readline().strip()
         if not self.endpoint.startswith("http"):
@@ -78,7 +80,14 @@ class Server:
             ).close()
         return counts
 
+    def check_alive(self) -> None:
+        """A client's failure may be the server's: say so, with what it printed."""
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"the S3 server exited ({self.proc.returncode}): "
+                               f"{self.stderr.read_text()[-2000:]}")
+
     def stop(self) -> None:
+        self.check_alive()
         self.proc.terminate()
         self.proc.wait(timeout=30)
 
@@ -149,10 +158,14 @@ def ours(kind: str, data: dict[str, np.ndarray], server: Server, backend: str, r
 def reference(kind: str, npz: Path, server: Server, backend: str, repeat: int,
               stages: Sequence[str] = ("write", "read")) -> dict:
     url = f"s3://{server.bucket()}/ref-{kind}"
-    got = run_reference("bench-s3", kind, str(npz), "--url", url, "--endpoint", server.endpoint,
-                        "--backend", backend, "--repeat", str(repeat), "--stages", ",".join(stages),
-                        "--pyramid-factor", ",".join(map(str, PYRAMID_FACTOR)), "--shard-shape", str(SHARD_SHAPE),
-                        timeout=7200)
+    try:
+        got = run_reference("bench-s3", kind, str(npz), "--url", url, "--endpoint", server.endpoint,
+                            "--backend", backend, "--repeat", str(repeat), "--stages", ",".join(stages),
+                            "--pyramid-factor", ",".join(map(str, PYRAMID_FACTOR)), "--shard-shape", str(SHARD_SHAPE),
+                            timeout=7200)
+    except RuntimeError:
+        server.check_alive()
+        raise
     if "error" in got:
         raise RuntimeError(f"reference ({backend}) failed: {got['error']}")
     return got
@@ -206,7 +219,7 @@ def main() -> None:
     rows: list[dict] = []
     raw: list[dict] = []
     for latency in args.latency:
-        server = Server(latency)
+        server = Server(latency, work)
         try:
             warm = make_inputs("points", 1000)
             ours("points", warm, server, args.ours[0], 1)  # imports, pools, connections
