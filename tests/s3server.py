@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 import threading
 import time
@@ -72,6 +73,21 @@ class LatencyMiddleware:
         return self.app(environ, logged)
 
 
+def _connection_budget(wanted: int = 16384) -> int:
+    """Connections the server may hold, raising the descriptor limit toward ``wanted``.
+
+    waitress stops accepting at its ``connection_limit`` until an idle connection times out
+    (120 s): at 1,024 the reference's graph stages, which open connections freely, stalled
+    there and retried.  An object store takes every connection; this one takes as many as
+    the process's descriptors allow, less room for moto's spooled bodies.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < wanted:
+        soft = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    return max(64, soft - 512)
+
+
 class S3Server:
     """moto's S3 on 127.0.0.1 behind :class:`LatencyMiddleware`, served by waitress on a thread.
 
@@ -105,7 +121,7 @@ class S3Server:
             # poll(), not select(): a client that keeps hundreds of connections (the reference's
             # graph shard does) pushes the server's descriptors past select()'s 1024, which
             # ended the loop and refused every later connection
-            connection_limit=16 * self.THREADS, backlog=1024, asyncore_loop_timeout=0.2, asyncore_use_poll=True,
+            connection_limit=_connection_budget(), backlog=1024, asyncore_loop_timeout=0.2, asyncore_use_poll=True,
             ident="moto-s3", clear_untrusted_proxy_headers=True,
         )
         self._thread = threading.Thread(target=self._server.run, daemon=True, name="moto-s3")

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import logging
-
 import boto3
 import pytest
 from pipeline_helpers import journal, points_frame
@@ -76,7 +74,6 @@ def test_validate_json_reports_its_requests(tmp_path, cli, scheduler, table):
 def test_build_on_s3_counts_what_the_server_saw(tmp_path, cli, s3_server, s3_bucket, local_cluster, table):
     """The stages' PUTs, gathered from two worker processes, are the server's PUTs but for the journal's
     saves between stages; no stage counts a request the server did not see."""
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     bucket, options = s3_bucket
     opts = ["--storage-option", f"endpoint_url={options['endpoint_url']}", "--storage-option", "key=test",
             "--storage-option", "secret=test", "--storage-option", "client_kwargs.region_name=us-east-1"]
