@@ -113,23 +113,32 @@ def _stamp(path: str) -> tuple[float, int] | None:
 
 
 def concat(parts: Sequence[Geometry], paths: Sequence[str]) -> Geometry:
-    """Several files' geometry as one: indices shifted, one object per file unless they carry ids."""
+    """Several files' geometry as one, indices shifted.
+
+    Object ids: ids from the data (a column) are kept, so one object may span files; a
+    file without ids is one object, and objects its reader numbered (SWC trees,
+    tractogram lines) are numbered on from the files before it -- two SWC files' first
+    trees are two objects.  Object attributes travel with their objects.
+    """
+    paths = list(paths)
     names = [sorted(g.attributes) for g in parts]
     if any(n != names[0] for n in names):
-        raise InputError(f"inputs {list(paths)} have different attributes {names}")
-    sizes = np.cumsum([0] + [len(g.positions) for g in parts])
-    own = [g.object_ids is not None for g in parts]
+        raise InputError(f"inputs {paths} have different attributes {names}")
+    own = [g.object_ids is not None and not g.numbered_objects for g in parts]
     if any(own) and not all(own):
-        raise InputError(f"some inputs of {list(paths)} carry object ids and some do not")
+        raise InputError(f"some inputs of {paths} carry object ids and some do not")
+    starts = [0] * len(parts) if all(own) else _object_starts(parts)
+    sizes = np.cumsum([0] + [len(g.positions) for g in parts])
     out = Geometry(
         kind=parts[0].kind,
         positions=np.concatenate([g.positions for g in parts]),
-        object_ids=np.concatenate([g.object_ids if all(own) else np.full(len(g.positions), i, np.int64)
-                                   for i, g in enumerate(parts)]),
+        object_ids=np.concatenate([np.full(len(g.positions), s, np.int64) if g.object_ids is None
+                                   else np.asarray(g.object_ids, np.int64) + s for g, s in zip(parts, starts)]),
         attributes={k: np.concatenate([g.attributes[k] for g in parts]) for k in names[0]},
         axes=parts[0].axes,
         dropped=tuple(dict.fromkeys(d for g in parts for d in g.dropped)),
     )
+    _concat_objects(out, parts, starts, paths)
     for name in ("edges", "faces"):
         if all(getattr(g, name) is not None for g in parts):
             setattr(out, name, np.concatenate([getattr(g, name) + s for g, s in zip(parts, sizes)]))
@@ -138,6 +147,37 @@ def concat(parts: Sequence[Geometry], paths: Sequence[str]) -> Geometry:
     if all(g.offsets is not None for g in parts):
         out.offsets = np.concatenate([[0]] + [np.asarray(g.offsets[1:]) + s for g, s in zip(parts, sizes)])
     return out
+
+
+def _object_starts(parts: Sequence[Geometry]) -> list[int]:
+    """Where each file's object numbers start: past every object of the files before it."""
+    starts, start = [], 0
+    for g in parts:
+        starts.append(start)
+        if g.object_ids is None:
+            start += 1
+            continue
+        counts = [int(np.max(a)) + 1 for a in (g.object_ids, g.objects) if a is not None and len(a)]
+        start += max(counts, default=0)
+    return starts
+
+
+def _concat_objects(out: Geometry, parts: Sequence[Geometry], starts: Sequence[int], paths: list[str]) -> None:
+    """The files' object rows and object attributes, shifted as their object ids were."""
+    names = [sorted(g.object_attributes) for g in parts]
+    if any(n != names[0] for n in names):
+        raise InputError(f"inputs {paths} have different object attributes {names}")
+    if not names[0]:
+        return
+    if any(g.objects is None for g in parts):
+        raise InputError(f"inputs {paths}: object attributes without the objects they belong to")
+    objects = np.concatenate([np.asarray(g.objects, np.int64) + s for g, s in zip(parts, starts)])
+    unique, counts = np.unique(objects, return_counts=True)
+    if (counts > 1).any():
+        raise InputError(f"inputs {paths}: object {unique[counts > 1][0]} has object attributes in more than one "
+                         "file; they cannot be combined")
+    out.objects = objects
+    out.object_attributes = {k: np.concatenate([np.asarray(g.object_attributes[k]) for g in parts]) for k in names[0]}
 
 
 def _column_block(part: Any, names: Sequence[str], dtype: Any) -> np.ndarray:

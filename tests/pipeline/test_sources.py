@@ -190,3 +190,87 @@ def test_parent_rows_maps_parent_ids_vectorised():
         sources.parent_rows(ids, np.array([-1, 40, 5, -1]))
     with pytest.raises(InputError, match="vertex ids are not unique"):
         sources.parent_rows(np.array([3, 3]), np.array([-1, 3]))
+
+
+# ---------------------------------------------------------------------------
+# several whole files in one store
+# ---------------------------------------------------------------------------
+def _trk(path, lines: list[np.ndarray], weights: np.ndarray) -> None:
+    """A TRK file written by nibabel, with one value per streamline (``data_per_streamline``)."""
+    import nibabel as nib
+    from nibabel.streamlines import Tractogram
+
+    tractogram = Tractogram(lines, affine_to_rasmm=np.eye(4), data_per_streamline={"w": weights[:, None]})
+    header = {"dimensions": (100, 100, 100), "voxel_sizes": (1.0, 1.0, 1.0), "voxel_to_rasmm": np.eye(4)}
+    nib.streamlines.save(tractogram, str(path), header=header)
+
+
+def test_swc_files_built_together_are_distinct_skeletons(tmp_path, cli):
+    """Regression: each SWC file numbers its trees from 0, and the files' first trees were
+    merged into one object.  Trees are numbered on from file to file."""
+    import zarr_vectors as zv
+
+    (tmp_path / "a.swc").write_text("1 1 0 0 0 1 -1\n2 3 10 0 0 1 1\n3 3 20 0 0 1 2\n5 1 50 50 50 1 -1\n")
+    (tmp_path / "b.swc").write_text("1 1 100 0 0 1 -1\n2 3 110 0 0 1 1\n")
+    out = tmp_path / "s.zv"
+    run = cli("build", "skeleton", tmp_path / "a.swc", tmp_path / "b.swc", out, "--chunk-shape", "250")
+    assert run.rc == 0, run.err
+    data = zv.read(str(out))
+    by_x = np.argsort(data.positions[:, 0])
+    np.testing.assert_array_equal(data.positions[by_x, 0], [0, 10, 20, 50, 100, 110])
+    np.testing.assert_array_equal(data.object_ids[by_x], [0, 0, 0, 1, 2, 2])  # a's two trees, then b's
+    np.testing.assert_array_equal(data.attributes["id"][by_x], [1, 2, 3, 5, 1, 2])  # sample numbers kept
+    child_parent = {tuple(data.positions[e, 0]) for e in data.edges}
+    assert child_parent == {(10, 0), (20, 10), (110, 100)}
+
+
+def test_tractograms_built_together_keep_their_per_streamline_data(tmp_path, cli):
+    """Regression: a second file's streamlines came through, their ``data_per_streamline``
+    did not -- for no file -- and no warning said so."""
+    import zarr_vectors as zv
+
+    rng = np.random.default_rng(5)
+    lines = [[rng.uniform(0, 100, (4 + k, 3)).astype(np.float32) for k in range(3)] for _ in range(2)]
+    _trk(tmp_path / "t0.trk", lines[0], np.array([1.0, 2.0, 3.0], np.float32))
+    _trk(tmp_path / "t1.trk", lines[1], np.array([10.0, 20.0, 30.0], np.float32))
+    out = tmp_path / "t.zv"
+    run = cli("build", "streamlines", tmp_path / "t0.trk", tmp_path / "t1.trk", out, "--chunk-shape", "250")
+    assert run.rc == 0, run.err
+    data = zv.read(str(out))
+    assert len(data.offsets) == 7
+    want = lines[0] + lines[1]
+    for p, line in enumerate(want):  # streamline p is the p-th line of the files in order
+        np.testing.assert_allclose(data.positions[data.offsets[p]:data.offsets[p + 1]], line, atol=1e-4)
+    np.testing.assert_array_equal(data.objects, np.arange(6))
+    np.testing.assert_array_equal(data.object_attributes["w"], [1, 2, 3, 10, 20, 30])
+
+
+def test_files_whose_object_attributes_differ_are_refused(tmp_path, cli):
+    rng = np.random.default_rng(6)
+    _trk(tmp_path / "t0.trk", [rng.uniform(0, 100, (4, 3)).astype(np.float32)], np.array([1.0], np.float32))
+    import nibabel as nib
+    from nibabel.streamlines import Tractogram
+
+    header = {"dimensions": (100, 100, 100), "voxel_sizes": (1.0, 1.0, 1.0), "voxel_to_rasmm": np.eye(4)}
+    bare = Tractogram([rng.uniform(0, 100, (4, 3)).astype(np.float32)], affine_to_rasmm=np.eye(4))
+    nib.streamlines.save(bare, str(tmp_path / "t1.trk"), header=header)
+    out = tmp_path / "t.zv"
+    run = cli("build", "streamlines", tmp_path / "t0.trk", tmp_path / "t1.trk", out, "--chunk-shape", "250")
+    assert run.rc == 2, run.err
+    assert "different object attributes" in run.err and "t1.trk" in run.err
+    assert not out.exists()
+
+
+def test_objects_with_attributes_in_two_files_are_refused():
+    """Ids from the data are kept across files; an object given attributes twice cannot be combined."""
+    from zarr_vectors.io.types import Geometry
+
+    def part(ids):
+        return Geometry(kind="points", positions=np.zeros((2, 3)), object_ids=np.array(ids),
+                        objects=np.unique(ids), object_attributes={"w": np.ones(len(np.unique(ids)))})
+
+    combined = sources.concat([part([4, 4]), part([7, 8])], ["a", "b"])
+    np.testing.assert_array_equal(combined.object_ids, [4, 4, 7, 8])  # the data's own ids, unchanged
+    np.testing.assert_array_equal(combined.objects, [4, 7, 8])
+    with pytest.raises(InputError, match="object 4 has object attributes in more than one file"):
+        sources.concat([part([4, 4]), part([4, 9])], ["a", "b"])

@@ -194,6 +194,7 @@ def streamline_geometry(
         offsets=offsets,
         axes=("x", "y", "z"),
         dropped=tuple(dropped),
+        numbered_objects=True,
     )
 
 

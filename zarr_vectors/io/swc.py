@@ -8,7 +8,8 @@ parents may come after their children.
 Read: positions ``x y z``; ``ids`` the sample numbers (so results map back to the
 file's rows); attributes ``type`` (int32) and ``radius`` (float64); edges
 ``[child, parent]`` (row indices) for every sample with a parent; each tree (a root and
-its descendants) is one object, numbered in the order of the roots in the file.  Columns
+its descendants) is one object, numbered in the order of the roots in the file (files
+read together are numbered on from one another).  Columns
 after the seventh become attributes ``column_8``, ``column_9``, ...  A parent that is not
 a sample of the file, a repeated sample number or a cycle is refused, naming the sample.
 
@@ -67,6 +68,7 @@ def read(path: str, **options: Any) -> Geometry:
         edges=np.stack([child, parents[child]], axis=1),
         ids=ids,
         axes=("x", "y", "z"),
+        numbered_objects=True,
     )
 
 

@@ -27,7 +27,10 @@ class Geometry:
     polylines / streamlines in ``positions``; ``ids`` the input's own vertex ids (SWC
     sample numbers, graph node ids), kept so results map back to input rows; ``axes``
     names the position columns; ``dropped`` names input columns that could not be
-    stored (the caller warns, never drops silently).
+    stored (the caller warns, never drops silently).  ``numbered_objects`` says the
+    object ids are the reader's count of the file's objects (SWC trees, tractogram
+    lines), not ids from the data: they mean nothing outside the file, so files read
+    together are renumbered.
     """
 
     kind: str
@@ -43,6 +46,7 @@ class Geometry:
     ids: np.ndarray | None = None
     axes: tuple[str, ...] = ()
     dropped: tuple[str, ...] = ()
+    numbered_objects: bool = False
 
 
 Reader = Callable[..., Geometry]
