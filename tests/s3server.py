@@ -124,6 +124,51 @@ def _uncontended_backend_lookup() -> None:
     BackendDict.__getitem__ = lookup  # type: ignore[method-assign]
 
 
+def _warm_up(endpoint: str) -> None:
+    """Send one request of each kind the clients send, before they do.
+
+    moto does first-use work in the request that first needs it (an error answer, say),
+    and request threads that need it at once all do it, under one GIL: the first 60
+    concurrent GETs of missing keys took 4.9 s on a fresh server, 0.1 s after one such GET.
+    Whoever ran first paid it -- in ``benchmarks/s3.py`` our first pyramid (docs/DESIGN.md).
+    """
+    import base64
+    import hashlib
+    import urllib.error
+    import urllib.request
+
+    bucket = f"{endpoint}/zv-warm-up"
+    delete = b"<Delete><Object><Key>b</Key></Object></Delete>"
+    md5 = base64.b64encode(hashlib.md5(delete).digest()).decode()
+    steps = [  # (method, url, body, headers, expected status)
+        ("PUT", bucket, None, {}, 200),
+        ("PUT", f"{bucket}/a", b"xy", {"Content-Type": "application/octet-stream"}, 200),
+        ("GET", f"{bucket}/a", None, {}, 200),
+        ("GET", f"{bucket}/a", None, {"Range": "bytes=0-0"}, 206),
+        ("HEAD", f"{bucket}/a", None, {}, 200),
+        ("PUT", f"{bucket}/b", b"", {"x-amz-copy-source": "/zv-warm-up/a"}, 200),
+        ("GET", f"{bucket}?list-type=2&prefix=", None, {}, 200),
+        ("GET", f"{bucket}/missing", None, {}, 404),
+        ("HEAD", f"{bucket}/missing", None, {}, 404),
+        ("POST", f"{bucket}?delete", delete, {"Content-MD5": md5, "Content-Type": "application/xml"}, 200),
+        ("DELETE", f"{bucket}/a", None, {}, 204),
+        ("DELETE", bucket, None, {}, 204),
+        ("GET", f"{bucket}/missing", None, {}, 404),
+    ]
+    # moto answers an anonymous GET of a private object 403; it checks no signature
+    signed = {"Authorization": "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/s3/aws4_request, "
+                               "SignedHeaders=host, Signature=0"}
+    for method, url, body, headers, expected in steps:
+        request = urllib.request.Request(url, data=body, method=method, headers={**signed, **headers})
+        try:
+            with urllib.request.urlopen(request, timeout=60) as answer:
+                status = answer.status
+        except urllib.error.HTTPError as exc:
+            status = exc.code
+        if status != expected:
+            raise RuntimeError(f"moto S3 warm-up: {method} {url} answered {status}, not {expected}")
+
+
 def _connection_budget(wanted: int = 16384) -> int:
     """Connections the server may hold, raising the descriptor limit toward ``wanted``.
 
@@ -183,7 +228,10 @@ class S3Server:
         return f"http://127.0.0.1:{self._server.effective_port}"
 
     def start(self) -> S3Server:
+        """Serve on a thread, once moto's first-use work is done (its requests are not counted)."""
         self._thread.start()
+        _warm_up(self.endpoint)
+        self.middleware.reset()
         return self
 
     def stop(self) -> None:
@@ -212,12 +260,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--log", type=argparse.FileType("w", bufsize=1), help="write one line per request: time, method, path")
     args = parser.parse_args(argv)
-    server = S3Server(args.latency_ms, args.port, args.log)
+    server = S3Server(args.latency_ms, args.port, args.log).start()
     print(server.endpoint, flush=True)
     try:
-        server._server.run()
+        server._thread.join()
     except KeyboardInterrupt:
-        pass
+        server.stop()
     return 0
 
 
