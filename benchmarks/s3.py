@@ -182,10 +182,10 @@ def report(rows: list[dict]) -> None:
                 cells.append(f"{sec:>9.2f} s {req:>7,} req")
             else:
                 cells.append(f"{'-':>22}")
-        ours_s = r["sides"].get(f"ours/{OURS[0]}", (float("nan"), 0))[0]
-        ref_s = r["sides"].get("ref/obstore", (float("nan"), 0))[0]
-        print(f"{r['latency']:>3g} {r['workload']:<9}{r['stage']:<10}" + "".join(f"{c:>22}" for c in cells)
-              + f"{ref_s / ours_s:>15.2f}x")
+        ours = r["sides"].get(f"ours/{OURS[0]}")
+        ref = r["sides"].get("ref/obstore")
+        ratio = f"{ref[0] / ours[0]:>15.2f}x" if ours and ref else f"{'-':>16}"
+        print(f"{r['latency']:>3g} {r['workload']:<9}{r['stage']:<10}" + "".join(f"{c:>22}" for c in cells) + ratio)
 
 
 def main() -> None:

@@ -197,9 +197,10 @@ class S3Server:
 
     #: requests served at once.  Not more: with 256 threads, all runnable at 0 ms, a request
     #: cost 3.5--5.5 ms of server CPU instead of ~1.2 (a graph read-all of 4,654 GETs: 16--34 s,
-    #: against 5.2--6.7 s with 64 in the runs that followed).  Slow runs still happen at 0 ms
-    #: with 64, less often (docs/DESIGN.md).  Requests beyond it queue; the server's CPU caps
-    #: it near 800 requests/s anyway, well under 64 sleepers' 3,200/s at 20 ms.
+    #: against 5.2--6.7 s with 64 in the runs that followed; measured before the two locks every
+    #: request took were gone, see :func:`_uncontended_backend_lookup`).  Requests beyond it
+    #: queue; the server's CPU caps it near 800 requests/s anyway, well under 64 sleepers'
+    #: 3,200/s at 20 ms.
     THREADS = 64
 
     def __init__(self, latency_ms: float = 0.0, port: int = 0, log: TextIO | None = None) -> None:
