@@ -75,8 +75,8 @@ def load_geometry(paths: Sequence[str], kind: str, columns: ColumnMap | None = N
                   storage_options: Mapping[str, Any] | None = None) -> Geometry:
     """Files of a whole-file format (GraphML, meshes, SWC, streamlines...) as one geometry.
 
-    Several files are several objects (object id = file number, unless the files carry
-    their own).  Input ids become the attribute ``id``.  A local file unchanged since the
+    Several files are combined by :func:`concat` (objects kept apart, indices shifted).
+    Input ids become the attribute ``id``.  A local file unchanged since the
     last call is not read again: preflight reads it, before any cluster starts, and the
     write stage reuses the result.
     """
@@ -126,7 +126,7 @@ def concat(parts: Sequence[Geometry], paths: Sequence[str]) -> Geometry:
         raise InputError(f"inputs {paths} have different attributes {names}")
     own = [g.object_ids is not None and not g.numbered_objects for g in parts]
     if any(own) and not all(own):
-        raise InputError(f"some inputs of {paths} carry object ids and some do not")
+        raise InputError(f"some inputs of {paths} carry object ids in their data and some do not")
     starts = [0] * len(parts) if all(own) else _object_starts(parts)
     sizes = np.cumsum([0] + [len(g.positions) for g in parts])
     out = Geometry(
@@ -140,10 +140,15 @@ def concat(parts: Sequence[Geometry], paths: Sequence[str]) -> Geometry:
     )
     _concat_objects(out, parts, starts, paths)
     for name in ("edges", "faces"):
-        if all(getattr(g, name) is not None for g in parts):
+        held = [getattr(g, name) is not None for g in parts]
+        if any(held) and not all(held):
+            raise InputError(f"some inputs of {paths} hold {name} and some do not")
+        if all(held):
             setattr(out, name, np.concatenate([getattr(g, name) + s for g, s in zip(parts, sizes)]))
-            out.edge_attributes = {k: np.concatenate([g.edge_attributes[k] for g in parts])
-                                   for k in parts[0].edge_attributes}
+            record_names = [sorted(g.edge_attributes) for g in parts]
+            if any(n != record_names[0] for n in record_names):
+                raise InputError(f"inputs {paths} have different {name[:-1]} attributes {record_names}")
+            out.edge_attributes = {k: np.concatenate([g.edge_attributes[k] for g in parts]) for k in record_names[0]}
     if all(g.offsets is not None for g in parts):
         out.offsets = np.concatenate([[0]] + [np.asarray(g.offsets[1:]) + s for g, s in zip(parts, sizes)])
     return out

@@ -114,7 +114,9 @@ def _uncontended_backend_lookup() -> None:
     """
     from moto.core.base_backend import BackendDict
 
-    create = BackendDict._create_account_specific_backend
+    create = getattr(BackendDict, "_create_account_specific_backend", None)
+    if create is None:  # another moto: leave its lookup as it is
+        return
 
     def lookup(self: BackendDict, account_id: str) -> Any:
         if not dict.__contains__(self, account_id):
@@ -231,7 +233,11 @@ class S3Server:
     def start(self) -> S3Server:
         """Serve on a thread, once moto's first-use work is done (its requests are not counted)."""
         self._thread.start()
-        _warm_up(self.endpoint)
+        try:
+            _warm_up(self.endpoint)
+        except BaseException:
+            self.stop()
+            raise
         self.middleware.reset()
         return self
 

@@ -274,3 +274,22 @@ def test_objects_with_attributes_in_two_files_are_refused():
     np.testing.assert_array_equal(combined.objects, [4, 7, 8])
     with pytest.raises(InputError, match="object 4 has object attributes in more than one file"):
         sources.concat([part([4, 4]), part([4, 9])], ["a", "b"])
+
+
+def test_files_whose_records_differ_are_refused():
+    """Edges (faces) and their attributes must agree across files, as vertex attributes do."""
+    from zarr_vectors.io.types import Geometry
+
+    def mesh(face_attributes, faces=True):
+        return Geometry(kind="mesh", positions=np.zeros((3, 3)), faces=np.array([[0, 1, 2]]) if faces else None,
+                        edge_attributes={k: np.ones(1) for k in face_attributes})
+
+    combined = sources.concat([mesh(["q"]), mesh(["q"])], ["a", "b"])
+    np.testing.assert_array_equal(combined.faces, [[0, 1, 2], [3, 4, 5]])
+    np.testing.assert_array_equal(combined.edge_attributes["q"], [1, 1])
+    with pytest.raises(InputError, match="different face attributes"):
+        sources.concat([mesh(["q"]), mesh(["q", "r"])], ["a", "b"])
+    with pytest.raises(InputError, match="different face attributes"):
+        sources.concat([mesh(["q", "r"]), mesh(["q"])], ["a", "b"])
+    with pytest.raises(InputError, match="hold faces and some do not"):
+        sources.concat([mesh([]), mesh([], faces=False)], ["a", "b"])
