@@ -121,9 +121,7 @@ def concat(parts: Sequence[Geometry], paths: Sequence[str]) -> Geometry:
     trees are two objects.  Object attributes travel with their objects.
     """
     paths = list(paths)
-    names = [sorted(g.attributes) for g in parts]
-    if any(n != names[0] for n in names):
-        raise InputError(f"inputs {paths} have different attributes {names}")
+    names = _same_names([g.attributes for g in parts], "attributes", paths)
     own = [g.object_ids is not None and not g.numbered_objects for g in parts]
     if any(own) and not all(own):
         raise InputError(f"some inputs of {paths} carry object ids in their data and some do not")
@@ -134,7 +132,7 @@ def concat(parts: Sequence[Geometry], paths: Sequence[str]) -> Geometry:
         positions=np.concatenate([g.positions for g in parts]),
         object_ids=np.concatenate([np.full(len(g.positions), s, np.int64) if g.object_ids is None
                                    else np.asarray(g.object_ids, np.int64) + s for g, s in zip(parts, starts)]),
-        attributes={k: np.concatenate([g.attributes[k] for g in parts]) for k in names[0]},
+        attributes={k: np.concatenate([g.attributes[k] for g in parts]) for k in names},
         axes=parts[0].axes,
         dropped=tuple(dict.fromkeys(d for g in parts for d in g.dropped)),
     )
@@ -145,10 +143,8 @@ def concat(parts: Sequence[Geometry], paths: Sequence[str]) -> Geometry:
             raise InputError(f"some inputs of {paths} hold {name} and some do not")
         if all(held):
             setattr(out, name, np.concatenate([getattr(g, name) + s for g, s in zip(parts, sizes)]))
-            record_names = [sorted(g.edge_attributes) for g in parts]
-            if any(n != record_names[0] for n in record_names):
-                raise InputError(f"inputs {paths} have different {name[:-1]} attributes {record_names}")
-            out.edge_attributes = {k: np.concatenate([g.edge_attributes[k] for g in parts]) for k in record_names[0]}
+            record_names = _same_names([g.edge_attributes for g in parts], f"{name[:-1]} attributes", paths)
+            out.edge_attributes = {k: np.concatenate([g.edge_attributes[k] for g in parts]) for k in record_names}
     if all(g.offsets is not None for g in parts):
         out.offsets = np.concatenate([[0]] + [np.asarray(g.offsets[1:]) + s for g, s in zip(parts, sizes)])
     return out
@@ -169,10 +165,8 @@ def _object_starts(parts: Sequence[Geometry]) -> list[int]:
 
 def _concat_objects(out: Geometry, parts: Sequence[Geometry], starts: Sequence[int], paths: list[str]) -> None:
     """The files' object rows and object attributes, shifted as their object ids were."""
-    names = [sorted(g.object_attributes) for g in parts]
-    if any(n != names[0] for n in names):
-        raise InputError(f"inputs {paths} have different object attributes {names}")
-    if not names[0]:
+    names = _same_names([g.object_attributes for g in parts], "object attributes", paths)
+    if not names:
         return
     if any(g.objects is None for g in parts):
         raise InputError(f"inputs {paths}: object attributes without the objects they belong to")
@@ -182,7 +176,15 @@ def _concat_objects(out: Geometry, parts: Sequence[Geometry], starts: Sequence[i
         raise InputError(f"inputs {paths}: object {unique[counts > 1][0]} has object attributes in more than one "
                          "file; they cannot be combined")
     out.objects = objects
-    out.object_attributes = {k: np.concatenate([np.asarray(g.object_attributes[k]) for g in parts]) for k in names[0]}
+    out.object_attributes = {k: np.concatenate([np.asarray(g.object_attributes[k]) for g in parts]) for k in names}
+
+
+def _same_names(mappings: Sequence[Mapping[str, Any]], what: str, paths: list[str]) -> list[str]:
+    """The names every file has (sorted); files that differ are refused, listing each file's."""
+    names = [sorted(m) for m in mappings]
+    if any(n != names[0] for n in names):
+        raise InputError(f"inputs {paths} have different {what} {names}")
+    return names[0]
 
 
 def _column_block(part: Any, names: Sequence[str], dtype: Any) -> np.ndarray:
