@@ -46,6 +46,10 @@ DEFAULTS: dict[str, Any] = {
             # megabytes each: 2048 put a 10M-point store in one pack task)
             "min-cells-per-task": 64,
             "cells-per-batch": 512,
+            # commit tasks: one per worker thread, at least this much (cells + 8 per array) each;
+            # a commit costs a few rounds of requests plus ~4 ms per array, so a cluster's
+            # commit is many short tasks and two local threads' is two (docs/DESIGN.md "Scaling")
+            "min-cells-per-commit": 512,
         },
         "validate": {
             "min-batch-bytes": 4 * MIB,  # cells read by one level-3 task

@@ -36,8 +36,8 @@ arrays' documents and submits steps 1-2 as one graph (no client step between the
    (:func:`.journal.commit_arrays`).  A last task
    removes the staging prefix and writes the consolidated copy again if there was one.
 
-Task sizes are the settings ``shard.min-cells-per-task`` and ``shard.cells-per-batch``
-(:mod:`zarr_vectors.config`), read when the graph is planned.
+Task sizes are the settings ``shard.min-cells-per-task``, ``shard.cells-per-batch`` and
+``shard.min-cells-per-commit`` (:mod:`zarr_vectors.config`), read when the graph is planned.
 """
 
 from __future__ import annotations
@@ -271,10 +271,11 @@ def _group_rows(group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def split_commits(weights: Sequence[int]) -> list[slice]:
-    """Runs of arrays committed by one task (a commit costs per array and per object).  Large
-    runs: a task commits its arrays in a few rounds of concurrent requests, so on an object
-    store fewer tasks means fewer rounds, and the work per object is one small request."""
-    return runner.task_runs(weights, 4096, tasks_per_thread=1)
+    """Runs of arrays committed by one task (a commit costs per array and per object): one per
+    worker thread, of at least ``shard.min-cells-per-commit``.  Not smaller: a task commits its
+    arrays in a few rounds of concurrent requests, so on an object store more tasks than
+    threads means more rounds one after another."""
+    return runner.task_runs(weights, int(config.get("shard.min-cells-per-commit")), tasks_per_thread=1)
 
 
 def _relayout(url: Any, shard_shape: Any, storage_options: Mapping[str, Any] | None) -> ShardResult:
