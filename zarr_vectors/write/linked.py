@@ -352,8 +352,10 @@ def write_linked(
     level = store.level(0)
     arrays = vx.create_vertex_arrays(level, spec, plan)
     vertex_owners = runner.persist("write vertices", *vx.write_graph(arrays, spec, plan, blocks, with_gid=True))
+    # what many tasks take, as one node each (dask would walk them once per task otherwise)
+    plan_ref, link_ref = runner.share(plan), runner.share(link)
     (placement,) = runner.persist(
-        "placement", dask.delayed(vx.assemble_placement)(plan, spec.n, *vertex_owners), everywhere=True
+        "placement", dask.delayed(vx.assemble_placement)(plan_ref, spec.n, *vertex_owners), everywhere=True
     )
     # the vertex half of the reconcile step needs nothing of the links: it runs beside them
     bare = replace(level, known_arrays={})  # reconcile tasks read presence lists, not remembered documents
@@ -366,7 +368,7 @@ def write_linked(
 
     filed = runner.persist(
         "file records",
-        *[dask.delayed(_file_block)(r, a, placement, link, len(plan.cells)) for r, a in zip(record_blocks, attr_blocks)],
+        *[dask.delayed(_file_block)(r, a, placement, link_ref, len(plan.cells)) for r, a in zip(record_blocks, attr_blocks)],
     )
     per_cell = np.zeros(len(plan.cells), dtype=np.int64)
     for counts in runner.compute("records per cell", *[dask.delayed(FiledRecords.counts)(f, len(plan.cells)) for f in filed]):
@@ -379,7 +381,7 @@ def write_linked(
         "place records",
         *[
             dask.delayed(_place_owner)(
-                placement, plan, cells, link, *[dask.delayed(FiledRecords.share)(f, cells, duplicate) for f in filed]
+                placement, plan_ref, cells, link_ref, *[dask.delayed(FiledRecords.share)(f, cells, duplicate) for f in filed]
             )
             for cells in runner.task_runs(link_weights, config.get("write.min-rows-per-task"))
         ],
@@ -392,7 +394,8 @@ def write_linked(
     created = None
     if has_family:
         created = runner.share(_create_family(level, spec, plan, link, sorted(segments), record_attributes or {}))
-        link_rows = runner.persist("write links", *[dask.delayed(_write_link_owner)(level, o, created) for o in owned])
+        level_ref = runner.share(level)  # now that it remembers the family's array documents
+        link_rows = runner.persist("write links", *[dask.delayed(_write_link_owner)(level_ref, o, created) for o in owned])
     _reconcile(bare, spec, plan, vertex_parts, link_rows, total, created)
     return WriteResult(storage.url, kind, int(plan.counts.sum()), len(plan.cells), len(plan.owners), plan.num_objects, total)
 

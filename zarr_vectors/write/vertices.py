@@ -593,13 +593,18 @@ def write_owner(
 def write_graph(
     arrays: VertexArrays, spec: VertexSpec, plan: VertexPlan, blocks: InputBlocks, *, with_gid: bool = False
 ) -> list[Any]:
-    """The route and owner-write tasks; returns the owners' delayed summaries."""
+    """The route and owner-write tasks; returns the owners' delayed summaries.
+
+    The plan, spec and arrays are one shared node each: passed as they are, dask walks
+    their fields (array documents, owner lists) once per task while the client builds
+    the graph, with every worker idle."""
+    plan_ref, spec_ref, arrays_ref = runner.share(plan), runner.share(spec), runner.share(arrays)
     routed = [
-        dask.delayed(route_block)(p, i, a, b, o, plan, spec, with_gid)
+        dask.delayed(route_block)(p, i, a, b, o, plan_ref, spec_ref, with_gid)
         for p, i, a, b, o in zip(blocks.pos, blocks.ids, blocks.attrs, blocks.breaks, blocks.offsets)
     ]
     return [
-        dask.delayed(write_owner)(arrays, spec, plan, k, *[dask.delayed(pick)(r, k) for r in routed])
+        dask.delayed(write_owner)(arrays_ref, spec_ref, plan_ref, k, *[dask.delayed(pick)(r, k) for r in routed])
         for k in range(len(plan.owners))
     ]
 
