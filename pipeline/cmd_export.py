@@ -1,8 +1,9 @@
 """``zv export STORE OUT``: one level of a store (or the part in a box, or some objects) to a file.
 
 The format comes from OUT's extension through the io registry, and must hold the
-store's kind; tables write graph edges / mesh faces beside OUT (``OUT.edges.parquet``),
-edge lists their vertices (``OUT.vertices.csv``).  Every argument is checked before
+store's kind; tables write graph edges / mesh faces and object attributes beside OUT
+(``OUT.edges.parquet``, ``OUT.objects.parquet``), edge lists their vertices
+(``OUT.vertices.csv``).  What the format cannot hold is named in a warning on stderr.  Every argument is checked before
 the store is read; a bad one exits 2 with one line.
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
+import warnings
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -68,7 +71,14 @@ def _export(args: argparse.Namespace, options: dict) -> int:
     data = read_store(args.store, level=args.level, bbox=box, storage_options=options)
     if args.object_id:
         data = select.objects(data, args.object_id)
-    fmt.write(args.out, data)
+    with warnings.catch_warnings(record=True) as caught:  # what the format cannot hold, said as build says it
+        warnings.simplefilter("always", UserWarning)
+        fmt.write(args.out, data)
+    for w in caught:
+        if issubclass(w.category, UserWarning):
+            print(f"zv export: warning: {w.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     records = data.faces if data.faces is not None else data.edges
     print(f"{args.out}: {len(data.positions)} vertices" + (f", {len(records)} records" if records is not None else "")
           + (f", {len(data.offsets) - 1} polylines" if data.offsets is not None else "") + f" ({fmt.name})")

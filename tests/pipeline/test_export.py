@@ -253,3 +253,28 @@ def test_mesh_and_streamline_tables_export_builds_the_same_store(tmp_path, cli, 
     store = tmp_path / f"{kind}.zv"
     assert cli("build", kind, *[tmp_path / n for n in inputs], store, "--chunk-shape", "25").rc == 0
     _rebuild_is_identical(cli, tmp_path, kind, store, "t.parquet", *again)
+
+
+def test_export_names_what_a_format_cannot_hold_and_writes_a_point_cloud_as_ply(tmp_path, cli):
+    """Object attributes were dropped without a word by GraphML and LAS, and a point-cloud store
+    could not be exported to PLY at all (its kind is ``point_cloud``, the format's ``points``)."""
+    import plyfile
+
+    rng = np.random.default_rng(4)
+    objects = {"label": np.arange(5, dtype=np.int32)}
+    points, graph = tmp_path / "p.zv", tmp_path / "g.zv"
+    zv.write_points(str(points), rng.uniform(0, 100, (200, 3)).astype(np.float32), chunk_shape=50.0,
+                    bounds=[[0] * 3, [100] * 3], object_ids=np.repeat(np.arange(5), 40), object_attributes=objects)
+    zv.write_graph(str(graph), rng.uniform(0, 100, (50, 3)).astype(np.float32), rng.integers(0, 50, (80, 2)),
+                   chunk_shape=50.0, bounds=[[0] * 3, [100] * 3], object_ids=np.repeat(np.arange(5), 10),
+                   object_attributes=objects)
+    for store, out, what in ((graph, "g.graphml", "GraphML"), (points, "p.las", "LAS"), (points, "p.ply", "PLY")):
+        run = cli("export", store, tmp_path / out)
+        assert run.rc == 0, run.err
+        assert f"zv export: warning: {tmp_path / out}: {what} cannot hold label" in run.err, run.err
+    cloud = plyfile.PlyData.read(str(tmp_path / "p.ply"))
+    assert [e.name for e in cloud.elements] == ["vertex"] and len(cloud["vertex"].data) == 200
+    run = cli("export", points, tmp_path / "p.parquet")  # tables keep them, in a table of their own
+    assert run.rc == 0 and "warning" not in run.err, run.err
+    back = pd.read_parquet(tmp_path / "p.objects.parquet")
+    assert back.to_dict("list") == {"object_id": [0, 1, 2, 3, 4], "label": [0, 1, 2, 3, 4]}

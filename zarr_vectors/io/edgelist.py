@@ -24,9 +24,10 @@ from zarr_vectors.io.types import FileFormat, Geometry, as_geometry
 SEPARATOR = r"[\s,]+"
 
 
-def vertices_path(path: str) -> str:
-    """Where the vertex table of an edge list goes by default: ``NAME.vertices.csv``."""
-    return re.sub(r"\.(edgelist|edges)$", "", path, flags=re.IGNORECASE) + ".vertices.csv"
+def vertices_path(path: str, role: str = "vertices") -> str:
+    """Where the vertex table of an edge list goes by default: ``NAME.vertices.csv`` (its
+    object attributes: ``NAME.objects.csv``)."""
+    return re.sub(r"\.(edgelist|edges)$", "", path, flags=re.IGNORECASE) + f".{role}.csv"
 
 
 def _names(path: str, opts: Mapping[str, Any]) -> list[str]:
@@ -96,7 +97,8 @@ def read(path: str, *, vertices: str | None = None, columns: ColumnMap | None = 
 
 
 def write(path: str, data: Any, **_: Any) -> None:
-    """The edges as ``src dst attributes...`` under a header comment, the vertices in :func:`vertices_path`."""
+    """The edges as ``src dst attributes...`` under a header comment, the vertices in :func:`vertices_path`
+    (object attributes beside it, ``NAME.objects.csv``)."""
     import pandas as pd
 
     g = as_geometry(data)
@@ -104,6 +106,8 @@ def write(path: str, data: Any, **_: Any) -> None:
         raise InputError(f"{path!r}: an edge list holds graphs; the store has no edges")
     tables = table_frames(g)
     pd.DataFrame(tables[""]).to_csv(vertices_path(path), index=False, float_format="%.17g")
+    if "objects" in tables:
+        pd.DataFrame(tables["objects"]).to_csv(vertices_path(path, "objects"), index=False, float_format="%.17g")
     edges = pd.DataFrame(tables["edges"])
     with open(path, "w") as f:
         f.write("# " + " ".join(edges.columns) + "\n")

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.errors import InputError
+from zarr_vectors.io.registry import build_kind
 from zarr_vectors.io.types import Geometry, as_geometry
 
 
@@ -142,7 +143,7 @@ def mesh_parts(data: Any, path: str, what: str, *, points: bool = False) -> Geom
     """
     geometry = as_geometry(data)
     positions_3d(geometry, path)
-    if geometry.faces is None and not (points and geometry.kind == "points"):
+    if geometry.faces is None and not (points and build_kind(geometry.kind) == "points"):  # a store's: point_cloud
         raise input_error(path, f"{what} holds meshes; the data is a {geometry.kind} without faces")
     unstored = list(geometry.object_attributes)
     if geometry.object_ids is not None and len(np.unique(geometry.object_ids)) > 1:

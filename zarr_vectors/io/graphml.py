@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.errors import InputError
+from zarr_vectors.io import geometry_parts as gp
 from zarr_vectors.io.columns import ID_ATTRIBUTE, ColumnMap, storable
 from zarr_vectors.io.tables import geometry_from_frame, remote_options, unreadable, vertex_ids
 from zarr_vectors.io.types import FileFormat, Geometry, as_geometry
@@ -83,6 +84,7 @@ def write(path: str, data: Any, *, directed: bool = False, **_: Any) -> None:
     bad = [k for k, v in {**g.attributes, **g.edge_attributes}.items() if np.asarray(v).ndim != 1]
     if bad:
         raise InputError(f"{path!r}: attributes {bad} have several components; GraphML keys hold one value")
+    gp.warn_unstored(path, "GraphML", g.object_attributes)  # keys are on nodes and edges, not on objects
     ids = vertex_ids(g)
     graph = nx.DiGraph() if directed else nx.Graph()
     axes = list(g.axes) if len(g.axes) == g.positions.shape[1] else ["x", "y", "z"][: g.positions.shape[1]]

@@ -18,6 +18,7 @@ import numpy as np
 
 from zarr_vectors import config
 from zarr_vectors.errors import InputError
+from zarr_vectors.io import geometry_parts as gp
 from zarr_vectors.io.columns import ColumnMap
 from zarr_vectors.io.tables import geometry_from_frame, remote_options, unreadable
 from zarr_vectors.io.types import FileFormat, Geometry, as_geometry
@@ -125,6 +126,7 @@ def write(path: str, data: Any, *, scale: float = 0.001, **_: Any) -> None:
     bad = [k for k, v in attrs.items() if v.ndim != 1]
     if bad:
         raise InputError(f"{path!r}: attributes {bad} have several components; LAS dimensions hold one")
+    gp.warn_unstored(path, "LAS", g.object_attributes)  # a point's dimensions; an object has no row
     fmt = _point_format(set(attrs))
     header = laspy.LasHeader(point_format=fmt, version="1.4" if fmt >= 6 else "1.2")
     low, high = (g.positions.min(axis=0), g.positions.max(axis=0)) if len(g.positions) else (np.zeros(3), np.zeros(3))

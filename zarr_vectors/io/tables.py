@@ -90,12 +90,14 @@ def vertex_ids(g: Geometry) -> np.ndarray:
 
 
 def table_frames(data: Any) -> dict[str, dict[str, np.ndarray]]:
-    """Columns of each table a store's data becomes: ``{"": vertices, "edges" | "faces": records}``.
+    """Columns of each table a store's data becomes: ``{"": vertices, "edges" | "faces": records,
+    "objects": object attributes}``.
 
     Column names are ``zv build``'s defaults for the kind, so the tables build the same
     store again: ``x, y[, z]``, ``object_id``, attributes; graph and mesh vertices
     ``id`` and records ``src, dst`` / ``a, b, c``; skeletons ``id, parent``; polylines
-    and streamlines ``line, order``.
+    and streamlines ``line, order``.  Object attributes, which no vertex row can hold
+    once, are a table of their own (``zv build`` does not read it).
     """
     g = as_geometry(data)
     axes = list(g.axes) if len(g.axes) == g.positions.shape[1] else list(DEFAULT_AXES[: g.positions.shape[1]])
@@ -122,4 +124,27 @@ def table_frames(data: Any) -> dict[str, dict[str, np.ndarray]]:
     elif g.faces is not None:
         corners = "abcdefghijklmnopqrstuvw"[: g.faces.shape[1]]
         out["faces"] = {c: ids[g.faces[:, i]] for i, c in enumerate(corners)} | _columns(g.edge_attributes)
+    if g.object_attributes:
+        out["objects"] = _object_table(g)
     return out
+
+
+def _object_table(g: Geometry) -> dict[str, np.ndarray]:
+    """The object attributes, one row per object: ``object_id`` and, for polylines (whose
+    vertex table numbers them by ``line``), the ``line`` each object is (-1: no vertices here)."""
+    first = next(iter(g.object_attributes.values()))
+    ids = np.asarray(g.objects, dtype=np.int64) if g.objects is not None else np.arange(len(first), dtype=np.int64)
+    table: dict[str, np.ndarray] = {}
+    if g.offsets is not None and g.object_ids is not None:
+        offsets = np.asarray(g.offsets)
+        lines = np.flatnonzero(np.diff(offsets) > 0)
+        line_ids = np.asarray(g.object_ids, dtype=np.int64)[offsets[lines]]  # each line's id: its first vertex's
+        order = np.argsort(line_ids, kind="stable")
+        at = np.searchsorted(line_ids[order], ids)
+        found = at < len(order)
+        found[found] = line_ids[order[at[found]]] == ids[found]
+        table["line"] = np.full(len(ids), -1, dtype=np.int64)
+        table["line"][found] = lines[order[at[found]]]
+    table["object_id"] = ids
+    table.update(_columns(g.object_attributes))
+    return table

@@ -87,3 +87,42 @@ def test_graph_tables_keep_ids_and_name_their_records():
     np.testing.assert_array_equal(tables["edges"]["dst"], [20, 20])
     assert companion("/d/out.parquet", "edges") == "/d/out.edges.parquet"
     assert companion("out.csv.gz", "faces") == "out.faces.csv.gz"
+
+
+@pytest.mark.parametrize("module, name", [(parquet, "out.parquet"), (csv, "out.csv"), (npz, "out.npz")])
+def test_object_attributes_get_a_table_of_their_own(tmp_path, module, name):
+    """They were left out of every table export without a word: each is one row per object."""
+    g = Geometry("points", np.zeros((4, 3)), object_ids=np.array([3, 3, 7, 7]), objects=np.array([3, 7]),
+                 object_attributes={"label": np.array([5, 6], dtype=np.int16), "rgb": np.array([[1, 2, 3], [4, 5, 6]])},
+                 axes=("x", "y", "z"))
+    module.write(str(tmp_path / name), g)
+    path = companion(str(tmp_path / name), "objects")
+    back = (pd.read_parquet(path) if module is parquet else pd.read_csv(path) if module is csv
+            else pd.DataFrame(dict(np.load(path))))
+    assert list(back.columns) == ["object_id", "label", "rgb_0", "rgb_1", "rgb_2"]
+    np.testing.assert_array_equal(back["object_id"], [3, 7])
+    np.testing.assert_array_equal(back["label"], [5, 6])
+    np.testing.assert_array_equal(back[["rgb_0", "rgb_1", "rgb_2"]].to_numpy(), [[1, 2, 3], [4, 5, 6]])
+    assert "objects" not in table_frames(Geometry("points", np.zeros((4, 3)), object_ids=np.array([3, 3, 7, 7])))
+
+
+def test_polyline_object_attributes_name_the_line_they_describe():
+    """A polyline table numbers lines 0.. in order, not by object id: the objects table says which
+    line each object is, -1 for an object with no vertices in the data (a box cut it away)."""
+    g = Geometry("streamline", np.zeros((5, 3)), object_ids=np.array([4, 4, 9, 9, 9]), objects=np.array([2, 4, 9]),
+                 object_attributes={"fa": np.array([0.1, 0.2, 0.3])}, offsets=np.array([0, 2, 5]), axes=("x", "y", "z"))
+    tables = table_frames(g)
+    np.testing.assert_array_equal(tables[""]["line"], [0, 0, 1, 1, 1])
+    np.testing.assert_array_equal(tables["objects"]["line"], [-1, 0, 1])
+    np.testing.assert_array_equal(tables["objects"]["object_id"], [2, 4, 9])
+    np.testing.assert_array_equal(tables["objects"]["fa"], [0.1, 0.2, 0.3])
+
+
+def test_edge_list_writes_object_attributes_beside_its_vertices(tmp_path):
+    from zarr_vectors.io import edgelist
+
+    g = Geometry("graph", np.zeros((3, 3)), object_ids=np.array([0, 0, 1]), objects=np.array([0, 1]),
+                 object_attributes={"w": np.array([1.5, 2.5])}, edges=np.array([[0, 1], [1, 2]]), axes=("x", "y", "z"))
+    edgelist.write(str(tmp_path / "g.edgelist"), g)
+    back = pd.read_csv(tmp_path / "g.objects.csv")
+    assert back.to_dict("list") == {"object_id": [0, 1], "w": [1.5, 2.5]}
