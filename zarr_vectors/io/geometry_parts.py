@@ -146,7 +146,8 @@ def mesh_parts(data: Any, path: str, what: str, *, points: bool = False) -> Geom
     if geometry.faces is None and not (points and build_kind(geometry.kind) == "points"):  # a store's: point_cloud
         raise input_error(path, f"{what} holds meshes; the data is a {geometry.kind} without faces")
     unstored = list(geometry.object_attributes)
-    if geometry.object_ids is not None and len(np.unique(geometry.object_ids)) > 1:
+    ids = None if geometry.object_ids is None else np.asarray(geometry.object_ids)
+    if ids is not None and ids.size and bool((ids != ids[0]).any()):  # several objects
         unstored.append("object_ids")
     warn_unstored(path, what, unstored)
     return geometry

@@ -32,6 +32,7 @@ import numpy as np
 
 from zarr_vectors.errors import InputError
 from zarr_vectors.format import topology
+from zarr_vectors.format.coarsen import unique_sorted
 from zarr_vectors.io import geometry_parts as gp
 from zarr_vectors.io.types import FileFormat, Geometry, as_geometry
 
@@ -125,7 +126,7 @@ def write(
         raise gp.input_error(path, f"SWC holds skeletons; the data is a {geometry.kind} without edges")
     n = len(positions)
     edges = np.asarray(geometry.edges, dtype=np.int64).reshape(-1, 2)
-    if len(np.unique(edges[:, 0])) != len(edges):
+    if len(unique_sorted(edges[:, 0])) != len(edges):
         raise gp.input_error(path, "a vertex has two parents: SWC holds trees")
     parents = np.full(n, -1, dtype=np.int64)
     parents[edges[:, 0]] = edges[:, 1]

@@ -22,6 +22,7 @@ from zarr_vectors.errors import (
     UnsupportedLayoutError,
 )
 from zarr_vectors.format.bounds import manifest_chunk_bound
+from zarr_vectors.format.coarsen import unique_sorted
 from zarr_vectors.format.metadata import OBJECT_INDEX_LAYOUT, OBJECT_INDEX_LAYOUT_V2
 from zarr_vectors.store.groups import Level
 from zarr_vectors.store.nodes import group_document, write_node
@@ -115,7 +116,7 @@ def read_object_index(level: Level, *, allow_layouts: Collection[str] = ()) -> O
                 f"object_ids has shape {ids.shape}, manifests has {len(rows)} rows", file=f"{path}/object_ids/zarr.json"
             )
         ids = ids.astype(np.int64)
-        if len(ids) and (ids.min() < 0 or len(np.unique(ids)) != len(ids)):
+        if len(ids) and (ids.min() < 0 or len(unique_sorted(ids)) != len(ids)):
             raise InconsistentStoreError(
                 f"{path}/object_ids: object ids must be distinct and >= 0 (each manifest row is one object)"
             )

@@ -39,6 +39,7 @@ from zarr_vectors import config, reconcile
 from zarr_vectors.errors import InputError
 from zarr_vectors.execution import runner
 from zarr_vectors.format import topology
+from zarr_vectors.format.coarsen import unique_sorted
 from zarr_vectors.format.links import LinkCounts, LinkPartition, make_policy, partition_records_by_rank
 from zarr_vectors.format.paths import format_offsets, intra_offsets
 from zarr_vectors.format.points import stable_order
@@ -136,7 +137,7 @@ class FiledRecords:
         lo, hi = np.searchsorted(self.filed, [cells.start, cells.stop])
         rows = self.index[lo:hi]
         if duplicate:  # a record filed in two cells of this owner's run is placed (and copied) once
-            rows = np.unique(rows)
+            rows = unique_sorted(rows)
         return OwnerRecords(self.records[rows], {name: v[rows] for name, v in self.attributes.items()})
 
 
@@ -146,7 +147,7 @@ def _file_block(
     ends = np.take(placement.rank, records)
     if link.store == "duplicate":
         m = records.shape[0]
-        key = np.unique(ends.astype(np.int64) * m + np.arange(m)[:, None])  # (cell, record) pairs, each once
+        key = unique_sorted(ends.astype(np.int64) * m + np.arange(m)[:, None])  # (cell, record) pairs, each once
         filed, index = np.divmod(key, m)
     else:
         src = ends[:, 0].copy()

@@ -135,7 +135,7 @@ class LinkPartition:
             raise InputError(f"keep must be a bool mask over the {self.num_groups} cell groups")
         counts = np.diff(self.group_starts)
         sel = np.repeat(mask, counts)
-        used = np.unique(self.segment[sel])
+        used = np.flatnonzero(np.bincount(self.segment[sel], minlength=len(self.segments)))  # segment numbers: small
         remap = np.full(len(self.segments), -1, dtype=np.int64)
         remap[used] = np.arange(used.size)
         return LinkPartition(

@@ -19,6 +19,7 @@ import numpy as np
 
 from zarr_vectors.encoding import FragmentIndex, decode_ragged_blob, decode_ragged_ints, lehmer_decode_rows
 from zarr_vectors.format import bounds
+from zarr_vectors.format.coarsen import unique_sorted
 from zarr_vectors.format.links import links_has_perm
 from zarr_vectors.format.paths import (
     format_chunk_key,
@@ -287,7 +288,7 @@ def reduce_family(fam: FamilySpec, policy: dict[str, Any], *parts: LinkResult) -
                                     f"holds {rows} records on disk"))
             else:
                 hashes = [h for p in parts for h in p.hashes]
-                distinct = int(np.unique(np.concatenate(hashes)).size) if hashes else 0
+                distinct = int(unique_sorted(np.concatenate(hashes)).size) if hashes else 0
                 copies: dict[int, int] = defaultdict(int)
                 for p in parts:
                     for k, n in p.copies.items():
