@@ -73,12 +73,14 @@ def _export(args: argparse.Namespace, options: dict) -> int:
         data = select.objects(data, args.object_id)
     with warnings.catch_warnings(record=True) as caught:  # what the format cannot hold, said as build says it
         warnings.simplefilter("always", UserWarning)
-        fmt.write(args.out, data)
-    for w in caught:
-        if issubclass(w.category, UserWarning):
-            print(f"zv export: warning: {w.message}", file=sys.stderr)
-        else:
-            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+        try:
+            fmt.write(args.out, data)
+        finally:  # said even when the write then fails
+            for w in caught:
+                if issubclass(w.category, UserWarning):
+                    print(f"zv export: warning: {w.message}", file=sys.stderr)
+                else:
+                    warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     records = data.faces if data.faces is not None else data.edges
     print(f"{args.out}: {len(data.positions)} vertices" + (f", {len(records)} records" if records is not None else "")
           + (f", {len(data.offsets) - 1} polylines" if data.offsets is not None else "") + f" ({fmt.name})")

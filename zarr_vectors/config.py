@@ -46,9 +46,9 @@ DEFAULTS: dict[str, Any] = {
             # megabytes each: 2048 put a 10M-point store in one pack task)
             "min-cells-per-task": 64,
             "cells-per-batch": 512,
-            # commit tasks: one per worker thread, at least this much (cells + 8 per array) each;
-            # a commit costs a few rounds of requests plus ~4 ms per array, so a cluster's
-            # commit is many short tasks and two local threads' is two (docs/DESIGN.md "Scaling")
+            # commit tasks: at most one per worker thread, at least this much (cells + 8 per
+            # array) each; a commit costs a few rounds of requests plus ~4 ms per array
+            # (docs/DESIGN.md "Scaling")
             "min-cells-per-commit": 512,
         },
         "validate": {

@@ -102,7 +102,6 @@ def table_frames(data: Any) -> dict[str, dict[str, np.ndarray]]:
     g = as_geometry(data)
     axes = list(g.axes) if len(g.axes) == g.positions.shape[1] else list(DEFAULT_AXES[: g.positions.shape[1]])
     vertices: dict[str, np.ndarray] = {a: g.positions[:, i] for i, a in enumerate(axes)}
-    attrs = {k: v for k, v in g.attributes.items() if k != ID_ATTRIBUTE}
     linked = g.edges is not None or g.faces is not None
     if linked:
         ids = vertex_ids(g)
@@ -113,38 +112,55 @@ def table_frames(data: Any) -> dict[str, dict[str, np.ndarray]]:
         vertices["order"] = np.arange(len(g.positions), dtype=np.int64) - np.repeat(np.asarray(g.offsets)[:-1], lengths)
     elif g.object_ids is not None:
         vertices["object_id"] = np.asarray(g.object_ids, dtype=np.int64)
-    vertices.update(_columns(attrs))
-    out = {"": vertices}
     if g.kind == "skeleton" and g.edges is not None:
         parent = np.full(len(g.positions), -1, dtype=np.int64)
         parent[g.edges[:, 0]] = ids[g.edges[:, 1]]
         vertices["parent"] = parent
-    elif g.edges is not None:
-        out["edges"] = {"src": ids[g.edges[:, 0]], "dst": ids[g.edges[:, 1]], **_columns(g.edge_attributes)}
+    attrs = {k: v for k, v in g.attributes.items() if k != ID_ATTRIBUTE}
+    out = {"": _with_columns(vertices, attrs, "vertex attribute")}
+    if g.edges is not None and g.kind != "skeleton":
+        ends = {"src": ids[g.edges[:, 0]], "dst": ids[g.edges[:, 1]]}
+        out["edges"] = _with_columns(ends, g.edge_attributes, "edge attribute")
     elif g.faces is not None:
         corners = "abcdefghijklmnopqrstuvw"[: g.faces.shape[1]]
-        out["faces"] = {c: ids[g.faces[:, i]] for i, c in enumerate(corners)} | _columns(g.edge_attributes)
+        ends = {c: ids[g.faces[:, i]] for i, c in enumerate(corners)}
+        out["faces"] = _with_columns(ends, g.edge_attributes, "face attribute")
     if g.object_attributes:
         out["objects"] = _object_table(g)
     return out
 
 
+def _with_columns(table: dict[str, np.ndarray], values: Mapping[str, Any], what: str) -> dict[str, np.ndarray]:
+    """``table`` and the attributes' columns after it; an attribute whose column would replace
+    one of the table's own (``x``, ``line``, ``object_id``...) is refused, never written over."""
+    columns = _columns(values)
+    clash = sorted(set(columns) & set(table))
+    if clash:
+        raise InputError(f"{what} column(s) {clash} would replace the table's own column(s) of that name; "
+                         "rename the attribute(s) to export this store as tables")
+    return {**table, **columns}
+
+
 def _object_table(g: Geometry) -> dict[str, np.ndarray]:
-    """The object attributes, one row per object: ``object_id`` and, for polylines (whose
-    vertex table numbers them by ``line``), the ``line`` each object is (-1: no vertices here)."""
+    """The object attributes: a row per object with its ``object_id``; for polylines, whose vertex
+    table numbers lines, a row per ``line`` with its object's id and attributes (a box may cut one
+    polyline into several lines), then a row with ``line`` -1 per object with no vertices here."""
     first = next(iter(g.object_attributes.values()))
     ids = np.asarray(g.objects, dtype=np.int64) if g.objects is not None else np.arange(len(first), dtype=np.int64)
-    table: dict[str, np.ndarray] = {}
+    keys: dict[str, np.ndarray] = {"object_id": ids}
+    rows = np.arange(len(ids))
     if g.offsets is not None and g.object_ids is not None:
         offsets = np.asarray(g.offsets)
         lines = np.flatnonzero(np.diff(offsets) > 0)
-        line_ids = np.asarray(g.object_ids, dtype=np.int64)[offsets[lines]]  # each line's id: its first vertex's
-        order = np.argsort(line_ids, kind="stable")
-        at = np.searchsorted(line_ids[order], ids)
-        found = at < len(order)
-        found[found] = line_ids[order[at[found]]] == ids[found]
-        table["line"] = np.full(len(ids), -1, dtype=np.int64)
-        table["line"][found] = lines[order[at[found]]]
-    table["object_id"] = ids
-    table.update(_columns(g.object_attributes))
-    return table
+        line_ids = np.asarray(g.object_ids, dtype=np.int64)[offsets[lines]]  # a line's id: its first vertex's
+        if len(line_ids) and not len(ids):
+            raise InputError("the polylines' objects have no rows in the object attributes")
+        order = np.argsort(ids, kind="stable")
+        at = order[np.minimum(np.searchsorted(ids[order], line_ids), len(ids) - 1)] if len(ids) else lines
+        if bool((ids[at] != line_ids).any()):
+            raise InputError("a polyline's object has no row in the object attributes")
+        unused = np.ones(len(ids), dtype=bool)
+        unused[at] = False
+        rows = np.concatenate([at, np.flatnonzero(unused)])
+        keys = {"line": np.concatenate([lines, np.full(int(unused.sum()), -1)]).astype(np.int64), "object_id": ids[rows]}
+    return _with_columns(keys, {k: np.asarray(v)[rows] for k, v in g.object_attributes.items()}, "object attribute")

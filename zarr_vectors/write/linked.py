@@ -354,7 +354,7 @@ def write_linked(
     arrays = vx.create_vertex_arrays(level, spec, plan)
     vertex_owners = runner.persist("write vertices", *vx.write_graph(arrays, spec, plan, blocks, with_gid=True))
     # what many tasks take, as one node each (dask would walk them once per task otherwise)
-    plan_ref, link_ref = runner.share(plan), runner.share(link)
+    plan_ref, link_ref, level_ref = runner.share(plan), runner.share(link), runner.share(level)
     (placement,) = runner.persist(
         "placement", dask.delayed(vx.assemble_placement)(plan_ref, spec.n, *vertex_owners), everywhere=True
     )
@@ -395,7 +395,6 @@ def write_linked(
     created = None
     if has_family:
         created = runner.share(_create_family(level, spec, plan, link, sorted(segments), record_attributes or {}))
-        level_ref = runner.share(level)  # now that it remembers the family's array documents
         link_rows = runner.persist("write links", *[dask.delayed(_write_link_owner)(level_ref, o, created) for o in owned])
     _reconcile(bare, spec, plan, vertex_parts, link_rows, total, created)
     return WriteResult(storage.url, kind, int(plan.counts.sum()), len(plan.cells), len(plan.owners), plan.num_objects, total)

@@ -107,15 +107,29 @@ def test_object_attributes_get_a_table_of_their_own(tmp_path, module, name):
 
 
 def test_polyline_object_attributes_name_the_line_they_describe():
-    """A polyline table numbers lines 0.. in order, not by object id: the objects table says which
-    line each object is, -1 for an object with no vertices in the data (a box cut it away)."""
-    g = Geometry("streamline", np.zeros((5, 3)), object_ids=np.array([4, 4, 9, 9, 9]), objects=np.array([2, 4, 9]),
-                 object_attributes={"fa": np.array([0.1, 0.2, 0.3])}, offsets=np.array([0, 2, 5]), axes=("x", "y", "z"))
+    """A polyline table numbers lines 0.. in order, not by object id: a row per line says its
+    object and carries its attributes (a box can cut one polyline into two lines), then a row
+    with line -1 per object with no vertices in the data."""
+    g = Geometry("streamline", np.zeros((7, 3)), object_ids=np.array([4, 4, 9, 9, 9, 4, 4]), objects=np.array([2, 4, 9]),
+                 object_attributes={"fa": np.array([0.1, 0.2, 0.3])}, offsets=np.array([0, 2, 5, 5, 7]),
+                 axes=("x", "y", "z"))
     tables = table_frames(g)
-    np.testing.assert_array_equal(tables[""]["line"], [0, 0, 1, 1, 1])
-    np.testing.assert_array_equal(tables["objects"]["line"], [-1, 0, 1])
-    np.testing.assert_array_equal(tables["objects"]["object_id"], [2, 4, 9])
-    np.testing.assert_array_equal(tables["objects"]["fa"], [0.1, 0.2, 0.3])
+    np.testing.assert_array_equal(tables[""]["line"], [0, 0, 1, 1, 1, 3, 3])  # line 2 is empty
+    np.testing.assert_array_equal(tables["objects"]["line"], [0, 1, 3, -1])
+    np.testing.assert_array_equal(tables["objects"]["object_id"], [4, 9, 4, 2])
+    np.testing.assert_array_equal(tables["objects"]["fa"], [0.2, 0.3, 0.2, 0.1])
+
+
+@pytest.mark.parametrize("role, name", [("attributes", "x"), ("object_attributes", "object_id"),
+                                        ("object_attributes", "line"), ("edge_attributes", "src")])
+def test_an_attribute_named_like_a_key_column_is_refused_not_written_over(role, name):
+    """``object_id`` as an object attribute replaced the real ids in the objects table."""
+    g = Geometry("streamline" if name == "line" else "graph", np.zeros((2, 3)), object_ids=np.array([0, 0]),
+                 objects=np.array([0]), offsets=np.array([0, 2]) if name == "line" else None,
+                 edges=None if name == "line" else np.array([[0, 1]]), axes=("x", "y", "z"))
+    getattr(g, role)[name] = np.zeros(1 if role != "attributes" else 2)
+    with pytest.raises(InputError, match=rf"column\(s\) \['{name}'\] would replace the table's own"):
+        table_frames(g)
 
 
 def test_edge_list_writes_object_attributes_beside_its_vertices(tmp_path):
