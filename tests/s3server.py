@@ -220,8 +220,10 @@ class S3Server:
             self.middleware, host="127.0.0.1", port=port, threads=self.THREADS,
             # poll(), not select(): a client that keeps hundreds of connections (the reference's
             # graph shard does) pushes the server's descriptors past select()'s 1024, which
-            # ended the loop and refused every later connection
-            connection_limit=_connection_budget(), backlog=1024, asyncore_loop_timeout=0.2, asyncore_use_poll=True,
+            # ended the loop and refused every later connection.  The loop timeout is whole
+            # seconds (waitress casts it to int: 0.2 was 0, a poll that never waits, and the
+            # loop thread spun a core and the GIL from start to stop); stop() wakes the loop
+            connection_limit=_connection_budget(), backlog=1024, asyncore_loop_timeout=1, asyncore_use_poll=True,
             ident="moto-s3", clear_untrusted_proxy_headers=True,
         )
         self._thread = threading.Thread(target=self._server.run, daemon=True, name="moto-s3")

@@ -196,3 +196,29 @@ def test_shard_lists_beside_the_root_and_deletes_beside_the_moves(backend):
     after = waves[journals + 1]  # the stale cells' bulk delete, and the moves' first requests
     deletes = [p for p in after if p.startswith("POST ") and p.endswith("?delete")]
     assert deletes and len(deletes) < len(after), waves
+
+
+def test_the_test_server_at_rest_does_not_spin():
+    """waitress casts its loop timeout to int: 0.2 s became 0, a poll that never waited, and the
+    server's loop thread took a core (and the server's GIL) from start to stop, under every
+    S3 test and benchmark figure.  Thread CPU of the loop over one idle second."""
+    import os
+    import time
+
+    from tests.s3server import S3Server
+
+    server = S3Server().start()
+    try:
+        tid = server._thread.native_id
+        stat = f"/proc/{os.getpid()}/task/{tid}/stat"
+
+        def cpu() -> float:
+            with open(stat) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+        before = cpu()
+        time.sleep(1.0)
+        assert cpu() - before < 0.2, "the server's loop thread is busy with no request to serve"
+    finally:
+        server.stop()
