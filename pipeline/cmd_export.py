@@ -3,8 +3,8 @@
 The format comes from OUT's extension through the io registry, and must hold the
 store's kind; tables write graph edges / mesh faces and object attributes beside OUT
 (``OUT.edges.parquet``, ``OUT.objects.parquet``), edge lists their vertices
-(``OUT.vertices.csv``).  What the format cannot hold is named in a warning on stderr.  Every argument is checked before
-the store is read; a bad one exits 2 with one line.
+(``OUT.vertices.csv``).  What the format cannot hold is named in a warning on stderr.
+Every argument is checked before the store is read; a bad one exits 2 with one line.
 """
 
 from __future__ import annotations

@@ -156,7 +156,7 @@ def _object_table(g: Geometry) -> dict[str, np.ndarray]:
         if len(line_ids) and not len(ids):
             raise InputError("the polylines' objects have no rows in the object attributes")
         order = np.argsort(ids, kind="stable")
-        at = order[np.minimum(np.searchsorted(ids[order], line_ids), len(ids) - 1)] if len(ids) else lines
+        at = order[np.minimum(np.searchsorted(ids[order], line_ids), max(len(ids) - 1, 0))]
         if bool((ids[at] != line_ids).any()):
             raise InputError("a polyline's object has no row in the object attributes")
         unused = np.ones(len(ids), dtype=bool)
