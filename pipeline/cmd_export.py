@@ -27,7 +27,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--bbox", metavar="X0,Y0,Z0,X1,Y1,Z1", help="keep what lies in this box (inclusive)")
     p.add_argument("--object-id", type=int, nargs="+", action="extend", metavar="ID",
                    help="keep the vertices of these objects (and the records among them)")
-    p.add_argument("--overwrite", action="store_true", help="replace OUT if it exists")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace OUT and the files written beside it (OUT.edges.*, OUT.objects.*) if they exist")
     p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                    help="fsspec storage option of the store; repeatable")
     p.set_defaults(func=run)
@@ -59,8 +60,11 @@ def _export(args: argparse.Namespace, options: dict) -> int:
     fmt = registry.format_for(args.out)
     if fmt.write is None:
         raise SystemExit(f"zv export: error: {args.out!r}: {fmt.name} files can be read, not written")
-    if os.path.exists(args.out) and not args.overwrite:
-        raise SystemExit(f"zv export: error: {args.out!r} exists; pass --overwrite to replace it")
+    beside = [p for p in fmt.companions(args.out) if os.path.exists(p)]
+    existing = ([args.out] if os.path.exists(args.out) else []) + beside
+    if existing and not args.overwrite:
+        raise SystemExit(f"zv export: error: {', '.join(map(repr, existing))} exist{'s' if len(existing) == 1 else ''}; "
+                         "pass --overwrite to replace " + ("it" if len(existing) == 1 else "them"))
     store = open_store(args.store, storage_options=options)
     kind = registry.build_kind(store_kind(store).kind)
     if kind not in {registry.build_kind(k) for k in fmt.kinds}:
@@ -71,6 +75,8 @@ def _export(args: argparse.Namespace, options: dict) -> int:
     data = read_store(args.store, level=args.level, bbox=box, storage_options=options)
     if args.object_id:
         data = select.objects(data, args.object_id)
+    for stale in beside:  # --overwrite: an old export's edges or objects must not pass for this one's
+        os.remove(stale)
     with warnings.catch_warnings(record=True) as caught:  # what the format cannot hold, said as build says it
         warnings.simplefilter("always", UserWarning)
         try:

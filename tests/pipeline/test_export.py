@@ -278,3 +278,46 @@ def test_export_names_what_a_format_cannot_hold_and_writes_a_point_cloud_as_ply(
     assert run.rc == 0 and "warning" not in run.err, run.err
     back = pd.read_parquet(tmp_path / "p.objects.parquet")
     assert back.to_dict("list") == {"object_id": [0, 1, 2, 3, 4], "label": [0, 1, 2, 3, 4]}
+
+
+def test_overwrite_covers_the_files_beside_out_and_compressed_tables_keep_their_extension(tmp_path, cli):
+    """``--overwrite`` used to look at OUT alone: an old export's ``OUT.objects.*`` was replaced
+    without asking, or left behind to pass for the new one's; ``OUT.tsv.gz``'s companions were
+    named ``OUT.tsv.objects.gz``; an empty box of a store with a 2-D attribute failed."""
+    rng = np.random.default_rng(5)
+    labelled, plain = tmp_path / "labelled.zv", tmp_path / "plain.zv"
+    zv.write_points(str(labelled), rng.uniform(0, 100, (200, 3)).astype(np.float32), chunk_shape=50.0,
+                    bounds=[[0] * 3, [100] * 3], object_ids=np.repeat(np.arange(5), 40),
+                    object_attributes={"label": np.arange(5, dtype=np.int32)},
+                    attributes={"normal": rng.standard_normal((200, 3)).astype(np.float32)})
+    zv.write_points(str(plain), rng.uniform(0, 100, (50, 3)).astype(np.float32), chunk_shape=50.0,
+                    bounds=[[0] * 3, [100] * 3])
+    out = tmp_path / "t.tsv.gz"
+    run = cli("export", labelled, out)
+    assert run.rc == 0, run.err
+    objects = tmp_path / "t.objects.tsv.gz"
+    assert sorted(p.name for p in tmp_path.glob("t.*")) == ["t.objects.tsv.gz", "t.tsv.gz"]
+    assert pd.read_csv(objects, sep="\t").to_dict("list") == {"object_id": [0, 1, 2, 3, 4], "label": [0, 1, 2, 3, 4]}
+    assert pd.read_csv(out, sep="\t").shape == (200, 7)  # x y z object_id normal_0..2
+
+    out.unlink()  # only the companion is left: still refused, and named
+    run = cli("export", plain, out)
+    assert run.rc == 2 and repr(str(objects)) in run.err and "--overwrite" in run.err, run.err
+    run = cli("export", plain, out, "--overwrite")
+    assert run.rc == 0, run.err
+    assert not objects.exists()  # the old objects table no longer sits beside a table it does not describe
+    assert len(pd.read_csv(out, sep="\t")) == 50
+
+    edges = tmp_path / "g.edgelist"
+    (tmp_path / "g.vertices.csv").write_text("someone else's table\n")
+    graph = tmp_path / "g.zv"
+    zv.write_graph(str(graph), rng.uniform(0, 100, (20, 3)).astype(np.float32), rng.integers(0, 20, (30, 2)),
+                   chunk_shape=50.0, bounds=[[0] * 3, [100] * 3])
+    run = cli("export", graph, edges)
+    assert run.rc == 2 and "g.vertices.csv" in run.err, run.err
+    assert (tmp_path / "g.vertices.csv").read_text() == "someone else's table\n" and not edges.exists()
+
+    run = cli("export", labelled, tmp_path / "none.parquet", "--bbox", "200,200,200,300,300,300")
+    assert run.rc == 0, run.err
+    empty = pd.read_parquet(tmp_path / "none.parquet")
+    assert len(empty) == 0 and list(empty.columns) == ["x", "y", "z", "object_id", "normal_0", "normal_1", "normal_2"]

@@ -8,7 +8,7 @@ from typing import Any
 from zarr_vectors import config
 from zarr_vectors.io.columns import ColumnMap
 from zarr_vectors.io.parquet import KINDS
-from zarr_vectors.io.tables import companion, geometry_from_frame, remote_options, table_frames, unreadable
+from zarr_vectors.io.tables import companion, companions, geometry_from_frame, remote_options, table_frames, unreadable
 from zarr_vectors.io.types import FileFormat, Geometry
 
 
@@ -42,4 +42,5 @@ def write(path: str, data: Any, **_: Any) -> None:
         pd.DataFrame(table).to_csv(companion(path, role) if role else path, index=False, sep=sep, float_format="%.17g")
 
 
-FORMAT = FileFormat("csv", (".csv", ".csv.gz", ".tsv", ".tsv.gz"), KINDS, read, write, "comma/tab separated table with a header row")
+FORMAT = FileFormat("csv", (".csv", ".csv.gz", ".tsv", ".tsv.gz"), KINDS, read, write,
+                    "comma/tab separated table with a header row", companions)

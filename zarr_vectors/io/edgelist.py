@@ -30,6 +30,11 @@ def vertices_path(path: str, role: str = "vertices") -> str:
     return re.sub(r"\.(edgelist|edges)$", "", path, flags=re.IGNORECASE) + f".{role}.csv"
 
 
+def companions(path: str) -> tuple[str, ...]:
+    """The files a write of ``path`` puts beside it: the vertex table and the object table."""
+    return vertices_path(path), vertices_path(path, "objects")
+
+
 def _names(path: str, opts: Mapping[str, Any]) -> list[str]:
     """Column names from the header comment, else ``src, dst, weight, weight_2, ...`` by the first line's width."""
     import fsspec
@@ -115,4 +120,4 @@ def write(path: str, data: Any, **_: Any) -> None:
 
 
 FORMAT = FileFormat("edgelist", (".edgelist", ".edges"), ("graph",), read, write,
-                    "plain edge list 'src dst [value...]' with a vertex table")
+                    "plain edge list 'src dst [value...]' with a vertex table", companions)

@@ -10,7 +10,7 @@ import numpy as np
 from zarr_vectors.errors import InputError
 from zarr_vectors.io.columns import DEFAULT_AXES, ColumnMap
 from zarr_vectors.io.parquet import KINDS
-from zarr_vectors.io.tables import companion, geometry_from_frame, remote_options, table_frames, unreadable
+from zarr_vectors.io.tables import companion, companions, geometry_from_frame, remote_options, table_frames, unreadable
 from zarr_vectors.io.types import FileFormat, Geometry
 
 
@@ -64,4 +64,5 @@ def write(path: str, data: Any, **_: Any) -> None:
         np.savez(companion(path, role) if role else path, **table)
 
 
-FORMAT = FileFormat("npz", (".npz",), KINDS, read, write, "NumPy archive of 1-D columns (or a 2-D 'positions')")
+FORMAT = FileFormat("npz", (".npz",), KINDS, read, write, "NumPy archive of 1-D columns (or a 2-D 'positions')",
+                    companions)

@@ -7,7 +7,7 @@ from typing import Any
 
 from zarr_vectors import config
 from zarr_vectors.io.columns import ColumnMap
-from zarr_vectors.io.tables import companion, geometry_from_frame, remote_options, table_frames, unreadable
+from zarr_vectors.io.tables import companion, companions, geometry_from_frame, remote_options, table_frames, unreadable
 from zarr_vectors.io.types import FileFormat, Geometry
 
 KINDS = ("points", "graph", "mesh", "skeleton", "polylines", "streamlines")
@@ -41,4 +41,4 @@ def write(path: str, data: Any, **_: Any) -> None:
 
 
 FORMAT = FileFormat("parquet", (".parquet", ".pq"), KINDS, read, write,
-                    "Apache Parquet table (a directory of them is one dataset)")
+                    "Apache Parquet table (a directory of them is one dataset)", companions)

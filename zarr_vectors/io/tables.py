@@ -57,13 +57,24 @@ def geometry_from_frame(df: Any, where: str, columns: ColumnMap | None = None) -
     )
 
 
+#: the tables beside a table writer's ``OUT``, by role (``table_frames``' keys other than "")
+COMPANION_ROLES = ("edges", "faces", "objects")
+_COMPRESSED = (".gz", ".bz2", ".xz", ".zst")
+
+
 def companion(path: str, role: str) -> str:
-    """``out.parquet`` -> ``out.edges.parquet``: where a table writer puts a store's records."""
-    for ext in (".csv.gz", ".parquet", ".csv", ".tsv", ".npz", ".pq"):
-        if path.lower().endswith(ext):
-            return f"{path[: -len(ext)]}.{role}{path[-len(ext):]}"
+    """``out.parquet`` -> ``out.edges.parquet`` (``out.tsv.gz`` -> ``out.edges.tsv.gz``): where a
+    table writer puts a store's records."""
     root, ext = os.path.splitext(path)
+    if ext.lower() in _COMPRESSED:
+        root, inner = os.path.splitext(root)
+        ext = inner + ext
     return f"{root}.{role}{ext}"
+
+
+def companions(path: str) -> tuple[str, ...]:
+    """Every file a table writer may put beside ``path``."""
+    return tuple(companion(path, role) for role in COMPANION_ROLES)
 
 
 def _columns(values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -74,7 +85,7 @@ def _columns(values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         if v.ndim == 1:
             out[name] = v
         else:
-            flat = v.reshape(len(v), -1)
+            flat = v.reshape(len(v), int(np.prod(v.shape[1:])))  # not -1: an empty box has no rows
             out.update({f"{name}_{i}": flat[:, i] for i in range(flat.shape[1])})
     return out
 

@@ -54,6 +54,10 @@ Reader = Callable[..., Geometry]
 Writer = Callable[..., None]
 
 
+def _alone(path: str) -> tuple[str, ...]:
+    return ()
+
+
 @dataclass(frozen=True)
 class FileFormat:
     """A file format: its names, the kinds it holds, and its reader and writer (either may be None)."""
@@ -64,6 +68,9 @@ class FileFormat:
     read: Reader | None = None
     write: Writer | None = None
     description: str = ""
+    #: the other files a write of ``path`` may create beside it (tables' edges and objects,
+    #: an edge list's vertex table), so that a caller can refuse or clear them with ``path``
+    companions: Callable[[str], tuple[str, ...]] = _alone
 
     def matches(self, path: str) -> bool:
         return path.lower().rstrip("/").endswith(self.extensions)
