@@ -13,6 +13,10 @@ in its own process so the server does not share the client's GIL::
 
     python -m tests.s3server --latency-ms 20      # prints the endpoint URL, then serves
 
+It serves until interrupted or until the process that started it is gone: a server left
+behind by a killed benchmark kept a port and memory (and, before its loop waited, a core)
+for the rest of the session.
+
 ``GET /__zv_requests__`` answers the counts as JSON; ``DELETE`` on it resets them.  With
 ``--log FILE`` every request's arrival is a line (time, method, path), and an answer that
 is not a success a second line (``-> 404 NOT FOUND``): a retried 5xx shows there.
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import sys
 import threading
@@ -269,10 +274,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--log", type=argparse.FileType("w", bufsize=1), help="write one line per request: time, method, path")
     args = parser.parse_args(argv)
+    parent = os.getppid()
     server = S3Server(args.latency_ms, args.port, args.log).start()
     print(server.endpoint, flush=True)
     try:
-        server._thread.join()
+        while server._thread.is_alive():
+            server._thread.join(timeout=1.0)
+            if os.getppid() != parent:  # orphaned (the benchmark or test that started it died): stop
+                print(f"tests.s3server: parent {parent} is gone; stopping", file=sys.stderr, flush=True)
+                server.stop()
     except KeyboardInterrupt:
         server.stop()
     return 0

@@ -222,3 +222,37 @@ def test_the_test_server_at_rest_does_not_spin():
         assert cpu() - before < 0.2, "the server's loop thread is busy with no request to serve"
     finally:
         server.stop()
+
+
+def test_the_test_server_stops_when_the_process_that_started_it_is_gone(tmp_path):
+    """A server whose benchmark was killed used to serve (and once spin a core) for the rest
+    of the session.  Started from a shell that exits once the server is up, it must stop."""
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    out = tmp_path / "endpoint"
+    shell = subprocess.run(
+        ["sh", "-c", f'"{sys.executable}" -m tests.s3server > "{out}" 2>/dev/null & echo $!; '
+                     f'n=0; while [ ! -s "{out}" ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done'],
+        cwd=repo, capture_output=True, text=True, timeout=120, check=True,
+    )
+    pid = int(shell.stdout.split()[0])
+    assert out.read_text().startswith("http://127.0.0.1:"), "the server never came up"
+
+    def running() -> bool:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return False
+        return state != "Z"
+
+    deadline = time.monotonic() + 20
+    while running() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if running():
+        os.kill(pid, 9)
+        raise AssertionError("the orphaned server was still serving 20 s after its parent exited")
