@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -52,7 +53,7 @@ class Server:
         self.stderr = work / f"server-{latency_ms:g}ms.err"
         with self.stderr.open("w") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "tests.s3server", "--latency-ms", str(latency_ms)],
+                [sys.executable, "-m", "tests.s3server", "--latency-ms", str(latency_ms), "--parent-pid", str(os.getpid())],
                 cwd=REPO, stdout=subprocess.PIPE, stderr=err, text=True,
             )
         assert self.proc.stdout is not None

@@ -561,6 +561,8 @@ def main() -> None:
                              "worker heap, later ones a worker that has built before (a running cluster)")
     parser.add_argument("--json", default=None, help="also write the reports here")
     args = parser.parse_args()
+    if args.builds < 1:
+        parser.error(f"--builds must be at least 1, got {args.builds}")
     work = Path(tempfile.mkdtemp(prefix="zv-bench-scaling-", dir=args.workdir))
     makers = {"graph": (graph_inputs, args.graph_n), "points": (points_inputs, args.points_n)}
     reports = []

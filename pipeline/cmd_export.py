@@ -10,9 +10,11 @@ Every argument is checked before the store is read; a bad one exits 2 with one l
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import warnings
+from collections.abc import Iterator
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -28,7 +30,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--object-id", type=int, nargs="+", action="extend", metavar="ID",
                    help="keep the vertices of these objects (and the records among them)")
     p.add_argument("--overwrite", action="store_true",
-                   help="replace OUT and the files written beside it (OUT.edges.*, OUT.objects.*) if they exist")
+                   help="replace OUT and the files a write puts beside it (for OUT=t.parquet: t.edges.parquet, "
+                        "t.faces.parquet, t.objects.parquet; for g.edgelist: g.vertices.csv, g.objects.csv); "
+                        "kept as they were if the export fails")
     p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                    help="fsspec storage option of the store; repeatable")
     p.set_defaults(func=run)
@@ -41,6 +45,30 @@ def _bbox(text: str | None) -> list[list[float]] | None:
     if values is not None and (len(values) % 2 or not values):
         raise SystemExit(f"zv export: error: --bbox expects 2 x D numbers (min corner then max corner), got {text!r}")
     return None if values is None else [values[: len(values) // 2], values[len(values) // 2 :]]
+
+
+@contextlib.contextmanager
+def _replacing(outputs: list[str], existing: list[str]) -> Iterator[None]:
+    """Move ``existing`` (an earlier export: OUT and its companions) aside for the write, then
+    drop them.  If the write fails, what it wrote of ``outputs`` is removed and the old files
+    go back: an old export's edges or objects never sit beside a new table they do not
+    describe, and a failed ``--overwrite`` loses nothing."""
+    aside = {p: os.path.join(os.path.dirname(p), f".{os.path.basename(p)}.zv-export-{os.getpid()}") for p in existing}
+    moved: list[str] = []
+    try:
+        for p, a in aside.items():
+            os.replace(p, a)
+            moved.append(p)
+        yield
+    except BaseException:
+        for p in outputs:
+            if p in moved:
+                os.replace(aside[p], p)  # over what the failed write left there
+            elif os.path.lexists(p) and p not in aside:  # written by the failed write
+                os.remove(p)
+        raise
+    for p in moved:
+        os.remove(aside[p])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,8 +88,12 @@ def _export(args: argparse.Namespace, options: dict) -> int:
     fmt = registry.format_for(args.out)
     if fmt.write is None:
         raise SystemExit(f"zv export: error: {args.out!r}: {fmt.name} files can be read, not written")
-    beside = [p for p in fmt.companions(args.out) if os.path.exists(p)]
-    existing = ([args.out] if os.path.exists(args.out) else []) + beside
+    outputs = [args.out, *fmt.companions(args.out)]
+    folders = [p for p in outputs if os.path.isdir(p) and not os.path.islink(p)]
+    if folders:
+        raise SystemExit(f"zv export: error: {folders[0]!r} is a folder, where the export writes a file; "
+                         "--overwrite replaces files only")
+    existing = [p for p in outputs if os.path.lexists(p)]
     if existing and not args.overwrite:
         raise SystemExit(f"zv export: error: {', '.join(map(repr, existing))} exist{'s' if len(existing) == 1 else ''}; "
                          "pass --overwrite to replace " + ("it" if len(existing) == 1 else "them"))
@@ -75,10 +107,8 @@ def _export(args: argparse.Namespace, options: dict) -> int:
     data = read_store(args.store, level=args.level, bbox=box, storage_options=options)
     if args.object_id:
         data = select.objects(data, args.object_id)
-    for stale in beside:  # --overwrite: an old export's edges or objects must not pass for this one's
-        os.remove(stale)
-    with warnings.catch_warnings(record=True) as caught:  # what the format cannot hold, said as build says it
-        warnings.simplefilter("always", UserWarning)
+    with warnings.catch_warnings(record=True) as caught, _replacing(outputs, existing):
+        warnings.simplefilter("always", UserWarning)  # what the format cannot hold, said as build says it
         try:
             fmt.write(args.out, data)
         finally:  # said even when the write then fails

@@ -268,19 +268,37 @@ class S3Server:
         self.middleware.reset()
 
 
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` still runs; a zombie (exited, not yet reaped) counts as gone."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: it exists
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:  # no /proc (macOS): the signal's answer is all there is
+        return True
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--latency-ms", type=float, default=0.0)
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--log", type=argparse.FileType("w", bufsize=1), help="write one line per request: time, method, path")
+    parser.add_argument("--parent-pid", type=int, default=None,
+                        help="serve while this process lives (default: the parent at start-up; pass it "
+                             "when the starter may exit before this interpreter is up)")
     args = parser.parse_args(argv)
-    parent = os.getppid()
+    parent = args.parent_pid if args.parent_pid is not None else os.getppid()
     server = S3Server(args.latency_ms, args.port, args.log).start()
     print(server.endpoint, flush=True)
     try:
         while server._thread.is_alive():
             server._thread.join(timeout=1.0)
-            if os.getppid() != parent:  # orphaned (the benchmark or test that started it died): stop
+            if not _alive(parent):  # orphaned (the benchmark or test that started it died): stop
                 print(f"tests.s3server: parent {parent} is gone; stopping", file=sys.stderr, flush=True)
                 server.stop()
     except KeyboardInterrupt:

@@ -321,3 +321,40 @@ def test_overwrite_covers_the_files_beside_out_and_compressed_tables_keep_their_
     assert run.rc == 0, run.err
     empty = pd.read_parquet(tmp_path / "none.parquet")
     assert len(empty) == 0 and list(empty.columns) == ["x", "y", "z", "object_id", "normal_0", "normal_1", "normal_2"]
+
+
+def test_a_failed_overwrite_keeps_the_old_export_and_odd_outputs_are_refused(tmp_path, cli):
+    """``--overwrite`` once removed the old companions before a write that could still fail;
+    a dangling link, a folder and ``.NPZ`` (which ``np.savez`` renamed ``.NPZ.npz``) slipped
+    past the existence check."""
+    rng = np.random.default_rng(6)
+    good, clash = tmp_path / "good.zv", tmp_path / "clash.zv"
+    pos = rng.uniform(0, 100, (20, 3)).astype(np.float32)
+    edges = np.array([[i, (i + 1) % 20] for i in range(20)])
+    zv.write_graph(str(good), pos, edges, chunk_shape=50.0, bounds=[[0] * 3, [100] * 3])
+    zv.write_graph(str(clash), pos, edges, chunk_shape=50.0, bounds=[[0] * 3, [100] * 3],
+                   edge_attributes={"src": np.arange(20, dtype=np.float32)})  # refused as a column: the write fails
+    out = tmp_path / "c.csv"
+    assert cli("export", good, out).rc == 0
+    before = {p.name: p.read_bytes() for p in tmp_path.glob("c.*")}
+    assert sorted(before) == ["c.csv", "c.edges.csv"]
+    run = cli("export", clash, out, "--overwrite")
+    assert run.rc == 2 and "'src'" in run.err, run.err
+    assert {p.name: p.read_bytes() for p in tmp_path.glob("c.*")} == before  # the old export, whole
+    assert not [p for p in tmp_path.iterdir() if "zv-export" in p.name]  # nothing left aside
+
+    (tmp_path / "e.vertices.csv").symlink_to(tmp_path / "elsewhere.csv")  # dangling
+    run = cli("export", good, tmp_path / "e.edgelist")
+    assert run.rc == 2 and "e.vertices.csv" in run.err and not (tmp_path / "elsewhere.csv").exists(), run.err
+    run = cli("export", good, tmp_path / "e.edgelist", "--overwrite")
+    assert run.rc == 0 and not (tmp_path / "elsewhere.csv").exists(), run.err
+    assert not (tmp_path / "e.vertices.csv").is_symlink() and len(pd.read_csv(tmp_path / "e.vertices.csv")) == 20
+
+    (tmp_path / "f.edges.parquet").mkdir()
+    run = cli("export", good, tmp_path / "f.parquet", "--overwrite")
+    assert run.rc == 2 and "is a folder" in run.err and not (tmp_path / "f.parquet").exists(), run.err
+
+    assert cli("export", good, tmp_path / "u.NPZ").rc == 0
+    assert sorted(p.name for p in tmp_path.glob("u.*")) == ["u.NPZ", "u.edges.NPZ"]
+    run = cli("export", good, tmp_path / "u.NPZ")
+    assert run.rc == 2 and "--overwrite" in run.err, run.err

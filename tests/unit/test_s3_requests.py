@@ -243,16 +243,30 @@ def test_the_test_server_stops_when_the_process_that_started_it_is_gone(tmp_path
     pid = int(shell.stdout.split()[0])
     assert out.read_text().startswith("http://127.0.0.1:"), "the server never came up"
 
-    def running() -> bool:
+    def running(pid: int) -> bool:
         try:
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except FileNotFoundError:
             return False
         return state != "Z"
 
-    deadline = time.monotonic() + 20
-    while running() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if running():
-        os.kill(pid, 9)
-        raise AssertionError("the orphaned server was still serving 20 s after its parent exited")
+    def stops(pid: int, what: str) -> None:
+        deadline = time.monotonic() + 20
+        while running(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if running(pid):
+            os.kill(pid, 9)
+            raise AssertionError(f"the server was still serving 20 s after {what}")
+
+    stops(pid, "its parent exited")
+    # a starter that may be gone before the server's interpreter is up names itself
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    server = subprocess.Popen([sys.executable, "-m", "tests.s3server", "--parent-pid", str(gone.pid)], cwd=repo,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert server.stdout.readline().startswith("http://127.0.0.1:")
+        stops(server.pid, "the process it was told to outlive was gone")
+    finally:
+        server.kill()
+        server.wait()

@@ -61,7 +61,8 @@ def read(path: str, *, columns: ColumnMap | None = None, storage_options: Mappin
 def write(path: str, data: Any, **_: Any) -> None:
     """One 1-D array per column (``x, y, z, ...``); graph edges / mesh faces in ``NAME.edges.npz``."""
     for role, table in table_frames(data).items():
-        np.savez(companion(path, role) if role else path, **table)
+        with open(companion(path, role) if role else path, "wb") as f:  # a name, not a file: savez adds ".npz"
+            np.savez(f, **table)
 
 
 FORMAT = FileFormat("npz", (".npz",), KINDS, read, write, "NumPy archive of 1-D columns (or a 2-D 'positions')",
