@@ -270,3 +270,20 @@ def test_the_test_server_stops_when_the_process_that_started_it_is_gone(tmp_path
     finally:
         server.kill()
         server.wait()
+
+
+def test_the_test_server_stops_even_when_its_wake_up_pipe_is_gone():
+    """Once in CI ``stop()`` met EBADF writing to the loop's wake-up pipe and the test failed
+    in its teardown.  The pipe closed under the server, the server still stops."""
+    import os
+
+    from tests.s3server import S3Server
+
+    server = S3Server().start()
+    wake = server._server.trigger
+    pipe = wake.trigger
+    wake.trigger = -1  # as a stray close of its descriptor leaves it: writing to it is EBADF
+    wake._fds = [wake._fds[0]]  # its own close must not close the real descriptor's number twice
+    os.close(pipe)
+    server.stop()
+    assert not server._thread.is_alive()
