@@ -93,6 +93,7 @@ from zarr_vectors.execution import runner
 PLUGIN = "zv-scaling-stream"
 WORKERS = (8, 32, 128)
 STAGES = ("write", "pyramid", "shard", "validate")
+RUN_MARK = "#"  # a recomputed key's run id: key#n
 _REPO = os.path.dirname(_HERE)
 _PROJECT = tuple(os.path.join(_REPO, d) + os.sep for d in ("zarr_vectors", "pipeline"))
 _RUNNER = runner.__file__
@@ -104,7 +105,12 @@ _RUNNER = runner.__file__
 class StreamRecorder(SchedulerPlugin):
     """On the scheduler: every submitted graph (time, wanted keys, new tasks) and every
     finished task (compute intervals, dependencies).  Keys as ``str``, so they compare
-    equal to the client's after any serialisation."""
+    equal to the client's after any serialisation.
+
+    A key computed again by a later graph (a Parquet partition each input pass re-reads)
+    is a new task: its id is ``key#n`` for the n-th recomputation, and its dependencies
+    name the runs they read.  Keeping one record per key would drop every earlier run's
+    time and bill it as idle."""
 
     name = PLUGIN
 
@@ -112,22 +118,42 @@ class StreamRecorder(SchedulerPlugin):
         self.graphs: list[dict[str, Any]] = []
         self.tasks: dict[str, dict[str, Any]] = {}
         self.scheduler: Any = None
+        self.runs: dict[str, int] = {}  # key -> how many of its runs a graph has listed
+        self.pending: dict[str, str] = {}  # key -> the id its next finished run gets
+        self.latest: dict[str, str] = {}  # key -> the id of its last finished run
+        self.finished: set[str] = set()  # the ids of finished runs
 
     async def start(self, scheduler: Any) -> None:
         self.scheduler = scheduler
 
+    def _run_id(self, key: str) -> str:
+        if key in self.pending and self.pending[key] not in self.finished:
+            return self.pending[key]  # listed again before its run finished: the same run
+        n = self.runs.get(key, -1) + 1
+        self.runs[key] = n
+        self.pending[key] = key if n == 0 else f"{key}{RUN_MARK}{n}"
+        return self.pending[key]
+
     def update_graph(self, scheduler: Any, *, keys: Iterable[Any] = (), tasks: Iterable[Any] = (), **kwargs: Any) -> None:
         self.scheduler = scheduler
-        self.graphs.append({"time": time(), "keys": [str(k) for k in keys], "tasks": [str(k) for k in tasks]})
+        self.graphs.append({"time": time(), "keys": [str(k) for k in keys],
+                            "tasks": [self._run_id(str(k)) for k in tasks]})
 
     def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
         if start != "processing" or finish not in ("memory", "erred"):
             return
         ts = self.scheduler.tasks.get(key) if self.scheduler is not None else None
-        self.tasks[str(key)] = {
-            "spans": [(s["start"], s["stop"]) for s in kwargs.get("startstops", ()) if s.get("action") == "compute"],
-            "deps": [str(d.key) for d in ts.dependencies] if ts is not None else [],
+        run = self.pending.get(str(key), str(key))
+        # a worker that still knows the key reports the earlier runs' intervals too
+        before = max((b for _, b in self.tasks[self.latest[str(key)]]["spans"]), default=0.0) \
+            if str(key) in self.latest else 0.0
+        self.tasks[run] = {
+            "spans": [(s["start"], s["stop"]) for s in kwargs.get("startstops", ())
+                      if s.get("action") == "compute" and s["start"] >= before],
+            "deps": [self.latest.get(str(d.key), str(d.key)) for d in ts.dependencies] if ts is not None else [],
         }
+        self.latest[str(key)] = run
+        self.finished.add(run)
 
 
 def _collect(dask_scheduler: Any) -> dict[str, Any]:
@@ -325,7 +351,8 @@ Chain = tuple[Any, tuple[str, float]] | None  # a cons list, innermost last: (re
 
 
 def _group(key: str) -> str:
-    """A task key's group name (``('write-owner-<token>', 3)`` -> ``write-owner``)."""
+    """A task run's group name (``('write-owner-<token>', 3)#1`` -> ``write-owner``)."""
+    key = key.rsplit(RUN_MARK, 1)[0] if RUN_MARK in key else key
     try:
         name = ast.literal_eval(key)[0] if key.startswith("(") else key
     except (ValueError, SyntaxError, IndexError, TypeError):
