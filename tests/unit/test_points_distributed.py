@@ -7,6 +7,7 @@ import dask.array as da
 import numpy as np
 import pytest
 from distributed import get_task_stream
+from dask.utils import key_split
 from file_tree import tree
 
 import zarr_vectors as zv
@@ -47,6 +48,8 @@ def test_cluster_write_equals_local_write(tmp_path, local_cluster, inputs, zv_co
     # the graph ran on the two worker processes: at least one task per owner, spread over both
     assert len(stream.data) > remote.num_tasks
     assert len({t["worker"] for t in stream.data}) == 2
+    # each owner fetched only its share of every routed block, as tasks of their own
+    assert sum(key_split(t["key"]) == "pick" for t in stream.data) > remote.num_tasks
     assert (remote.num_vertices, remote.num_cells, remote.num_objects) == (local.num_vertices, local.num_cells, 50)
     a, b = tree(tmp_path / "local" / "s.zv"), tree(tmp_path / "cluster" / "s.zv")
     assert sorted(a) == sorted(b)

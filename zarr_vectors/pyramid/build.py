@@ -23,19 +23,15 @@ and the levels are built one after the other.  Level ``N`` from level ``N - 1``
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import dask
 import numpy as np
-from dask.delayed import Delayed
-from dask.highlevelgraph import HighLevelGraph
 
 from zarr_vectors.encoding import FragmentIndex
 from zarr_vectors.execution import runner
-from zarr_vectors.execution.runner import current_client
 from zarr_vectors.format.coarsen import BinGrid, MetavertexLayout
 from zarr_vectors.format.crosslevel import compose_parents
 from zarr_vectors.format.metadata import LevelMetadata, RootMetadata
@@ -180,18 +176,6 @@ def _objects_summary(plan: ObjectPlan) -> tuple[int, int]:
 # ---------------------------------------------------------------------------
 # the driver
 # ---------------------------------------------------------------------------
-def _minus_shares(parts: list[Delayed], owners: int) -> list[list[Delayed]]:
-    """Per coarse owner ``j``, a task taking its share of every fine group's ``-k`` records.
-
-    groups x owners tasks (32 x 32 for a 32-thread plan), written as one graph layer: a
-    ``dask.delayed`` call each cost the client about as much as the rest of the level's graph.
-    """
-    name = f"minus_share-{uuid.uuid4().hex}"
-    layer = {(name, i, j): (minus_share, p.key, j) for i, p in enumerate(parts) for j in range(owners)}
-    graph = HighLevelGraph.from_collections(name, layer, dependencies=parts)
-    return [[Delayed((name, i, j), graph, layer=name) for i in range(len(parts))] for j in range(owners)]
-
-
 def _coarse_grid(
     bounds: tuple[tuple[float, ...], tuple[float, ...]], cs: Sequence[float], cells: np.ndarray
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -427,9 +411,6 @@ class _Builder:
         ready = dask.delayed(init_families)(
             level_ref, state.origin, state.shape, runner.share(cells), self.compressor, self.ndim, families_init
         )
-        # under a distributed client a coarse owner fetches only its share of each group's records;
-        # on local threads nothing moves, so it reads the groups' results directly
-        distributed = current_client() is not None
         writers = []
         for k in ks:
             spec_ref = spec_refs[k]
@@ -441,7 +422,7 @@ class _Builder:
             ]
             writers.append((fine_ref, k, [(write_plus, p) for p in parts]))
             if explicit:
-                shares = _minus_shares(parts, len(owners)) if distributed else [parts] * len(owners)
+                shares = runner.shares(parts, minus_share, len(owners))
                 minus = [
                     dask.delayed(minus_owner_partition)(layout, fine_cells, spec_ref, tot, j, *shares[j])
                     for j in range(len(owners))

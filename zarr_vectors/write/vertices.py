@@ -515,6 +515,7 @@ def route_block(
 
 
 def pick(routed: list[Any], k: int) -> Any:
+    """Owner ``k``'s share of a routed block: under a distributed client only this moves."""
     return routed[k]
 
 
@@ -552,10 +553,15 @@ def _cell_fragments(
 
 
 def write_owner(
-    arrays: VertexArrays, spec: VertexSpec, plan: VertexPlan, k: int, *pieces: dict[str, np.ndarray] | None
-) -> dict[str, Any]:
-    """Write every cell owner ``k`` owns and summarise what went where."""
-    parts = [p for p in pieces if p is not None]
+    arrays: VertexArrays, spec: VertexSpec, plan: VertexPlan, k: int,
+    *pieces: dict[str, np.ndarray] | list[dict[str, np.ndarray] | None] | None,
+) -> dict[str, Any]:  # fmt: skip
+    """Write every cell owner ``k`` owns and summarise what went where.
+
+    A piece is a routed block's share for this owner, or (local threads: nothing to ship)
+    the block's whole routing (:func:`route_block`'s list), of which it takes its share."""
+    taken = [p[k] if isinstance(p, list) else p for p in pieces]
+    parts = [p for p in taken if p is not None]
     first_rank = plan.owners[k].start
     n_cells = plan.owners[k].stop - first_rank
     chunks = plan.chunk_of(plan.owner_cells(k))
@@ -603,10 +609,8 @@ def write_graph(
         dask.delayed(route_block)(p, i, a, b, o, plan_ref, spec_ref, with_gid)
         for p, i, a, b, o in zip(blocks.pos, blocks.ids, blocks.attrs, blocks.breaks, blocks.offsets)
     ]
-    return [
-        dask.delayed(write_owner)(arrays_ref, spec_ref, plan_ref, k, *[dask.delayed(pick)(r, k) for r in routed])
-        for k in range(len(plan.owners))
-    ]
+    shares = runner.shares(routed, pick, len(plan.owners))
+    return [dask.delayed(write_owner)(arrays_ref, spec_ref, plan_ref, k, *shares[k]) for k in range(len(plan.owners))]
 
 
 # ---------------------------------------------------------------------------
