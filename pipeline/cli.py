@@ -588,8 +588,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from zarr_vectors.execution.runner import frozen_heap
+
     try:
-        rc = int(args.func(args))
+        with frozen_heap():  # a command is one job: its client steps pause for no full collection
+            rc = int(args.func(args))
         sys.stdout.flush()  # here, not at exit, so that a closed pipe is caught below
         return rc
     except BrokenPipeError:  # `zv info STORE | head -1`: the reader has what it wanted

@@ -236,6 +236,13 @@ def run_build(spec: BuildSpec, *, resume: bool = False) -> JobResult:
     must match in every field that decides what was written); stages done are skipped,
     and an unfinished write is redone from scratch (a half-written store is replaced).
     """
+    from zarr_vectors.execution.runner import frozen_heap
+
+    with frozen_heap():
+        return _run_build(spec, resume)
+
+
+def _run_build(spec: BuildSpec, resume: bool) -> JobResult:
     from zarr_vectors import count_requests
     from zarr_vectors.execution.runner import callbacks
 

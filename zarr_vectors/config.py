@@ -27,6 +27,9 @@ DEFAULTS: dict[str, Any] = {
         # plan graphs for this many worker threads instead of the current cluster's (a
         # cluster that will grow; benchmarks/scaling.py records a 32-thread plan on 1 worker)
         "plan-threads": None,
+        # while a job drives its graphs, leave the objects alive at its start (modules, the
+        # client) out of the garbage collector's full passes (zarr_vectors.execution.runner.frozen_heap)
+        "freeze-heap": True,
         "write": {
             # input rows per scan/route block: about one block per planned worker thread, at least
             # min-block-rows where the partition has them, never more than block-rows
