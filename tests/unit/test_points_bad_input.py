@@ -59,6 +59,16 @@ def test_non_finite_position_in_a_later_numpy_block(tmp_path, zv_config):
     refuses(tmp_path, InputError, "positions row 321", positions=pos, chunk_shape=10)
 
 
+@pytest.mark.parametrize("rows", [2, 1], ids=["one block", "a block per point"])
+def test_a_grid_too_large_to_address_is_refused(tmp_path, zv_config, rows):
+    """Each block counts its cells on its own grid: one spanning both points is itself too
+    large; blocks of one point each are not, but the store's grid still is."""
+    zv_config("write.block-rows", rows)
+    zv_config("write.min-block-rows", 1)
+    pos = np.array([[0, 0, 0], [1e18, 1e18, 1e18]], "f8")
+    refuses(tmp_path, InputError, "too large to address", positions=pos, chunk_shape=1)
+
+
 def test_position_outside_declared_bounds(tmp_path):
     refuses(
         tmp_path,

@@ -277,7 +277,15 @@ def normalise_vertex_inputs(
 # ---------------------------------------------------------------------------
 # scan and plan
 # ---------------------------------------------------------------------------
-def _scan_block(pos: np.ndarray, ids: np.ndarray | None, offset: int, lo_b: Any, hi_b: Any) -> dict[str, Any]:
+def _scan_block(
+    pos: np.ndarray, ids: np.ndarray | None, offset: int, lo_b: Any, hi_b: Any, cs: np.ndarray
+) -> dict[str, Any]:
+    """A block's checks, extent and occupied cells, in one pass over its rows.
+
+    The cells are absolute chunk coordinates (``cells``, with their row ``counts``), counted
+    on the block's own grid: the store's grid depends on every block's extent, and waiting
+    for it would read the input a second time.
+    """
     out: dict[str, Any] = {"n": len(pos)}
     if len(pos):
         lo, hi = column_extent(pos)
@@ -287,6 +295,8 @@ def _scan_block(pos: np.ndarray, ids: np.ndarray | None, offset: int, lo_b: Any,
         out["lo"], out["hi"] = lo, hi
         if lo_b is not None and ((lo < lo_b).any() or (hi > hi_b).any()):
             out["outside"] = offset + int(np.argmax(((pos < lo_b) | (pos > hi_b)).any(axis=1)))
+            return out
+        out["cells"], out["counts"] = _block_cells(pos, cs, lo, hi)
     if ids is not None and len(ids):
         out["id_min"], out["id_max"] = int(ids.min()), int(ids.max())
         if out["id_min"] < 0:
@@ -294,13 +304,20 @@ def _scan_block(pos: np.ndarray, ids: np.ndarray | None, offset: int, lo_b: Any,
     return out
 
 
-def _histogram_block(pos: np.ndarray, cs: np.ndarray, origin: np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+def _block_cells(pos: np.ndarray, cs: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The block's occupied cells (absolute chunk coordinates) and rows per cell; none when
+    its own grid is too large to address (then so is the store's, which the plan refuses)."""
+    origin, shape = _grid_for((tuple(lo), tuple(hi)), cs)
+    if math.prod(shape) >= 1 << 63:
+        return np.zeros((0, len(shape)), np.int64), np.zeros(0, np.int64)
     lin, _ = cells_and_bins(pos, cs, origin, shape)
     if math.prod(shape) <= DENSE_GRID_LIMIT:
         counts = np.bincount(lin, minlength=math.prod(shape))
         cells = np.flatnonzero(counts)
-        return cells, counts[cells]
-    return np.unique(lin, return_counts=True)
+        counts = counts[cells]
+    else:
+        cells, counts = np.unique(lin, return_counts=True)
+    return np.stack(np.unravel_index(cells, shape), axis=1) + origin, counts
 
 
 @dataclass(frozen=True)
@@ -349,8 +366,10 @@ def plan_vertices(spec: VertexSpec, blocks: InputBlocks) -> VertexPlan:
     # compare in the positions' own dtype: float32(0.1) is inside bounds declared as 0.1
     lo_b = np.asarray(spec.declared_bounds[0], dtype=spec.dtype) if spec.declared_bounds else None
     hi_b = np.asarray(spec.declared_bounds[1], dtype=spec.dtype) if spec.declared_bounds else None
+    cs = np.asarray(spec.chunk_shape)
     scans = runner.compute(
-        "scan", *[dask.delayed(_scan_block)(p, i, o, lo_b, hi_b) for p, i, o in zip(blocks.pos, blocks.ids, blocks.offsets)]
+        "scan",
+        *[dask.delayed(_scan_block)(p, i, o, lo_b, hi_b, cs) for p, i, o in zip(blocks.pos, blocks.ids, blocks.offsets)],
     )
     for s in scans:
         if "nonfinite" in s:
@@ -375,15 +394,14 @@ def plan_vertices(spec: VertexSpec, blocks: InputBlocks) -> VertexPlan:
         if id_max > MAX_OBJECT_ID:
             raise InputError(f"object id {id_max} exceeds the format's limit of {MAX_OBJECT_ID} (2**26 rows)")
         num_objects = id_max + 1
-    cs = np.asarray(spec.chunk_shape)
     origin, shape = _grid_for(bounds, cs)
     try:
         np.ravel_multi_index(tuple(np.zeros((len(shape), 1), dtype=np.int64)), shape)
     except ValueError as exc:
         raise InputError(f"a chunk grid of {list(shape)} cells is too large to address: use a larger chunk_shape") from exc
-    hists = runner.compute("plan", *[dask.delayed(_histogram_block)(p, cs, origin, shape) for p in blocks.pos])
-    all_cells = np.concatenate([h[0] for h in hists])
-    all_counts = np.concatenate([h[1] for h in hists])
+    coords = np.concatenate([s["cells"] for s in scans if "cells" in s])
+    all_cells = np.ravel_multi_index(tuple((coords - origin).T), shape)
+    all_counts = np.concatenate([s["counts"] for s in scans if "counts" in s])
     cells, inverse = np.unique(all_cells, return_inverse=True)
     counts = np.bincount(inverse, weights=all_counts, minlength=len(cells)).astype(np.int64)
     worst = int(np.argmax(counts))
