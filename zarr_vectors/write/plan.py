@@ -3,8 +3,8 @@
 :func:`plan_write` is what every writer runs first and what ``zv build --dry-run`` shows:
 the checked settings and inputs (:class:`~zarr_vectors.write.vertices.VertexSpec`), the
 input blocks, and the vertex plan (occupied cells, their row counts, the owner tasks
-that will write them).  Building it reads the positions once (the scan and histogram
-passes run on the current scheduler); it opens no store and writes nothing.
+that will write them).  Building it reads the positions once (one scan pass on the
+current scheduler); it opens no store and writes nothing.
 """
 
 from __future__ import annotations

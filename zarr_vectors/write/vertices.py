@@ -1,6 +1,6 @@
 """The vertex stage every writer shares, as Dask graph pieces.
 
-scan -> histogram -> plan (client side, before anything is written), then
+scan (checks, extents, cells counted) -> plan (client side, before anything is written), then
 route (per input block) -> owner writes (per group of whole cells) -> the vertex
 half of reconcile.  How a cell's rows are grouped into fragments is the only thing
 that differs between geometry kinds:
