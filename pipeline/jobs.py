@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import dask
 import numpy as np
 
 import zarr_vectors as zv
@@ -347,5 +348,6 @@ def run_detached(spec: BuildSpec, resume: bool = False) -> dict[str, Any]:
     """
     from distributed import worker_client
 
-    with worker_client() as client, client.as_current():
+    # the worker's process holds other tasks' data: its heap is not the job's to freeze
+    with worker_client() as client, client.as_current(), dask.config.set({"zarr_vectors.freeze-heap": False}):
         return run_build(spec, resume=resume).to_json()

@@ -36,11 +36,58 @@ def test_freeze_heap_false_leaves_the_collector_alone(zv_config):
         assert gc.get_freeze_count() == 0
 
 
-def test_the_command_line_gives_the_heap_back(tmp_path, capsys):
-    from pipeline.cli import main
-
-    assert main(["info", str(tmp_path / "missing.zv")]) != 0
+def test_a_nested_job_freezes_what_the_outer_one_made_since():
+    """A command enters before it starts its cluster, its job after: the job's entry
+    freezes the cluster's and the client's objects too."""
+    with runner.frozen_heap():
+        made_since = [[] for _ in range(5000)]  # containers: tracked by the collector
+        before = gc.get_freeze_count()
+        with runner.frozen_heap():
+            assert gc.get_freeze_count() >= before + len(made_since)
     assert gc.get_freeze_count() == 0
+
+
+def test_a_heap_the_process_froze_itself_is_left_as_it_is():
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with runner.frozen_heap():
+            extra = [[] for _ in range(5000)]
+            assert gc.get_freeze_count() <= frozen  # not ours: nothing added ...
+        assert gc.get_freeze_count() > 0 and extra  # ... and nothing thawed
+    finally:
+        gc.unfreeze()
+
+
+def test_the_command_line_freezes_during_the_command_and_gives_the_heap_back(tmp_path, monkeypatch):
+    import pipeline.cli as cli
+
+    seen = []
+    monkeypatch.setattr(cli, "_info", lambda args: seen.append(gc.get_freeze_count()) or 0)
+    assert cli.main(["info", str(tmp_path / "any.zv")]) == 0
+    assert seen and seen[0] > 1000
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_detached_job_leaves_the_workers_heap_alone(monkeypatch):
+    """``run_detached`` runs inside a worker, whose process holds other tasks' data."""
+    import contextlib
+
+    import distributed
+
+    import pipeline.jobs as jobs
+
+    seen = []
+    client = type("Client", (), {"as_current": lambda self: contextlib.nullcontext()})()
+    monkeypatch.setattr(distributed, "worker_client", lambda: contextlib.nullcontext(client))
+    monkeypatch.setattr(jobs, "run_build", lambda spec, resume: seen.append(gc.get_freeze_count()) or _Result())
+    jobs.run_detached(None)
+    assert seen == [0]
+
+
+class _Result:
+    def to_json(self) -> dict:
+        return {}
 
 
 def test_on_local_threads_every_owner_takes_the_parts_as_they_are():

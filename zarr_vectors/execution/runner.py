@@ -70,6 +70,7 @@ def callbacks(*cbs: ProgressCallback) -> Iterator[None]:
 
 _HEAP_LOCK = threading.Lock()
 _HEAP_HOLDERS = 0
+_HEAP_OURS = False  # whether the freeze in force is ours to undo
 
 
 @contextmanager
@@ -79,24 +80,29 @@ def frozen_heap() -> Iterator[None]:
 
     The client is a serial step between stages: a full pass there pauses a job with every
     worker idle.  Over a client's ~250k long-lived objects one took 0.12 s of each
-    10^7-point build; over the build's own objects, 0.01 s (benchmarks/scaling.py).  Reentrant
-    and shared by the jobs of one process: the objects go back to the collector when the
-    last block ends.  ``zarr_vectors.freeze-heap: False`` leaves the collector alone.
+    10^7-point build; over the build's own objects, 0.01 s (benchmarks/scaling.py).  Every
+    entry freezes what exists by then (a command enters before it starts its cluster, its
+    job after); the objects go back to the collector when the last block of the process
+    ends.  A process that froze its heap itself is left as it is, and
+    ``zarr_vectors.freeze-heap: False`` leaves the collector alone (a job run inside a
+    worker: its process holds other tasks' data).
     """
-    global _HEAP_HOLDERS
+    global _HEAP_HOLDERS, _HEAP_OURS
     if not config.get("freeze-heap"):
         yield
         return
     with _HEAP_LOCK:
+        if _HEAP_HOLDERS == 0:
+            _HEAP_OURS = gc.get_freeze_count() == 0
         _HEAP_HOLDERS += 1
-        if _HEAP_HOLDERS == 1:
+        if _HEAP_OURS:
             gc.freeze()
     try:
         yield
     finally:
         with _HEAP_LOCK:
             _HEAP_HOLDERS -= 1
-            if _HEAP_HOLDERS == 0:
+            if _HEAP_HOLDERS == 0 and _HEAP_OURS:
                 gc.unfreeze()
 
 
