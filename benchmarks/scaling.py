@@ -107,10 +107,11 @@ class StreamRecorder(SchedulerPlugin):
     finished task (compute intervals, dependencies).  Keys as ``str``, so they compare
     equal to the client's after any serialisation.
 
-    A key computed again by a later graph (a Parquet partition each input pass re-reads)
-    is a new task: its id is ``key#n`` for the n-th recomputation, and its dependencies
-    name the runs they read.  Keeping one record per key would drop every earlier run's
-    time and bill it as idle."""
+    A key computed again (a Parquet partition each input pass re-reads, a task lost with
+    its worker) is a new task: its id is ``key#n`` for the n-th recomputation, billed to
+    the graph that listed it, and its dependencies name the runs they read.  A graph
+    listing a key already in memory adds no run.  Keeping one record per key would drop
+    every earlier run's time and bill it as idle."""
 
     name = PLUGIN
 
@@ -118,41 +119,60 @@ class StreamRecorder(SchedulerPlugin):
         self.graphs: list[dict[str, Any]] = []
         self.tasks: dict[str, dict[str, Any]] = {}
         self.scheduler: Any = None
-        self.runs: dict[str, int] = {}  # key -> how many of its runs a graph has listed
+        self.runs: dict[str, int] = {}  # key -> its runs so far (listed or started)
         self.pending: dict[str, str] = {}  # key -> the id its next finished run gets
         self.latest: dict[str, str] = {}  # key -> the id of its last finished run
         self.finished: set[str] = set()  # the ids of finished runs
+        self.graph_of: dict[str, int] = {}  # run id -> the graph that listed it
+        self.last_stop: dict[str, float] = {}  # key -> the end of its last recorded interval
 
     async def start(self, scheduler: Any) -> None:
         self.scheduler = scheduler
 
-    def _run_id(self, key: str) -> str:
-        if key in self.pending and self.pending[key] not in self.finished:
-            return self.pending[key]  # listed again before its run finished: the same run
+    def _new_run(self, key: str) -> str:
         n = self.runs.get(key, -1) + 1
         self.runs[key] = n
         self.pending[key] = key if n == 0 else f"{key}{RUN_MARK}{n}"
         return self.pending[key]
 
+    def _run_id(self, key: Any, scheduler: Any) -> str:
+        name = str(key)
+        ts = scheduler.tasks.get(key)
+        if ts is not None and ts.state in ("memory", "erred") and name in self.latest:
+            return self.latest[name]  # done already: nothing runs for this graph
+        if name in self.pending and self.pending[name] not in self.finished:
+            return self.pending[name]  # listed again before its run finished: the same run
+        run = self._new_run(name)
+        self.graph_of[run] = len(self.graphs)
+        return run
+
     def update_graph(self, scheduler: Any, *, keys: Iterable[Any] = (), tasks: Iterable[Any] = (), **kwargs: Any) -> None:
         self.scheduler = scheduler
         self.graphs.append({"time": time(), "keys": [str(k) for k in keys],
-                            "tasks": [self._run_id(str(k)) for k in tasks]})
+                            "tasks": [self._run_id(k, scheduler) for k in tasks]})
 
     def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
         if start != "processing" or finish not in ("memory", "erred"):
             return
         ts = self.scheduler.tasks.get(key) if self.scheduler is not None else None
-        run = self.pending.get(str(key), str(key))
+        name = str(key)
+        run = self.pending.get(name, name)
+        if run in self.finished:  # computed again with no graph listing it: billed to the last one's graph
+            graph = self.graph_of.get(run)
+            run = self._new_run(name)
+            if graph is not None:
+                self.graph_of[run] = graph
+                self.graphs[graph]["tasks"].append(run)
         # a worker that still knows the key reports the earlier runs' intervals too
-        before = max((b for _, b in self.tasks[self.latest[str(key)]]["spans"]), default=0.0) \
-            if str(key) in self.latest else 0.0
+        before = self.last_stop.get(name, 0.0)
+        spans = [(s["start"], s["stop"]) for s in kwargs.get("startstops", ())
+                 if s.get("action") == "compute" and s["start"] >= before]
         self.tasks[run] = {
-            "spans": [(s["start"], s["stop"]) for s in kwargs.get("startstops", ())
-                      if s.get("action") == "compute" and s["start"] >= before],
+            "spans": spans,
             "deps": [self.latest.get(str(d.key), str(d.key)) for d in ts.dependencies] if ts is not None else [],
         }
-        self.latest[str(key)] = run
+        self.last_stop[name] = max([before] + [b for _, b in spans])
+        self.latest[name] = run
         self.finished.add(run)
 
 

@@ -126,26 +126,30 @@ def test_a_key_computed_again_is_a_run_of_its_own(scaling):
     dependent reads the latest run.  One record per key billed the earlier runs as idle."""
     from types import SimpleNamespace
 
-    deps = {"part": [], "use": ["part"]}
-    scheduler = SimpleNamespace(tasks={k: SimpleNamespace(dependencies=[SimpleNamespace(key=d) for d in ds])
-                                       for k, ds in deps.items()})
+    deps = {"part": [], "use": ["part"], "kept": []}
+    scheduler = SimpleNamespace(tasks={k: SimpleNamespace(state="released", dependencies=[
+        SimpleNamespace(key=d) for d in ds]) for k, ds in deps.items()})
     rec = scaling.StreamRecorder()
 
     def finish(key, *spans):
         rec.transition(key, "processing", "memory",
                        startstops=[{"action": "compute", "start": a, "stop": b} for a, b in spans])
 
-    rec.update_graph(scheduler, keys=["part"], tasks=["part"])
+    rec.update_graph(scheduler, keys=["part", "kept"], tasks=["part", "kept"])
     finish("part", (1.0, 2.0))
-    rec.update_graph(scheduler, keys=["use"], tasks=["part", "use"])
+    finish("kept", (2.0, 2.2))
+    scheduler.tasks["kept"].state = "memory"  # persisted: a later graph lists it, nothing runs
+    rec.update_graph(scheduler, keys=["use"], tasks=["part", "use", "kept"])
     rec.update_graph(scheduler, keys=["use"], tasks=["part"])  # listed again before its run ends: the same run
     finish("part", (1.0, 2.0), (3.0, 3.5))
     finish("use", (3.5, 4.0))
+    finish("part", (1.0, 2.0), (3.0, 3.5), (5.0, 5.2))  # lost with its worker and computed again, unlisted
 
-    assert [g["tasks"] for g in rec.graphs] == [["part"], ["part#1", "use"], ["part#1"]]
-    assert rec.tasks == {"part": _task(1.0, 2.0), "part#1": _task(3.0, 3.5), "use": _task(3.5, 4.0, "part#1")}
+    assert [g["tasks"] for g in rec.graphs] == [["part", "kept"], ["part#1", "use", "kept", "part#2"], ["part#1"]]
+    assert rec.tasks == {"part": _task(1.0, 2.0), "kept": _task(2.0, 2.2), "part#1": _task(3.0, 3.5),
+                         "use": _task(3.5, 4.0, "part#1"), "part#2": _task(5.0, 5.2)}
     assert scaling._group("('read_parquet-0a1b', 3)#1") == "read_parquet"
     for g, t in zip(rec.graphs, (0.5, 2.5, 2.6)):
         g["time"] = t  # the recorder stamps the wall clock
-    f = scaling.figures(scaling.Recording(graphs=rec.graphs, tasks=rec.tasks), 0.0, 4.0)
-    assert f.task_time == pytest.approx(2.0)  # both runs of the partition count
+    f = scaling.figures(scaling.Recording(graphs=rec.graphs, tasks=rec.tasks), 0.0, 6.0)
+    assert f.task_time == pytest.approx(2.4)  # every run of the partition counts, the kept key once
