@@ -59,14 +59,28 @@ def test_non_finite_position_in_a_later_numpy_block(tmp_path, zv_config):
     refuses(tmp_path, InputError, "positions row 321", positions=pos, chunk_shape=10)
 
 
-@pytest.mark.parametrize("rows", [2, 1], ids=["one block", "a block per point"])
-def test_a_grid_too_large_to_address_is_refused(tmp_path, zv_config, rows):
-    """Each block counts its cells on its own grid: one spanning both points is itself too
-    large; blocks of one point each are not, but the store's grid still is."""
+@pytest.mark.parametrize("rows", [3, 1], ids=["one block", "a block per point"])
+@pytest.mark.parametrize("far", [
+    [1e18, 1e18, 1e18],  # a grid of 10^54 cells
+    [1e19, 0, 0],  # one axis past int64
+    [-1e19, 5, 5],  # below it: once taken with an origin of -2**63
+    [3.4e38, 3.4e38, 3.4e38],  # float32's sentinel
+], ids=["huge grid", "past int64", "below int64", "float32 max"])
+def test_a_grid_too_large_to_address_is_refused(tmp_path, zv_config, rows, far):
+    """Each block counts its cells on its own grid: one spanning the far point is itself
+    too large; blocks of one point each are not, but the store's grid still is."""
     zv_config("write.block-rows", rows)
     zv_config("write.min-block-rows", 1)
-    pos = np.array([[0, 0, 0], [1e18, 1e18, 1e18]], "f8")
+    pos = np.array([[0, 0, 0], [1, 2, 3], far], "f4" if far[0] == 3.4e38 else "f8")
     refuses(tmp_path, InputError, "too large to address", positions=pos, chunk_shape=1)
+
+
+def test_a_float32_value_on_a_declared_bound_that_rounds_past_it_is_refused(tmp_path):
+    """float32(0.3) is on the bound 0.3 in its own dtype, but 0.30000001 / 0.1 is chunk 3 of a
+    grid [0, 0.3] ends at chunk 2: a typed error, not an index error from numpy."""
+    pos = np.array([[0.05, 0.05, 0.05], [0.3, 0.05, 0.05]], "f4")
+    refuses(tmp_path, InputError, "outside the chunk grid of the declared bounds", "widen the bounds",
+            positions=pos, chunk_shape=0.1, bounds=([0, 0, 0], [0.3, 0.3, 0.3]))
 
 
 def test_position_outside_declared_bounds(tmp_path):

@@ -307,9 +307,10 @@ def _scan_block(
 def _block_cells(pos: np.ndarray, cs: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The block's occupied cells (absolute chunk coordinates) and rows per cell; none when
     its own grid is too large to address (then so is the store's, which the plan refuses)."""
-    origin, shape = _grid_for((tuple(lo), tuple(hi)), cs)
-    if math.prod(shape) >= 1 << 63:
-        return np.zeros((0, len(shape)), np.int64), np.zeros(0, np.int64)
+    grid = _grid_for((tuple(lo), tuple(hi)), cs)
+    if grid is None:
+        return np.zeros((0, len(lo)), np.int64), np.zeros(0, np.int64)
+    origin, shape = grid
     lin, _ = cells_and_bins(pos, cs, origin, shape)
     if math.prod(shape) <= DENSE_GRID_LIMIT:
         counts = np.bincount(lin, minlength=math.prod(shape))
@@ -355,10 +356,21 @@ class VertexPlan:
         return np.searchsorted(self.cells, linear)
 
 
-def _grid_for(bounds: tuple[tuple[float, ...], tuple[float, ...]], cs: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
-    lo = chunk_coords(np.asarray([bounds[0]]), cs)[0]
-    hi = chunk_coords(np.asarray([bounds[1]]), cs)[0]
-    return lo, tuple(int(v) for v in hi - lo + 1)
+#: chunk coordinates at or beyond this (in magnitude) would wrap in int64 arithmetic
+_MAX_CHUNK_COORD = 2.0**62
+
+
+def _grid_for(
+    bounds: tuple[tuple[float, ...], tuple[float, ...]], cs: np.ndarray
+) -> tuple[np.ndarray, tuple[int, ...]] | None:
+    """The chunk grid covering ``bounds``: origin (chunk coordinates of cell 0) and shape, or
+    None when its cells cannot be addressed with int64 linear ids."""
+    coords = np.floor(np.asarray(bounds, dtype=np.float64) / cs)  # as chunk_coords computes them
+    if not (np.abs(coords) < _MAX_CHUNK_COORD).all():
+        return None
+    lo, hi = coords.astype(np.int64)
+    shape = tuple(int(v) for v in hi - lo + 1)
+    return (lo, shape) if math.prod(shape) < 1 << 63 else None
 
 
 def plan_vertices(spec: VertexSpec, blocks: InputBlocks) -> VertexPlan:
@@ -394,12 +406,18 @@ def plan_vertices(spec: VertexSpec, blocks: InputBlocks) -> VertexPlan:
         if id_max > MAX_OBJECT_ID:
             raise InputError(f"object id {id_max} exceeds the format's limit of {MAX_OBJECT_ID} (2**26 rows)")
         num_objects = id_max + 1
-    origin, shape = _grid_for(bounds, cs)
-    try:
-        np.ravel_multi_index(tuple(np.zeros((len(shape), 1), dtype=np.int64)), shape)
-    except ValueError as exc:
-        raise InputError(f"a chunk grid of {list(shape)} cells is too large to address: use a larger chunk_shape") from exc
+    grid = _grid_for(bounds, cs)
+    if grid is None:
+        raise InputError(f"the chunk grid over {bounds} with chunk_shape {spec.chunk_shape} is too large to "
+                         "address: use a larger chunk_shape. Nothing was written.")
+    origin, shape = grid
     coords = np.concatenate([s["cells"] for s in scans if "cells" in s])
+    outside = ((coords < origin) | (coords >= origin + np.asarray(shape))).any(axis=1)
+    if outside.any():  # a value on a declared bound that float64 division puts past it
+        chunk = format_chunk_key(coords[int(np.argmax(outside))].tolist())
+        raise InputError(f"positions fall in chunk {chunk}, outside the chunk grid of the declared bounds "
+                         f"{spec.declared_bounds} (a value on a bound, divided by chunk_shape in float64, "
+                         "lands past it): widen the bounds slightly. Nothing was written.")
     all_cells = np.ravel_multi_index(tuple((coords - origin).T), shape)
     all_counts = np.concatenate([s["counts"] for s in scans if "counts" in s])
     cells, inverse = np.unique(all_cells, return_inverse=True)
