@@ -14,9 +14,15 @@ import numpy as np
 from zarr_vectors.encoding import FragmentIndex
 
 
-def chunk_coords(positions: np.ndarray, chunk_shape: np.ndarray) -> np.ndarray:
-    """Absolute signed chunk coordinates ``floor(pos / chunk_shape)``, in float64."""
-    return np.floor(positions.astype(np.float64, copy=False) / chunk_shape).astype(np.int64)
+#: chunk coordinates at or beyond this (in magnitude) would wrap in int64 arithmetic
+MAX_CHUNK_COORD = 2.0**62
+
+
+def chunk_coords(positions: np.ndarray, chunk_shape: np.ndarray) -> np.ndarray | None:
+    """Absolute signed chunk coordinates ``floor(pos / chunk_shape)``, computed in float64;
+    None when one lies beyond ``MAX_CHUNK_COORD``, where int64 arithmetic on them wraps."""
+    coords = np.floor(positions.astype(np.float64, copy=False) / chunk_shape)
+    return coords.astype(np.int64) if (np.abs(coords) < MAX_CHUNK_COORD).all() else None
 
 
 def column_extent(positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -356,19 +356,15 @@ class VertexPlan:
         return np.searchsorted(self.cells, linear)
 
 
-#: chunk coordinates at or beyond this (in magnitude) would wrap in int64 arithmetic
-_MAX_CHUNK_COORD = 2.0**62
-
-
 def _grid_for(
     bounds: tuple[tuple[float, ...], tuple[float, ...]], cs: np.ndarray
 ) -> tuple[np.ndarray, tuple[int, ...]] | None:
     """The chunk grid covering ``bounds``: origin (chunk coordinates of cell 0) and shape, or
     None when its cells cannot be addressed with int64 linear ids."""
-    coords = np.floor(np.asarray(bounds, dtype=np.float64) / cs)  # as chunk_coords computes them
-    if not (np.abs(coords) < _MAX_CHUNK_COORD).all():
+    coords = chunk_coords(np.asarray(bounds, dtype=np.float64), cs)
+    if coords is None:
         return None
-    lo, hi = coords.astype(np.int64)
+    lo, hi = coords
     shape = tuple(int(v) for v in hi - lo + 1)
     return (lo, shape) if math.prod(shape) < 1 << 63 else None
 
