@@ -227,7 +227,7 @@ def minus_owner_partition(
     A share is the group's ``CrossLevelRecords`` for this owner, or (local threads: nothing to
     ship) the group's whole ``FamilyParts``.
     """
-    taken = [s.minus[j] if isinstance(s, FamilyParts) else s for s in shares]
+    taken = [minus_share(s, j) if isinstance(s, FamilyParts) else s for s in shares]
     parts = [s for s in taken if s is not None]
     if not parts:
         return None

@@ -592,7 +592,7 @@ def write_owner(
 
     A piece is a routed block's share for this owner, or (local threads: nothing to ship)
     the block's whole routing (:func:`route_block`'s list), of which it takes its share."""
-    taken = [p[k] if isinstance(p, list) else p for p in pieces]
+    taken = [pick(p, k) if isinstance(p, list) else p for p in pieces]
     parts = [p for p in taken if p is not None]
     first_rank = plan.owners[k].start
     n_cells = plan.owners[k].stop - first_rank
