@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import sys
@@ -13,6 +14,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "interop"))
 
 from refenv import ensure_reference_env, run_reference  # noqa: E402
+
+
+def existing_dir(value: str) -> str:
+    """``--workdir``: an existing folder, refused by argparse (not a traceback) otherwise."""
+    if not Path(value).is_dir():
+        raise argparse.ArgumentTypeError(f"{value}: no such directory")
+    return value
 
 
 def timed(fn: Callable[[], object], repeat: int, setup: Callable[[], object] | None = None) -> list[float]:

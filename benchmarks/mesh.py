@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from _common import existing_dir
 from _linked_run import compare, report
 
 
@@ -42,7 +43,7 @@ def main() -> None:
     parser.add_argument("--side", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--mode", choices=("cold", "warm", "both"), default="both")
-    parser.add_argument("--workdir", default=None,
+    parser.add_argument("--workdir", default=None, type=existing_dir,
                         help="where both sides write (default: the system's temporary folder); /dev/shm "
                              "takes the disk out of the figures, whose speed drifts on shared machines")
     args = parser.parse_args()

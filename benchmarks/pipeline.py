@@ -39,14 +39,14 @@ from pipeline.jobs import BuildSpec, run_build  # noqa: E402
 
 sys.path.insert(0, _HERE)
 import graph as graph_bench  # noqa: E402
-from _common import ensure_reference_env, run_reference, timed_fresh  # noqa: E402
+from _common import ensure_reference_env, existing_dir, run_reference, timed_fresh  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--workdir", default=None, help="parent folder of the inputs and stores (default: the temp dir)")
+    parser.add_argument("--workdir", default=None, type=existing_dir, help="parent folder of the inputs and stores (default: the temp dir)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="zv-bench-pipeline-", dir=args.workdir))
     try:

@@ -610,6 +610,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.builds < 1:
         parser.error(f"--builds must be at least 1, got {args.builds}")
+    if args.workdir is not None and not os.path.isdir(args.workdir):
+        parser.error(f"--workdir {args.workdir}: no such directory")
     work = Path(tempfile.mkdtemp(prefix="zv-bench-scaling-", dir=args.workdir))
     makers = {"graph": (graph_inputs, args.graph_n), "points": (points_inputs, args.points_n)}
     reports = []

@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from _common import existing_dir
 from _linked_run import compare, report
 
 
@@ -37,7 +38,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--mode", choices=("cold", "warm", "both"), default="both")
-    parser.add_argument("--workdir", default=None,
+    parser.add_argument("--workdir", default=None, type=existing_dir,
                         help="where both sides write (default: the system's temporary folder); /dev/shm "
                              "takes the disk out of the figures, whose speed drifts on shared machines")
     args = parser.parse_args()
