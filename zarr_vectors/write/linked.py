@@ -352,9 +352,11 @@ def write_linked(
     )
     level = store.level(0)
     arrays = vx.create_vertex_arrays(level, spec, plan)
-    vertex_owners = runner.persist("write vertices", *vx.write_graph(arrays, spec, plan, blocks, with_gid=True))
     # what many tasks take, as one node each (dask would walk them once per task otherwise)
     plan_ref, link_ref, level_ref = runner.share(plan), runner.share(link), runner.share(level)
+    vertex_owners = runner.persist(
+        "write vertices", *vx.write_graph(arrays, spec, plan, blocks, with_gid=True, plan_ref=plan_ref)
+    )
     (placement,) = runner.persist(
         "placement", dask.delayed(vx.assemble_placement)(plan_ref, spec.n, *vertex_owners), everywhere=True
     )

@@ -629,14 +629,17 @@ def write_owner(
 
 
 def write_graph(
-    arrays: VertexArrays, spec: VertexSpec, plan: VertexPlan, blocks: InputBlocks, *, with_gid: bool = False
+    arrays: VertexArrays, spec: VertexSpec, plan: VertexPlan, blocks: InputBlocks, *, with_gid: bool = False,
+    plan_ref: Any = None,
 ) -> list[Any]:
     """The route and owner-write tasks; returns the owners' delayed summaries.
 
     The plan, spec and arrays are one shared node each: passed as they are, dask walks
     their fields (array documents, owner lists) once per task while the client builds
-    the graph, with every worker idle."""
-    plan_ref, spec_ref, arrays_ref = runner.share(plan), runner.share(spec), runner.share(arrays)
+    the graph, with every worker idle.  ``plan_ref``: the plan already shared by a caller
+    whose later stages take it too (under a client, one scatter instead of two)."""
+    plan_ref = runner.share(plan) if plan_ref is None else plan_ref
+    spec_ref, arrays_ref = runner.share(spec), runner.share(arrays)
     routed = [
         dask.delayed(route_block)(p, i, a, b, o, plan_ref, spec_ref, with_gid)
         for p, i, a, b, o in zip(blocks.pos, blocks.ids, blocks.attrs, blocks.breaks, blocks.offsets)
