@@ -42,7 +42,7 @@ from zarr_vectors.format import topology
 from zarr_vectors.format.coarsen import unique_sorted
 from zarr_vectors.format.links import LinkCounts, LinkPartition, make_policy, partition_records_by_rank
 from zarr_vectors.format.paths import format_offsets, intra_offsets
-from zarr_vectors.format.points import stable_order
+from zarr_vectors.format.points import stable_order, take_rows
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.groups import Level, create_store
 from zarr_vectors.store.link_cells import (
@@ -138,7 +138,7 @@ class FiledRecords:
         rows = self.index[lo:hi]
         if duplicate:  # a record filed in two cells of this owner's run is placed (and copied) once
             rows = unique_sorted(rows)
-        return OwnerRecords(self.records[rows], {name: v[rows] for name, v in self.attributes.items()})
+        return OwnerRecords(take_rows(self.records, rows), {name: take_rows(v, rows) for name, v in self.attributes.items()})
 
 
 def _file_block(

@@ -345,10 +345,10 @@ def partition_records_by_rank(
     head, total = part.num_physical_records, part.num_physical_records + kept.size
     cell = np.empty((total, ndim), dtype=np.int64)
     cell[:head] = part.cell.reshape(head, ndim)
-    np.take(table, r[by_cell, 0], axis=0, out=cell[head:])
+    np.take(table, r[by_cell, 0], axis=0, out=cell[head:], mode="clip")
     stored = np.empty((total, width), dtype=np.int64)
     stored[:head] = part.vi.reshape(head, width)
-    np.take(v, by_cell, axis=0, out=stored[head:])
+    np.take(v, by_cell, axis=0, out=stored[head:], mode="clip")
     record = np.empty(total, dtype=np.int64)
     record[:head] = cross[part.record]
     record[head:] = by_cell
