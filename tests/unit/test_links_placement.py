@@ -308,6 +308,9 @@ def test_partition_by_rank_of_a_mostly_intra_mesh_matches_by_offset():
     assert a.segments == b.segments
 
 
-def test_partition_by_rank_refuses_ranks_outside_the_cells():
-    with pytest.raises(InputError):
-        partition_records_by_rank(np.zeros((2, 3), np.int64), np.array([[0, 2]]), np.array([[0, 0]]))
+@pytest.mark.parametrize("ranks", [[[0, 2]], [[-1, -1]], [[1, 1], [-1, 0]]])
+def test_partition_by_rank_refuses_ranks_outside_the_cells(ranks):
+    """Above and below: the intra rows are gathered unchecked (``np.take`` in mode "clip")."""
+    vi = np.zeros((len(ranks), 2), np.int64)
+    with pytest.raises(InputError, match="ranks must index the 2 cells"):
+        partition_records_by_rank(np.zeros((2, 3), np.int64), np.array(ranks), vi)

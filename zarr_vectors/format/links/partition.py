@@ -341,7 +341,8 @@ def partition_records_by_rank(
         return replace(part, num_links=n, record=cross[part.record], base_rows=None)
     by_cell = kept[stable_order(r[kept, 0], table.shape[0])]
     zero = intra_offsets(ndim, width)
-    # the intra placements follow the cross ones: fill preallocated columns (no concatenate copies)
+    # the intra placements follow the cross ones: fill preallocated columns (no concatenate copies);
+    # mode "clip" writes into ``out`` unbuffered, and every index is in range (ranks checked above)
     head, total = part.num_physical_records, part.num_physical_records + kept.size
     cell = np.empty((total, ndim), dtype=np.int64)
     cell[:head] = part.cell.reshape(head, ndim)
