@@ -103,3 +103,26 @@ def test_on_local_threads_every_owner_takes_the_parts_as_they_are():
     parts = [dask.delayed(lambda i=i: [i * 10 + j for j in range(3)])() for i in range(2)]
     shares = runner.shares(parts, lambda routed, j: routed[j], 3)
     assert len(shares) == 3 and all(s == parts for s in shares)  # no task per share: nothing moves
+
+
+def test_calls_are_one_layer_and_give_what_delayed_calls_give():
+    parts = [dask.delayed(lambda i=i: i * 10)() for i in range(3)]
+    shared = runner.share([7, 8])
+
+    def owner(table, k, scale, *values):
+        return (table[k % 2], k, scale, sum(values))
+
+    args = [(shared, k, None if k else 2.5, *parts) for k in range(4)]
+    made = runner.calls(owner, args)
+    graph = made[0].__dask_graph__()
+    holding = [layer for layer in graph.layers.values() if made[0].key in layer]
+    assert len(holding) == 1 and all(d.key in holding[0] for d in made)  # one layer of the four tasks
+    assert dask.compute(*made) == dask.compute(*[dask.delayed(owner)(*a) for a in args])
+    assert all(dask.utils.key_split(d.key) == "owner" for d in made)  # named as dask.delayed names tasks
+
+
+def test_calls_refuse_an_argument_the_graph_could_read_as_a_key():
+    import pytest
+
+    with pytest.raises(TypeError, match="neither a graph reference nor a number"):
+        runner.calls(print, [("write_owner-1",)])

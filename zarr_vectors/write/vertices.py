@@ -645,7 +645,7 @@ def write_graph(
         for p, i, a, b, o in zip(blocks.pos, blocks.ids, blocks.attrs, blocks.breaks, blocks.offsets)
     ]
     shares = runner.shares(routed, pick, len(plan.owners))
-    return [dask.delayed(write_owner)(arrays_ref, spec_ref, plan_ref, k, *shares[k]) for k in range(len(plan.owners))]
+    return runner.calls(write_owner, [(arrays_ref, spec_ref, plan_ref, k, *shares[k]) for k in range(len(plan.owners))])
 
 
 # ---------------------------------------------------------------------------
