@@ -403,7 +403,7 @@ class _Builder:
             (
                 fine_refs[k][0], self.levels[n - k].origin, self.levels[n - k].shape, fine_refs[k][1], spec_refs[k],
                 dask.delayed(union_pairs)(
-                    *[dask.delayed(cell_pairs)(m, a, layout) for m, a in zip(self.maps[n - k], self.ancestors[n - k])]
+                    *runner.calls(cell_pairs, [(m, a, layout) for m, a in zip(self.maps[n - k], self.ancestors[n - k])])
                 ),
             )  # fmt: skip
             for k in ks
@@ -416,19 +416,18 @@ class _Builder:
             spec_ref = spec_refs[k]
             fine_ref, fine_cells = fine_refs[k]
             offs, tot = self.offsets[n - k]
-            parts = [
-                dask.delayed(family_parts)(m, a, o, tot, layout, spec_ref, ready)
-                for m, a, o in zip(self.maps[n - k], self.ancestors[n - k], offs)
-            ]
-            writers.append((fine_ref, k, [(write_plus, p) for p in parts]))
+            parts = runner.calls(
+                family_parts,
+                [(m, a, o, tot, layout, spec_ref, ready) for m, a, o in zip(self.maps[n - k], self.ancestors[n - k], offs)],
+            )
+            writers.append((fine_ref, k, write_plus, parts))
             if explicit:
                 shares = runner.shares(parts, minus_share, len(owners))
-                minus = [
-                    dask.delayed(minus_owner_partition)(layout, fine_cells, spec_ref, tot, j, *shares[j])
-                    for j in range(len(owners))
-                ]
-                writers.append((level_ref, -k, [(write_minus, m) for m in minus]))
-        rows = [(lv, d, [dask.delayed(fn)(lv, d, part, ready) for fn, part in jobs]) for lv, d, jobs in writers]
+                minus = runner.calls(
+                    minus_owner_partition, [(layout, fine_cells, spec_ref, tot, j, *shares[j]) for j in range(len(owners))]
+                )
+                writers.append((level_ref, -k, write_minus, minus))
+        rows = [(lv, d, runner.calls(fn, [(lv, d, part, ready) for part in parts])) for lv, d, fn, parts in writers]
         return ready, rows
 
     def _write(
@@ -448,14 +447,14 @@ class _Builder:
         run twice); the level document is written once all of them have run.
         """
         arrays_ref = runner.share(arrays)
-        vertex_keys = [dask.delayed(_write_vertices)(arrays_ref, binned.layout, s.start, s.stop) for s in owners]
+        vertex_keys = runner.calls(_write_vertices, [(arrays_ref, binned.layout, s.start, s.stop) for s in owners])
         keys = dask.delayed(_vertex_keys)(*vertex_keys)
         grids = [arrays.vertices, arrays.fragments, *arrays.attributes.values()]
         parts = [dask.delayed(confirm_presence)(runner.share(a), keys) for a in grids]
         objects = binned.objects
         if objects is not None:
             source = runner.share(src.level)
-            sequences = [dask.delayed(sequences_of)(m) for m in binned.maps]
+            sequences = runner.calls(sequences_of, [(m,) for m in binned.maps])
             parts += [
                 dask.delayed(write_objects)(level_ref, objects, binned.layout, sequences),
                 dask.delayed(write_kept_attributes)(level_ref, source, objects),
