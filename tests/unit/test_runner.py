@@ -106,19 +106,40 @@ def test_on_local_threads_every_owner_takes_the_parts_as_they_are():
 
 
 def test_calls_are_one_layer_and_give_what_delayed_calls_give():
+    import numpy as np
+
     parts = [dask.delayed(lambda i=i: i * 10)() for i in range(3)]
-    shared = runner.share([7, 8])
+    shared = runner.share(np.array([7, 8]))
 
     def owner(table, k, scale, *values):
-        return (table[k % 2], k, scale, sum(values))
+        return (int(table[k % 2]), k, scale, sum(values))
 
-    args = [(shared, k, None if k else 2.5, *parts) for k in range(4)]
+    # numpy integers pass as numbers (a slice's start may be one); None and floats too
+    args = [(shared, np.int64(k) if k % 2 else k, None if k else 2.5, *parts) for k in range(4)]
     made = runner.calls(owner, args)
     graph = made[0].__dask_graph__()
     holding = [layer for layer in graph.layers.values() if made[0].key in layer]
     assert len(holding) == 1 and all(d.key in holding[0] for d in made)  # one layer of the four tasks
     assert dask.compute(*made) == dask.compute(*[dask.delayed(owner)(*a) for a in args])
     assert all(dask.utils.key_split(d.key) == "owner" for d in made)  # named as dask.delayed names tasks
+
+
+def test_calls_merge_a_shared_value_once_however_many_tasks_take_it(monkeypatch):
+    import numpy as np
+
+    merged = []
+    build = runner.HighLevelGraph.from_collections
+    monkeypatch.setattr(runner.HighLevelGraph, "from_collections",
+                        lambda name, layer, dependencies=(): merged.append((name, len(dependencies)))
+                        or build(name, layer, dependencies))
+    shared = runner.share(np.arange(3))  # a leaf: its graph is made anew on every access
+
+    def pick_row(table, k):
+        return int(table[k])
+
+    made = runner.calls(pick_row, [(shared, k) for k in range(3)])
+    assert [n for name, n in merged if name.startswith("pick_row")] == [1]
+    assert dask.compute(*made) == (0, 1, 2)
 
 
 def test_calls_refuse_an_argument_the_graph_could_read_as_a_key():

@@ -11,6 +11,7 @@ and, under a distributed client, of every finished task, driven from futures.
 from __future__ import annotations
 
 import gc
+import numbers
 import os
 import sys
 import threading
@@ -22,7 +23,7 @@ from typing import Any, Protocol
 import dask
 import dask.threaded
 import numpy as np
-from dask.delayed import Delayed
+from dask.delayed import Delayed, DelayedLeaf
 from dask.highlevelgraph import HighLevelGraph
 from dask.utils import funcname
 
@@ -265,8 +266,10 @@ def calls(func: Callable[..., Any], arguments: Sequence[Sequence[Any]]) -> list[
     Each ``dask.delayed`` call merges the graphs of everything it takes: for a stage whose
     tasks each take many graph references (an owner takes a share of every block) that
     cost the client ~1.4 ms a task with every worker idle; one layer merges each graph once.
-    An argument is a graph reference (``Delayed``, or what :func:`share` returns) or a
-    number or None -- nothing the graph could mistake for a key or a task.
+    An argument is a graph reference -- a ``Delayed``, or a single future (:func:`share` of
+    one object: a shared list or dict scatters into many) -- or a real number or None,
+    nothing the graph could mistake for a key or a task.  Unlike ``dask.delayed``, a
+    reference whose key is not in its own graph is not caught here (dask makes none).
     """
     name = f"{funcname(func)}-{uuid.uuid4().hex}"
     dependencies: dict[Any, Delayed] = {}
@@ -274,16 +277,25 @@ def calls(func: Callable[..., Any], arguments: Sequence[Sequence[Any]]) -> list[
     for i, args in enumerate(arguments):
         task: list[Any] = [func]
         for arg in args:
-            if isinstance(arg, Delayed):  # one per graph and layer: shares of one layer merge once
-                dependencies.setdefault((id(arg.dask), arg.__dask_layers__()), arg)
+            if isinstance(arg, Delayed):
+                dependencies.setdefault(_graph_of(arg), arg)
                 task.append(arg.key)
-            elif _is_future(arg) or arg is None or isinstance(arg, (int, float)):
+            elif _is_future(arg) or arg is None or isinstance(arg, numbers.Real):
                 task.append(arg)  # a scattered value's future is a reference the graph resolves
             else:
                 raise TypeError(f"runner.calls: argument {arg!r} is neither a graph reference nor a number")
         layer[f"{name}-{i}"] = tuple(task)  # named as dask.delayed names its tasks
     graph = HighLevelGraph.from_collections(name, layer, dependencies=list(dependencies.values()))
     return [Delayed(key, graph, layer=name) for key in layer]
+
+
+def _graph_of(ref: Delayed) -> tuple[Any, ...]:
+    """What makes two references' graphs the same: a leaf (a shared value, a persisted
+    future) builds its one-key graph anew on each access, so it goes by its key; every
+    other ``Delayed`` holds its graph, and references into one layer of it merge once."""
+    if isinstance(ref, DelayedLeaf):
+        return ("leaf", ref.key)
+    return (id(ref.dask), ref.__dask_layers__())  # the graph stays alive: its id is not reused
 
 
 def _is_future(value: Any) -> bool:

@@ -427,7 +427,7 @@ class _Builder:
                     minus_owner_partition, [(layout, fine_cells, spec_ref, tot, j, *shares[j]) for j in range(len(owners))]
                 )
                 writers.append((level_ref, -k, write_minus, minus))
-        rows = [(lv, d, runner.calls(fn, [(lv, d, part, ready) for part in parts])) for lv, d, fn, parts in writers]
+        rows = [(lv, d, runner.calls(fn, [(lv, d, part, ready) for part in written])) for lv, d, fn, written in writers]
         return ready, rows
 
     def _write(
