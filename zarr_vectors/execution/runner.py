@@ -238,10 +238,8 @@ def shares(parts: Sequence[Any], take: Callable[[Any, int], Any], owners: int) -
     """
     if current_client() is None:
         return [list(parts) for _ in range(owners)]
-    name = f"{take.__name__}-{uuid.uuid4().hex}"
-    layer = {(name, i, j): (take, p.key, j) for i, p in enumerate(parts) for j in range(owners)}
-    graph = HighLevelGraph.from_collections(name, layer, dependencies=list(parts))
-    return [[Delayed((name, i, j), graph, layer=name) for i in range(len(parts))] for j in range(owners)]
+    taken = calls(take, [(p, j) for j in range(owners) for p in parts])
+    return [taken[j * len(parts) : (j + 1) * len(parts)] for j in range(owners)]
 
 
 def start(*items: Any, stage: str = "background") -> list[Any]:
