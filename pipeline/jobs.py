@@ -81,6 +81,7 @@ class JobResult:
     stages: dict[str, dict[str, Any]]
     ok: bool
     error: str | None = None
+    journal_requests: dict[str, Any] | None = None  # the journal's own saves, apart from every stage's requests
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -244,9 +245,6 @@ def run_build(spec: BuildSpec, *, resume: bool = False) -> JobResult:
 
 
 def _run_build(spec: BuildSpec, resume: bool) -> JobResult:
-    from zarr_vectors import count_requests
-    from zarr_vectors.execution.runner import callbacks
-
     preflight(spec, resume=resume)
     previous = None
     if resume:
@@ -262,6 +260,24 @@ def _run_build(spec: BuildSpec, resume: bool) -> JobResult:
             )
         spec.job_id = previous.get("job_id", spec.job_id)
     journal = Journal(spec)
+    try:
+        _run_stages(spec, journal, previous)
+    except BaseException as exc:
+        try:
+            journal.close()  # the failure is on storage before it is raised
+        except Exception as lost:  # noqa: BLE001 - the stage's failure is what is raised; this is said with it
+            exc.add_note(f"the job journal beside {spec.out!r} could not be saved: {type(lost).__name__}: {lost}")
+        raise
+    journal.close()
+    return JobResult(spec.job_id, spec.out, journal.state["stages"], True,
+                     journal_requests=journal.requests.counts.to_json())
+
+
+def _run_stages(spec: BuildSpec, journal: Journal, previous: dict[str, Any] | None) -> None:
+    """The stages not done yet, in order, each journalled (the caller flushes the journal)."""
+    from zarr_vectors import count_requests
+    from zarr_vectors.execution.runner import callbacks
+
     if previous is not None:
         journal.resume_from(previous)
         spec.overwrite = False if journal.done("write") else True  # a half-written store is rewritten
@@ -289,7 +305,6 @@ def _run_build(spec: BuildSpec, resume: bool) -> JobResult:
         journal.update(stage, status="done", seconds=round(time.perf_counter() - t0, 3), **details,
                        requests=tally.to_json())
     journal.set_status("done", finished=time.time())
-    return JobResult(spec.job_id, spec.out, journal.state["stages"], True)
 
 
 def plan_summary(spec: BuildSpec) -> dict[str, Any]:

@@ -7,23 +7,82 @@ Apart from :mod:`pipeline.jobs` so that reading it (``zv status``, the request t
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from zarr_vectors.errors import InputError
+from zarr_vectors.store.accounting import Recorder, recording
 from zarr_vectors.store.backend import Storage
 
 if TYPE_CHECKING:
     from pipeline.jobs import BuildSpec
 
 
+class _LatestWriter:
+    """Writes the newest document handed to it, on a thread of its own, one write at a time.
+
+    A document handed over while another is being written replaces any still waiting,
+    so the caller never waits for storage and at most one write is in flight.
+    """
+
+    def __init__(self, write: Callable[[bytes], None]) -> None:
+        self._write = write
+        self._lock = threading.Lock()
+        self._waiting: bytes | None = None
+        self._error: BaseException | None = None
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="zv-journal")
+
+    def submit(self, data: bytes) -> None:
+        with self._lock:
+            self._raise_failure()
+            queued, self._waiting = self._waiting is not None, data
+        if not queued:
+            self._pool.submit(self._drain)
+
+    def _drain(self) -> None:
+        with self._lock:
+            data, self._waiting = self._waiting, None
+        if data is None or self._error is not None:
+            return
+        try:
+            self._write(data)
+        except BaseException as exc:  # noqa: BLE001 - kept, and raised in the caller by the next submit/flush
+            self._error = exc
+
+    def flush(self) -> None:
+        """Wait until every document handed over is written (or superseded); raise a failed write."""
+        self._pool.submit(lambda: None).result()  # one thread: runs after every drain submitted before it
+        with self._lock:
+            self._raise_failure()
+
+    def close(self) -> None:
+        try:
+            self.flush()
+        finally:
+            self._pool.shutdown(wait=True)
+
+    def _raise_failure(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+
 class Journal:
-    """The job's state: stages done, the running stage, results, the error if any."""
+    """The job's state: stages done, the running stage, results, the error if any.
+
+    Saves go out in the background (a job's client waits for no journal write between
+    stages: on an object store each was a round trip with every worker idle); ``flush``
+    waits for them, and ``requests`` counts them.
+    """
 
     def __init__(self, spec: BuildSpec) -> None:
         self.storage = Storage(spec.out.rstrip("/") + ".zvjob.json", spec.storage_options)
         self.state: dict[str, Any] = {"job_id": spec.job_id, "spec": asdict(spec), "stages": {}, "status": "pending"}
+        self.requests = Recorder()
+        self._writer = _LatestWriter(self._put)
 
     @staticmethod
     def load(out: str, storage_options: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
@@ -48,10 +107,20 @@ class Journal:
         self.save()
 
     def save(self) -> None:
-        from zarr_vectors.execution.requests import attribute
+        """Hand the current state to the background writer (raises a failed earlier save)."""
+        self._writer.submit(json.dumps(self.state, indent=2, default=str).encode())
 
-        with attribute("journal"):  # counted apart from the stage's own work
-            self.storage.put("", json.dumps(self.state, indent=2, default=str).encode())
+    def flush(self) -> None:
+        """Wait until the last state saved is on storage; raise a failed save."""
+        self._writer.flush()
+
+    def close(self) -> None:
+        """Flush, then stop the writer."""
+        self._writer.close()
+
+    def _put(self, data: bytes) -> None:
+        with recording(self.requests):  # the journal's own count, apart from every stage's
+            self.storage.put("", data)
 
 
 def job_status(out: str, storage_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
