@@ -399,8 +399,13 @@ def create_store(
     prepare_location(storage, overwrite=overwrite)
     store = ZVStore(storage, root)
     store.write_root()
-    Level(store, 0, LevelMetadata(level=0)).write_metadata()
+    empty_level(store).write_metadata()
     return store
+
+
+def empty_level(store: ZVStore) -> Level:
+    """The level 0 :func:`create_store` writes: a writer goes on with it without reading it back."""
+    return Level(store, 0, LevelMetadata(level=0))
 
 
 def require_group(storage: Storage, path: str) -> dict[str, Any]:

@@ -44,7 +44,7 @@ from zarr_vectors.format.links import LinkCounts, LinkPartition, make_policy, pa
 from zarr_vectors.format.paths import format_offsets, intra_offsets
 from zarr_vectors.format.points import stable_order, take_rows
 from zarr_vectors.store.backend import Storage
-from zarr_vectors.store.groups import Level, create_store
+from zarr_vectors.store.groups import Level, create_store, empty_level
 from zarr_vectors.store.link_cells import (
     LinkWriteSummary,
     compose_link_attribute,
@@ -350,7 +350,7 @@ def write_linked(
         links_convention=links_convention,
         overwrite=options.overwrite,
     )
-    level = store.level(0)
+    level = empty_level(store)
     arrays = vx.create_vertex_arrays(level, spec, plan)
     # what many tasks take, as one node each (dask would walk them once per task otherwise)
     plan_ref, link_ref, level_ref = runner.share(plan), runner.share(link), runner.share(level)

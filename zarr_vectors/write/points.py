@@ -17,7 +17,7 @@ from typing_extensions import Unpack
 from zarr_vectors import reconcile
 from zarr_vectors.execution import runner
 from zarr_vectors.store.backend import Storage
-from zarr_vectors.store.groups import Level, create_store
+from zarr_vectors.store.groups import Level, create_store, empty_level
 from zarr_vectors.write import vertices as vx
 from zarr_vectors.write.options import SharedOptions, WriteOptions
 from zarr_vectors.write.plan import plan_write
@@ -95,7 +95,7 @@ def write_points(
         links_convention="implicit_sequential",
         overwrite=opts.overwrite,
     )
-    level = store.level(0)
+    level = empty_level(store)
     arrays = vx.create_vertex_arrays(level, spec, vplan)
     owners = runner.persist("write vertices", *vx.write_graph(arrays, spec, vplan, plan.blocks))
     _reconcile(level, arrays, spec, vplan, plan.object_attributes, owners)

@@ -40,7 +40,7 @@ from zarr_vectors.reconcile import confirm_presence
 from zarr_vectors.store.codecs import compressor_config
 from zarr_vectors.store.grid import MAX_CELL_BYTES, GridArray, write_cells_many
 from zarr_vectors.store.groups import Level
-from zarr_vectors.store.nodes import group_document, write_node
+from zarr_vectors.store.nodes import group_document, write_nodes
 
 FragmentMode = Literal["bins", "objects", "runs"]
 
@@ -455,21 +455,25 @@ def create_vertex_arrays(level: Level, spec: VertexSpec, plan: VertexPlan) -> Ve
     shape, origin = plan.grid_shape, tuple(int(v) for v in plan.origin)
 
     def grid(relpath: str, attrs: dict[str, Any]) -> GridArray:
-        return GridArray.create(
+        return GridArray.new(
             storage, level.node_path(relpath), shape=shape, origin=origin, attributes=attrs, compressor=spec.compressor
         )
 
     vertices = grid("vertices", {"zv_array": "vertices", "dtype": spec.dtype.name, "encoding": "raw"})
     fragments = grid("vertex_fragments", {"zv_array": "vertex_fragments", "encoding": "fragment_index_v1"})
     attributes: dict[str, GridArray] = {}
-    if spec.attributes:
-        write_node(storage, level.node_path("vertex_attributes"), group_document())
     for name, (dtype, row_shape) in spec.attributes.items():
         attrs: dict[str, Any] = {"zv_array": "attribute", "name": name, "dtype": dtype.name, "row_shape": list(row_shape)}
         if row_shape:  # the reference reader takes the channel count from channel_names
             attrs["channel_names"] = [f"ch{i}" for i in range(math.prod(row_shape))]
         attributes[name] = grid(posixpath.join("vertex_attributes", name), attrs)
-    return VertexArrays(vertices, fragments, attributes)
+    arrays = VertexArrays(vertices, fragments, attributes)
+    # the documents in one batch: on an object store one round, not one per document
+    documents = {grid.path: grid.doc for grid in arrays.all()}
+    if spec.attributes:
+        documents[level.node_path("vertex_attributes")] = group_document()
+    write_nodes(storage, documents)
+    return arrays
 
 
 # ---------------------------------------------------------------------------
@@ -678,8 +682,7 @@ def set_vertex_presence(arrays: VertexArrays, *summaries: dict[str, Any]) -> Non
     """Every vertex array's ``nonempty_chunks``: the cells the owners report, checked
     against a listing.  Safe to run twice."""
     keys = {k for s in summaries for k in s["keys"]}
-    for grid in arrays.all():
-        confirm_presence(grid, keys)
+    arrays.vertices.storage.overlap(lambda grid: confirm_presence(grid, keys), arrays.all())
 
 
 def write_objects(
