@@ -54,8 +54,8 @@ def attributes(level: Level) -> list[str]:
 
 
 def levels_summary(store: ZVStore) -> list[str]:
-    """One line per level: its counts (what a build prints at its end)."""
-    return [f"level {n}: {level_counts(store.level(n))}" for n in store.level_numbers()]
+    """One line per level: its counts (what a build prints at its end); the levels read side by side."""
+    return store.storage.overlap(lambda n: f"level {n}: {level_counts(store.level(n))}", store.level_numbers())
 
 
 def info_lines(store: ZVStore, object_sizes: Mapping[str, int]) -> list[str]:
