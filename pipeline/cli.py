@@ -313,6 +313,8 @@ def _build(args: argparse.Namespace) -> int:
         except StageFailedError as exc:  # journalled too: `zv status` says the same
             if exc.stage == "validate" and not args.json:
                 print(f"validation (level {spec.validate_level}): FAIL")
+            for note in getattr(exc, "__notes__", ()):  # the journal could not record the failure, say
+                print(f"zv build: {note}", file=sys.stderr)
             return _stage_failed("build", exc.stage, exc.cause, as_json=args.json, step=exc.step,
                                  job_id=spec.job_id, store=spec.out)
         except ZarrVectorsError as exc:

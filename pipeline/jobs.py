@@ -288,6 +288,9 @@ def _run_stages(spec: BuildSpec, journal: Journal, previous: dict[str, Any] | No
         if journal.done(stage):
             continue
         journal.update(stage, status="running", started=time.time())
+        # on storage before the stage touches the store: a journal never says a stage is done,
+        # or shows an earlier job, while the store is being changed (one round trip a stage)
+        journal.flush()
         t0 = time.perf_counter()
         tally = None
         try:

@@ -25,19 +25,20 @@ class _LatestWriter:
     """Writes the newest document handed to it, on a thread of its own, one write at a time.
 
     A document handed over while another is being written replaces any still waiting,
-    so the caller never waits for storage and at most one write is in flight.
+    so the caller never waits for storage and at most one write is in flight.  A failed
+    write is kept until a newer document is written (it supersedes the failed one) or
+    :meth:`flush` raises it.
     """
 
     def __init__(self, write: Callable[[bytes], None]) -> None:
         self._write = write
         self._lock = threading.Lock()
         self._waiting: bytes | None = None
-        self._error: BaseException | None = None
+        self._failed: BaseException | None = None  # the newest write's failure, while no newer one succeeded
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="zv-journal")
 
     def submit(self, data: bytes) -> None:
         with self._lock:
-            self._raise_failure()
             queued, self._waiting = self._waiting is not None, data
         if not queued:
             self._pool.submit(self._drain)
@@ -45,18 +46,25 @@ class _LatestWriter:
     def _drain(self) -> None:
         with self._lock:
             data, self._waiting = self._waiting, None
-        if data is None or self._error is not None:
+        if data is None:
             return
         try:
             self._write(data)
-        except BaseException as exc:  # noqa: BLE001 - kept, and raised in the caller by the next submit/flush
-            self._error = exc
+        except BaseException as exc:  # noqa: BLE001 - kept, and raised by flush unless a newer write succeeds
+            failed: BaseException | None = exc
+        else:
+            failed = None
+        with self._lock:
+            self._failed = failed
 
     def flush(self) -> None:
-        """Wait until every document handed over is written (or superseded); raise a failed write."""
+        """Wait until every document handed over is written (or superseded); raise if the
+        newest write failed."""
         self._pool.submit(lambda: None).result()  # one thread: runs after every drain submitted before it
         with self._lock:
-            self._raise_failure()
+            failed, self._failed = self._failed, None
+        if failed is not None:
+            raise failed
 
     def close(self) -> None:
         try:
@@ -64,18 +72,13 @@ class _LatestWriter:
         finally:
             self._pool.shutdown(wait=True)
 
-    def _raise_failure(self) -> None:
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
-
 
 class Journal:
     """The job's state: stages done, the running stage, results, the error if any.
 
     Saves go out in the background (a job's client waits for no journal write between
-    stages: on an object store each was a round trip with every worker idle); ``flush``
-    waits for them, and ``requests`` counts them.
+    steps: on an object store each was a round trip with every worker idle); ``flush``
+    waits for them and raises a failed one, and ``requests`` counts them.
     """
 
     def __init__(self, spec: BuildSpec) -> None:
@@ -107,11 +110,11 @@ class Journal:
         self.save()
 
     def save(self) -> None:
-        """Hand the current state to the background writer (raises a failed earlier save)."""
+        """Hand the current state to the background writer (never waits, never raises)."""
         self._writer.submit(json.dumps(self.state, indent=2, default=str).encode())
 
     def flush(self) -> None:
-        """Wait until the last state saved is on storage; raise a failed save."""
+        """Wait until the last state saved is on storage; raise if it could not be written."""
         self._writer.flush()
 
     def close(self) -> None:

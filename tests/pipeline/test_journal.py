@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import pytest
 
@@ -57,15 +58,6 @@ def test_a_failed_save_is_raised_by_the_next_flush(journal):
         journal.flush()
 
 
-def test_a_failed_save_is_raised_by_the_next_save(journal):
-    journal.storage = storage = _GatedStorage(fail=True)
-    journal.update("write", status="running")
-    storage.gate.set()
-    journal._writer._pool.submit(lambda: None).result()  # the failed write has run
-    with pytest.raises(OSError, match="the bucket went away"):
-        journal.update("write", status="done")
-
-
 def test_close_leaves_the_last_state_on_storage(tmp_path):
     out = tmp_path / "s.zv"
     j = Journal(BuildSpec(kind="points", inputs=[], out=str(out), chunk_shape=1.0))
@@ -76,3 +68,139 @@ def test_close_leaves_the_last_state_on_storage(tmp_path):
     saved = Journal.load(str(out))
     assert saved["status"] == "done" and saved["stages"]["write"]["tasks_done"] == 19
     assert 1 <= j.requests.counts.puts <= 21  # counted by the journal itself; superseded saves are not written
+
+
+class _FlakyStorage:
+    """Records what is written; fails the writes whose number (from 1) is in ``failing``."""
+
+    def __init__(self, failing: set[int]) -> None:
+        self.failing, self.calls, self.written = failing, 0, []
+
+    def put(self, key: str, data: bytes) -> None:
+        self.calls += 1
+        if self.calls in self.failing:
+            raise OSError(f"write {self.calls} failed")
+        self.written.append(json.loads(data))
+
+
+def test_a_failed_save_superseded_by_a_written_one_is_not_raised(journal):
+    journal.storage = storage = _FlakyStorage({1})
+    journal.update("write", status="running")
+    journal._writer._pool.submit(lambda: None).result()  # the first write has failed
+    journal.update("write", status="done")  # saves never raise
+    journal.flush()
+    assert storage.written[-1]["stages"]["write"]["status"] == "done"
+
+
+def test_the_newest_save_failing_is_raised_once(journal):
+    journal.storage = _FlakyStorage({2})
+    journal.update("write", status="running")
+    journal.flush()
+    journal.update("write", status="done")
+    with pytest.raises(OSError, match="write 2 failed"):
+        journal.flush()
+    journal.flush()  # raised once: nothing newer failed
+
+
+def test_close_raises_a_failed_last_save(tmp_path):
+    j = Journal(BuildSpec(kind="points", inputs=[], out=str(tmp_path / "s.zv"), chunk_shape=1.0))
+    j.storage = _FlakyStorage({1})
+    j.set_status("done")
+    with pytest.raises(OSError, match="write 1 failed"):
+        j.close()
+
+
+def _stages(seen: dict, out, fail: str | None = None):
+    """Stage functions that record the journal on storage as each one starts."""
+
+    def stage(name):
+        def run() -> dict:
+            seen[name] = Journal.load(str(out))
+            if name == fail:
+                raise RuntimeError(f"{name} broke")
+            return {}
+
+        return run
+
+    return lambda spec: {name: stage(name) for name in spec.stages()}
+
+
+def test_each_stage_starts_with_the_journal_on_storage_saying_so(tmp_path, monkeypatch):
+    """The previous stage's done and this one's running are written before a stage touches the
+    store, and so is an overwrite's new job: a crash never leaves "done" beside a half-built store."""
+    from pipeline import jobs
+
+    out = tmp_path / "s.zv"
+    seen: dict = {}
+    monkeypatch.setattr(jobs, "_stage_functions", _stages(seen, out))
+    spec = BuildSpec(kind="points", inputs=[], out=str(out), chunk_shape=1.0, pyramid=[(2.0, 1.0)], overwrite=True)
+    monkeypatch.setattr(jobs, "preflight", lambda spec, resume: None)
+    real = Journal._put
+
+    def slow(self, data: bytes) -> None:  # an object store's round trip: a stage that does not wait sees it
+        time.sleep(0.05)
+        real(self, data)
+
+    monkeypatch.setattr(Journal, "_put", slow)
+    jobs.run_build(spec)
+    first_id = Journal.load(str(out))["job_id"]
+    assert seen["write"]["status"] == "running" and seen["write"]["stages"]["write"]["status"] == "running"
+    assert seen["pyramid"]["stages"]["write"]["status"] == "done"
+    assert seen["pyramid"]["stages"]["pyramid"]["status"] == "running"
+    again = BuildSpec(kind="points", inputs=[], out=str(out), chunk_shape=1.0, overwrite=True)
+    jobs.run_build(again)
+    assert again.job_id != first_id and seen["write"]["job_id"] == again.job_id  # not the finished job's journal
+
+
+def test_a_failed_progress_save_does_not_fail_the_job(tmp_path, monkeypatch):
+    """A step's progress save that fails is superseded by the stage's next save: the job goes on."""
+    import dask
+
+    from pipeline import jobs
+    from zarr_vectors.execution import runner
+
+    out = tmp_path / "s.zv"
+    failed = threading.Event()
+
+    def write() -> dict:
+        runner.compute("a step", dask.delayed(int)(1))  # its start and end are progress saves
+        assert failed.wait(10), "no progress save was attempted"
+        return {}
+
+    monkeypatch.setattr(jobs, "_stage_functions", lambda spec: {"write": write})
+    monkeypatch.setattr(jobs, "preflight", lambda spec, resume: None)
+    real = Journal._put
+
+    def flaky(self, data: bytes) -> None:
+        state = json.loads(data)
+        if "step" in state["stages"].get("write", {}) and not failed.is_set():
+            failed.set()
+            raise OSError("the bucket hiccuped")
+        real(self, data)
+
+    monkeypatch.setattr(Journal, "_put", flaky)
+    with dask.config.set(scheduler="synchronous"):
+        result = jobs.run_build(BuildSpec(kind="points", inputs=[], out=str(out), chunk_shape=1.0))
+    assert result.ok
+    saved = Journal.load(str(out))
+    assert saved["status"] == "done" and saved["stages"]["write"]["status"] == "done"
+
+
+def test_a_stage_failure_is_raised_with_the_journal_that_could_not_record_it(tmp_path, monkeypatch):
+    from pipeline import jobs
+    from zarr_vectors.errors import StageFailedError
+
+    out = tmp_path / "s.zv"
+    monkeypatch.setattr(jobs, "_stage_functions", _stages({}, out, fail="write"))
+    monkeypatch.setattr(jobs, "preflight", lambda spec, resume: None)
+    real = Journal._put
+
+    def refuse_failed(self, data: bytes) -> None:
+        if json.loads(data)["status"] == "failed":
+            raise OSError("the bucket went away")
+        real(self, data)
+
+    monkeypatch.setattr(Journal, "_put", refuse_failed)
+    with pytest.raises(StageFailedError, match="write broke") as failed:
+        jobs.run_build(BuildSpec(kind="points", inputs=[], out=str(out), chunk_shape=1.0))
+    assert any("could not be saved" in note and "the bucket went away" in note for note in failed.value.__notes__)
