@@ -345,6 +345,8 @@ def _build_summary(spec, result) -> None:  # noqa: ANN001 - BuildSpec, JobResult
 
     for stage, info in result.stages.items():
         print(f"{stage:<10} {info.get('status')}  {info.get('seconds', '')}s  {_requests_line(info)}".rstrip())
+    if result.journal_requests:  # the job's own bookkeeping, apart from every stage
+        print(f"{'(journal)':<10} {_requests_line({'requests': result.journal_requests})}")
     for line in levels_summary(zv.open_store(spec.out, storage_options=spec.storage_options)):
         print(line)
     if spec.validate_level:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -52,6 +54,8 @@ def test_points_from_parquet(tmp_path, cli, scheduler):
              "--scheduler-address", scheduler, "--validate", "5")
     assert run.rc == 0, run.err
     assert f"store: {out}" in run.out
+    journal_line = next(line for line in run.out.splitlines() if line.startswith("(journal)"))
+    assert re.match(r"\(journal\)\s+0 GET, [1-9]\d* PUT,", journal_line), journal_line  # the job's saves, apart
     assert_points_read_back(out, df, ids=True)
     root = zv.open_store(str(out)).root
     assert list(root.chunk_shape) == [25.0, 25.0, 25.0]
