@@ -204,3 +204,26 @@ def test_a_stage_failure_is_raised_with_the_journal_that_could_not_record_it(tmp
     with pytest.raises(StageFailedError, match="write broke") as failed:
         jobs.run_build(BuildSpec(kind="points", inputs=[], out=str(out), chunk_shape=1.0))
     assert any("could not be saved" in note and "the bucket went away" in note for note in failed.value.__notes__)
+
+
+def test_zv_build_reports_a_journal_it_could_not_save_on_one_line(tmp_path, cli, monkeypatch):
+    from pipeline import jobs
+    from pipeline_helpers import points_frame
+
+    table, out = tmp_path / "pts.parquet", tmp_path / "s.zv"
+    points_frame(200, seed=5).to_parquet(table, index=False)
+    monkeypatch.setattr(jobs, "_stage_functions", _stages({}, out, fail="write"))
+    real = Journal._put
+
+    def refuse_failed(self, data: bytes) -> None:
+        if json.loads(data)["status"] == "failed":
+            raise OSError("the bucket went away\n  while saving\n")  # object stores' errors span lines
+        real(self, data)
+
+    monkeypatch.setattr(Journal, "_put", refuse_failed)
+    run = cli("build", "points", table, out, "--chunk-shape", "25")
+    assert run.rc == 1
+    lines = run.err.strip().splitlines()
+    assert any(line.startswith("zv build: stage 'write' failed: RuntimeError: write broke") for line in lines)
+    note = [line for line in lines if "could not be saved" in line]
+    assert len(note) == 1 and note[0].endswith("OSError: the bucket went away; while saving"), lines
