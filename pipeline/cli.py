@@ -137,18 +137,19 @@ def _stage_failed(command: str, stage: str, exc: BaseException, *, as_json: bool
                   **job: str) -> int:
     """One stderr line ``zv COMMAND: stage 'STAGE' failed: Type: message`` (with ``--json`` also
     a structured ``error`` on stdout, beside ``job``'s fields).  Exit 2 when the stage refused
-    its input (a ZarrVectorsError other than a failed validation), else 1: a task failed, a
-    worker died, a future was cancelled."""
+    its input (a ZarrVectorsError other than a failed validation or a storage that stopped
+    answering), else 1: a task failed, a worker died, a future was cancelled, the storage failed
+    a request after its retries."""
     import json
 
-    from zarr_vectors.errors import ValidationFailedError, ZarrVectorsError, describe
+    from zarr_vectors.errors import StorageRequestError, ValidationFailedError, ZarrVectorsError, describe
 
     line = describe(exc)
     print(f"zv {command}: stage {stage!r} failed: {line}", file=sys.stderr)
     if as_json:
         error = {"stage": stage, "step": step, "type": type(exc).__name__, "message": line.partition(": ")[2]}
         print(json.dumps({**job, "ok": False, "error": error}))
-    refused = isinstance(exc, ZarrVectorsError) and not isinstance(exc, ValidationFailedError)
+    refused = isinstance(exc, ZarrVectorsError) and not isinstance(exc, (ValidationFailedError, StorageRequestError))
     return 2 if refused else 1
 
 

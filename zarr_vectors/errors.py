@@ -75,6 +75,12 @@ class StorageObjectError(ZarrVectorsError, OSError):
         super().__init__(f"{key}: {message}" if key else message)
 
 
+class StorageRequestError(ZarrVectorsError, OSError):
+    """A request the storage failed after its own retries -- a connection refused, an
+    endpoint gone, credentials revoked mid-job.  Not the store's content: the same job can
+    finish once the storage answers again (``zv build --resume``)."""
+
+
 class ResourceLimitError(ZarrVectorsError, ValueError):
     """Decoding or planning would exceed a bound: a cell inflating past its expected size
     or the ``zarr_vectors.limits.*`` ceiling, a declared shape or count too large to honour.

@@ -141,6 +141,27 @@ def test_unreachable_endpoint(s3_bucket, cloud):
     assert s3_tree(options, bucket, "p/store.zv") == {}
 
 
+def test_a_storage_that_stops_answering_is_a_typed_error_naming_store_and_request(s3_bucket, zv_config):
+    """Mid-job (past the reachability probe) a refused connection is a StorageRequestError on one
+    line naming the store and the request, not obstore's many-line GenericError; absence is not one."""
+    from zarr_vectors.errors import StorageRequestError
+    from zarr_vectors.store.backend import Storage
+
+    bucket, options = s3_bucket
+    zv_config("s3.backend", "obstore")
+    url = f"s3://{bucket}/p/store.zv"
+    assert Storage(url, options).get("missing") is None  # a missing object is None, as ever
+    gone = Storage(url, dict(options, endpoint_url="http://127.0.0.1:9"))
+    t0 = time.monotonic()
+    for call, method in [(lambda: gone.get("0/zarr.json"), "GET"), (lambda: gone.put_many({"a": b"1", "b": b"2"}), "PUT")]:
+        with pytest.raises(StorageRequestError) as info:
+            call()
+        message = str(info.value)
+        assert message.startswith(f"store {url!r}: GenericError: ") and f"Error performing {method}" in message
+        assert "\n" not in message and isinstance(info.value, OSError)
+    assert time.monotonic() - t0 < 30  # obstore's own retries, with backoff
+
+
 @pytest.mark.parametrize("retries", [0, 3])
 def test_unreachable_endpoint_probe_retries_follow_the_setting(s3_bucket, zv_config, retries):
     """The obstore backend probes with ``s3.probe-retries`` retries (obstore says how many it made)."""

@@ -20,15 +20,15 @@ import posixpath
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import timedelta
-from functools import partial
+from functools import partial, wraps
 from typing import Any, TypeVar
 
 import obstore
-from obstore.exceptions import NotFoundError
+from obstore.exceptions import BaseError, NotFoundError
 from obstore.store import S3Store
 
 from zarr_vectors import config
-from zarr_vectors.errors import InputError, StoreNotFoundError
+from zarr_vectors.errors import InputError, StorageRequestError, StoreNotFoundError
 from zarr_vectors.store.backend import Storage, existing_sources
 from zarr_vectors.store.localfs import check_key
 
@@ -110,6 +110,25 @@ async def _bounded(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
     return list(await asyncio.gather(*(one(c) for c in calls)))
 
 
+def _typed_failures(method: Callable[..., T]) -> Callable[..., T]:
+    """``method``, with a request obstore failed after its retries raised as a
+    :class:`StorageRequestError` naming the store and the request (obstore's own message
+    spans many lines of debug output; its first line names the request).  A missing
+    object stays obstore's ``NotFoundError``: callers decide what absence means."""
+
+    @wraps(method)
+    def call(self: ObstoreStorage, *args: Any, **kwargs: Any) -> T:
+        try:
+            return method(self, *args, **kwargs)
+        except NotFoundError:
+            raise
+        except BaseError as exc:
+            first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "(no message)")
+            raise StorageRequestError(f"store {self.url!r}: {type(exc).__name__}: {first}") from exc
+
+    return call
+
+
 class ObstoreStorage(Storage):
     """An S3 prefix through obstore; every batch method is one bounded concurrent batch."""
 
@@ -162,9 +181,11 @@ class ObstoreStorage(Storage):
         except (NotFoundError, FileNotFoundError):
             return None
 
+    @_typed_failures
     def get(self, key: str) -> bytes | None:
         return _Loop.run(self._get(self._key(key)))
 
+    @_typed_failures
     def get_many(self, keys: Iterable[str]) -> list[bytes | None]:
         return _Loop.run(_bounded([partial(self._get, self._key(k)) for k in keys]))
 
@@ -172,6 +193,7 @@ class ObstoreStorage(Storage):
         """One concurrent batch of reads, then the decoding."""
         return [decode(i, raw) for i, raw in enumerate(self.get_many(keys))]
 
+    @_typed_failures
     def get_ranges(self, requests: Sequence[tuple[str, int, int | None]]) -> list[bytes | None]:
         calls = []
         for key, start, end in requests:
@@ -199,6 +221,7 @@ class ObstoreStorage(Storage):
             return False
         return True
 
+    @_typed_failures
     def exists(self, key: str) -> bool:
         """One HEAD (``""``, the root: an object there, or anything below it)."""
         if not key:
@@ -208,6 +231,7 @@ class ObstoreStorage(Storage):
     def list_dir(self, prefix: str) -> list[str]:
         return self.list_dirs([prefix])[0]
 
+    @_typed_failures
     def list_dirs(self, prefixes: Iterable[str]) -> list[list[str]]:
         """One delimited listing per prefix, all concurrently."""
         return _Loop.run(_bounded([partial(self._list_dir, p) for p in prefixes]))
@@ -228,28 +252,34 @@ class ObstoreStorage(Storage):
                     out[self._relative(path)] = int(meta["size"])
         return out
 
+    @_typed_failures
     def list_files(self, prefix: str) -> list[str]:
         return sorted(self._listing(prefix))
 
+    @_typed_failures
     def object_sizes(self) -> dict[str, int]:
         return self._listing("")
 
     # -- writes ----------------------------------------------------------------
+    @_typed_failures
     def put(self, key: str, data: bytes) -> None:
         """A PUT is atomic on an object store."""
         obstore.put(self._store, self._key(key), data)
 
+    @_typed_failures
     def put_many(self, items: Mapping[str, bytes]) -> None:
         _Loop.run(_bounded([partial(obstore.put_async, self._store, self._key(k), v) for k, v in items.items()]))
 
     def delete(self, key: str) -> None:
         self.delete_many([key])
 
+    @_typed_failures
     def delete_many(self, keys: Sequence[str]) -> None:
         """Bulk deletes (up to 1000 keys a request); a missing key is not an error."""
         if keys:
             obstore.delete(self._store, [self._key(k) for k in keys])
 
+    @_typed_failures
     def delete_prefix(self, prefix: str) -> None:
         keys = list(self._listing(prefix))
         if self._key(prefix):
@@ -257,6 +287,7 @@ class ObstoreStorage(Storage):
         if keys:  # not through delete_many: this call's own requests are counted as one (accounting.ADDITIVE)
             obstore.delete(self._store, [self._key(k) for k in keys])
 
+    @_typed_failures
     def move_many(self, pairs: Sequence[tuple[str, str]], *, sources_present: bool = False) -> None:
         """Server-side copies, then one bulk delete; sources already moved are skipped."""
         if not pairs:
