@@ -79,7 +79,7 @@ def _on_store(command: str, args: argparse.Namespace, run: Callable[[dict], int]
 
     from pipeline.cluster import choose, session
     from pipeline.progress import TextProgress
-    from zarr_vectors.errors import ZarrVectorsError
+    from zarr_vectors.errors import StorageRequestError, ZarrVectorsError
     from zarr_vectors.execution.runner import callbacks
     from zarr_vectors.store.backend import Storage
 
@@ -104,6 +104,8 @@ def _on_store(command: str, args: argparse.Namespace, run: Callable[[dict], int]
         return 2
     except BrokenPipeError:  # the reader of our output went away: main() says nothing more
         raise
+    except StorageRequestError as exc:  # the store stopped answering: the command failed, its input did not
+        return _stage_failed(command, command, exc, as_json=getattr(args, "json", False))
     except (ZarrVectorsError, OSError) as exc:
         print(f"zv {command}: error: {exc}", file=sys.stderr)
         return 2
@@ -116,10 +118,12 @@ def _on_store(command: str, args: argparse.Namespace, run: Callable[[dict], int]
 def _store_bytes(storage) -> int | None:  # noqa: ANN001 - zarr_vectors.store.backend.Storage
     """The bytes a store holds (one listing), None when it cannot be listed whole: a hostile
     tree is the validator's to report, not this sizing's.  StoreNotFoundError for nothing there."""
-    from zarr_vectors.errors import StoreNotFoundError, ZarrVectorsError
+    from zarr_vectors.errors import StorageRequestError, StoreNotFoundError, ZarrVectorsError
 
     try:
         sizes = storage.object_sizes()
+    except StorageRequestError:  # the store stopped answering: nothing to learn by listing again
+        raise
     except (ZarrVectorsError, OSError):
         sizes = None
     if not (sizes if sizes is not None else storage.list_dir("")):
@@ -131,6 +135,14 @@ def _cluster_choice(args: argparse.Namespace) -> dict:
     """The cluster options of a command, as :func:`pipeline.cluster.choose` takes them."""
     return {"scheduler_address": args.scheduler_address, "scheduler_file": args.scheduler_file,
             "cluster": args.cluster, "workers": args.workers, "memory_limit": args.memory_limit}
+
+
+def _job_failed(job_id: str, exc: BaseException) -> int:
+    """A build that failed outside every stage (the plan, the journal, the cluster): one line, exit 1."""
+    from zarr_vectors.errors import describe
+
+    print(f"zv build: job {job_id} failed: {describe(exc)}", file=sys.stderr)
+    return 1
 
 
 def _stage_failed(command: str, stage: str, exc: BaseException, *, as_json: bool, step: str = "",
@@ -229,7 +241,7 @@ def _build(args: argparse.Namespace) -> int:
     from pipeline.cluster import choose, local_scheduler, session
     from pipeline.jobs import BuildSpec, parse_aggregate, parse_factors, plan_summary, preflight, run_build
     from pipeline.progress import TextProgress
-    from zarr_vectors.errors import StageFailedError, ZarrVectorsError, describe, one_line
+    from zarr_vectors.errors import StageFailedError, StorageRequestError, ZarrVectorsError, one_line
     from zarr_vectors.execution.runner import callbacks
 
     try:
@@ -319,13 +331,14 @@ def _build(args: argparse.Namespace) -> int:
             return _stage_failed("build", exc.stage, exc.cause, as_json=args.json, step=exc.step,
                                  job_id=spec.job_id, store=spec.out)
         except ZarrVectorsError as exc:
-            print(f"zv build: error: {exc}", file=sys.stderr)
-            return 2
+            if not isinstance(exc, StorageRequestError):  # bad input; a store that stopped answering fails the job
+                print(f"zv build: error: {exc}", file=sys.stderr)
+                return 2
+            return _job_failed(spec.job_id, exc)
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # outside every stage (the plan, the journal, the cluster); a cancelled future
-            print(f"zv build: job {spec.job_id} failed: {describe(exc)}", file=sys.stderr)
-            return 1
+            return _job_failed(spec.job_id, exc)
     if args.json:
         print(json.dumps({**result.to_json(), "warnings": warnings}, default=str))
     else:

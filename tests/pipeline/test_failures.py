@@ -342,3 +342,30 @@ def test_an_interrupted_reconcile_rerun_gives_the_same_store(tmp_path, monkeypat
     real(*captured["args"])  # and once more: reconcile is safe to run twice
     assert tree(store) == expected
     assert validate(str(store), 5).ok
+
+
+def test_a_store_that_stops_answering_fails_the_command_not_its_input(tmp_path, cli, monkeypatch):
+    """A StorageRequestError is a failed stage or job (exit 1, one line), never "bad input" (exit 2),
+    though it is a ZarrVectorsError and an OSError, which the input checks catch."""
+    from pipeline import jobs
+    from zarr_vectors.errors import StorageRequestError
+
+    out = tmp_path / "s.zv"
+    zv.write_points(str(out), np.random.default_rng(3).uniform(0, 100, (500, 3)), chunk_shape=50.0)
+
+    def gone(*args, **kwargs):
+        raise StorageRequestError("store 's3://b/s.zv': GenericError: Error performing GET … [Connection refused]")
+
+    monkeypatch.setattr(zv, "build_pyramid", gone)
+    run = cli("pyramid", out, "--factor", "2")
+    assert run.rc == 1, run.err
+    assert run.err.strip().splitlines()[-1] == ("zv pyramid: stage 'pyramid' failed: StorageRequestError: store "
+                                                "'s3://b/s.zv': GenericError: Error performing GET … [Connection refused]")
+    src = tmp_path / "in.parquet"
+    points_frame(200, seed=4).to_parquet(src, index=False)
+    monkeypatch.setattr(jobs, "run_build", gone)  # e.g. the journal's save at a stage's start
+    run = cli("build", "points", src, tmp_path / "t.zv", "--chunk-shape", "25")
+    assert run.rc == 1, run.err
+    assert run.err.strip().splitlines()[-1].endswith("failed: StorageRequestError: store 's3://b/s.zv': "
+                                                     "GenericError: Error performing GET … [Connection refused]")
+    assert "zv build: job " in run.err and "error:" not in run.err

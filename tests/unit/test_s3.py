@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 
 import boto3
 import numpy as np
@@ -141,25 +142,54 @@ def test_unreachable_endpoint(s3_bucket, cloud):
     assert s3_tree(options, bucket, "p/store.zv") == {}
 
 
-def test_a_storage_that_stops_answering_is_a_typed_error_naming_store_and_request(s3_bucket, zv_config):
+def _fast_failing(storage):
+    """``storage`` with obstore's retries off, so each failing request fails at once."""
+    storage._store = storage._client({"max_retries": 0, "retry_timeout": timedelta(seconds=5)})
+    return storage
+
+
+@pytest.mark.parametrize("call", [
+    lambda s: s.get("0/zarr.json"),
+    lambda s: s.get_many(["a", "b"]),
+    lambda s: s.get_ranges([("a", 0, 4), ("b", -4, None)]),
+    lambda s: s.exists("a"),
+    lambda s: s.list_dir("0"),
+    lambda s: s.list_files("0"),
+    lambda s: s.object_sizes(),
+    lambda s: s.put("a", b"1"),
+    lambda s: s.put_many({"a": b"1", "b": b"2"}),
+    lambda s: s.delete_many(["a"]),
+    lambda s: s.delete_prefix("0"),
+    lambda s: s.move_many([("a", "b")], sources_present=True),
+], ids=["get", "get_many", "get_ranges", "exists", "list_dir", "list_files", "object_sizes", "put", "put_many",
+        "delete_many", "delete_prefix", "move_many"])
+def test_a_storage_that_stops_answering_is_a_typed_error_naming_store_request_and_cause(s3_bucket, zv_config, call):
     """Mid-job (past the reachability probe) a refused connection is a StorageRequestError on one
-    line naming the store and the request, not obstore's many-line GenericError; absence is not one."""
+    line naming the store, the request and the cause, not obstore's many-line GenericError."""
     from zarr_vectors.errors import StorageRequestError
     from zarr_vectors.store.backend import Storage
 
     bucket, options = s3_bucket
     zv_config("s3.backend", "obstore")
     url = f"s3://{bucket}/p/store.zv"
-    assert Storage(url, options).get("missing") is None  # a missing object is None, as ever
-    gone = Storage(url, dict(options, endpoint_url="http://127.0.0.1:9"))
-    t0 = time.monotonic()
-    for call, method in [(lambda: gone.get("0/zarr.json"), "GET"), (lambda: gone.put_many({"a": b"1", "b": b"2"}), "PUT")]:
-        with pytest.raises(StorageRequestError) as info:
-            call()
-        message = str(info.value)
-        assert message.startswith(f"store {url!r}: GenericError: ") and f"Error performing {method}" in message
-        assert "\n" not in message and isinstance(info.value, OSError)
-    assert time.monotonic() - t0 < 30  # obstore's own retries, with backoff
+    gone = _fast_failing(Storage(url, dict(options, endpoint_url="http://127.0.0.1:9")))
+    with pytest.raises(StorageRequestError) as info:
+        call(gone)
+    message = str(info.value)
+    assert message.startswith(f"store {url!r}: GenericError: ") and "Error performing" in message, message
+    assert message.endswith("[Connection refused]") and "\n" not in message and isinstance(info.value, OSError)
+
+
+def test_an_s3_error_code_is_named_and_absence_is_not_an_error(s3_bucket, zv_config):
+    from zarr_vectors.errors import StorageRequestError
+    from zarr_vectors.store.backend import Storage
+
+    bucket, options = s3_bucket
+    zv_config("s3.backend", "obstore")
+    assert Storage(f"s3://{bucket}/p/store.zv", options).get("missing") is None
+    gone = _fast_failing(Storage("s3://no-such-bucket-here/p/store.zv", options))
+    with pytest.raises(StorageRequestError, match=r"\[NoSuchBucket\]$"):
+        gone.list_files("0")
 
 
 @pytest.mark.parametrize("retries", [0, 3])

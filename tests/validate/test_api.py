@@ -7,10 +7,13 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import dask
 import fsspec
+import numpy as np
 import pytest
 from conftest import edit_attrs, first_chunk, read_payload, write_payload
 
+import zarr_vectors as zv
 from pipeline.cli import main as zv_main
 from zarr_vectors.errors import InputError, StoreNotFoundError
 from zarr_vectors.validation import ValidationResult, validate
@@ -207,3 +210,30 @@ def test_copy_independent(base_stores: dict[str, Path], tmp_path: Path) -> None:
     dst = tmp_path / "x.zv"
     shutil.copytree(base_stores["points"], dst)
     assert validate(str(base_stores["points"]), 1).ok
+
+
+@pytest.mark.parametrize("method", ["get", "get_ranges"])  # what a local validation reads cells and shards with
+def test_a_storage_that_stops_answering_is_raised_not_reported(tmp_path: Path, monkeypatch, method) -> None:
+    """An outage says nothing about the store: validate raises it instead of reporting crashed
+    checks (and the counts the checks that did run would get wrong) as the store's defects."""
+    from zarr_vectors.errors import StorageRequestError
+    from zarr_vectors.store.backend import LocalStorage
+
+    out = tmp_path / "s.zv"
+    zv.write_points(str(out), np.random.default_rng(5).uniform(0, 100, (2000, 3)), chunk_shape=25.0)
+    zv.build_pyramid(str(out), factors=[2])
+    zv.shard_store(str(out), 2)
+    assert zv.validate(str(out), level=5).ok
+    real = getattr(LocalStorage, method)
+    calls = []
+
+    def flaky(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) > 3:  # past the first reads: the walk and the documents went through
+            raise StorageRequestError(f"store {self.url!r}: GenericError: Error performing GET … [Connection refused]")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(LocalStorage, method, flaky)
+    with dask.config.set(scheduler="synchronous"), pytest.raises(StorageRequestError, match="Connection refused"):
+        zv.validate(str(out), level=5)
+    assert len(calls) > 3

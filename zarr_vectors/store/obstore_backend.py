@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import posixpath
+import re
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import timedelta
@@ -112,21 +113,26 @@ async def _bounded(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
 
 def _typed_failures(method: Callable[..., T]) -> Callable[..., T]:
     """``method``, with a request obstore failed after its retries raised as a
-    :class:`StorageRequestError` naming the store and the request (obstore's own message
-    spans many lines of debug output; its first line names the request).  A missing
-    object stays obstore's ``NotFoundError``: callers decide what absence means."""
+    :class:`StorageRequestError` naming the store, the request and the reason.  A missing
+    object is left as it comes (obstore raises the built-in ``FileNotFoundError``): where
+    absence is an answer, the method says so itself."""
 
     @wraps(method)
     def call(self: ObstoreStorage, *args: Any, **kwargs: Any) -> T:
         try:
             return method(self, *args, **kwargs)
-        except NotFoundError:
-            raise
         except BaseError as exc:
-            first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "(no message)")
-            raise StorageRequestError(f"store {self.url!r}: {type(exc).__name__}: {first}") from exc
+            raise StorageRequestError(f"store {self.url!r}: {type(exc).__name__}: {_reason(str(exc))}") from exc
 
     return call
+
+
+def _reason(text: str) -> str:
+    """obstore's message on one line: its first line (the request, its retries) and the cause
+    it buries in the lines after -- the S3 error code, or the connection's error."""
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "(no message)")
+    cause = re.search(r"<Code>([^<]+)</Code>", text) or re.search(r'message: "([^"]+)"', text)
+    return f"{first} [{cause.group(1)}]" if cause and cause.group(1) not in first else first
 
 
 class ObstoreStorage(Storage):

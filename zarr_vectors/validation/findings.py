@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from zarr_vectors.errors import ResourceLimitError, StorageObjectError
+from zarr_vectors.errors import ResourceLimitError, StorageObjectError, StorageRequestError
 
 ERROR = "error"
 WARNING = "warning"
@@ -271,8 +271,12 @@ def crashed(level: int, node: str, exc: BaseException, *, cell: str | None = Non
     """An exception raised while checking, turned into a finding (D7: never swallowed).
 
     A storage object the storage layer refused (a link, FIFO, device met after level 1's
-    walk, e.g. made since) is that rule's finding, whichever check met it.
+    walk, e.g. made since) is that rule's finding, whichever check met it.  A storage that
+    stopped answering is raised, not reported: nothing it failed to return says anything
+    about the store, and the checks that did run saw only part of it.
     """
+    if isinstance(exc, StorageRequestError):
+        raise exc
     if isinstance(exc, StorageObjectError):
         return make("L1_STORAGE_OBJECT", node, f"{exc}: readers refuse it", cell=cell)
     if isinstance(exc, ResourceLimitError):  # e.g. a shard entry declaring more bytes than any cell may hold
