@@ -31,11 +31,13 @@ def _info(args: argparse.Namespace) -> int:
 def _job_requests(store: str, options: dict) -> None:
     """The requests of each stage of the job that built the store, from its journal (if one is beside it)."""
     from pipeline.journal import Journal
-    from zarr_vectors.errors import ZarrVectorsError
+    from zarr_vectors.errors import StorageRequestError, ZarrVectorsError
     from zarr_vectors.store.accounting import RequestCounts
 
     try:
         state = Journal.load(store, options)
+    except StorageRequestError:  # the storage stopped answering: said, not skipped
+        raise
     except (ZarrVectorsError, OSError, ValueError):
         return
     stages = {k: v["requests"] for k, v in (state or {}).get("stages", {}).items() if "requests" in v}
@@ -617,10 +619,13 @@ def main(argv: list[str] | None = None) -> int:
         _drop_stdout()
         return 141  # 128 + SIGPIPE, what a shell reports for a tool the closed pipe stopped
     except Exception as exc:  # the command line reports, it does not trace back
-        from zarr_vectors.errors import StageFailedError, ZarrVectorsError
+        from zarr_vectors.errors import StageFailedError, StorageRequestError, ZarrVectorsError, describe
 
         if isinstance(exc, StageFailedError):  # zv demo runs build jobs too
             return _stage_failed(args.command, exc.stage, exc.cause, as_json=False, step=exc.step)
+        if isinstance(exc, StorageRequestError):  # e.g. the summary after a build: the command failed, not its input
+            print(f"zv {args.command}: {describe(exc)}", file=sys.stderr)
+            return 1
         if isinstance(exc, ZarrVectorsError):
             print(f"zv: error: {exc}", file=sys.stderr)
             return 2

@@ -369,3 +369,6 @@ def test_a_store_that_stops_answering_fails_the_command_not_its_input(tmp_path, 
     assert run.err.strip().splitlines()[-1].endswith("failed: StorageRequestError: store 's3://b/s.zv': "
                                                      "GenericError: Error performing GET … [Connection refused]")
     assert "zv build: job " in run.err and "error:" not in run.err
+    monkeypatch.setattr(zv, "open_store", gone)  # a command without stages: still a failure, not bad input
+    run = cli("info", out)
+    assert run.rc == 1 and run.err.strip().splitlines()[-1].startswith("zv info: StorageRequestError: store "), run.err
