@@ -190,6 +190,12 @@ def test_an_s3_error_code_is_named_and_absence_is_not_an_error(s3_bucket, zv_con
     gone = _fast_failing(Storage("s3://no-such-bucket-here/p/store.zv", options))
     with pytest.raises(StorageRequestError, match=r"\[NoSuchBucket\]$"):
         gone.list_files("0")
+    # a write meets the vanished bucket as a 404, which obstore raises as FileNotFoundError
+    for write in (lambda: gone.put("a", b"1"), lambda: gone.put_many({"a": b"1", "b": b"2"}),
+                  lambda: gone.delete_many(["a"]), lambda: gone.move_many([("a", "b")], sources_present=True)):
+        with pytest.raises(StorageRequestError, match=r"^store 's3://no-such-bucket-here/p/store.zv': "
+                                                      r"FileNotFoundError: .*\[NoSuchBucket\]$"):
+            write()
 
 
 @pytest.mark.parametrize("retries", [0, 3])

@@ -111,20 +111,28 @@ async def _bounded(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
     return list(await asyncio.gather(*(one(c) for c in calls)))
 
 
-def _typed_failures(method: Callable[..., T]) -> Callable[..., T]:
-    """``method``, with a request obstore failed after its retries raised as a
-    :class:`StorageRequestError` naming the store, the request and the reason.  A missing
-    object is left as it comes (obstore raises the built-in ``FileNotFoundError``): where
-    absence is an answer, the method says so itself."""
+_READ_FAILURES: tuple[type[BaseException], ...] = (BaseError,)
+# nothing need exist to be written or deleted: there a 404 (obstore's FileNotFoundError) is the bucket gone
+_WRITE_FAILURES: tuple[type[BaseException], ...] = (BaseError, FileNotFoundError)
 
-    @wraps(method)
-    def call(self: ObstoreStorage, *args: Any, **kwargs: Any) -> T:
-        try:
-            return method(self, *args, **kwargs)
-        except BaseError as exc:
-            raise StorageRequestError(f"store {self.url!r}: {type(exc).__name__}: {_reason(str(exc))}") from exc
 
-    return call
+def _typed_failures(caught: tuple[type[BaseException], ...]) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """A request method whose failures (``caught``, after obstore's retries) are raised as a
+    :class:`StorageRequestError` naming the store, the request and the reason.  On reads a
+    missing object is left as it comes (obstore raises the built-in ``FileNotFoundError``):
+    where absence is an answer, the method says so itself."""
+
+    def wrap(method: Callable[..., T]) -> Callable[..., T]:
+        @wraps(method)
+        def call(self: ObstoreStorage, *args: Any, **kwargs: Any) -> T:
+            try:
+                return method(self, *args, **kwargs)
+            except caught as exc:
+                raise StorageRequestError(f"store {self.url!r}: {type(exc).__name__}: {_reason(str(exc))}") from exc
+
+        return call
+
+    return wrap
 
 
 def _reason(text: str) -> str:
@@ -187,11 +195,11 @@ class ObstoreStorage(Storage):
         except (NotFoundError, FileNotFoundError):
             return None
 
-    @_typed_failures
+    @_typed_failures(_READ_FAILURES)
     def get(self, key: str) -> bytes | None:
         return _Loop.run(self._get(self._key(key)))
 
-    @_typed_failures
+    @_typed_failures(_READ_FAILURES)
     def get_many(self, keys: Iterable[str]) -> list[bytes | None]:
         return _Loop.run(_bounded([partial(self._get, self._key(k)) for k in keys]))
 
@@ -199,7 +207,7 @@ class ObstoreStorage(Storage):
         """One concurrent batch of reads, then the decoding."""
         return [decode(i, raw) for i, raw in enumerate(self.get_many(keys))]
 
-    @_typed_failures
+    @_typed_failures(_READ_FAILURES)
     def get_ranges(self, requests: Sequence[tuple[str, int, int | None]]) -> list[bytes | None]:
         calls = []
         for key, start, end in requests:
@@ -227,7 +235,7 @@ class ObstoreStorage(Storage):
             return False
         return True
 
-    @_typed_failures
+    @_typed_failures(_READ_FAILURES)
     def exists(self, key: str) -> bool:
         """One HEAD (``""``, the root: an object there, or anything below it)."""
         if not key:
@@ -237,7 +245,7 @@ class ObstoreStorage(Storage):
     def list_dir(self, prefix: str) -> list[str]:
         return self.list_dirs([prefix])[0]
 
-    @_typed_failures
+    @_typed_failures(_READ_FAILURES)
     def list_dirs(self, prefixes: Iterable[str]) -> list[list[str]]:
         """One delimited listing per prefix, all concurrently."""
         return _Loop.run(_bounded([partial(self._list_dir, p) for p in prefixes]))
@@ -258,34 +266,34 @@ class ObstoreStorage(Storage):
                     out[self._relative(path)] = int(meta["size"])
         return out
 
-    @_typed_failures
+    @_typed_failures(_READ_FAILURES)
     def list_files(self, prefix: str) -> list[str]:
         return sorted(self._listing(prefix))
 
-    @_typed_failures
+    @_typed_failures(_READ_FAILURES)
     def object_sizes(self) -> dict[str, int]:
         return self._listing("")
 
     # -- writes ----------------------------------------------------------------
-    @_typed_failures
+    @_typed_failures(_WRITE_FAILURES)
     def put(self, key: str, data: bytes) -> None:
         """A PUT is atomic on an object store."""
         obstore.put(self._store, self._key(key), data)
 
-    @_typed_failures
+    @_typed_failures(_WRITE_FAILURES)
     def put_many(self, items: Mapping[str, bytes]) -> None:
         _Loop.run(_bounded([partial(obstore.put_async, self._store, self._key(k), v) for k, v in items.items()]))
 
     def delete(self, key: str) -> None:
         self.delete_many([key])
 
-    @_typed_failures
+    @_typed_failures(_WRITE_FAILURES)
     def delete_many(self, keys: Sequence[str]) -> None:
         """Bulk deletes (up to 1000 keys a request); a missing key is not an error."""
         if keys:
             obstore.delete(self._store, [self._key(k) for k in keys])
 
-    @_typed_failures
+    @_typed_failures(_WRITE_FAILURES)
     def delete_prefix(self, prefix: str) -> None:
         keys = list(self._listing(prefix))
         if self._key(prefix):
@@ -293,7 +301,7 @@ class ObstoreStorage(Storage):
         if keys:  # not through delete_many: this call's own requests are counted as one (accounting.ADDITIVE)
             obstore.delete(self._store, [self._key(k) for k in keys])
 
-    @_typed_failures
+    @_typed_failures(_WRITE_FAILURES)
     def move_many(self, pairs: Sequence[tuple[str, str]], *, sources_present: bool = False) -> None:
         """Server-side copies, then one bulk delete; sources already moved are skipped."""
         if not pairs:
