@@ -243,7 +243,7 @@ def _build(args: argparse.Namespace) -> int:
     from pipeline.cluster import choose, local_scheduler, session
     from pipeline.jobs import BuildSpec, parse_aggregate, parse_factors, plan_summary, preflight, run_build
     from pipeline.progress import TextProgress
-    from zarr_vectors.errors import StageFailedError, StorageRequestError, ZarrVectorsError, one_line
+    from zarr_vectors.errors import StageFailedError, StorageRequestError, ZarrVectorsError
     from zarr_vectors.execution.runner import callbacks
 
     try:
@@ -329,14 +329,14 @@ def _build(args: argparse.Namespace) -> int:
             if exc.stage == "validate" and not args.json:
                 print(f"validation (level {spec.validate_level}): FAIL")
             for note in getattr(exc, "__notes__", ()):  # the journal could not record the failure, say
-                print(f"zv build: {one_line(note)}", file=sys.stderr)
+                print(f"zv build: {note}", file=sys.stderr)
             return _stage_failed("build", exc.stage, exc.cause, as_json=args.json, step=exc.step,
                                  job_id=spec.job_id, store=spec.out)
-        except ZarrVectorsError as exc:
-            if not isinstance(exc, StorageRequestError):  # bad input; a store that stopped answering fails the job
-                print(f"zv build: error: {exc}", file=sys.stderr)
-                return 2
+        except StorageRequestError as exc:  # the store stopped answering: the job failed, not its input
             return _job_failed(spec.job_id, exc)
+        except ZarrVectorsError as exc:
+            print(f"zv build: error: {exc}", file=sys.stderr)
+            return 2
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # outside every stage (the plan, the journal, the cluster); a cancelled future

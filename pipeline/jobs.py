@@ -23,7 +23,7 @@ import numpy as np
 
 import zarr_vectors as zv
 from pipeline.journal import Journal, job_status  # noqa: F401 - job_status: the jobs API
-from zarr_vectors.errors import InputError, StageFailedError, ValidationFailedError
+from zarr_vectors.errors import InputError, StageFailedError, ValidationFailedError, describe
 from zarr_vectors.store.backend import Storage
 
 KINDS = ("points", "graph", "skeleton", "mesh", "polylines", "streamlines")
@@ -266,7 +266,7 @@ def _run_build(spec: BuildSpec, resume: bool) -> JobResult:
         try:
             journal.close()  # the failure is on storage before it is raised
         except Exception as lost:  # noqa: BLE001 - the stage's failure is what is raised; this is said with it
-            exc.add_note(f"the job journal beside {spec.out!r} could not be saved: {type(lost).__name__}: {lost}")
+            exc.add_note(f"the job journal beside {spec.out!r} could not be saved: {describe(lost)}")
         raise
     journal.close()
     return JobResult(spec.job_id, spec.out, journal.state["stages"], True,

@@ -119,9 +119,5 @@ class StageFailedError(ZarrVectorsError):
 def describe(exc: BaseException) -> str:
     """``Type: message`` on one line, for a command's one-line failure report (multi-line
     messages, as distributed's cancellation reports are, joined with ``; ``)."""
-    return f"{type(exc).__name__}: {one_line(str(exc)) or '(no message)'}"
-
-
-def one_line(text: str) -> str:
-    """``text``'s non-blank lines, stripped and joined with ``; ``."""
-    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
+    text = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    return f"{type(exc).__name__}: {text or '(no message)'}"
