@@ -80,7 +80,9 @@ def test_without_retries_the_same_fault_fails_the_job(tmp_path, cli, flaky):
                   "--storage-option", f"fail_dir={faults}", "--storage-option", "fail_on=/0/vertices/c/",
                   "--scheduler-address", flaky.scheduler.address)
         assert run.rc == 1
-        assert_one_failure_line(run.err, "write", "OSError", "injected fault: write of ")
+        # the filesystem's OSError is a failed request of the store's backend, named as such
+        assert_one_failure_line(run.err, "write", "StorageRequestError",
+                                f"store 'flaky://{out}': OSError: injected fault: write of ")
         state = journal(out)
         assert state["status"] == "failed" and state["stages"]["write"]["status"] == "failed"
         assert "injected fault" in state["stages"]["write"]["error"]
@@ -127,16 +129,17 @@ def test_a_failed_shard_task_names_the_stage_and_its_exception(tmp_path, cli, fl
                   "--shard-shape", "2", "--validate", "5", "--json", "--storage-option", f"fail_dir={faults}",
                   "--storage-option", "fail_on=.zv-shard-staging", "--scheduler-address", flaky.scheduler.address)
     assert run.rc == 1
-    assert_one_failure_line(run.err, "shard", "OSError", "injected fault: write of ")
+    failed_request = f"store 'flaky://{out}': OSError: injected fault: write of "
+    assert_one_failure_line(run.err, "shard", "StorageRequestError", failed_request)
     summary = run.json()
     assert summary["ok"] is False and summary["store"] == f"flaky://{out}"
     error = summary["error"]
-    assert (error["stage"], error["type"], error["step"]) == ("shard", "OSError", "pack shards")
-    assert error["message"].startswith("injected fault: write of ") and ".zv-shard-staging" in error["message"]
+    assert (error["stage"], error["type"], error["step"]) == ("shard", "StorageRequestError", "pack shards")
+    assert error["message"].startswith(failed_request) and ".zv-shard-staging" in error["message"]
     state = journal(out)
-    assert state["status"] == "failed" and state["error"].startswith("shard: OSError: injected fault")
+    assert state["status"] == "failed" and state["error"].startswith(f"shard: StorageRequestError: {failed_request}")
     assert [state["stages"][s]["status"] for s in ("write", "pyramid", "shard")] == ["done", "done", "failed"]
-    assert state["stages"]["shard"]["error_type"] == "OSError"
+    assert state["stages"]["shard"]["error_type"] == "StorageRequestError"
 
 
 @pytest.fixture

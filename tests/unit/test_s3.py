@@ -11,7 +11,7 @@ import pytest
 from file_tree import tree as local_tree
 
 import zarr_vectors as zv
-from zarr_vectors.errors import InputError, StoreExistsError, StoreNotFoundError
+from zarr_vectors.errors import InputError, StorageObjectError, StoreExistsError, StoreNotFoundError
 
 pytestmark = [pytest.mark.s3, pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")]
 
@@ -142,27 +142,32 @@ def test_unreachable_endpoint(s3_bucket, cloud):
     assert s3_tree(options, bucket, "p/store.zv") == {}
 
 
+#: every request method of the storage contract, called once
+REQUESTS = {
+    "get": lambda s: s.get("0/zarr.json"),
+    "get_many": lambda s: s.get_many(["a", "b"]),
+    "get_decoded": lambda s: s.get_decoded(["a", "b"], lambda i, raw: raw),
+    "get_ranges": lambda s: s.get_ranges([("a", 0, 4), ("b", -4, None)]),
+    "exists": lambda s: s.exists("a"),
+    "list_dir": lambda s: s.list_dir("0"),
+    "list_files": lambda s: s.list_files("0"),
+    "object_sizes": lambda s: s.object_sizes(),
+    "put": lambda s: s.put("a", b"1"),
+    "put_many": lambda s: s.put_many({"a": b"1", "b": b"2"}),
+    "delete": lambda s: s.delete("a"),
+    "delete_many": lambda s: s.delete_many(["a"]),
+    "delete_prefix": lambda s: s.delete_prefix("0"),
+    "move_many": lambda s: s.move_many([("a", "b")], sources_present=True),
+}
+
+
 def _fast_failing(storage):
     """``storage`` with obstore's retries off, so each failing request fails at once."""
     storage._store = storage._client({"max_retries": 0, "retry_timeout": timedelta(seconds=5)})
     return storage
 
 
-@pytest.mark.parametrize("call", [
-    lambda s: s.get("0/zarr.json"),
-    lambda s: s.get_many(["a", "b"]),
-    lambda s: s.get_ranges([("a", 0, 4), ("b", -4, None)]),
-    lambda s: s.exists("a"),
-    lambda s: s.list_dir("0"),
-    lambda s: s.list_files("0"),
-    lambda s: s.object_sizes(),
-    lambda s: s.put("a", b"1"),
-    lambda s: s.put_many({"a": b"1", "b": b"2"}),
-    lambda s: s.delete_many(["a"]),
-    lambda s: s.delete_prefix("0"),
-    lambda s: s.move_many([("a", "b")], sources_present=True),
-], ids=["get", "get_many", "get_ranges", "exists", "list_dir", "list_files", "object_sizes", "put", "put_many",
-        "delete_many", "delete_prefix", "move_many"])
+@pytest.mark.parametrize("call", REQUESTS.values(), ids=REQUESTS.keys())
 def test_a_storage_that_stops_answering_is_a_typed_error_naming_store_request_and_cause(s3_bucket, zv_config, call):
     """Mid-job (past the reachability probe) a refused connection is a StorageRequestError on one
     line naming the store, the request and the cause, not obstore's many-line GenericError."""
@@ -195,6 +200,43 @@ def test_an_s3_error_code_is_named_and_absence_is_not_an_error(s3_bucket, zv_con
                   lambda: gone.delete_many(["a"]), lambda: gone.move_many([("a", "b")], sources_present=True)):
         with pytest.raises(StorageRequestError, match=r"^store 's3://no-such-bucket-here/p/store.zv': "
                                                       r"FileNotFoundError: .*\[NoSuchBucket\]$"):
+            write()
+
+
+@pytest.mark.parametrize("call", REQUESTS.values(), ids=REQUESTS.keys())
+def test_s3fs_backend_too_makes_a_storage_that_stops_answering_a_typed_error(s3_bucket, zv_config, call):
+    """s3fs lets botocore's connection errors through as they come (not even OSErrors): the
+    s3fs backend raises them as the same one-line StorageRequestError as the obstore one."""
+    from zarr_vectors.errors import StorageRequestError
+    from zarr_vectors.store.backend import FsspecStorage, Storage
+
+    bucket, options = s3_bucket
+    zv_config("s3.backend", "s3fs")
+    url = f"s3://{bucket}/p/store.zv"
+    gone = Storage(url, dict(options, endpoint_url="http://127.0.0.1:9", config_kwargs=FAST_FAIL))
+    assert isinstance(gone, FsspecStorage)
+    with pytest.raises(StorageRequestError) as info:
+        call(gone)
+    message = str(info.value)
+    assert message.startswith(f"store {url!r}: EndpointConnectionError: Could not connect to the endpoint URL"), message
+    assert "\n" not in message and isinstance(info.value, OSError)
+
+
+def test_s3fs_backend_names_a_vanished_bucket_on_writes_and_reads_absence_as_none(s3_bucket, zv_config):
+    from zarr_vectors.errors import StorageRequestError
+    from zarr_vectors.store.backend import Storage
+
+    bucket, options = s3_bucket
+    zv_config("s3.backend", "s3fs")
+    here = Storage(f"s3://{bucket}/p/store.zv", options)
+    assert here.get("missing") is None and here.get_many(["missing"]) == [None] and not here.exists("missing")
+    with pytest.raises(StorageObjectError):  # a refused key is the package's own error, not a failed request
+        here.get("../outside")
+    gone = Storage("s3://no-such-bucket-here/p/store.zv", options)
+    for write in (lambda: gone.put("a", b"1"), lambda: gone.put_many({"a": b"1", "b": b"2"}),
+                  lambda: gone.delete_many(["a"]), lambda: gone.move_many([("a", "b")], sources_present=True)):
+        with pytest.raises(StorageRequestError, match=r"^store 's3://no-such-bucket-here/p/store.zv': "
+                                                      r"FileNotFoundError: The specified bucket does not exist$"):
             write()
 
 

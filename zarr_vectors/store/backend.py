@@ -17,15 +17,23 @@ from __future__ import annotations
 import os
 import posixpath
 import shutil
+import sys
 import threading
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import wraps
 from typing import Any, NamedTuple, TypeVar
 
 from zarr_vectors import config
-from zarr_vectors.errors import InputError, StorageObjectError, StoreNotFoundError
+from zarr_vectors.errors import (
+    InputError,
+    StorageObjectError,
+    StorageRequestError,
+    StoreNotFoundError,
+    ZarrVectorsError,
+)
 from zarr_vectors.store.accounting import ContextExecutor, count_contract
 from zarr_vectors.store.localfs import Listing, SafeRoot, check_key
 
@@ -70,6 +78,35 @@ def _overlap_pool() -> ThreadPoolExecutor:
     """A pool for :meth:`Storage.overlap`, apart from :func:`io_pool`: its calls read
     through the I/O pool themselves, and nesting them in it could starve it."""
     return _pool("zv-overlap")
+
+
+def typed_request_failures(
+    failures: Callable[[], tuple[type[BaseException], ...]],
+    *,
+    answers: tuple[type[BaseException], ...] = (),
+    reason: Callable[[str], str] = lambda text: " ".join(text.split()),
+) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """A remote backend's request method whose failures -- ``failures()``, raised after the
+    client's own retries -- come out as one :class:`StorageRequestError` naming the store,
+    the exception and ``reason(message)`` (one line).
+
+    ``answers`` pass as they are: on reads a missing object (``FileNotFoundError``) is an
+    answer the method gives itself.  This package's own errors (a refused key) pass too.
+    """
+
+    def wrap(method: Callable[..., T]) -> Callable[..., T]:
+        @wraps(method)
+        def call(self: Storage, *args: Any, **kwargs: Any) -> T:
+            try:
+                return method(self, *args, **kwargs)
+            except Exception as exc:
+                if isinstance(exc, (ZarrVectorsError, *answers)) or not isinstance(exc, failures()):
+                    raise
+                raise StorageRequestError(f"store {self.url!r}: {type(exc).__name__}: {reason(str(exc))}") from exc
+
+        return call
+
+    return wrap
 
 
 class RangeRequest(NamedTuple):
@@ -392,6 +429,26 @@ class LocalStorage(Storage):
                 d = posixpath.dirname(d)
 
 
+def _fsspec_failures() -> tuple[type[BaseException], ...]:
+    """What a failed request of an fsspec filesystem raises: an ``OSError`` (s3fs turns S3's
+    error answers into one) or, as s3fs lets them through, botocore's and aiohttp's transport
+    errors -- looked up once the filesystem has imported them, never imported here."""
+    found: list[type[BaseException]] = [OSError]
+    botocore = sys.modules.get("botocore.exceptions")
+    if botocore is not None:
+        found.append(botocore.BotoCoreError)
+    aiohttp = sys.modules.get("aiohttp")
+    if aiohttp is not None:
+        found.append(aiohttp.ClientError)
+    return tuple(found)
+
+
+#: a read's failures; a missing object is the method's own answer (None, False, [])
+_fsspec_read = typed_request_failures(_fsspec_failures, answers=(FileNotFoundError,))
+#: a write's: nothing need exist, so a FileNotFoundError there is the bucket gone
+_fsspec_write = typed_request_failures(_fsspec_failures)
+
+
 class FsspecStorage(Storage):
     """Any fsspec filesystem; S3 through s3fs, tuned for many small whole objects."""
 
@@ -425,12 +482,14 @@ class FsspecStorage(Storage):
             check_key(key)
         return super().full_path(key)
 
+    @_fsspec_read
     def get(self, key: str) -> bytes | None:
         try:
             return self.fs.cat_file(self.full_path(key))
         except FileNotFoundError:
             return None
 
+    @_fsspec_read
     def get_many(self, keys: Iterable[str]) -> list[bytes | None]:
         keys = list(keys)
         if not self._async or len(keys) <= 1:
@@ -445,6 +504,7 @@ class FsspecStorage(Storage):
             return super().get_decoded(keys, decode)
         return [decode(i, raw) for i, raw in enumerate(self.get_many(keys))]
 
+    @_fsspec_read
     def get_ranges(self, requests: Sequence[tuple[str, int, int | None]]) -> list[bytes | None]:
         if not requests:
             return []
@@ -455,6 +515,7 @@ class FsspecStorage(Storage):
         out = [_found_or_none(value) for value in found]
         return [None if v is None else bytes(v) for v in out]
 
+    @_fsspec_read
     def exists(self, key: str) -> bool:
         """Whether an object is at ``key``.  On S3 one HEAD: s3fs's ``exists`` follows a missing
         object with a listing (is it a directory?), a second blocking round trip for every
@@ -469,6 +530,7 @@ class FsspecStorage(Storage):
             return False
         return True
 
+    @_fsspec_read
     def list_dir(self, prefix: str) -> list[str]:
         try:
             entries = self.fs.ls(self.full_path(prefix), detail=False, refresh=True)
@@ -477,6 +539,7 @@ class FsspecStorage(Storage):
         names = [posixpath.basename(str(e).rstrip("/")) for e in entries]
         return sorted(n for n in names if n and not n.startswith(".tmp-"))
 
+    @_fsspec_read
     def list_files(self, prefix: str) -> list[str]:
         path = self.full_path(prefix)
         try:
@@ -494,6 +557,7 @@ class FsspecStorage(Storage):
         """A path as a listing returns it, in the form :meth:`full_path` builds."""
         return path
 
+    @_fsspec_read
     def object_sizes(self) -> dict[str, int]:
         out: dict[str, int] = {}
         base = self.root.rstrip("/")
@@ -511,30 +575,36 @@ class FsspecStorage(Storage):
                 out[rel] = int(info.get("size") or 0)
         return out
 
+    @_fsspec_write
     def put(self, key: str, data: bytes) -> None:
         """A PUT is atomic on an object store."""
         self.fs.pipe_file(self.full_path(key), data)
 
+    @_fsspec_write
     def put_many(self, items: Mapping[str, bytes]) -> None:
         if not self._async or len(items) <= 1:
             super().put_many(items)
             return
         self.fs.pipe({self.full_path(k): v for k, v in items.items()})
 
+    @_fsspec_write
     def delete(self, key: str) -> None:
         try:
             self.fs.rm_file(self.full_path(key))
         except FileNotFoundError:
             pass
 
+    @_fsspec_write
     def delete_many(self, keys: Sequence[str]) -> None:
         if keys:
             self.fs.rm([self.full_path(k) for k in keys])
 
+    @_fsspec_write
     def delete_prefix(self, prefix: str) -> None:
         if self.exists(prefix):
             self.fs.rm(self.full_path(prefix), recursive=True)
 
+    @_fsspec_write
     def move_many(self, pairs: Sequence[tuple[str, str]], *, sources_present: bool = False) -> None:
         """Copy (server side on S3) then delete: object stores have no rename."""
         if not pairs:

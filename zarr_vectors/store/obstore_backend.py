@@ -21,7 +21,7 @@ import re
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import timedelta
-from functools import partial, wraps
+from functools import partial
 from typing import Any, TypeVar
 
 import obstore
@@ -29,8 +29,8 @@ from obstore.exceptions import BaseError, NotFoundError
 from obstore.store import S3Store
 
 from zarr_vectors import config
-from zarr_vectors.errors import InputError, StorageRequestError, StoreNotFoundError
-from zarr_vectors.store.backend import Storage, existing_sources
+from zarr_vectors.errors import InputError, StoreNotFoundError
+from zarr_vectors.store.backend import Storage, existing_sources, typed_request_failures
 from zarr_vectors.store.localfs import check_key
 
 T = TypeVar("T")
@@ -111,28 +111,8 @@ async def _bounded(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
     return list(await asyncio.gather(*(one(c) for c in calls)))
 
 
-_READ_FAILURES: tuple[type[BaseException], ...] = (BaseError,)
-# nothing need exist to be written or deleted: there a 404 (obstore's FileNotFoundError) is the bucket gone
-_WRITE_FAILURES: tuple[type[BaseException], ...] = (BaseError, FileNotFoundError)
-
-
-def _typed_failures(caught: tuple[type[BaseException], ...]) -> Callable[[Callable[..., T]], Callable[..., T]]:
-    """A request method whose failures (``caught``, after obstore's retries) are raised as a
-    :class:`StorageRequestError` naming the store, the request and the reason.  On reads a
-    missing object is left as it comes (obstore raises the built-in ``FileNotFoundError``):
-    where absence is an answer, the method says so itself."""
-
-    def wrap(method: Callable[..., T]) -> Callable[..., T]:
-        @wraps(method)
-        def call(self: ObstoreStorage, *args: Any, **kwargs: Any) -> T:
-            try:
-                return method(self, *args, **kwargs)
-            except caught as exc:
-                raise StorageRequestError(f"store {self.url!r}: {type(exc).__name__}: {_reason(str(exc))}") from exc
-
-        return call
-
-    return wrap
+#: what a request that failed after obstore's retries raises
+_FAILURES: tuple[type[BaseException], ...] = (BaseError, FileNotFoundError)
 
 
 def _reason(text: str) -> str:
@@ -141,6 +121,13 @@ def _reason(text: str) -> str:
     first = next((line.strip() for line in text.splitlines() if line.strip()), "(no message)")
     cause = re.search(r"<Code>([^<]+)</Code>", text) or re.search(r'message: "([^"]+)"', text)
     return f"{first} [{cause.group(1)}]" if cause and cause.group(1) not in first else first
+
+
+#: a read's failures, after obstore's retries; a missing object (obstore raises the built-in
+#: ``FileNotFoundError``) is the method's own answer
+_read_failures = typed_request_failures(lambda: _FAILURES, answers=(FileNotFoundError,), reason=_reason)
+#: a write's: nothing need exist to be written or deleted, so there a 404 is the bucket gone
+_write_failures = typed_request_failures(lambda: _FAILURES, reason=_reason)
 
 
 class ObstoreStorage(Storage):
@@ -195,11 +182,11 @@ class ObstoreStorage(Storage):
         except (NotFoundError, FileNotFoundError):
             return None
 
-    @_typed_failures(_READ_FAILURES)
+    @_read_failures
     def get(self, key: str) -> bytes | None:
         return _Loop.run(self._get(self._key(key)))
 
-    @_typed_failures(_READ_FAILURES)
+    @_read_failures
     def get_many(self, keys: Iterable[str]) -> list[bytes | None]:
         return _Loop.run(_bounded([partial(self._get, self._key(k)) for k in keys]))
 
@@ -207,7 +194,7 @@ class ObstoreStorage(Storage):
         """One concurrent batch of reads, then the decoding."""
         return [decode(i, raw) for i, raw in enumerate(self.get_many(keys))]
 
-    @_typed_failures(_READ_FAILURES)
+    @_read_failures
     def get_ranges(self, requests: Sequence[tuple[str, int, int | None]]) -> list[bytes | None]:
         calls = []
         for key, start, end in requests:
@@ -235,7 +222,7 @@ class ObstoreStorage(Storage):
             return False
         return True
 
-    @_typed_failures(_READ_FAILURES)
+    @_read_failures
     def exists(self, key: str) -> bool:
         """One HEAD (``""``, the root: an object there, or anything below it)."""
         if not key:
@@ -245,7 +232,7 @@ class ObstoreStorage(Storage):
     def list_dir(self, prefix: str) -> list[str]:
         return self.list_dirs([prefix])[0]
 
-    @_typed_failures(_READ_FAILURES)
+    @_read_failures
     def list_dirs(self, prefixes: Iterable[str]) -> list[list[str]]:
         """One delimited listing per prefix, all concurrently."""
         return _Loop.run(_bounded([partial(self._list_dir, p) for p in prefixes]))
@@ -266,34 +253,34 @@ class ObstoreStorage(Storage):
                     out[self._relative(path)] = int(meta["size"])
         return out
 
-    @_typed_failures(_READ_FAILURES)
+    @_read_failures
     def list_files(self, prefix: str) -> list[str]:
         return sorted(self._listing(prefix))
 
-    @_typed_failures(_READ_FAILURES)
+    @_read_failures
     def object_sizes(self) -> dict[str, int]:
         return self._listing("")
 
     # -- writes ----------------------------------------------------------------
-    @_typed_failures(_WRITE_FAILURES)
+    @_write_failures
     def put(self, key: str, data: bytes) -> None:
         """A PUT is atomic on an object store."""
         obstore.put(self._store, self._key(key), data)
 
-    @_typed_failures(_WRITE_FAILURES)
+    @_write_failures
     def put_many(self, items: Mapping[str, bytes]) -> None:
         _Loop.run(_bounded([partial(obstore.put_async, self._store, self._key(k), v) for k, v in items.items()]))
 
     def delete(self, key: str) -> None:
         self.delete_many([key])
 
-    @_typed_failures(_WRITE_FAILURES)
+    @_write_failures
     def delete_many(self, keys: Sequence[str]) -> None:
         """Bulk deletes (up to 1000 keys a request); a missing key is not an error."""
         if keys:
             obstore.delete(self._store, [self._key(k) for k in keys])
 
-    @_typed_failures(_WRITE_FAILURES)
+    @_write_failures
     def delete_prefix(self, prefix: str) -> None:
         keys = list(self._listing(prefix))
         if self._key(prefix):
@@ -301,7 +288,7 @@ class ObstoreStorage(Storage):
         if keys:  # not through delete_many: this call's own requests are counted as one (accounting.ADDITIVE)
             obstore.delete(self._store, [self._key(k) for k in keys])
 
-    @_typed_failures(_WRITE_FAILURES)
+    @_write_failures
     def move_many(self, pairs: Sequence[tuple[str, str]], *, sources_present: bool = False) -> None:
         """Server-side copies, then one bulk delete; sources already moved are skipped."""
         if not pairs:
