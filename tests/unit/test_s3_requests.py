@@ -130,7 +130,8 @@ def _waves(log: str, gap_s: float) -> list[list[str]]:
     return waves
 
 
-LATENCY_MS = 250.0  # one wave's requests go out together; waves are a latency apart
+LATENCY_MS = 400.0  # one wave's requests go out together; waves are a latency apart (a client stalled
+# under load for less than half of it does not split a wave)
 
 
 def _waves_of(prepare, run) -> list[list[str]]:
@@ -173,6 +174,26 @@ def test_points_read_asks_its_metadata_in_three_waves(backend):
     cells = next(i for i, wave in enumerate(waves) if any("/c/" in p for p in wave))
     assert cells == 3, waves
     assert any(p.endswith("/p.zv/zarr.json") for p in waves[0]) and any("p.zv%2F0%2F" in p for p in waves[0]), waves[0]
+
+
+def test_points_write_reaches_its_cells_in_three_waves(backend):
+    """A write probed the bucket twice (the writer, then create_store), and put the root's,
+    level 0's and the arrays' documents in three waves of their own: six waves before the
+    first cell.  Now one probe, the listing that refuses an existing store, one batch of
+    documents (s3fs adds a wave of its own: a prefix that lists empty, it lists the parent)."""
+    waves = _waves_of(lambda url, o: None, _write_points)
+    if backend == "s3fs":
+        assert waves[2] == [waves[1][0].replace("prefix=p.zv%2F", "prefix=")], waves[:3]
+        del waves[2]
+    cells = next(i for i, wave in enumerate(waves) if any("/c/" in p for p in wave))
+    assert cells == 3, waves
+    probe, listing = waves[:2]  # obstore probes with a LIST of the store, s3fs with a HEAD of the bucket
+    assert len(probe) == 1 and (probe[0].startswith("HEAD ") if backend == "s3fs" else "prefix=p.zv%2F" in probe[0])
+    assert len(listing) == 1 and parse_qs(urlsplit(listing[0]).query)["prefix"] == ["p.zv/"], listing
+    documents = waves[2]
+    assert all(p.startswith("PUT ") and p.endswith("/zarr.json") for p in documents), documents
+    assert any(p.endswith("/p.zv/zarr.json") for p in documents) and any(p.endswith("/p.zv/0/zarr.json")
+                                                                          for p in documents), documents
 
 
 def test_shard_lists_beside_the_root_and_deletes_beside_the_moves(backend):

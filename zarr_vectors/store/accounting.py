@@ -9,8 +9,9 @@ own: ``Storage.__init_subclass__`` wraps each contract method a backend defines 
   read is N requests on the wire); ``get_ranges`` of N ranges is N GETs.  Bytes read
   are the bytes returned.
 * ``put`` is one PUT, ``put_many`` of N objects N PUTs; bytes written are the bytes given.
-* ``exists`` is one HEAD; a remote backend's ``check_reachable`` is the one request its
-  ``reachability_probe`` names (a HEAD, or a LIST of the root).
+* ``exists`` is one HEAD; a remote backend's ``probe`` (behind ``check_reachable``, once
+  per storage object) is the one request its ``reachability_probe`` names (a HEAD, or a
+  LIST of the root).
 * ``list_dir``, ``list_files``, ``object_sizes`` and ``scan`` are one LIST per page of
   ``list_page_size`` entries the backend returns (one LIST where the backend has no
   pages, as a local walk); ``list_dirs`` of N prefixes counts each prefix so.
@@ -229,7 +230,7 @@ def _listed(result: Any) -> int:
 Rule = Callable[[Any, tuple[Any, ...], Any], tuple[int, int, int, int, int, int, int]]
 
 def _probe(storage: Any) -> tuple[int, ...]:
-    """``check_reachable``: nothing locally; remotely the one request the backend names."""
+    """``probe``: nothing locally; remotely the one request the backend names."""
     if not storage.is_remote:
         return (0,) * 7
     return (0, 0, 1, 0, 0, 0, 0) if storage.reachability_probe == "LIST" else (0, 0, 0, 1, 0, 0, 0)
@@ -242,7 +243,7 @@ RULES: dict[str, Rule] = {
     "get_decoded": lambda s, a, r: (len(a[0]), 0, 0, 0, 0, 0, 0),
     "get_ranges": lambda s, a, r: (len(a[0]), 0, 0, 0, 0, _nbytes(r or ()), 0),
     "exists": lambda s, a, r: (0, 0, 0, 1, 0, 0, 0),
-    "check_reachable": lambda s, a, r: _probe(s),
+    "probe": lambda s, a, r: _probe(s),
     "list_dir": lambda s, a, r: (0, 0, _pages(_listed(r), s.list_page_size), 0, 0, 0, 0),
     "list_dirs": lambda s, a, r: (0, 0, sum(_pages(len(x), s.list_page_size) for x in r or ()), 0, 0, 0, 0),
     "list_files": lambda s, a, r: (0, 0, _pages(_listed(r), s.list_page_size), 0, 0, 0, 0),

@@ -158,6 +158,7 @@ class Storage(ABC):
     """Keys per bulk-delete request, where the backend has one (request accounting)."""
 
     reachability_probe: str = "HEAD"
+    _probed = False  # set on the object once its probe passed (check_reachable)
     """The one request a remote backend's ``check_reachable`` makes (request accounting)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -203,7 +204,19 @@ class Storage(ABC):
         return list(_overlap_pool().map(fn, todo))
 
     def check_reachable(self) -> None:
-        """Fail early, naming the location, when the store cannot be used (no-op where always usable)."""
+        """Fail early, naming the location, when the store cannot be used.
+
+        The backend's :meth:`probe` runs once per storage object: a writer checks before it
+        plans and again as it creates the store, and on an object store the second probe was
+        one more blocking round trip that could tell nothing new (the requests after it
+        raise their own typed errors).
+        """
+        if not self._probed:
+            self.probe()
+            self._probed = True
+
+    def probe(self) -> None:
+        """The backend's check behind :meth:`check_reachable` (no-op where always usable)."""
 
     # -- reads -----------------------------------------------------------------
     @abstractmethod
@@ -614,7 +627,7 @@ class FsspecStorage(Storage):
             self.fs.copy([self.full_path(s) for s, _ in present], [self.full_path(d) for _, d in present])
             self.fs.rm([self.full_path(s) for s, _ in present])
 
-    def check_reachable(self) -> None:
+    def probe(self) -> None:
         """For S3, HEAD the bucket, telling a missing bucket from an unreachable endpoint."""
         if self.protocol != "s3":
             return
@@ -652,7 +665,7 @@ class MemoryStorage(FsspecStorage):
     is_remote = False
     list_page_size = delete_batch = None
 
-    def check_reachable(self) -> None:
+    def probe(self) -> None:
         """Refuse the store when tasks would run in other processes: each has its own memory, so
         a write there would land in the workers and a read would find nothing (InputError)."""
         elsewhere = _tasks_run_elsewhere()

@@ -33,6 +33,7 @@ from zarr_vectors.store.nodes import (
     meta_key,
     require_node,
     write_node,
+    write_nodes,
 )
 from zarr_vectors.store.snapshot import LevelSnapshot, snapshot_level
 from zarr_vectors.store.strict_json import load_document
@@ -192,8 +193,11 @@ class Level:
             return known
         return [n for n in self.storage.list_dir(self.node_path(relpath)) if n != "zarr.json"]
 
+    def document(self) -> dict[str, Any]:
+        return group_document(self.meta.to_attributes())
+
     def write_metadata(self) -> None:
-        write_node(self.storage, self.path, group_document(self.meta.to_attributes()))
+        write_node(self.storage, self.path, self.document())
 
 
 @dataclass
@@ -242,8 +246,11 @@ class ZVStore:
                      for rel, raw in level.snapshot.documents.items()}
         check_level_copy(self.consolidated, level.path, documents)
 
+    def root_document(self) -> dict[str, Any]:
+        return group_document(self.root.to_attributes())
+
     def write_root(self) -> None:
-        write_node(self.storage, "", group_document(self.root.to_attributes()))
+        write_node(self.storage, "", self.root_document())
 
 
 def check_zv_array(attrs: Mapping[str, Any], relpath: str, file: str) -> None:
@@ -373,8 +380,13 @@ def create_store(
     links_convention: str = "implicit_sequential",
     overwrite: bool = False,
     storage_options: Mapping[str, Any] | None = None,
+    pending: dict[str, dict[str, Any]] | None = None,
 ) -> ZVStore:
-    """Create the root group and an empty level 0 (no arrays)."""
+    """Create the root group and an empty level 0 (no arrays).
+
+    With ``pending``, the two documents are added to it (by node path) instead of written:
+    a writer sends them with its first arrays' documents, one round trip on an object store.
+    """
     storage = url if isinstance(url, Storage) else Storage(url, storage_options)
     if geometry_type not in GEOMETRY_TYPES:
         raise InputError(f"unknown geometry type {geometry_type!r}; expected one of {list(GEOMETRY_TYPES)}")
@@ -398,8 +410,12 @@ def create_store(
         raise InputError(f"create_store: {exc}") from None
     prepare_location(storage, overwrite=overwrite)
     store = ZVStore(storage, root)
-    store.write_root()
-    empty_level(store).write_metadata()
+    level = empty_level(store)
+    documents = {"": store.root_document(), level.path: level.document()}
+    if pending is None:
+        write_nodes(storage, documents)  # one round trip, not two
+    else:
+        pending.update(documents)
     return store
 
 

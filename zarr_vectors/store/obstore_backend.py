@@ -136,7 +136,7 @@ class ObstoreStorage(Storage):
     is_remote = True
     list_page_size = 1000  # S3's ListObjectsV2 page
     delete_batch = 1000  # S3's DeleteObjects batch (obstore splits a longer list)
-    reachability_probe = "LIST"  # check_reachable lists the root
+    reachability_probe = "LIST"  # probe lists the root
 
     def __init__(self, url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> None:
         super().__init__(url, storage_options)
@@ -298,7 +298,7 @@ class ObstoreStorage(Storage):
         if present:  # the copies and this delete are this call's own requests (accounting.ADDITIVE)
             obstore.delete(self._store, [self._key(s) for s, _ in present])
 
-    def check_reachable(self) -> None:
+    def probe(self) -> None:
         """List the root once, telling a missing bucket from an unreachable endpoint.
 
         Through a client of its own with ``zarr_vectors.s3.probe-retries`` retries: obstore's

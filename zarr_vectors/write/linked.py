@@ -341,6 +341,7 @@ def write_linked(
         )
         total = int(records.shape[0])
 
+    first_documents: dict[str, dict[str, Any]] = {}  # the root's and level 0's, sent with the arrays'
     store = create_store(
         storage,
         chunk_shape=spec.chunk_shape,
@@ -349,9 +350,10 @@ def write_linked(
         base_bin_shape=spec.bin_shape,
         links_convention=links_convention,
         overwrite=options.overwrite,
+        pending=first_documents,
     )
     level = empty_level(store)
-    arrays = vx.create_vertex_arrays(level, spec, plan)
+    arrays = vx.create_vertex_arrays(level, spec, plan, pending=first_documents)
     # what many tasks take, as one node each (dask would walk them once per task otherwise)
     plan_ref, link_ref, level_ref = runner.share(plan), runner.share(link), runner.share(level)
     vertex_owners = runner.persist(

@@ -86,6 +86,7 @@ def write_points(
     )
     spec, vplan = plan.spec, plan.vertices
 
+    first_documents: dict[str, dict[str, Any]] = {}  # the root's and level 0's, sent with the arrays'
     store = create_store(
         storage,
         chunk_shape=spec.chunk_shape,
@@ -94,9 +95,10 @@ def write_points(
         base_bin_shape=spec.bin_shape,
         links_convention="implicit_sequential",
         overwrite=opts.overwrite,
+        pending=first_documents,
     )
     level = empty_level(store)
-    arrays = vx.create_vertex_arrays(level, spec, vplan)
+    arrays = vx.create_vertex_arrays(level, spec, vplan, pending=first_documents)
     owners = runner.persist("write vertices", *vx.write_graph(arrays, spec, vplan, plan.blocks))
     _reconcile(level, arrays, spec, vplan, plan.object_attributes, owners)
     return WriteResult(

@@ -449,8 +449,11 @@ class VertexArrays:
         return [self.vertices, self.fragments, *self.attributes.values()]
 
 
-def create_vertex_arrays(level: Level, spec: VertexSpec, plan: VertexPlan) -> VertexArrays:
-    """Create ``vertices``, ``vertex_fragments`` and every vertex attribute (no cells)."""
+def create_vertex_arrays(
+    level: Level, spec: VertexSpec, plan: VertexPlan, *, pending: Mapping[str, dict[str, Any]] | None = None
+) -> VertexArrays:
+    """Create ``vertices``, ``vertex_fragments`` and every vertex attribute (no cells), in one
+    batch with the ``pending`` documents (the store's root and level, from ``create_store``)."""
     storage = level.storage
     shape, origin = plan.grid_shape, tuple(int(v) for v in plan.origin)
 
@@ -469,7 +472,7 @@ def create_vertex_arrays(level: Level, spec: VertexSpec, plan: VertexPlan) -> Ve
         attributes[name] = grid(posixpath.join("vertex_attributes", name), attrs)
     arrays = VertexArrays(vertices, fragments, attributes)
     # the documents in one batch: on an object store one round, not one per document
-    documents = {grid.path: grid.doc for grid in arrays.all()}
+    documents = {**(pending or {}), **{grid.path: grid.doc for grid in arrays.all()}}
     if spec.attributes:
         documents[level.node_path("vertex_attributes")] = group_document()
     write_nodes(storage, documents)
