@@ -196,6 +196,17 @@ def test_points_write_reaches_its_cells_in_three_waves(backend):
                                                                           for p in documents), documents
 
 
+def test_pyramid_lists_the_root_in_its_first_wave(backend):
+    """The plan listed the root (which levels a build replaces) a wave of its own after
+    checking level 0's arrays; now it rides with the root's read and level 0's walk."""
+    def root_listings(wave):
+        return [p for p in wave if "list-type" in p and parse_qs(urlsplit(p).query).get("prefix") == ["p.zv/"]]
+
+    waves = _waves_of(_write_points, lambda url, o: zv.build_pyramid(url, factors=[2], storage_options=o))
+    assert len(root_listings(waves[0])) == (1 if backend == "s3fs" else 2), waves[0]  # obstore's probe is one too
+    assert not any(root_listings(w) for w in waves[1:]), waves
+
+
 def test_shard_lists_beside_the_root_and_deletes_beside_the_moves(backend):
     """The sharder listed its staging area, then the root's levels, each after the root's read
     (three waves where one does), and deleted the cells its shards replace in a wave of its

@@ -23,8 +23,9 @@ from zarr_vectors.errors import EncodingError, InputError
 from zarr_vectors.format.coarsen import REDUCTIONS, default_reduction
 from zarr_vectors.format.paths import format_chunk_key, parse_delta
 from zarr_vectors.reconcile import require_reconciled
+from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.grid import GridArray
-from zarr_vectors.store.groups import Level, ZVStore, open_level
+from zarr_vectors.store.groups import Level, ZVStore, open_level_beside
 from zarr_vectors.store.kinds import store_kind
 
 __all__ = [
@@ -164,12 +165,13 @@ def _unread_groups(rel: str) -> bool:
     return (parts[0] == "links" and len(parts) == 2) or (parts[0] == "link_attributes" and len(parts) == 3)
 
 
-def _replaced(store: ZVStore, level0: Level) -> tuple[str, ...]:
-    """Storage prefixes a build removes: levels >= 1 and level 0's cross-level families.
+def _replaced(store: ZVStore, level0: Level, top: Sequence[str]) -> tuple[str, ...]:
+    """Storage prefixes a build removes: levels >= 1 (``top``: the root's names) and level 0's
+    cross-level families.
 
     ``links`` itself goes too when nothing but cross-level families is in it.
     """
-    out = [str(n) for n in store.level_numbers() if n >= 1]
+    out = [str(n) for n in store.level_numbers(top) if n >= 1]
     deltas = level0.children("links")
     crossing = [d for d in deltas if _delta_of(level0, d, "links") != 0]
     out += [level0.node_path(f"links/{d}") for d in crossing]
@@ -339,7 +341,9 @@ def plan_pyramid(
     """
     parsed = _check_factors(factors, chunk_scale_factors)
     _check_options(cross_level_storage, cross_level_depth, sparsity_seed)
-    level0 = open_level(url, 0, storage_options=storage_options, skim=_unread_groups)
+    # the root's listing (the levels a build replaces) in the walk's first round trip
+    storage = url if isinstance(url, Storage) else Storage(url, storage_options)
+    level0, (top,) = open_level_beside(storage, 0, [lambda: storage.list_dir("")], skim=_unread_groups)
     store = level0.store
     kind = store_kind(store).kind  # a kind list reads as one kind (D19); refused when none fits
     base = _level0_state(level0)
@@ -352,7 +356,7 @@ def plan_pyramid(
             f"{store.url!r} has no object ids, so there are no objects to drop: object sparsity needs an "
             "object index (use sparsity factor 1)"
         )
-    removes = _replaced(store, base.level)
+    removes = _replaced(store, base.level, top)
     base.grids = dict(zip(read_here, base.level.arrays(read_here)))  # from the snapshot, as checked
     base.level = replace(base.level, snapshot=None)  # the build writes into level 0: it asks storage again
     return PyramidPlan(

@@ -325,9 +325,23 @@ def open_level(
     and the root's read (:func:`open_store_beside`): two round trips fewer on an object
     store.  ``skim``: groups whose children the walk lists without reading
     (:func:`~zarr_vectors.store.snapshot.snapshot_level`)."""
+    return open_level_beside(url, number, [], storage_options=storage_options, skim=skim)[0]
+
+
+def open_level_beside(
+    url: str | os.PathLike[str] | Storage,
+    number: int,
+    reads: Sequence[Callable[[], T]],
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    skim: Callable[[str], bool] | None = None,
+) -> tuple[Level, list[T]]:
+    """:func:`open_level` with ``reads`` in its first round trip, as :func:`open_store_beside`
+    has them (a caller's listing of the root, say), and their results."""
     storage = url if isinstance(url, Storage) else Storage(url, storage_options)
-    store, (snap,) = open_store_beside(storage, [lambda: snapshot_level(storage, str(number), skim=skim)])
-    return store.level(number, snapshot=snap)
+    walk = partial(snapshot_level, storage, str(number), skim=skim)
+    store, (snap, *got) = open_store_beside(storage, [walk, *reads])
+    return store.level(number, snapshot=snap), got
 
 
 def _opened(storage: Storage, raw: bytes | None) -> ZVStore:
