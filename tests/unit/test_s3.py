@@ -233,11 +233,42 @@ def test_s3fs_backend_names_a_vanished_bucket_on_writes_and_reads_absence_as_non
     with pytest.raises(StorageObjectError):  # a refused key is the package's own error, not a failed request
         here.get("../outside")
     gone = Storage("s3://no-such-bucket-here/p/store.zv", options)
-    for write in (lambda: gone.put("a", b"1"), lambda: gone.put_many({"a": b"1", "b": b"2"}),
+    for write in (lambda: gone.put("a", b"1"), lambda: gone.put_many({"a": b"1", "b": b"2"}), lambda: gone.delete("a"),
                   lambda: gone.delete_many(["a"]), lambda: gone.move_many([("a", "b")], sources_present=True)):
         with pytest.raises(StorageRequestError, match=r"^store 's3://no-such-bucket-here/p/store.zv': "
                                                       r"FileNotFoundError: The specified bucket does not exist$"):
             write()
+
+
+@pytest.mark.parametrize("s3_backend", ["obstore", "s3fs"])
+def test_delete_prefix_removes_what_is_below_it_and_nothing_beside(s3_bucket, zv_config, s3_backend):
+    """Regression: the s3fs backend asked ``exists`` (a HEAD of an object) before deleting a
+    prefix, so it deleted nothing below the root (a second pyramid build failed on the first's
+    cross-level family)."""
+    from zarr_vectors.store.backend import Storage
+
+    bucket, options = s3_bucket
+    zv_config("s3.backend", s3_backend)
+    storage = Storage(f"s3://{bucket}/p/store.zv", options)
+    storage.put_many({"1/zarr.json": b"{}", "1/links/c/0": b"x", "10/zarr.json": b"{}", "zarr.json": b"{}"})
+    storage.delete_prefix("1")
+    assert storage.list_files("") == ["10/zarr.json", "zarr.json"]
+    storage.delete("missing")  # no error
+    storage.delete("zarr.json")
+    assert storage.list_files("") == ["10/zarr.json"]
+    storage.delete_prefix("")
+    assert storage.list_files("") == [] and s3_tree(options, bucket, "p/store.zv") == {}
+
+
+def test_s3fs_backend_builds_a_second_pyramid_over_the_first(s3_bucket, zv_config, cloud):
+    bucket, options = s3_bucket
+    zv_config("s3.backend", "s3fs")
+    url = f"s3://{bucket}/p/rebuilt.zv"
+    zv.write_points(url, cloud[0], chunk_shape=30, storage_options=options)
+    zv.build_pyramid(url, factors=[2, 2], storage_options=options)
+    zv.build_pyramid(url, factors=[2], storage_options=options)  # replaces levels 1-2 and level 0's +k families
+    assert zv.validate(url, level=5, storage_options=options).ok
+    assert not any(k.startswith("2/") for k in s3_tree(options, bucket, "p/rebuilt.zv"))
 
 
 @pytest.mark.parametrize("retries", [0, 3])

@@ -424,6 +424,26 @@ def test_storage_ranges_moves_and_deletes(tmp_path, where):
         storage.delete_prefix("")
 
 
+def test_memory_storage_errors_are_about_keys_and_its_check_runs_every_time():
+    """memory:// is not remote: an error there is about the keys, never a failed request, a missing
+    key is no error to delete, and where tasks run is asked again at every check (not cached)."""
+    from zarr_vectors.errors import StorageRequestError
+
+    storage = Storage(f"memory://zvkeys-{uuid.uuid4().hex[:8]}")
+    try:
+        storage.put("a", b"1")
+        with pytest.raises(OSError) as info:
+            storage.put("a/b", b"2")  # "a" is an object: fsspec's memory filesystem refuses a child
+        assert not isinstance(info.value, StorageRequestError)
+        storage.delete_many(["missing", "a"])
+        assert storage.list_files("") == []
+        storage.check_reachable()
+        with dask.config.set(scheduler="processes"), pytest.raises(InputError, match="memory://"):
+            storage.check_reachable()
+    finally:
+        storage.delete_prefix("")
+
+
 def test_tables_with_many_chunks_read_the_stored_chunks_found_by_listing(tmp_path):
     """More than a few declared chunks: one listing names the stored ones (fill chunks are not stored)."""
     store = make_store(tmp_path / "s.zv")

@@ -86,12 +86,14 @@ def typed_request_failures(
     answers: tuple[type[BaseException], ...] = (),
     reason: Callable[[str], str] = lambda text: " ".join(text.split()),
 ) -> Callable[[Callable[..., T]], Callable[..., T]]:
-    """A remote backend's request method whose failures -- ``failures()``, raised after the
-    client's own retries -- come out as one :class:`StorageRequestError` naming the store,
-    the exception and ``reason(message)`` (one line).
+    """A backend's request method whose failures on a remote store -- ``failures()``, raised
+    after the client's own retries -- come out as one :class:`StorageRequestError` naming the
+    store, the exception and ``reason(message)`` (one line).
 
     ``answers`` pass as they are: on reads a missing object (``FileNotFoundError``) is an
-    answer the method gives itself.  This package's own errors (a refused key) pass too.
+    answer the method gives itself.  This package's own errors (a refused key) pass too, and
+    so does everything on a store that is not remote (``memory://``: an error there is about
+    the keys, not a request).
     """
 
     def wrap(method: Callable[..., T]) -> Callable[..., T]:
@@ -100,7 +102,8 @@ def typed_request_failures(
             try:
                 return method(self, *args, **kwargs)
             except Exception as exc:
-                if isinstance(exc, (ZarrVectorsError, *answers)) or not isinstance(exc, failures()):
+                passes = isinstance(exc, (ZarrVectorsError, *answers)) or not isinstance(exc, failures())
+                if passes or not self.is_remote:
                     raise
                 raise StorageRequestError(f"store {self.url!r}: {type(exc).__name__}: {reason(str(exc))}") from exc
 
@@ -158,8 +161,9 @@ class Storage(ABC):
     """Keys per bulk-delete request, where the backend has one (request accounting)."""
 
     reachability_probe: str = "HEAD"
-    _probed = False  # set on the object once its probe passed (check_reachable)
-    """The one request a remote backend's ``check_reachable`` makes (request accounting)."""
+    """The one request a remote backend's :meth:`probe` makes (request accounting)."""
+
+    _probed = False  # set on a remote storage object once its probe passed (check_reachable)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -206,14 +210,15 @@ class Storage(ABC):
     def check_reachable(self) -> None:
         """Fail early, naming the location, when the store cannot be used.
 
-        The backend's :meth:`probe` runs once per storage object: a writer checks before it
-        plans and again as it creates the store, and on an object store the second probe was
-        one more blocking round trip that could tell nothing new (the requests after it
-        raise their own typed errors).
+        A remote backend's :meth:`probe` runs once per storage object: a writer checks before
+        it plans and again as it creates the store, and on an object store the second probe
+        was one more blocking round trip that could tell nothing new (the requests after it
+        raise their own typed errors).  Elsewhere it costs no request and runs every time:
+        ``memory://``'s answer depends on the scheduler in use at the moment.
         """
         if not self._probed:
             self.probe()
-            self._probed = True
+            self._probed = self.is_remote
 
     def probe(self) -> None:
         """The backend's check behind :meth:`check_reachable` (no-op where always usable)."""
@@ -456,7 +461,8 @@ def _fsspec_failures() -> tuple[type[BaseException], ...]:
     return tuple(found)
 
 
-#: a read's failures; a missing object is the method's own answer (None, False, [])
+#: a read's failures; a missing object is the method's own answer (None, False, []): each read
+#: method catches it itself, ``answers`` keeps one that slips through from reading as an outage
 _fsspec_read = typed_request_failures(_fsspec_failures, answers=(FileNotFoundError,))
 #: a write's: nothing need exist, so a FileNotFoundError there is the bucket gone
 _fsspec_write = typed_request_failures(_fsspec_failures)
@@ -602,6 +608,9 @@ class FsspecStorage(Storage):
 
     @_fsspec_write
     def delete(self, key: str) -> None:
+        if self.protocol == "s3":  # S3's bulk delete: a missing key is no error, a vanished bucket is
+            self.fs.rm([self.full_path(key)])
+            return
         try:
             self.fs.rm_file(self.full_path(key))
         except FileNotFoundError:
@@ -614,8 +623,12 @@ class FsspecStorage(Storage):
 
     @_fsspec_write
     def delete_prefix(self, prefix: str) -> None:
-        if self.exists(prefix):
-            self.fs.rm(self.full_path(prefix), recursive=True)
+        """What one recursive listing finds at and below ``prefix``, in bulk deletes.  Not gated
+        on :meth:`exists`: on S3 that HEADs an object, and a prefix is none (it deleted nothing
+        below the root)."""
+        found = self.fs.find(self.full_path(prefix))
+        if found:
+            self.fs.rm(found)
 
     @_fsspec_write
     def move_many(self, pairs: Sequence[tuple[str, str]], *, sources_present: bool = False) -> None:
@@ -684,6 +697,11 @@ class MemoryStorage(FsspecStorage):
 
     def _listed_path(self, path: str) -> str:
         return path if path.startswith("/") else "/" + path
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        """Pops the keys: fsspec's rm raises for a missing one, which is no error here."""
+        for key in keys:
+            self.fs.store.pop(self.full_path(key), None)
 
     def delete_prefix(self, prefix: str) -> None:
         """Pops the snapshot's keys: fsspec's rm would walk the live dict, and rmdir what it derived from it."""

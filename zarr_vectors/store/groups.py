@@ -194,6 +194,7 @@ class Level:
         return [n for n in self.storage.list_dir(self.node_path(relpath)) if n != "zarr.json"]
 
     def document(self) -> dict[str, Any]:
+        """The level group's ``zarr.json`` as :meth:`write_metadata` writes it."""
         return group_document(self.meta.to_attributes())
 
     def write_metadata(self) -> None:
@@ -247,6 +248,7 @@ class ZVStore:
         check_level_copy(self.consolidated, level.path, documents)
 
     def root_document(self) -> dict[str, Any]:
+        """The root group's ``zarr.json`` as :meth:`write_root` writes it."""
         return group_document(self.root.to_attributes())
 
     def write_root(self) -> None:

@@ -125,9 +125,9 @@ def _reason(text: str) -> str:
 
 #: a read's failures, after obstore's retries; a missing object (obstore raises the built-in
 #: ``FileNotFoundError``) is the method's own answer
-_read_failures = typed_request_failures(lambda: _FAILURES, answers=(FileNotFoundError,), reason=_reason)
+_obstore_read = typed_request_failures(lambda: _FAILURES, answers=(FileNotFoundError,), reason=_reason)
 #: a write's: nothing need exist to be written or deleted, so there a 404 is the bucket gone
-_write_failures = typed_request_failures(lambda: _FAILURES, reason=_reason)
+_obstore_write = typed_request_failures(lambda: _FAILURES, reason=_reason)
 
 
 class ObstoreStorage(Storage):
@@ -182,11 +182,11 @@ class ObstoreStorage(Storage):
         except (NotFoundError, FileNotFoundError):
             return None
 
-    @_read_failures
+    @_obstore_read
     def get(self, key: str) -> bytes | None:
         return _Loop.run(self._get(self._key(key)))
 
-    @_read_failures
+    @_obstore_read
     def get_many(self, keys: Iterable[str]) -> list[bytes | None]:
         return _Loop.run(_bounded([partial(self._get, self._key(k)) for k in keys]))
 
@@ -194,7 +194,7 @@ class ObstoreStorage(Storage):
         """One concurrent batch of reads, then the decoding."""
         return [decode(i, raw) for i, raw in enumerate(self.get_many(keys))]
 
-    @_read_failures
+    @_obstore_read
     def get_ranges(self, requests: Sequence[tuple[str, int, int | None]]) -> list[bytes | None]:
         calls = []
         for key, start, end in requests:
@@ -222,7 +222,7 @@ class ObstoreStorage(Storage):
             return False
         return True
 
-    @_read_failures
+    @_obstore_read
     def exists(self, key: str) -> bool:
         """One HEAD (``""``, the root: an object there, or anything below it)."""
         if not key:
@@ -232,7 +232,7 @@ class ObstoreStorage(Storage):
     def list_dir(self, prefix: str) -> list[str]:
         return self.list_dirs([prefix])[0]
 
-    @_read_failures
+    @_obstore_read
     def list_dirs(self, prefixes: Iterable[str]) -> list[list[str]]:
         """One delimited listing per prefix, all concurrently."""
         return _Loop.run(_bounded([partial(self._list_dir, p) for p in prefixes]))
@@ -253,34 +253,34 @@ class ObstoreStorage(Storage):
                     out[self._relative(path)] = int(meta["size"])
         return out
 
-    @_read_failures
+    @_obstore_read
     def list_files(self, prefix: str) -> list[str]:
         return sorted(self._listing(prefix))
 
-    @_read_failures
+    @_obstore_read
     def object_sizes(self) -> dict[str, int]:
         return self._listing("")
 
     # -- writes ----------------------------------------------------------------
-    @_write_failures
+    @_obstore_write
     def put(self, key: str, data: bytes) -> None:
         """A PUT is atomic on an object store."""
         obstore.put(self._store, self._key(key), data)
 
-    @_write_failures
+    @_obstore_write
     def put_many(self, items: Mapping[str, bytes]) -> None:
         _Loop.run(_bounded([partial(obstore.put_async, self._store, self._key(k), v) for k, v in items.items()]))
 
     def delete(self, key: str) -> None:
         self.delete_many([key])
 
-    @_write_failures
+    @_obstore_write
     def delete_many(self, keys: Sequence[str]) -> None:
         """Bulk deletes (up to 1000 keys a request); a missing key is not an error."""
         if keys:
             obstore.delete(self._store, [self._key(k) for k in keys])
 
-    @_write_failures
+    @_obstore_write
     def delete_prefix(self, prefix: str) -> None:
         keys = list(self._listing(prefix))
         if self._key(prefix):
@@ -288,7 +288,7 @@ class ObstoreStorage(Storage):
         if keys:  # not through delete_many: this call's own requests are counted as one (accounting.ADDITIVE)
             obstore.delete(self._store, [self._key(k) for k in keys])
 
-    @_write_failures
+    @_obstore_write
     def move_many(self, pairs: Sequence[tuple[str, str]], *, sources_present: bool = False) -> None:
         """Server-side copies, then one bulk delete; sources already moved are skipped."""
         if not pairs:
