@@ -256,8 +256,12 @@ def test_delete_prefix_removes_what_is_below_it_and_nothing_beside(s3_bucket, zv
     storage.delete("missing")  # no error
     storage.delete("zarr.json")
     assert storage.list_files("") == ["10/zarr.json"]
+    beside = {"p/store.zv.zvjob.json": b"{}", "p/store.zv2/zarr.json": b"{}"}  # a journal, another store
+    for key, body in beside.items():
+        s3_client(options).put_object(Bucket=bucket, Key=key, Body=body)
     storage.delete_prefix("")
     assert storage.list_files("") == [] and s3_tree(options, bucket, "p/store.zv") == {}
+    assert s3_tree(options, bucket, "p") == {k[2:]: v for k, v in beside.items()}
 
 
 def test_s3fs_backend_builds_a_second_pyramid_over_the_first(s3_bucket, zv_config, cloud):
