@@ -623,10 +623,15 @@ class FsspecStorage(Storage):
 
     @_fsspec_write
     def delete_prefix(self, prefix: str) -> None:
-        """What one recursive listing finds at and below ``prefix``, in bulk deletes.  Not gated
-        on :meth:`exists`: on S3 that HEADs an object, and a prefix is none (it deleted nothing
-        below the root)."""
-        found = self.fs.find(self.full_path(prefix))
+        """On S3, what one recursive listing finds at and below ``prefix``, in bulk deletes (not
+        gated on :meth:`exists`, which HEADs an object: a prefix is none, and below the root it
+        deleted nothing); a filesystem with directories removes the tree."""
+        path = self.full_path(prefix)
+        if self.protocol != "s3":
+            if self.fs.exists(path):
+                self.fs.rm(path, recursive=True)
+            return
+        found = self.fs.find(path)
         if found:
             self.fs.rm(found)
 
