@@ -424,6 +424,27 @@ def test_storage_ranges_moves_and_deletes(tmp_path, where):
         storage.delete_prefix("")
 
 
+def test_a_failed_requests_message_is_one_bounded_line_with_the_original_as_cause():
+    """A server's error text is not ours to print whole (a hostile one may send megabytes)."""
+    from zarr_vectors.errors import StorageRequestError
+    from zarr_vectors.store.backend import REASON_CHARS, typed_request_failures
+
+    class Remote:  # what the decorator asks of a storage
+        is_remote = True
+        url = "s3://bucket/s.zv"
+
+        @typed_request_failures(lambda: (OSError,))
+        def get(self, key):
+            raise OSError("Access Denied\n" + "x" * 100_000)
+
+    with pytest.raises(StorageRequestError) as info:
+        Remote().get("k")
+    message = str(info.value)
+    assert message.startswith("store 's3://bucket/s.zv': OSError: Access Denied xxx") and message.endswith("…")
+    assert "\n" not in message and len(message) < REASON_CHARS + 100
+    assert len(str(info.value.__cause__)) > 100_000  # the whole text stays with the cause
+
+
 def test_memory_storage_errors_are_about_keys_and_its_check_runs_every_time():
     """memory:// is not remote: an error there is about the keys, never a failed request, a missing
     key is no error to delete, and where tasks run is asked again at every check (not cached)."""

@@ -80,6 +80,10 @@ def _overlap_pool() -> ThreadPoolExecutor:
     return _pool("zv-overlap")
 
 
+REASON_CHARS = 1000
+"""The most of a failed request's own message a :class:`StorageRequestError` repeats."""
+
+
 def typed_request_failures(
     failures: Callable[[], tuple[type[BaseException], ...]],
     *,
@@ -88,7 +92,9 @@ def typed_request_failures(
 ) -> Callable[[Callable[..., T]], Callable[..., T]]:
     """A backend's request method whose failures on a remote store -- ``failures()``, raised
     after the client's own retries -- come out as one :class:`StorageRequestError` naming the
-    store, the exception and ``reason(message)`` (one line).
+    store, the exception and ``reason(message)`` (one line, at most :data:`REASON_CHARS`
+    characters of it: a server's error text is not ours to print whole; the original stays
+    chained as the cause).
 
     ``answers`` pass as they are: on reads a missing object (``FileNotFoundError``) is an
     answer the method gives itself.  This package's own errors (a refused key) pass too, and
@@ -105,7 +111,9 @@ def typed_request_failures(
                 passes = isinstance(exc, (ZarrVectorsError, *answers)) or not isinstance(exc, failures())
                 if passes or not self.is_remote:
                     raise
-                raise StorageRequestError(f"store {self.url!r}: {type(exc).__name__}: {reason(str(exc))}") from exc
+                text = reason(str(exc))
+                text = text if len(text) <= REASON_CHARS else text[:REASON_CHARS] + "…"
+                raise StorageRequestError(f"store {self.url!r}: {type(exc).__name__}: {text}") from exc
 
         return call
 
