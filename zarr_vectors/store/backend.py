@@ -617,7 +617,7 @@ class FsspecStorage(Storage):
     @_fsspec_write
     def delete(self, key: str) -> None:
         if self.protocol == "s3":  # S3's bulk delete: a missing key is no error, a vanished bucket is
-            self.fs.rm([self.full_path(key)])
+            self.delete_many([key])
             return
         try:
             self.fs.rm_file(self.full_path(key))
