@@ -147,3 +147,41 @@ def test_calls_refuse_an_argument_the_graph_could_read_as_a_key():
 
     with pytest.raises(TypeError, match="neither a graph reference nor a number"):
         runner.calls(print, [("write_owner-1",)])
+
+
+class _StageLog:
+    def __init__(self, log: list) -> None:
+        self.log = log
+
+    def on_stage_start(self, stage: str, tasks: int) -> None:
+        self.log.append(("start", stage, tasks))
+
+    def on_task_end(self, stage: str) -> None:
+        pass
+
+    def on_stage_end(self, stage: str) -> None:
+        self.log.append(("end", stage))
+
+
+def test_on_local_threads_started_work_runs_once_beside_the_stage_that_takes_it():
+    log: list = []
+
+    def background() -> int:
+        log.append("background ran")
+        return 5
+
+    started = runner.start(dask.delayed(background)())
+    assert log == []  # local threads: start runs nothing by itself
+    with runner.callbacks(_StageLog(log)), dask.config.set(scheduler="threads"):
+        (own,), (late,) = runner.persist_beside("links", [dask.delayed(lambda: 1)()], started)
+        assert log == [("start", "links", 2), "background ran", ("end", "links")]
+        total = runner.compute("reconcile", dask.delayed(lambda a, b: a + b)(own, late))
+    assert total == [6] and log.count("background ran") == 1  # persisted: the later stage reuses it
+
+
+def test_under_a_client_started_work_comes_back_from_persist_beside_as_it_is(local_cluster):
+    with local_cluster.as_current():
+        started = runner.start(dask.delayed(sum)([2, 3]))
+        (own,), late = runner.persist_beside("links", [dask.delayed(sum)([1])], started)
+        assert late == started and late[0] is started[0]  # already running: not submitted again
+        assert runner.compute("reconcile", dask.delayed(lambda a, b: a + b)(own, late[0])) == [6]

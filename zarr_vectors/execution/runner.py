@@ -196,6 +196,21 @@ def persist(stage: str, *items: Any, everywhere: bool = False) -> list[Any]:
     return _run(stage, items, keep=True, everywhere=everywhere)
 
 
+def persist_beside(stage: str, items: Sequence[Any], started: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+    """``persist(stage, *items)``, with work handed back by :func:`start` running beside it.
+
+    On local threads :func:`start` leaves its work unstarted; here it joins this stage's
+    graph and fills the threads the stage's own tasks leave idle, instead of running after
+    them in the stage that needs it.  Returns both halves' references, the started work's
+    now persisted.  Under a distributed client that work is already running: it comes back
+    as it is.
+    """
+    if current_client() is not None:
+        return persist(stage, *items), list(started)
+    out = persist(stage, *items, *started)
+    return out[: len(items)], out[len(items) :]
+
+
 def task_runs(
     weights, minimum: int, maximum: int | None = None, *, tasks_per_thread: int | None = None  # noqa: ANN001
 ) -> list[slice]:
@@ -247,8 +262,9 @@ def start(*items: Any, stage: str = "background") -> list[Any]:
 
     For work nothing needs until a later stage: under a distributed client it runs
     beside the stages in between (a failure surfaces in the stage that needs it); on
-    local threads the items come back as they are and run with that stage.  Their
-    requests are counted under ``stage``.
+    local threads the items come back as they are and run with that stage, or with an
+    earlier one that takes them (:func:`persist_beside`).  Under a client their requests
+    are counted under ``stage``; on local threads, under the stage they run with.
     """
     client = current_client()
     if client is None:

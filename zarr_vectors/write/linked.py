@@ -241,8 +241,9 @@ def _reconcile(
     created: CreatedFamily | None,
 ) -> None:
     """The reconcile step as side-by-side tasks (they touch disjoint files): the vertex
-    parts (started as soon as the vertices were written) and the links family's; one last
-    task writes the level metadata.  ``bare``: the level without its remembered array
+    parts (started as soon as the vertices were written; run already, beside the link
+    writes, when there are links) and the links family's; one last task writes the level
+    metadata.  ``bare``: the level without its remembered array
     documents, which these tasks never read."""
     parts = list(vertex_parts)
     if created is not None:
@@ -363,6 +364,7 @@ def write_linked(
         "placement", dask.delayed(vx.assemble_placement)(plan_ref, spec.n, *vertex_owners), everywhere=True
     )
     # the vertex half of the reconcile step needs nothing of the links: it runs beside them
+    # (under a client from now on; on local threads with the link writes)
     bare = replace(level, known_arrays={})  # reconcile tasks read presence lists, not remembered documents
     vertex_parts = runner.start(*vx.reconcile_tasks(bare, arrays, spec, plan, obj_attrs, vertex_owners))
 
@@ -399,7 +401,9 @@ def write_linked(
     created = None
     if has_family:
         created = runner.share(_create_family(level, spec, plan, link, sorted(segments), record_attributes or {}))
-        link_rows = runner.persist("write links", *[dask.delayed(_write_link_owner)(level_ref, o, created) for o in owned])
+        link_rows, vertex_parts = runner.persist_beside(
+            "write links", [dask.delayed(_write_link_owner)(level_ref, o, created) for o in owned], vertex_parts
+        )
     _reconcile(bare, spec, plan, vertex_parts, link_rows, total, created)
     return WriteResult(storage.url, kind, int(plan.counts.sum()), len(plan.cells), len(plan.owners), plan.num_objects, total)
 
