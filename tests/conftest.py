@@ -31,6 +31,13 @@ def s3_endpoint(s3_server):
     return s3_server.endpoint
 
 
+@pytest.fixture
+def s3_faults(s3_server):
+    """The faults ``s3_server`` injects (a list of ``tests.s3server.Fault``), cleared when the test ends."""
+    yield s3_server.middleware.faults
+    s3_server.middleware.faults.clear()
+
+
 @pytest.fixture(scope="session")
 def s3_latency_server():
     """The same server with 20 ms added to every request, as an object store over a network costs."""

@@ -17,7 +17,8 @@ It serves until interrupted or until the process that started it is gone: a serv
 behind by a killed benchmark kept a port and memory (and, before its loop waited, a core)
 for the rest of the session.
 
-``GET /__zv_requests__`` answers the counts as JSON; ``DELETE`` on it resets them.  With
+``GET /__zv_requests__`` answers the counts as JSON; ``DELETE`` on it resets them.  A test
+may make the in-process server misbehave (:class:`Fault`).  With
 ``--log FILE`` every request's arrival is a line (time, method, path), and an answer that
 is not a success a second line (``-> 404 NOT FOUND``): a retried 5xx shows there.
 """
@@ -33,9 +34,27 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 STATS_PATH = "/__zv_requests__"
+
+Answer = tuple[str, list[tuple[str, str]], bytes]  # (status line, headers, body)
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A misbehaviour the server injects, for tests of what a broken or hostile store does.
+
+    A request ``matches`` accepts (method, path, query string) is answered by ``answer``,
+    which gets the query string and a function returning moto's own answer to the request
+    (if it asks), and returns the answer sent; it may also block, as a server that never
+    answers.  In-process servers only: ``S3Server.middleware.faults`` (the ``s3_faults``
+    fixture).
+    """
+
+    matches: Callable[[str, str, str], bool]
+    answer: Callable[[str, Callable[[], Answer]], Answer]
 
 
 class LatencyMiddleware:
@@ -53,6 +72,7 @@ class LatencyMiddleware:
         self._local = threading.local()
         self._tallies: list[Counter[str]] = []
         self._baseline: Counter[str] = Counter()
+        self.faults: list[Fault] = []  # the first that matches a request answers it
 
     def _tally(self) -> Counter[str]:
         tally = getattr(self._local, "tally", None)
@@ -93,6 +113,10 @@ class LatencyMiddleware:
                 self.log.write(f"{time.monotonic():.4f} {method} {environ.get('PATH_INFO')}{'?' + query if query else ''}\n")
         if self.latency_s:
             time.sleep(self.latency_s)
+        path, query = environ.get("PATH_INFO", ""), environ.get("QUERY_STRING", "")
+        fault = next((f for f in list(self.faults) if f.matches(method, path, query)), None)
+        if fault is not None:
+            return self._faulted(fault, environ, start_response)
         if self.log is None:
             return self.app(environ, start_response)
         path = environ.get("PATH_INFO")
@@ -104,6 +128,22 @@ class LatencyMiddleware:
             return start_response(status, headers, *rest)
 
         return self.app(environ, logged)
+
+    def _faulted(self, fault: Fault, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        def moto() -> Answer:
+            got: dict[str, Any] = {}
+
+            def capture(status: str, headers: Any, *rest: Any) -> Callable[[bytes], None]:
+                got["status"], got["headers"] = status, list(headers)
+                return lambda data: None
+
+            body = b"".join(self.app(environ, capture))
+            return got["status"], got["headers"], body
+
+        status, headers, body = fault.answer(environ.get("QUERY_STRING", ""), moto)
+        headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
+        start_response(status, [*headers, ("Content-Length", str(len(body)))])
+        return [body]
 
 
 def _uncontended_backend_lookup() -> None:

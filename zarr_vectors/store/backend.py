@@ -559,11 +559,12 @@ class FsspecStorage(Storage):
 
     @_fsspec_read
     def list_dir(self, prefix: str) -> list[str]:
+        path = self.full_path(prefix)
         try:
-            entries = self.fs.ls(self.full_path(prefix), detail=False, refresh=True)
+            entries = self.fs.ls(path, detail=False, refresh=True)
         except (FileNotFoundError, NotADirectoryError):
             return []
-        names = [posixpath.basename(str(e).rstrip("/")) for e in entries]
+        names = [posixpath.basename(str(e).rstrip("/")) for e in self._below(path, entries)]
         return sorted(n for n in names if n and not n.startswith(".tmp-"))
 
     @_fsspec_read
@@ -574,11 +575,20 @@ class FsspecStorage(Storage):
             found = self.fs.find(path)
         except FileNotFoundError:
             return []
-        return self._relative(found)
+        return self._relative(self._below(path, found))
 
-    def _relative(self, paths: Iterable[Any]) -> list[str]:
-        root = self.root.rstrip("/") + "/"
-        return sorted(p[len(root) :] if p.startswith(root) else p for p in (str(x) for x in paths))
+    def _below(self, path: str, listed: Iterable[Any], *, itself: bool = False) -> list[str]:
+        """What a listing of ``path`` names strictly below it, and with ``itself`` the object
+        at ``path``.  Never what a broken or hostile server adds from outside the prefix: a
+        delete must not reach it.  (The object at the store's root is a neighbour's:
+        ``s3://b/a`` beside the store ``s3://b/a/``; at a node's path inside, the store's.)"""
+        at = self._listed_path(path).rstrip("/")
+        paths = (self._listed_path(str(x)) for x in listed)
+        return [p for p in paths if p.startswith(at + "/") or (itself and p == at)]
+
+    def _relative(self, paths: Iterable[str]) -> list[str]:
+        root = self._listed_path(self.root).rstrip("/") + "/"
+        return sorted(p[len(root) :] for p in paths)
 
     def _listed_path(self, path: str) -> str:
         """A path as a listing returns it, in the form :meth:`full_path` builds."""
@@ -639,7 +649,7 @@ class FsspecStorage(Storage):
             if self.fs.exists(path):
                 self.fs.rm(path, recursive=True)
             return
-        found = self.fs.find(path)
+        found = self._below(path, self.fs.find(path), itself=bool(prefix))
         if found:
             self.fs.rm(found)
 
@@ -701,9 +711,8 @@ class MemoryStorage(FsspecStorage):
                              "LocalCluster(processes=False))")
 
     def _keys_below(self, path: str) -> list[str]:
-        """Keys at or below ``path``, from one atomic snapshot."""
-        below = path.rstrip("/") + "/"
-        return [k for k in list(self.fs.store) if k.startswith(below) or k == path]
+        """Keys below ``path``, from one atomic snapshot."""
+        return self._below(path, list(self.fs.store))
 
     def list_files(self, prefix: str) -> list[str]:
         return self._relative(self._keys_below(self.full_path(prefix)))
@@ -719,7 +728,7 @@ class MemoryStorage(FsspecStorage):
     def delete_prefix(self, prefix: str) -> None:
         """Pops the snapshot's keys: fsspec's rm would walk the live dict, and rmdir what it derived from it."""
         path = self.full_path(prefix)
-        for key in self._keys_below(path):
+        for key in self._below(path, list(self.fs.store), itself=bool(prefix)):
             self.fs.store.pop(key, None)
         below = path.rstrip("/") + "/"
         self.fs.pseudo_dirs[:] = [d for d in list(self.fs.pseudo_dirs) if not (d == path or d.startswith(below))]

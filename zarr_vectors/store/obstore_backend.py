@@ -283,8 +283,8 @@ class ObstoreStorage(Storage):
     @_obstore_write
     def delete_prefix(self, prefix: str) -> None:
         keys = list(self._listing(prefix))
-        if self._key(prefix):
-            keys.append(prefix)  # an object at the prefix itself (a single-object storage's root)
+        if prefix:  # a stray object named like a node of the store is the store's; at the root, a neighbour's
+            keys.append(prefix)
         if keys:  # not through delete_many: this call's own requests are counted as one (accounting.ADDITIVE)
             obstore.delete(self._store, [self._key(k) for k in keys])
 

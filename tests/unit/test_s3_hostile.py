@@ -1,0 +1,76 @@
+"""What a broken or hostile S3 server gets: a typed error or the right answer, never a
+delete outside the store, never a hang (the moto server of ``s3server``, misbehaving on
+purpose through ``tests.s3server.Fault``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import zarr_vectors as zv
+from tests.s3server import Fault
+
+pytestmark = [pytest.mark.s3, pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")]
+
+BACKENDS = ["obstore", "s3fs"]
+
+
+def _client(options):
+    import boto3
+
+    return boto3.client("s3", endpoint_url=options["endpoint_url"], aws_access_key_id="test",
+                        aws_secret_access_key="test", region_name="us-east-1")  # fmt: skip
+
+
+def _points(n: int = 600) -> np.ndarray:
+    return np.random.default_rng(8).uniform(0, 100, (n, 3)).astype(np.float32)
+
+
+def _is_listing(bucket: str):
+    return lambda method, path, query: method == "GET" and path.rstrip("/") == f"/{bucket}" and "list-type=2" in query
+
+
+def _with_extra_key(key: str):
+    """A LIST answer that also names ``key`` (after the answer's own keys, so they stay in order)."""
+    item = (f"<Contents><Key>{key}</Key><LastModified>2026-01-01T00:00:00.000Z</LastModified>"
+            f"<ETag>&quot;0&quot;</ETag><Size>2</Size><StorageClass>STANDARD</StorageClass></Contents>")  # fmt: skip
+
+    def answer(query, moto):
+        status, headers, body = moto()
+        text = body.decode()
+        at = text.rfind("</Contents>")
+        at = at + len("</Contents>") if at >= 0 else text.rfind("</ListBucketResult>")
+        return status, headers, (text[:at] + item + text[at:]).encode()
+
+    return answer
+
+
+@pytest.mark.parametrize("s3_backend", BACKENDS)
+def test_a_listing_that_names_keys_outside_the_store_never_deletes_them(s3_bucket, s3_faults, zv_config, s3_backend):
+    """Regression: the s3fs backend's ``delete_prefix`` deleted whatever the recursive listing named."""
+    bucket, options = s3_bucket
+    zv_config("s3.backend", s3_backend)
+    victim = "p/victim.zv/zarr.json"
+    _client(options).put_object(Bucket=bucket, Key=victim, Body=b"{}")
+    url = f"s3://{bucket}/p/me.zv"
+    zv.write_points(url, _points(), chunk_shape=50.0, storage_options=options)
+    s3_faults.append(Fault(_is_listing(bucket), _with_extra_key(victim)))
+    zv.write_points(url, _points(), chunk_shape=25.0, storage_options=options, overwrite=True)
+    assert zv.validate(url, level=5, storage_options=options).ok  # the stranger is not the store's either
+    s3_faults.clear()
+    assert _client(options).get_object(Bucket=bucket, Key=victim)["Body"].read() == b"{}"
+    assert len(zv.read(url, storage_options=options)) == 600
+
+
+@pytest.mark.parametrize("s3_backend", BACKENDS)
+def test_the_object_named_like_the_store_is_a_neighbour_not_the_store(s3_bucket, zv_config, s3_backend):
+    """``s3://b/p/a`` beside the store ``s3://b/p/a/``: neither a first write nor an overwrite touches it
+    (the s3fs backend took it for an existing store, and both backends' overwrite deleted it)."""
+    bucket, options = s3_bucket
+    zv_config("s3.backend", s3_backend)
+    _client(options).put_object(Bucket=bucket, Key="p/a", Body=b"neighbour")
+    url = f"s3://{bucket}/p/a"
+    zv.write_points(url, _points(), chunk_shape=50.0, storage_options=options)
+    zv.write_points(url, _points(), chunk_shape=25.0, storage_options=options, overwrite=True)
+    assert _client(options).get_object(Bucket=bucket, Key="p/a")["Body"].read() == b"neighbour"
+    assert zv.validate(url, level=5, storage_options=options).ok
