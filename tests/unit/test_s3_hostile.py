@@ -9,6 +9,7 @@ import pytest
 
 import zarr_vectors as zv
 from tests.s3server import Fault
+from zarr_vectors.errors import StorageRequestError
 
 pytestmark = [pytest.mark.s3, pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")]
 
@@ -74,3 +75,32 @@ def test_the_object_named_like_the_store_is_a_neighbour_not_the_store(s3_bucket,
     zv.write_points(url, _points(), chunk_shape=25.0, storage_options=options, overwrite=True)
     assert _client(options).get_object(Bucket=bucket, Key="p/a")["Body"].read() == b"neighbour"
     assert zv.validate(url, level=5, storage_options=options).ok
+
+
+
+@pytest.mark.slow
+def test_s3fs_backend_gives_up_on_a_request_never_answered_in_bounded_time(s3_bucket, s3_faults, zv_config):
+    """Regression: botocore's retries inside s3fs's, each waiting 60 s, kept one unanswered GET
+    going for more than 25 minutes; ``s3.request-timeout`` bounds each attempt (here 1 s)."""
+    import threading
+    import time
+
+    bucket, options = s3_bucket
+    zv_config("s3.backend", "s3fs")
+    zv_config("s3.request-timeout", 1)
+    url = f"s3://{bucket}/p/hang.zv"
+    zv.write_points(url, _points(), chunk_shape=50.0, storage_options=options)
+    released = threading.Event()
+
+    def never(query, moto):
+        released.wait(120)
+        return moto()
+
+    s3_faults.append(Fault(lambda m, path, q: m == "GET" and path.endswith("/vertices/c/0/0/0"), never))
+    started = time.monotonic()
+    try:
+        with pytest.raises(StorageRequestError, match=f"store '{url}'.*(Timeout|timeout)"):
+            zv.read(url, storage_options=options)
+    finally:
+        released.set()
+    assert time.monotonic() - started < 30  # 5 tries x 2 attempts x 1 s, and s3fs's backoff

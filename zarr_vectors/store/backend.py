@@ -476,6 +476,11 @@ _fsspec_read = typed_request_failures(_fsspec_failures, answers=(FileNotFoundErr
 _fsspec_write = typed_request_failures(_fsspec_failures)
 
 
+#: s3fs's tries of a request (each of botocore's 2 attempts); a whole-object read nests them,
+#: so an unanswered GET fails after 2 x 2 x 2 attempts of ``s3.request-timeout`` (4 minutes)
+S3FS_TRIES = 2
+
+
 class FsspecStorage(Storage):
     """Any fsspec filesystem; S3 through s3fs, tuned for many small whole objects."""
 
@@ -494,9 +499,18 @@ class FsspecStorage(Storage):
             # documents read many at a time: the HEAD doubled the requests (zv.read of a
             # 200k-vertex graph on a loopback S3 server: 59.5 s -> 33.8 s without it).
             fs_options.setdefault("max_concurrency", 1)
+            # a bound on a request that is never answered: botocore waits 60 s a read by default,
+            # and retries inside s3fs's retries, which a whole-object read nests in its own
+            timeout = float(config.get("s3.request-timeout"))
+            fs_options["config_kwargs"] = {
+                "connect_timeout": timeout, "read_timeout": timeout, "retries": {"total_max_attempts": 2},
+                **(fs_options.get("config_kwargs") or {}),
+            }  # fmt: skip
         import fsspec  # here, not at the top: a local store's script never pays its import (~30 ms)
 
         self.fs = fsspec.filesystem(self.protocol, **fs_options)
+        if self.protocol == "s3":
+            self.fs.retries = S3FS_TRIES  # (s3fs takes no such argument; 5 by default, nested: 25)
         self._async = bool(getattr(self.fs, "async_impl", False))  # batch calls go out concurrently
 
     @property

@@ -74,7 +74,9 @@ def s3_config(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any
             raise InputError(f"storage option {name!r} is not understood by the obstore S3 backend "
                              "(set zarr_vectors.s3.backend to 's3fs' to pass s3fs options through)")
     endpoint = out.get("endpoint") or os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT") or ""
-    client = {"allow_http": True} if str(endpoint).startswith("http://") else {}
+    client: dict[str, Any] = {"timeout": timedelta(seconds=float(config.get("s3.request-timeout")))}
+    if str(endpoint).startswith("http://"):
+        client["allow_http"] = True
     return out, client
 
 
