@@ -311,3 +311,42 @@ def test_latency_server_charges_every_request_and_counts_it(s3_latency_server, s
     assert elapsed >= 0.02 * 2, (elapsed, counts)
     s3_latency_server.reset()
     assert s3_latency_server.requests() == {}
+
+
+
+BAD_OPTIONS = [
+    ({"endpoint_url": "notaurl"}, "S3 endpoint 'notaurl' is not an http:// or https:// URL with a host"),
+    ({"key": 5}, "storage options of store 's3://b/p.zv': TypeError: "),
+    ({"client_kwargs": 5}, "storage option 'client_kwargs' must be a mapping, not 5"),
+]
+
+
+def _cli(argv, capsys) -> tuple[int, str]:
+    from pipeline.cli import main
+
+    capsys.readouterr()
+    try:
+        rc = main(argv)
+    except SystemExit as exc:
+        rc = exc.code
+    return rc, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("options, message", BAD_OPTIONS)
+def test_storage_options_of_the_wrong_form_are_bad_input_not_a_crash(options, message, capsys):
+    """Regression: obstore panicked on an endpoint it could not parse (a BaseException, past
+    every handler: a traceback from every command) and raised TypeError on a value of the wrong type."""
+    with pytest.raises(InputError) as info:
+        zv.read("s3://b/p.zv", storage_options=options)
+    assert str(info.value).startswith(message)
+    rc, err = _cli(["info", "s3://b/p.zv", *[f"--storage-option={k}={v}" for k, v in options.items()]], capsys)
+    assert rc == 2 and err.startswith(f"zv: error: {message}") and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_scheme_whose_package_is_missing_is_bad_input(capsys):
+    """(gcsfs is no dependency: gs:// has no package here.)"""
+    message = "store 'gs://b/p.zv': gs:// needs a package that is not installed"
+    with pytest.raises(InputError, match=f"^{message}"):
+        zv.read("gs://b/p.zv")
+    rc, err = _cli(["info", "gs://b/p.zv"], capsys)
+    assert rc == 2 and err.startswith(f"zv: error: {message}") and len(err.strip().splitlines()) == 1, err

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, S
 from datetime import timedelta
 from functools import partial
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import obstore
 from obstore.exceptions import BaseError, NotFoundError
@@ -62,6 +63,8 @@ def s3_config(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any
     out: dict[str, Any] = {}
     flat = dict(options)
     client_kwargs = flat.pop("client_kwargs", None) or {}
+    if not isinstance(client_kwargs, Mapping):
+        raise InputError(f"storage option 'client_kwargs' must be a mapping, not {client_kwargs!r}")
     for name, value in {**client_kwargs, **flat}.items():
         if name == "anon":
             if value:
@@ -74,6 +77,9 @@ def s3_config(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any
             raise InputError(f"storage option {name!r} is not understood by the obstore S3 backend "
                              "(set zarr_vectors.s3.backend to 's3fs' to pass s3fs options through)")
     endpoint = out.get("endpoint") or os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT") or ""
+    parts = urlsplit(str(endpoint))
+    if endpoint and (parts.scheme not in ("http", "https") or not parts.hostname):  # obstore panics on it
+        raise InputError(f"S3 endpoint {endpoint!r} is not an http:// or https:// URL with a host")
     client: dict[str, Any] = {"timeout": timedelta(seconds=float(config.get("s3.request-timeout")))}
     if str(endpoint).startswith("http://"):
         client["allow_http"] = True
@@ -149,7 +155,10 @@ class ObstoreStorage(Storage):
         """An obstore client for this store's bucket and options (obstore's retries unless given)."""
         s3, client = s3_config(self.storage_options)
         extra = {} if retry_config is None else {"retry_config": retry_config}
-        return S3Store(self.bucket, config=s3, client_options=client, **extra)  # type: ignore[arg-type]
+        try:
+            return S3Store(self.bucket, config=s3, client_options=client, **extra)  # type: ignore[arg-type]
+        except (TypeError, ValueError, BaseError) as exc:  # a value of the wrong type or form
+            raise InputError(f"storage options of store {self.url!r}: {type(exc).__name__}: {exc}") from exc
 
     @property
     def bucket(self) -> str | None:
