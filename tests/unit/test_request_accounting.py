@@ -14,7 +14,8 @@ from file_tree import tree
 import zarr_vectors as zv
 from zarr_vectors.execution.requests import CLIENT, count_requests
 from zarr_vectors.store.accounting import RequestCounts, pop_tagged
-from zarr_vectors.store.backend import LocalStorage, MemoryStorage, Storage, io_pool
+from zarr_vectors.store.backend import LocalStorage, Storage, io_pool
+from zarr_vectors.store.fsspec_backend import MemoryStorage
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 

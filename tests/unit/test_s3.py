@@ -208,7 +208,8 @@ def test_s3fs_backend_too_makes_a_storage_that_stops_answering_a_typed_error(s3_
     """s3fs lets botocore's connection errors through as they come (not even OSErrors): the
     s3fs backend raises them as the same one-line StorageRequestError as the obstore one."""
     from zarr_vectors.errors import StorageRequestError
-    from zarr_vectors.store.backend import FsspecStorage, Storage
+    from zarr_vectors.store.backend import Storage
+    from zarr_vectors.store.fsspec_backend import FsspecStorage
 
     bucket, options = s3_bucket
     zv_config("s3.backend", "s3fs")

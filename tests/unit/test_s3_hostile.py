@@ -78,6 +78,29 @@ def test_the_object_named_like_the_store_is_a_neighbour_not_the_store(s3_bucket,
 
 
 
+
+def _no_such_bucket(query, moto):
+    return "404 Not Found", [("Content-Type", "application/xml")], (
+        b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>NoSuchBucket</Code>'
+        b"<Message>The specified bucket does not exist</Message></Error>")  # fmt: skip
+
+
+@pytest.mark.parametrize("s3_backend", BACKENDS)
+def test_a_bucket_gone_mid_job_is_a_failed_request_not_a_broken_store(s3_bucket, s3_faults, zv_config, s3_backend):
+    """Regression: a GET answered ``NoSuchBucket`` after the job's probe read as a missing
+    object, so the reader and the validator blamed the store (objects "listed but missing",
+    documents "not valid JSON")."""
+    bucket, options = s3_bucket
+    zv_config("s3.backend", s3_backend)
+    url = f"s3://{bucket}/p/gone.zv"
+    zv.write_points(url, _points(), chunk_shape=50.0, storage_options=options)
+    s3_faults.append(Fault(lambda m, path, q: m == "GET" and "/0/" in path, _no_such_bucket))
+    read, validate = zv.read, zv.validate
+    for job in (lambda: read(url, storage_options=options), lambda: validate(url, level=5, storage_options=options)):
+        with pytest.raises(StorageRequestError, match=rf"^store '{url}': .*\[NoSuchBucket\]$"):
+            job()
+
+
 @pytest.mark.slow
 def test_s3fs_backend_gives_up_on_a_request_never_answered_in_bounded_time(s3_bucket, s3_faults, zv_config):
     """Regression: botocore's retries inside s3fs's, each waiting 60 s, kept one unanswered GET

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import zarr_vectors as zv
-from zarr_vectors.store.backend import FsspecStorage, Storage
+from zarr_vectors.store.backend import Storage
+from zarr_vectors.store.fsspec_backend import FsspecStorage
 from zarr_vectors.store.obstore_backend import ObstoreStorage
 
 pytestmark = [pytest.mark.s3, pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")]

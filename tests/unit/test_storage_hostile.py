@@ -18,7 +18,8 @@ import dask
 import pytest
 
 from zarr_vectors.errors import ResourceLimitError, StorageObjectError
-from zarr_vectors.store.backend import LocalStorage, MemoryStorage, RangeRequest, Storage
+from zarr_vectors.store.backend import LocalStorage, RangeRequest, Storage
+from zarr_vectors.store.fsspec_backend import MemoryStorage
 
 
 @pytest.fixture

@@ -24,7 +24,8 @@ from zarr_vectors.errors import (
     StoreExistsError,
     StoreNotFoundError,
 )
-from zarr_vectors.store.backend import FsspecStorage, LocalStorage, MemoryStorage, RangeRequest, Storage
+from zarr_vectors.store.backend import LocalStorage, RangeRequest, Storage
+from zarr_vectors.store.fsspec_backend import FsspecStorage, MemoryStorage
 from zarr_vectors.store.codecs import ZSTD_DEFAULT, compressor_config
 from zarr_vectors.store.grid import GridArray
 from zarr_vectors.store.obstore_backend import ObstoreStorage

@@ -190,7 +190,8 @@ class ObstoreStorage(Storage):
         try:
             result = await obstore.get_async(self._store, key, options=options)  # type: ignore[arg-type]
             return bytes(await result.bytes_async())
-        except (NotFoundError, FileNotFoundError):
+        except (NotFoundError, FileNotFoundError) as exc:
+            self.absent(exc)
             return None
 
     @_obstore_read

@@ -1,0 +1,358 @@
+"""fsspec filesystems: S3 through s3fs (``zarr_vectors.s3.backend: s3fs``), ``memory://`` and any
+other filesystem fsspec knows, behind the :class:`~zarr_vectors.store.backend.Storage` contract."""
+
+from __future__ import annotations
+
+import posixpath
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from zarr_vectors import config
+from zarr_vectors.errors import InputError, StoreNotFoundError
+from zarr_vectors.store.backend import Storage, existing_sources, typed_request_failures
+from zarr_vectors.store.localfs import check_key
+
+T = TypeVar("T")
+
+
+def _fsspec_failures() -> tuple[type[BaseException], ...]:
+    """What a failed request of an fsspec filesystem raises: an ``OSError`` (s3fs turns S3's
+    error answers into one) or, as s3fs lets them through, botocore's and aiohttp's transport
+    errors -- looked up once the filesystem has imported them, never imported here."""
+    found: list[type[BaseException]] = [OSError]
+    botocore = sys.modules.get("botocore.exceptions")
+    if botocore is not None:
+        found.append(botocore.BotoCoreError)
+    aiohttp = sys.modules.get("aiohttp")
+    if aiohttp is not None:
+        found.append(aiohttp.ClientError)
+    return tuple(found)
+
+
+#: a read's failures; a missing object is the method's own answer (None, False, []): each read
+#: method catches it itself, ``answers`` keeps one that slips through from reading as an outage
+_fsspec_read = typed_request_failures(_fsspec_failures, answers=(FileNotFoundError,))
+#: a write's: nothing need exist, so a FileNotFoundError there is the bucket gone
+_fsspec_write = typed_request_failures(_fsspec_failures)
+
+
+#: s3fs's tries of a request (each of botocore's 2 attempts); a whole-object read nests them,
+#: so an unanswered GET fails after 2 x 2 x 2 attempts of ``s3.request-timeout`` (4 minutes)
+S3FS_TRIES = 2
+
+
+class FsspecStorage(Storage):
+    """Any fsspec filesystem; S3 through s3fs, tuned for many small whole objects."""
+
+    is_remote = True
+    list_page_size = 1000  # S3's ListObjectsV2 page
+    delete_batch = 1000  # S3's DeleteObjects batch
+
+    def __init__(self, url: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(url, storage_options)
+        fs_options = dict(self.storage_options)
+        if self.protocol == "s3":
+            # listings must show what other tasks just wrote (reconcile, exists checks)
+            fs_options.setdefault("use_listings_cache", False)
+            # With max_concurrency > 1 (its default), s3fs (2026.2+) HEADs every object
+            # before a whole-object GET, to split large ones into ranged parts.  Ours are cells and
+            # documents read many at a time: the HEAD doubled the requests (zv.read of a
+            # 200k-vertex graph on a loopback S3 server: 59.5 s -> 33.8 s without it).
+            fs_options.setdefault("max_concurrency", 1)
+            # a bound on a request that is never answered: botocore waits 60 s a read by default,
+            # and retries inside s3fs's retries, which a whole-object read nests in its own
+            timeout = float(config.get("s3.request-timeout"))
+            fs_options["config_kwargs"] = {
+                "connect_timeout": timeout, "read_timeout": timeout, "retries": {"total_max_attempts": 2},
+                **(fs_options.get("config_kwargs") or {}),
+            }  # fmt: skip
+        import fsspec  # here, not at the top: a local store's script never pays its import (~30 ms)
+
+        try:
+            self.fs = fsspec.filesystem(self.protocol, **fs_options)
+        except ImportError as exc:  # gs://, az://... without their package
+            raise InputError(
+                f"store {self.url!r}: {self.protocol}:// needs a package that is not installed: {exc}"
+            ) from exc
+        except (TypeError, ValueError) as exc:  # an option the filesystem does not take
+            raise InputError(f"storage options of store {self.url!r}: {type(exc).__name__}: {exc}") from exc
+        if self.protocol == "s3":
+            self.fs.retries = S3FS_TRIES  # (s3fs takes no such argument; 5 by default, nested: 25)
+        self._async = bool(getattr(self.fs, "async_impl", False))  # batch calls go out concurrently
+
+    @property
+    def bucket(self) -> str | None:
+        return self.root.split("/", 1)[0] if self.protocol == "s3" else None
+
+    def full_path(self, key: str) -> str:
+        """The path of ``key``, refusing keys that could name something outside the root (``..``)."""
+        if key:
+            check_key(key)
+        return super().full_path(key)
+
+    @_fsspec_read
+    def get(self, key: str) -> bytes | None:
+        try:
+            return self.fs.cat_file(self.full_path(key))
+        except FileNotFoundError as exc:
+            self.absent(exc)
+            return None
+
+    @_fsspec_read
+    def get_many(self, keys: Iterable[str]) -> list[bytes | None]:
+        keys = list(keys)
+        if not self._async or len(keys) <= 1:
+            return super().get_many(keys)
+        paths = [self.full_path(k) for k in keys]
+        found = self.fs.cat(paths, on_error="return")
+        return [self._found_or_none(found.get(p)) for p in paths]
+
+    def get_decoded(self, keys: Sequence[str], decode: Callable[[int, bytes | None], T]) -> list[T]:
+        """One concurrent batch of reads, then the decoding, when the filesystem is async."""
+        if not self._async:
+            return super().get_decoded(keys, decode)
+        return [decode(i, raw) for i, raw in enumerate(self.get_many(keys))]
+
+    @_fsspec_read
+    def get_ranges(self, requests: Sequence[tuple[str, int, int | None]]) -> list[bytes | None]:
+        if not requests:
+            return []
+        paths = [self.full_path(k) for k, _, _ in requests]
+        found = self.fs.cat_ranges(
+            paths, [s for _, s, _ in requests], [e for _, _, e in requests], on_error="return"
+        )
+        out = [self._found_or_none(value) for value in found]
+        return [None if v is None else bytes(v) for v in out]
+
+    def _found_or_none(self, value: Any) -> Any:
+        """A batch call's result for one path: None when missing, raised when another error."""
+        if isinstance(value, FileNotFoundError):
+            self.absent(value)
+            return None
+        if isinstance(value, BaseException):
+            raise value
+        return value
+
+    @_fsspec_read
+    def exists(self, key: str) -> bool:
+        """Whether an object is at ``key``.  On S3 one HEAD: s3fs's ``exists`` follows a missing
+        object with a listing (is it a directory?), a second blocking round trip for every
+        absent node a writer probes, and keys here always name objects."""
+        path = self.full_path(key)
+        if self.protocol != "s3" or not key:
+            return self.fs.exists(path)
+        bucket, name, _ = self.fs.split_path(path)
+        try:
+            self.fs.call_s3("head_object", Bucket=bucket, Key=name)
+        except FileNotFoundError:
+            return False
+        return True
+
+    @_fsspec_read
+    def list_dir(self, prefix: str) -> list[str]:
+        path = self.full_path(prefix)
+        try:
+            entries = self.fs.ls(path, detail=False, refresh=True)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        names = [posixpath.basename(str(e).rstrip("/")) for e in self._below(path, entries)]
+        return sorted(n for n in names if n and not n.startswith(".tmp-"))
+
+    @_fsspec_read
+    def list_files(self, prefix: str) -> list[str]:
+        path = self.full_path(prefix)
+        try:
+            self.fs.invalidate_cache(path)  # s3fs caches listings: a reconcile must see what tasks just wrote
+            found = self.fs.find(path)
+        except FileNotFoundError:
+            return []
+        return self._relative(self._below(path, found))
+
+    def _below(self, path: str, listed: Iterable[Any], *, itself: bool = False) -> list[str]:
+        """What a listing of ``path`` names strictly below it, and with ``itself`` the object
+        at ``path``.  Never what a broken or hostile server adds from outside the prefix: a
+        delete must not reach it.  (The object at the store's root is a neighbour's:
+        ``s3://b/a`` beside the store ``s3://b/a/``; at a node's path inside, the store's.)"""
+        at = self._listed_path(path).rstrip("/")
+        paths = (self._listed_path(str(x)) for x in listed)
+        return [p for p in paths if p.startswith(at + "/") or (itself and p == at)]
+
+    def _relative(self, paths: Iterable[str]) -> list[str]:
+        root = self._listed_path(self.root).rstrip("/") + "/"
+        return sorted(p[len(root) :] for p in paths)
+
+    def _listed_path(self, path: str) -> str:
+        """A path as a listing returns it, in the form :meth:`full_path` builds."""
+        return path
+
+    @_fsspec_read
+    def object_sizes(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        base = self.root.rstrip("/")
+        try:
+            found = self.fs.find(base, detail=True)
+        except FileNotFoundError:
+            return out
+        strip = base + "/"
+        for path, info in found.items():
+            p = self._listed_path(str(path))
+            if not p.startswith(strip):
+                continue
+            rel = p[len(strip) :]
+            if rel and info.get("type", "file") != "directory":
+                out[rel] = int(info.get("size") or 0)
+        return out
+
+    @_fsspec_write
+    def put(self, key: str, data: bytes) -> None:
+        """A PUT is atomic on an object store."""
+        self.fs.pipe_file(self.full_path(key), data)
+
+    @_fsspec_write
+    def put_many(self, items: Mapping[str, bytes]) -> None:
+        if not self._async or len(items) <= 1:
+            super().put_many(items)
+            return
+        self.fs.pipe({self.full_path(k): v for k, v in items.items()})
+
+    @_fsspec_write
+    def delete(self, key: str) -> None:
+        if self.protocol == "s3":  # S3's bulk delete: a missing key is no error, a vanished bucket is
+            self.delete_many([key])
+            return
+        try:
+            self.fs.rm_file(self.full_path(key))
+        except FileNotFoundError:
+            pass
+
+    @_fsspec_write
+    def delete_many(self, keys: Sequence[str]) -> None:
+        if keys:
+            self.fs.rm([self.full_path(k) for k in keys])
+
+    @_fsspec_write
+    def delete_prefix(self, prefix: str) -> None:
+        """On S3, what one recursive listing finds at and below ``prefix``, in bulk deletes (not
+        gated on :meth:`exists`, which HEADs an object: a prefix is none, and below the root it
+        deleted nothing); a filesystem with directories removes the tree."""
+        path = self.full_path(prefix)
+        if self.protocol != "s3":
+            if self.fs.exists(path):
+                self.fs.rm(path, recursive=True)
+            return
+        found = self._below(path, self.fs.find(path), itself=bool(prefix))
+        if found:
+            self.fs.rm(found)
+
+    @_fsspec_write
+    def move_many(self, pairs: Sequence[tuple[str, str]], *, sources_present: bool = False) -> None:
+        """Copy (server side on S3) then delete: object stores have no rename."""
+        if not pairs:
+            return
+        present = list(pairs) if sources_present else existing_sources(self, pairs)
+        if present:
+            self.fs.copy([self.full_path(s) for s, _ in present], [self.full_path(d) for _, d in present])
+            self.fs.rm([self.full_path(s) for s, _ in present])
+
+    def probe(self) -> None:
+        """For S3, HEAD the bucket, telling a missing bucket from an unreachable endpoint."""
+        if self.protocol != "s3":
+            return
+        bucket = self.bucket
+        try:
+            # not fs.exists(): s3fs swallows every error there, so an unreachable
+            # endpoint would read as a missing bucket.  HEAD the bucket and tell them apart.
+            self.fs.call_s3("head_bucket", Bucket=bucket)
+            ok = True
+        except FileNotFoundError:
+            ok = False
+        except PermissionError:  # may not HEAD it but may still use it: s3fs's own probes decide
+            ok = self.fs.exists(bucket)
+        except Exception as exc:  # network / credentials: say where we tried
+            endpoint = (
+                self.storage_options.get("endpoint_url")
+                or getattr(self.fs, "endpoint_url", None)
+                or os.environ.get("AWS_ENDPOINT_URL", "the default AWS endpoint")
+            )
+            raise StoreNotFoundError(
+                f"cannot reach bucket {bucket!r} for store {self.url!r} at {endpoint}: {exc}"
+            ) from exc
+        if not ok:
+            raise StoreNotFoundError(f"bucket {bucket!r} of store {self.url!r} does not exist")
+
+
+class MemoryStorage(FsspecStorage):
+    """``memory://``: fsspec's in-process dict, for tests and scratch stores.
+
+    Not remote: a listing on one thread while another writes fails with "dictionary
+    changed size during iteration", so listings and deletes work on one atomic
+    snapshot of the keys (``list(dict)``) instead of fsspec's walks of the live dict.
+    """
+
+    is_remote = False
+    list_page_size = delete_batch = None
+
+    def probe(self) -> None:
+        """Refuse the store when tasks would run in other processes: each has its own memory, so
+        a write there would land in the workers and a read would find nothing (InputError)."""
+        elsewhere = _tasks_run_elsewhere()
+        if elsewhere:
+            raise InputError(f"store {self.url!r}: memory:// lives in this process only, but {elsewhere}; "
+                             "use a path or an object store, or run on threads (or an in-process "
+                             "LocalCluster(processes=False))")
+
+    def _keys_below(self, path: str) -> list[str]:
+        """Keys below ``path``, from one atomic snapshot."""
+        return self._below(path, list(self.fs.store))
+
+    def list_files(self, prefix: str) -> list[str]:
+        return self._relative(self._keys_below(self.full_path(prefix)))
+
+    def _listed_path(self, path: str) -> str:
+        return path if path.startswith("/") else "/" + path
+
+    def delete_many(self, keys: Sequence[str]) -> None:
+        """Pops the keys: fsspec's rm raises for a missing one, which is no error here."""
+        for key in keys:
+            self.fs.store.pop(self.full_path(key), None)
+
+    def delete_prefix(self, prefix: str) -> None:
+        """Pops the snapshot's keys: fsspec's rm would walk the live dict, and rmdir what it derived from it."""
+        path = self.full_path(prefix)
+        for key in self._below(path, list(self.fs.store), itself=bool(prefix)):
+            self.fs.store.pop(key, None)
+        below = path.rstrip("/") + "/"
+        self.fs.pseudo_dirs[:] = [d for d in list(self.fs.pseudo_dirs) if not (d == path or d.startswith(below))]
+
+
+def _tasks_run_elsewhere() -> str | None:
+    """Why the scheduler graphs would run on now has tasks outside this process, or None.
+
+    The choice mirrors dask's (and the runner's): a scheduler named in dask.config wins,
+    else the default distributed client.  A client counts as in-process only when every
+    worker it has is a ``Worker`` of this process (``LocalCluster(processes=False)``).
+    """
+    import sys
+
+    import dask
+
+    scheduler = dask.config.get("scheduler", None)
+    if scheduler in ("processes", "multiprocessing"):
+        return f"dask.config names the {scheduler!r} scheduler"
+    if scheduler not in (None, "dask.distributed", "distributed") or "distributed" not in sys.modules:
+        return None  # threads or synchronous; no distributed client can exist without the module
+    from distributed import Worker, default_client
+
+    try:
+        client = default_client()
+    except ValueError:  # no client: dask's local threads
+        return None
+    workers = set(client.scheduler_info(n_workers=-1).get("workers", {}))
+    here = {w.address for w in list(Worker._instances)}
+    outside = sorted(workers - here)
+    if outside:
+        return f"the Dask client in use ({client.scheduler.address}) has {len(outside)} worker(s) in other processes"
+    if not workers:
+        return f"the Dask client in use ({client.scheduler.address}) has no workers in this process"
+    return None
