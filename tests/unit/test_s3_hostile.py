@@ -101,6 +101,24 @@ def test_a_bucket_gone_mid_job_is_a_failed_request_not_a_broken_store(s3_bucket,
             job()
 
 
+
+def _truncated_without_token(query, moto):
+    status, headers, body = moto()
+    return status, headers, body.replace(b"<IsTruncated>false</IsTruncated>", b"<IsTruncated>true</IsTruncated>")
+
+
+def test_s3fs_backend_types_a_listing_that_says_more_follows_but_not_where(s3_bucket, s3_faults, zv_config):
+    """Regression: s3fs indexed the answer for its continuation token: a bare KeyError.  (obstore
+    takes such a page for the last one.)"""
+    bucket, options = s3_bucket
+    zv_config("s3.backend", "s3fs")
+    url = f"s3://{bucket}/p/trunc.zv"
+    zv.write_points(url, _points(), chunk_shape=50.0, storage_options=options)
+    s3_faults.append(Fault(_is_listing(bucket), _truncated_without_token))
+    with pytest.raises(StorageRequestError, match=rf"^store '{url}': KeyError: 'NextContinuationToken'$"):
+        zv.validate(url, level=5, storage_options=options)
+
+
 @pytest.mark.slow
 def test_s3fs_backend_gives_up_on_a_request_never_answered_in_bounded_time(s3_bucket, s3_faults, zv_config):
     """Regression: botocore's retries inside s3fs's, each waiting 60 s, kept one unanswered GET

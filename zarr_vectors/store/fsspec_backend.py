@@ -19,8 +19,10 @@ T = TypeVar("T")
 def _fsspec_failures() -> tuple[type[BaseException], ...]:
     """What a failed request of an fsspec filesystem raises: an ``OSError`` (s3fs turns S3's
     error answers into one) or, as s3fs lets them through, botocore's and aiohttp's transport
-    errors -- looked up once the filesystem has imported them, never imported here."""
-    found: list[type[BaseException]] = [OSError]
+    errors -- looked up once the filesystem has imported them, never imported here -- or the
+    ``KeyError`` of an answer s3fs indexes into without checking (a LIST page that says more
+    follows but gives no continuation token)."""
+    found: list[type[BaseException]] = [OSError, KeyError]
     botocore = sys.modules.get("botocore.exceptions")
     if botocore is not None:
         found.append(botocore.BotoCoreError)
