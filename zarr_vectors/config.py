@@ -76,10 +76,11 @@ DEFAULTS: dict[str, Any] = {
             # retries of the obstore backend's reachability probe (one LIST of the root before
             # a job); its other requests keep obstore's default (10, with backoff)
             "probe-retries": 2,
-            # seconds one attempt of a request may take (obstore's default). With it, a server that
-            # never answers fails a request in bounded time: the obstore backend within obstore's
-            # retry timeout (3 minutes); the s3fs backend after 8 attempts (4 minutes; before, one
-            # unanswered GET outlasted 25 minutes)
+            # seconds one attempt of a request may take (obstore's default; for s3fs, botocore's
+            # read timeout). A server that never answers then fails a request in bounded time: the
+            # obstore backend within obstore's retry timeout (3 minutes); the s3fs backend after
+            # 8 attempts (4 minutes; before, 25 of s3fs's nested tries, each with botocore's own
+            # retries, outlasted 25 minutes)
             "request-timeout": 30,
         },
         # bounds on what a store may make a reader do; a store is data from elsewhere

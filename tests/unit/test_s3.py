@@ -142,6 +142,23 @@ def test_unreachable_endpoint(s3_bucket, cloud):
     assert s3_tree(options, bucket, "p/store.zv") == {}
 
 
+def test_s3fs_backend_names_an_unreachable_endpoint_given_in_client_kwargs(s3_bucket, zv_config):
+    """Regression: the probe's message looked the endpoint up with ``os``, which the s3fs backend's
+    module had lost in a move: a NameError instead of "cannot reach"."""
+    bucket, options = s3_bucket
+    zv_config("s3.backend", "s3fs")
+    bad = {"key": "test", "secret": "test", "config_kwargs": FAST_FAIL,
+           "client_kwargs": {"endpoint_url": "http://127.0.0.1:9", "region_name": "us-east-1"}}  # fmt: skip
+    with pytest.raises(StoreNotFoundError, match=f"cannot reach bucket '{bucket}'"):
+        zv.read(f"s3://{bucket}/p/store.zv", storage_options=bad)
+
+
+def test_s3fs_backend_refuses_config_kwargs_of_the_wrong_form(zv_config):
+    zv_config("s3.backend", "s3fs")
+    with pytest.raises(InputError, match=r"^storage option 'config_kwargs' must be a mapping, not 5$"):
+        zv.read("s3://b/p.zv", storage_options={"config_kwargs": 5})
+
+
 #: every request method of the storage contract, called once
 REQUESTS = {
     "get": lambda s: s.get("0/zarr.json"),
@@ -312,7 +329,6 @@ def test_latency_server_charges_every_request_and_counts_it(s3_latency_server, s
     assert elapsed >= 0.02 * 2, (elapsed, counts)
     s3_latency_server.reset()
     assert s3_latency_server.requests() == {}
-
 
 
 BAD_OPTIONS = [

@@ -325,7 +325,10 @@ class Storage(ABC):
 
     @abstractmethod
     def delete_prefix(self, prefix: str) -> None:
-        """Remove everything below ``prefix`` (the prefix itself included)."""
+        """Remove everything below ``prefix``, and the object at ``prefix`` itself when it is a
+        node inside the store.  At the root (``""``) an object store keeps the object named like
+        the store (``s3://b/a`` beside ``s3://b/a/``: a neighbour's); on a local disk a file at
+        the store's path is at the store's own place, and goes."""
 
     @abstractmethod
     def move_many(self, pairs: Sequence[tuple[str, str]], *, sources_present: bool = False) -> None:

@@ -3,6 +3,7 @@ other filesystem fsspec knows, behind the :class:`~zarr_vectors.store.backend.St
 
 from __future__ import annotations
 
+import os
 import posixpath
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -19,10 +20,8 @@ T = TypeVar("T")
 def _fsspec_failures() -> tuple[type[BaseException], ...]:
     """What a failed request of an fsspec filesystem raises: an ``OSError`` (s3fs turns S3's
     error answers into one) or, as s3fs lets them through, botocore's and aiohttp's transport
-    errors -- looked up once the filesystem has imported them, never imported here -- or the
-    ``KeyError`` of an answer s3fs indexes into without checking (a LIST page that says more
-    follows but gives no continuation token)."""
-    found: list[type[BaseException]] = [OSError, KeyError]
+    errors -- looked up once the filesystem has imported them, never imported here."""
+    found: list[type[BaseException]] = [OSError]
     botocore = sys.modules.get("botocore.exceptions")
     if botocore is not None:
         found.append(botocore.BotoCoreError)
@@ -37,6 +36,16 @@ def _fsspec_failures() -> tuple[type[BaseException], ...]:
 _fsspec_read = typed_request_failures(_fsspec_failures, answers=(FileNotFoundError,))
 #: a write's: nothing need exist, so a FileNotFoundError there is the bucket gone
 _fsspec_write = typed_request_failures(_fsspec_failures)
+
+
+def _listing_failures() -> tuple[type[BaseException], ...]:
+    """A listing's failures, and the ``KeyError`` s3fs raises when a LIST page says more
+    follows but gives no continuation token (it indexes the answer without checking)."""
+    return (*_fsspec_failures(), KeyError)
+
+
+_fsspec_listing = typed_request_failures(_listing_failures, answers=(FileNotFoundError,))
+_fsspec_listing_delete = typed_request_failures(_listing_failures)
 
 
 #: s3fs's tries of a request (each of botocore's 2 attempts); a whole-object read nests them,
@@ -62,12 +71,16 @@ class FsspecStorage(Storage):
             # documents read many at a time: the HEAD doubled the requests (zv.read of a
             # 200k-vertex graph on a loopback S3 server: 59.5 s -> 33.8 s without it).
             fs_options.setdefault("max_concurrency", 1)
-            # a bound on a request that is never answered: botocore waits 60 s a read by default,
-            # and retries inside s3fs's retries, which a whole-object read nests in its own
-            timeout = float(config.get("s3.request-timeout"))
+            # a bound on a request that is never answered: botocore retries inside s3fs's tries,
+            # which a whole-object read nests in its own.  A user's config_kwargs win, key by key
+            # (their "retries" replaces these).  botocore's read timeout is per socket read: a
+            # server that trickles its answer is not bounded here, as it is with obstore
+            user = fs_options.get("config_kwargs") or {}
+            if not isinstance(user, Mapping):
+                raise InputError(f"storage option 'config_kwargs' must be a mapping, not {user!r}")
             fs_options["config_kwargs"] = {
-                "connect_timeout": timeout, "read_timeout": timeout, "retries": {"total_max_attempts": 2},
-                **(fs_options.get("config_kwargs") or {}),
+                "connect_timeout": 5, "read_timeout": float(config.get("s3.request-timeout")),
+                "retries": {"total_max_attempts": 2}, **user,
             }  # fmt: skip
         import fsspec  # here, not at the top: a local store's script never pays its import (~30 ms)
 
@@ -151,7 +164,7 @@ class FsspecStorage(Storage):
             return False
         return True
 
-    @_fsspec_read
+    @_fsspec_listing
     def list_dir(self, prefix: str) -> list[str]:
         path = self.full_path(prefix)
         try:
@@ -161,7 +174,7 @@ class FsspecStorage(Storage):
         names = [posixpath.basename(str(e).rstrip("/")) for e in self._below(path, entries)]
         return sorted(n for n in names if n and not n.startswith(".tmp-"))
 
-    @_fsspec_read
+    @_fsspec_listing
     def list_files(self, prefix: str) -> list[str]:
         path = self.full_path(prefix)
         try:
@@ -188,7 +201,7 @@ class FsspecStorage(Storage):
         """A path as a listing returns it, in the form :meth:`full_path` builds."""
         return path
 
-    @_fsspec_read
+    @_fsspec_listing
     def object_sizes(self) -> dict[str, int]:
         out: dict[str, int] = {}
         base = self.root.rstrip("/")
@@ -233,7 +246,7 @@ class FsspecStorage(Storage):
         if keys:
             self.fs.rm([self.full_path(k) for k in keys])
 
-    @_fsspec_write
+    @_fsspec_listing_delete
     def delete_prefix(self, prefix: str) -> None:
         """On S3, what one recursive listing finds at and below ``prefix``, in bulk deletes (not
         gated on :meth:`exists`, which HEADs an object: a prefix is none, and below the root it

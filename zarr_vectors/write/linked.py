@@ -241,8 +241,8 @@ def _reconcile(
     created: CreatedFamily | None,
 ) -> None:
     """The reconcile step as side-by-side tasks (they touch disjoint files): the vertex
-    parts (started as soon as the vertices were written; run already, beside the link
-    writes, when there are links) and the links family's; one last task writes the level
+    parts (started as soon as the vertices were written; on local threads run already,
+    beside the link writes, when there are links) and the links family's; one last task writes the level
     metadata.  ``bare``: the level without its remembered array
     documents, which these tasks never read."""
     parts = list(vertex_parts)
