@@ -51,13 +51,10 @@ def s3_latency_server():
 def _bucket(endpoint: str):
     import uuid
 
-    import boto3
+    from tests.s3server import boto_client
 
     name = f"zv-{uuid.uuid4().hex[:12]}"
-    client = boto3.client(
-        "s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
-    )
-    client.create_bucket(Bucket=name)
+    boto_client(endpoint).create_bucket(Bucket=name)
     options = {"endpoint_url": endpoint, "key": "test", "secret": "test", "client_kwargs": {"region_name": "us-east-1"}}
     return name, options
 

@@ -146,6 +146,15 @@ class LatencyMiddleware:
         return [body]
 
 
+def boto_client(endpoint: str) -> Any:
+    """A boto3 S3 client of the server at ``endpoint`` (its test credentials), for a test to
+    arrange or inspect a bucket beside the code it tests."""
+    import boto3
+
+    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
+                        region_name="us-east-1")  # fmt: skip
+
+
 def _uncontended_backend_lookup() -> None:
     """Look up moto's per-account backends without its process-wide lock once they exist.
 

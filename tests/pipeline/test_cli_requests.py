@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-import boto3
 import pytest
 from pipeline_helpers import journal, points_frame
 
+from tests.s3server import boto_client
 from zarr_vectors.store.accounting import KINDS
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
@@ -91,9 +91,8 @@ def test_build_on_s3_counts_what_the_server_saw(tmp_path, cli, s3_server, s3_buc
     assert total["PUT"] + journal["PUT"] == seen["PUT"]
     assert total["HEAD"] <= seen.get("HEAD", 0)
     assert total["GET"] + total["LIST"] <= seen["GET"]
-    client = boto3.client("s3", endpoint_url=options["endpoint_url"], aws_access_key_id="test",
-                          aws_secret_access_key="test", region_name="us-east-1")
-    stored = sum(o["Size"] for o in client.list_objects_v2(Bucket=bucket, Prefix="out/p.zv/")["Contents"])
+    s3 = boto_client(options["endpoint_url"])
+    stored = sum(o["Size"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="out/p.zv/")["Contents"])
     assert total["bytes_written"] >= stored
 
 

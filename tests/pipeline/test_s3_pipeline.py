@@ -14,12 +14,12 @@ import io
 import os
 import time
 
-import boto3
 import numpy as np
 import pandas as pd
 import pytest
 from pipeline_helpers import endpoint_env, graph_frames, input_rows_of, points_frame, rows
 
+from tests.s3server import boto_client
 import zarr_vectors as zv
 from zarr_vectors.store.nodes import read_node
 from zarr_vectors.validation import validate
@@ -56,16 +56,14 @@ def env_cluster(local_cluster, s3_endpoint):
 
 
 def upload(options, bucket: str, key: str, data: bytes) -> str:
-    boto3.client("s3", endpoint_url=options["endpoint_url"], aws_access_key_id="test", aws_secret_access_key="test",
-                 region_name="us-east-1").put_object(Bucket=bucket, Key=key, Body=data)
+    boto_client(options["endpoint_url"]).put_object(Bucket=bucket, Key=key, Body=data)
     return f"s3://{bucket}/{key}"
 
 
 def s3_keys(options, bucket: str, prefix: str) -> list[str]:
-    client = boto3.client("s3", endpoint_url=options["endpoint_url"], aws_access_key_id="test",
-                          aws_secret_access_key="test", region_name="us-east-1")
     out = []
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+    pages = boto_client(options["endpoint_url"]).get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    for page in pages:
         out += [o["Key"] for o in page.get("Contents", [])]
     return out
 

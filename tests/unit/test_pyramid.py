@@ -429,7 +429,7 @@ def test_command_line(tmp_path, capsys):
 
 @pytest.mark.s3
 def test_s3_build_equals_local_build(tmp_path, s3_bucket):
-    import boto3
+    from tests.s3server import boto_client
 
     bucket, options = s3_bucket
     url = f"s3://{bucket}/stores/s.zv"
@@ -440,12 +440,11 @@ def test_s3_build_equals_local_build(tmp_path, s3_bucket):
     zv.build_pyramid(str(local), **args)
     zv.build_pyramid(url, storage_options=options, **args)
     assert validate(str(local), 5).ok
-    client = boto3.client("s3", endpoint_url=options["endpoint_url"], aws_access_key_id="test",
-                          aws_secret_access_key="test", region_name="us-east-1")
+    s3 = boto_client(options["endpoint_url"])
     remote = {}
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="stores/s.zv/"):
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="stores/s.zv/"):
         for obj in page.get("Contents", []):
-            remote[obj["Key"][len("stores/s.zv/"):]] = client.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
+            remote[obj["Key"][len("stores/s.zv/"):]] = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
     assert remote == tree(local)
 
 

@@ -65,7 +65,7 @@ def test_per_stage_counts_equal_what_the_server_saw(s3_server, s3_bucket, local_
 
 def test_bytes_counted_are_the_bytes_stored(s3_bucket, local_cluster):
     """A fresh write PUTs every object once or more; a read of everything GETs each cell once."""
-    import boto3
+    from tests.s3server import boto_client
 
     bucket, options = s3_bucket
     url = f"s3://{bucket}/p.zv"
@@ -75,9 +75,8 @@ def test_bytes_counted_are_the_bytes_stored(s3_bucket, local_cluster):
             zv.write_points(url, pos, chunk_shape=250, storage_options=options)
         with count_requests() as read:
             zv.read(url, storage_options=options)
-    client = boto3.client("s3", endpoint_url=options["endpoint_url"], aws_access_key_id="test",
-                          aws_secret_access_key="test", region_name="us-east-1")
-    sizes = {o["Key"]: o["Size"] for o in client.list_objects_v2(Bucket=bucket, Prefix="p.zv/")["Contents"]}
+    s3 = boto_client(options["endpoint_url"])
+    sizes = {o["Key"]: o["Size"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="p.zv/")["Contents"]}
     assert write.counts.puts >= len(sizes) and write.counts.bytes_written >= sum(sizes.values())
     cells = sum(v for k, v in sizes.items() if "/c/" in k and k.split("/")[2] == "vertices")
     assert read.counts.bytes_read >= cells  # every vertex cell came through our count

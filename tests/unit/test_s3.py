@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
-import boto3
 import numpy as np
 import pytest
 from file_tree import tree as local_tree
 
 import zarr_vectors as zv
+from tests.s3server import boto_client
 from zarr_vectors.errors import InputError, StorageObjectError, StoreExistsError, StoreNotFoundError
 
 pytestmark = [pytest.mark.s3, pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")]
@@ -19,13 +19,7 @@ FAST_FAIL = {"connect_timeout": 1, "read_timeout": 1, "retries": {"max_attempts"
 
 
 def s3_client(options):
-    return boto3.client(
-        "s3",
-        endpoint_url=options["endpoint_url"],
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-        region_name="us-east-1",
-    )
+    return boto_client(options["endpoint_url"])
 
 
 def s3_tree(options, bucket: str, prefix: str) -> dict[str, bytes]:

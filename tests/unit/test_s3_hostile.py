@@ -8,19 +8,12 @@ import numpy as np
 import pytest
 
 import zarr_vectors as zv
-from tests.s3server import Fault
+from tests.s3server import Fault, boto_client
 from zarr_vectors.errors import StorageRequestError
 
 pytestmark = [pytest.mark.s3, pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")]
 
 BACKENDS = ["obstore", "s3fs"]
-
-
-def _client(options):
-    import boto3
-
-    return boto3.client("s3", endpoint_url=options["endpoint_url"], aws_access_key_id="test",
-                        aws_secret_access_key="test", region_name="us-east-1")  # fmt: skip
 
 
 def _points(n: int = 600) -> np.ndarray:
@@ -52,14 +45,14 @@ def test_a_listing_that_names_keys_outside_the_store_never_deletes_them(s3_bucke
     bucket, options = s3_bucket
     zv_config("s3.backend", s3_backend)
     victim = "p/victim.zv/zarr.json"
-    _client(options).put_object(Bucket=bucket, Key=victim, Body=b"{}")
+    boto_client(options["endpoint_url"]).put_object(Bucket=bucket, Key=victim, Body=b"{}")
     url = f"s3://{bucket}/p/me.zv"
     zv.write_points(url, _points(), chunk_shape=50.0, storage_options=options)
     s3_faults.append(Fault(_is_listing(bucket), _with_extra_key(victim)))
     zv.write_points(url, _points(), chunk_shape=25.0, storage_options=options, overwrite=True)
     assert zv.validate(url, level=5, storage_options=options).ok  # the stranger is not the store's either
     s3_faults.clear()
-    assert _client(options).get_object(Bucket=bucket, Key=victim)["Body"].read() == b"{}"
+    assert boto_client(options["endpoint_url"]).get_object(Bucket=bucket, Key=victim)["Body"].read() == b"{}"
     assert len(zv.read(url, storage_options=options)) == 600
 
 
@@ -69,11 +62,11 @@ def test_the_object_named_like_the_store_is_a_neighbour_not_the_store(s3_bucket,
     (the s3fs backend took it for an existing store, and both backends' overwrite deleted it)."""
     bucket, options = s3_bucket
     zv_config("s3.backend", s3_backend)
-    _client(options).put_object(Bucket=bucket, Key="p/a", Body=b"neighbour")
+    boto_client(options["endpoint_url"]).put_object(Bucket=bucket, Key="p/a", Body=b"neighbour")
     url = f"s3://{bucket}/p/a"
     zv.write_points(url, _points(), chunk_shape=50.0, storage_options=options)
     zv.write_points(url, _points(), chunk_shape=25.0, storage_options=options, overwrite=True)
-    assert _client(options).get_object(Bucket=bucket, Key="p/a")["Body"].read() == b"neighbour"
+    assert boto_client(options["endpoint_url"]).get_object(Bucket=bucket, Key="p/a")["Body"].read() == b"neighbour"
     assert zv.validate(url, level=5, storage_options=options).ok
 
 

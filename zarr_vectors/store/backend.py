@@ -225,6 +225,11 @@ class Storage(ABC):
             return [fn(x) for x in todo]
         return list(_overlap_pool().map(fn, todo))
 
+    def refused_options(self, exc: Exception) -> InputError:
+        """The error for storage options a backend's client refused as it was built: bad input
+        naming the store, whichever backend refused them."""
+        return InputError(f"storage options of store {self.url!r}: {type(exc).__name__}: {exc}")
+
     def absent(self, exc: BaseException) -> None:
         """A read's "not found" as its answer (None), unless the bucket itself is gone: that
         read reports a failed request, not an object the store lacks."""

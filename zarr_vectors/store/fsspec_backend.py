@@ -91,7 +91,7 @@ class FsspecStorage(Storage):
                 f"store {self.url!r}: {self.protocol}:// needs a package that is not installed: {exc}"
             ) from exc
         except (TypeError, ValueError) as exc:  # an option the filesystem does not take
-            raise InputError(f"storage options of store {self.url!r}: {type(exc).__name__}: {exc}") from exc
+            raise self.refused_options(exc) from exc
         if self.protocol == "s3":
             self.fs.retries = S3FS_TRIES  # (s3fs takes no such argument; 5 by default, nested: 25)
         self._async = bool(getattr(self.fs, "async_impl", False))  # batch calls go out concurrently

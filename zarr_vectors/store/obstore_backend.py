@@ -81,7 +81,7 @@ def s3_config(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any
     if endpoint and (parts.scheme not in ("http", "https") or not parts.hostname):  # obstore panics on it
         raise InputError(f"S3 endpoint {endpoint!r} is not an http:// or https:// URL with a host")
     client: dict[str, Any] = {"timeout": timedelta(seconds=float(config.get("s3.request-timeout")))}
-    if str(endpoint).startswith("http://"):
+    if parts.scheme == "http":
         client["allow_http"] = True
     return out, client
 
@@ -158,7 +158,7 @@ class ObstoreStorage(Storage):
         try:
             return S3Store(self.bucket, config=s3, client_options=client, **extra)  # type: ignore[arg-type]
         except (TypeError, ValueError, BaseError) as exc:  # a value of the wrong type or form
-            raise InputError(f"storage options of store {self.url!r}: {type(exc).__name__}: {exc}") from exc
+            raise self.refused_options(exc) from exc
 
     @property
     def bucket(self) -> str | None:

@@ -242,9 +242,9 @@ def _reconcile(
 ) -> None:
     """The reconcile step as side-by-side tasks (they touch disjoint files): the vertex
     parts (started as soon as the vertices were written; on local threads run already,
-    beside the link writes, when there are links) and the links family's; one last task writes the level
-    metadata.  ``bare``: the level without its remembered array
-    documents, which these tasks never read."""
+    beside the link writes, when there are links) and the links family's; one last task
+    writes the level metadata.  ``bare``: the level without its remembered array documents,
+    which these tasks never read."""
     parts = list(vertex_parts)
     if created is not None:
         parts.append(dask.delayed(_finalize_family)(bare, created, total, *link_rows))
