@@ -28,7 +28,7 @@ import numpy as np
 
 from zarr_vectors.encoding import FragmentIndex
 from zarr_vectors.errors import EncodingError, InconsistentStoreError, InputError, MetadataError, ResourceLimitError
-from zarr_vectors.format import bounds
+from zarr_vectors.format import bounds, points
 from zarr_vectors.format.links import LinkRecords
 from zarr_vectors.format.objects import OBJECT_ID_RULE, ObjectVertices
 from zarr_vectors.format.paths import LEVEL_FAMILIES, format_chunk_key
@@ -243,7 +243,8 @@ def _axis_ranks(columns: list[np.ndarray], keys: np.ndarray) -> tuple[list[np.nd
 
 
 def _read_vertex_table(
-    lvl: Level, box: tuple[np.ndarray, np.ndarray] | None, allow_layouts: Collection[str], *, need_fragments: bool
+    lvl: Level, box: tuple[np.ndarray, np.ndarray] | None, allow_layouts: Collection[str], *, need_fragments: bool,
+    point_cloud: bool,
 ) -> VertexTable:
     ndim = lvl.store.root.sid_ndim
     vertices = lvl.array("vertices")
@@ -275,6 +276,8 @@ def _read_vertex_table(
         )
     base = dict(zip(cells, np.r_[0, np.cumsum(counts)[:-1]].astype(int).tolist())) if cells else {}
     positions = np.concatenate(pos_parts) if pos_parts else np.zeros((0, ndim), dtype)
+    if points.placement_checked(point_cloud, objects is not None, lvl.meta.coarsening_method):
+        _check_placement(vertices.path, positions, counts, cells, lvl.chunk_shape)
     attributes: dict[str, np.ndarray] = {}
     for (name, grid), parts in zip(attr_grids.items(), per_grid[1:]):
         a_dtype = np.dtype(grid.attributes["dtype"]).newbyteorder("<")
@@ -298,6 +301,24 @@ def _read_vertex_table(
             fragments.append(_fragment_index(p, n, f"{where} cell {format_chunk_key(c)}", lvl.meta.fragments_tile))
     return VertexTable(cells, base, positions, attributes, fragments, objects, lvl.path,
                        np.asarray(counts, dtype=np.int64), np.asarray(lvl.chunk_shape, dtype=np.float64), box)
+
+
+def _check_placement(
+    path: str, positions: np.ndarray, counts: list[int], cells: list[tuple[int, ...]], chunk_shape: tuple[float, ...]
+) -> None:
+    """Every vertex lies in its cell's chunk, where the format says so: a cell swapped for another
+    of as many rows would otherwise read back as another place's points (validation level 4)."""
+    if not cells:
+        return
+    shape = np.asarray(chunk_shape, dtype=np.float64)
+    bad = points.cells_outside_chunks(positions, np.asarray(counts, dtype=np.int64), np.asarray(cells), shape)
+    if bad.size:
+        c = cells[int(bad[0])]
+        lo = np.asarray(c, dtype=np.float64) * shape
+        raise InconsistentStoreError(
+            f"{path} cell {format_chunk_key(c)}: vertices lie outside the cell's chunk [{lo.tolist()}, "
+            f"{(lo + shape).tolist()}) ({len(bad)} such cell(s) read)"
+        )
 
 
 def _vertex_family_limits(
@@ -420,7 +441,8 @@ def read(
     _check_arrays_present(lvl)
     kind = store_kind(store).kind
     box = _bbox(bbox, store.root.sid_ndim)
-    table = _read_vertex_table(lvl, box, allow_layouts, need_fragments=kind in POLYLINE_KINDS + ("skeleton",))
+    table = _read_vertex_table(lvl, box, allow_layouts, need_fragments=kind in POLYLINE_KINDS + ("skeleton",),
+                               point_cloud=kind == "point_cloud")
     data = VectorData(
         kind=kind,
         positions=table.positions,

@@ -323,6 +323,66 @@ def test_rows_appended_to_a_vertex_cell_are_refused(store) -> None:
     assert {"L3_VERTEX_COUNT", "L3_ATTRIBUTE_ROWS"} <= validator_errors(path)
 
 
+def _same_count_cells(path: Path) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    g = grid(path, "0/vertices")
+    seen: dict[int, tuple[int, ...]] = {}
+    for c in listed(path, "0/vertices"):
+        n = len(g.read_cell(c))
+        if n in seen:
+            return seen[n], c
+        seen[n] = c
+    raise AssertionError("the store has no two vertex cells of one size")
+
+
+def test_vertex_cells_swapped_with_as_many_rows_are_refused(store) -> None:
+    """Every count still agrees; only the positions tell that the cells hold another place's points."""
+    path = store("points")
+    a, b = _same_count_cells(path)
+    g = grid(path, "0/vertices")
+    g.write_cells({a: g.read_cell(b), b: g.read_cell(a)}, record_presence=False)
+    first = min(a, b)
+    read_fails(path, InconsistentStoreError, f"0/vertices cell {format_chunk_key(first)}", "outside the cell's chunk")
+    box = [list(np.asarray(b) * 25.0), list(np.asarray(b) * 25.0 + 1)]
+    read_fails(path, InconsistentStoreError, f"0/vertices cell {format_chunk_key(b)}", bbox=box)
+    findings = [f for f in validate(str(path), 4).findings if f.code == "L4_POINT_OUTSIDE_BIN"]
+    assert {f.cell for f in findings} == {format_chunk_key(a), format_chunk_key(b)}
+    assert all("outside the cell's chunk" in f.message for f in findings)
+
+
+def test_vertex_cells_swapped_are_caught_without_bins(store) -> None:
+    """With no vertex_fragments to name bins, the chunk alone still places every vertex."""
+    path = store("points")
+    a, b = _same_count_cells(path)
+    g = grid(path, "0/vertices")
+    g.write_cells({a: g.read_cell(b), b: g.read_cell(a)}, record_presence=False)
+    shutil.rmtree(path / "0/vertex_fragments")
+    assert "L4_POINT_OUTSIDE_BIN" in {f.code for f in validate(str(path), 4).findings}
+
+
+def test_placement_is_checked_where_the_format_states_it(store) -> None:
+    """Object-id point clouds and other kinds place vertices by object or record, not by bin: no check there."""
+    from zarr_vectors.format.points import placement_checked
+
+    assert placement_checked(True, False, "none") and placement_checked(True, False, None)
+    assert not placement_checked(True, True, "none")
+    assert not placement_checked(True, False, "grid_metavertex")
+    assert not placement_checked(False, False, "none")
+
+
+def test_a_vertex_on_the_chunk_face_is_within_the_tolerance() -> None:
+    """float32 positions round onto (or a hair past) the upper face; NaN is its own finding (L3)."""
+    from zarr_vectors.format.points import PLACEMENT_TOLERANCE, cells_outside_chunks
+
+    tol = PLACEMENT_TOLERANCE * 1000.0
+    chunk = np.array([[3, 0, 0]])
+    for x, outside in [(750.0, False), (1000.0 + tol / 2, False), (1000.0 + 2 * tol, True), (750.0 - 2 * tol, True),
+                       (float("nan"), False)]:
+        pos = np.array([[800.0, 1.0, 1.0], [x, 1.0, 1.0]])
+        got = cells_outside_chunks(pos, np.array([2]), chunk, np.array([250.0, 250.0, 250.0]))
+        assert got.tolist() == ([0] if outside else []), x
+    assert cells_outside_chunks(np.zeros((0, 3)), np.array([0]), chunk, np.full(3, 250.0)).tolist() == []
+
+
 def test_rows_appended_under_a_tiling_claim_are_refused(store) -> None:
     """A bbox read of an object level: the FragmentIndex no longer tiles the cell the level says it tiles."""
     path = store("points_ids")

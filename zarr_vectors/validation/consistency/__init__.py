@@ -29,6 +29,7 @@ from zarr_vectors.execution import runner
 from zarr_vectors.format import bounds
 from zarr_vectors.format.coarsen import AGGREGATION_MEMBER
 from zarr_vectors.format.paths import LEVEL_FAMILIES
+from zarr_vectors.format.points import placement_checked
 from zarr_vectors.format.schema import whole_ratio
 from zarr_vectors.validation.conformance import store_kind
 from zarr_vectors.validation.consistency.cells import (
@@ -111,17 +112,18 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
             if all(r is not None for r in ratios):
                 bpc = tuple(ratios)
         max_fragments = math.prod(bpc) if bpc else None
-        coarsened = attrs.get("coarsening_method", "none") not in (None, "none")
-        bin_check = (requested >= 4 and binned and bpc is not None and not coarsened and rank == ndim
-                     and vertices is not None and fragments is not None)
+        chunk_check = (requested >= 4 and placement_checked(point_cloud, has_objects, attrs.get("coarsening_method"))
+                       and rank == ndim and vertices is not None)
+        bin_check = chunk_check and bpc is not None and fragments is not None
         if binned and max_fragments is not None:
             ran["L3_TOO_MANY_FRAGMENTS"] = ran.get("L3_TOO_MANY_FRAGMENTS", 0) + 1
-        if bin_check:
+        if chunk_check:
             ran["L4_POINT_OUTSIDE_BIN"] = ran.get("L4_POINT_OUTSIDE_BIN", 0) + 1
         vspec = VertexLevelSpec(
             number, lpath, ndim, rank, vertices, fragments, vattrs, fattrs,
             claims_tile=attrs.get("fragments_tile") is True, binned=binned, max_fragments=max_fragments,
-            bin_check=bin_check, bin_shape=bin_shape, bins_per_chunk=bpc, attribute_ranges=number in ranged,
+            bin_check=bin_check, chunk_check=chunk_check, chunk_shape=cs, bin_shape=bin_shape, bins_per_chunk=bpc,
+            attribute_ranges=number in ranged,
         )
         sizes: dict[Chunk, int] = defaultdict(int)
         for s in (vertices, fragments, *vattrs, *fattrs):

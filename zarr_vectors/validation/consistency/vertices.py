@@ -17,6 +17,7 @@ from zarr_vectors.encoding import FragmentIndex
 from zarr_vectors.format.paths import (
     format_chunk_key,
 )
+from zarr_vectors.format.points import box_bounds, outside_box
 from zarr_vectors.format.schema import is_int
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.validation.consistency.cells import (
@@ -50,6 +51,8 @@ class VertexLevelSpec:
     binned: bool  # point cloud without object ids: fragments are bins
     max_fragments: int | None
     bin_check: bool  # level-4 bin containment (requested and applicable)
+    chunk_check: bool = False  # level-4 chunk containment (requested and applicable; needs no bins)
+    chunk_shape: tuple[float, ...] | None = None
     bin_shape: tuple[float, ...] | None = None
     bins_per_chunk: tuple[int, ...] | None = None
     attribute_ranges: bool = False  # level 5 (D22): gather each vertex attribute's value range
@@ -134,7 +137,13 @@ def _vertex_batch(storage: Storage, spec: VertexLevelSpec, chunks: list[Chunk], 
         for a, cells in fattr_cells:
             nf = index.num_fragments if index is not None else None
             _check_attribute_rows(a, cells.get(c), c, nf, "L3_FRAGMENT_ATTRIBUTE_ROWS", "fragments", out)
-        # level 4: every vertex inside the bin its fragment claims
+        # level 4: every vertex inside its cell's chunk, and inside the bin its fragment claims
+        if spec.chunk_check and positions is not None and n_rows:
+            try:
+                if not _check_chunk(positions, c, spec, key, out):
+                    continue  # the bins would only repeat it
+            except Exception as exc:  # noqa: BLE001
+                out.append(crashed(4, vpath, exc, cell=key, what="chunk containment"))
         if spec.bin_check and positions is not None and index is not None and n_rows and index.max_row() < n_rows:
             if index.num_fragments == spec.max_fragments:
                 try:
@@ -224,9 +233,21 @@ def aggregation_findings(path: str, parent: int, rules: dict[str, Any], fine: Ve
 def _bin_bounds(frag: np.ndarray, c: Chunk, bpc: np.ndarray, bs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(lo, hi, tolerance) of the bins that fragments ``frag`` claim in chunk ``c``."""
     local = np.stack(np.unravel_index(frag, tuple(bpc)), axis=1)
-    lo = (np.asarray(c, dtype=np.int64) * bpc + local) * bs
-    hi = lo + bs
-    return lo, hi, 1e-6 * np.maximum(np.maximum(np.abs(lo), np.abs(hi)), bs)
+    return box_bounds(np.asarray(c, dtype=np.int64) * bpc + local, bs)
+
+
+def _check_chunk(positions: np.ndarray, c: Chunk, spec: VertexLevelSpec, key: str, out: list[Finding]) -> bool:
+    """Every vertex inside the chunk its cell stands for (the union of its bins); False when one is not."""
+    assert spec.chunk_shape is not None
+    lo, hi, tol = box_bounds(np.asarray(c, dtype=np.float64), np.asarray(spec.chunk_shape, dtype=np.float64))
+    outside = outside_box(positions.astype(np.float64), lo, hi, tol)
+    if not outside.any():
+        return True
+    i = int(np.argmax(outside))
+    out.append(make("L4_POINT_OUTSIDE_BIN", spec.vertices.path if spec.vertices else spec.path,
+                    f"{int(outside.sum())} vertices lie outside the cell's chunk, so outside every bin of it "
+                    f"(row {i} at {positions[i].tolist()}, chunk [{lo.tolist()}, {hi.tolist()}))", cell=key))
+    return False
 
 
 def _check_bins(positions: np.ndarray, index: FragmentIndex, c: Chunk, spec: VertexLevelSpec, key: str,
@@ -249,7 +270,7 @@ def _check_bins(positions: np.ndarray, index: FragmentIndex, c: Chunk, spec: Ver
         return
     lo, hi, tol = _bin_bounds(frag, c, bpc, bs)
     p = p.astype(np.float64)
-    outside = ((p < lo - tol) | (p >= hi + tol)).any(axis=1)
+    outside = outside_box(p, lo, hi, tol)
     if outside.any():
         i = int(np.argmax(outside))
         out.append(make("L4_POINT_OUTSIDE_BIN", spec.vertices.path, f"{int(outside.sum())} vertices lie outside the "
