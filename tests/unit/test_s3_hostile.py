@@ -135,3 +135,57 @@ def test_s3fs_backend_gives_up_on_a_request_never_answered_in_bounded_time(s3_bu
     finally:
         released.set()
     assert time.monotonic() - started < 30  # 2 x 2 tries x 2 attempts x 1 s, and s3fs's backoff
+
+
+def test_an_answer_larger_than_any_object_may_be_is_refused_before_its_body_is_read(s3_bucket, s3_faults, zv_config):
+    """A 3 kB cell answered with more than ``limits.max-decoded-bytes``: refused from the answer's
+    length (obstore); read whole, a hostile 5 GiB answer took a validation to 10.5 GB."""
+    from zarr_vectors.errors import ResourceLimitError
+
+    bucket, options = s3_bucket
+    zv_config("s3.backend", "obstore")
+    url = f"s3://{bucket}/p/big.zv"
+    zv.write_points(url, _points(), chunk_shape=50.0, storage_options=options)
+    zv_config("limits.max-decoded-bytes", 1 << 20)
+    assert len(zv.read(url, storage_options=options)) == 600  # the store itself fits
+    cell = "/p/big.zv/0/vertices/c/0/0/0"
+    s3_faults.append(Fault(lambda m, path, q: m == "GET" and path == f"/{bucket}{cell}",
+                           lambda query, moto: ("200 OK", [], b"\0" * (2 << 20))))
+    with pytest.raises(ResourceLimitError, match=rf"s3://{bucket}{cell}: the server answers {2 << 20} bytes"):
+        zv.read(url, storage_options=options)
+    report = zv.validate(url, level=5, storage_options=options)
+    limited = [f for f in report.findings if f.code == "L1_RESOURCE_LIMIT"]
+    assert len(limited) == 1 and limited[0].cell == "0.0.0" and f"{cell}: the server answers" in limited[0].message
+
+
+def _repeating_page():
+    """A LIST answer that says more follows at a token that gives the same page again, forever."""
+    first: list = []
+
+    def answer(query, moto):
+        if not first:
+            status, headers, body = moto()
+            body = body.replace(b"<IsTruncated>false</IsTruncated>",
+                                b"<IsTruncated>true</IsTruncated><NextContinuationToken>again</NextContinuationToken>")
+            first.append((status, headers, body))
+        return first[0]
+
+    return answer
+
+
+@pytest.mark.timeout(60)
+def test_a_listing_that_repeats_its_page_forever_ends(s3_bucket, s3_faults, zv_config):
+    """A server that answers every continuation with the same page and token: the obstore backend's
+    recursive listing (a validation's scan, an overwrite's delete) stops at the first key named twice."""
+    bucket, options = s3_bucket
+    zv_config("s3.backend", "obstore")
+    url = f"s3://{bucket}/p/loop.zv"
+    zv.write_points(url, _points(), chunk_shape=50.0, storage_options=options)
+    s3_faults.append(Fault(lambda m, path, q: _is_listing(bucket)(m, path, q) and "delimiter" not in q,
+                           _repeating_page()))
+    with pytest.raises(StorageRequestError, match=rf"^store '{url}': the listing of 'the root' names .* twice"):
+        zv.validate(url, level=5, storage_options=options)
+    with pytest.raises(StorageRequestError, match="twice"):
+        zv.write_points(url, _points(), chunk_shape=25.0, storage_options=options, overwrite=True)
+    s3_faults.clear()
+    assert zv.validate(url, level=5, storage_options=options).ok  # nothing was deleted on the way

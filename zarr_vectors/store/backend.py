@@ -30,6 +30,7 @@ from typing import Any, NamedTuple, TypeVar
 from zarr_vectors import config
 from zarr_vectors.errors import (
     InputError,
+    ResourceLimitError,
     StorageObjectError,
     StorageRequestError,
     ZarrVectorsError,
@@ -236,6 +237,16 @@ class Storage(ABC):
         if answered_no_such_bucket(exc):
             raise StorageRequestError(f"store {self.url!r}: {type(exc).__name__}: the bucket {self.bucket!r} "
                                       "does not exist (any more) [NoSuchBucket]") from exc
+
+    def check_body_size(self, where: str, size: int) -> None:
+        """Refuse an answer larger than any object a store may hold for us, before its body is read:
+        a server (or a swapped object) answering a 3 kB cell with gigabytes must not fill memory."""
+        limit = int(config.get("limits.max-decoded-bytes"))
+        if size > limit:
+            raise ResourceLimitError(
+                f"{where}: the server answers {size} bytes, more than "
+                f"zarr_vectors.limits.max-decoded-bytes ({limit})"
+            )
 
     def check_reachable(self) -> None:
         """Fail early, naming the location, when the store cannot be used.

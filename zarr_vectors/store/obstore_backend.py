@@ -30,7 +30,7 @@ from obstore.exceptions import BaseError, NotFoundError
 from obstore.store import S3Store
 
 from zarr_vectors import config
-from zarr_vectors.errors import InputError, StoreNotFoundError
+from zarr_vectors.errors import InputError, StorageRequestError, StoreNotFoundError
 from zarr_vectors.store.backend import Storage, existing_sources, typed_request_failures
 from zarr_vectors.store.localfs import check_key
 
@@ -189,6 +189,8 @@ class ObstoreStorage(Storage):
     async def _get(self, key: str, options: dict[str, Any] | None = None) -> bytes | None:
         try:
             result = await obstore.get_async(self._store, key, options=options)  # type: ignore[arg-type]
+            start, end = result.range  # from the answer's headers, before any of its body is read
+            self.check_body_size(f"s3://{self.bucket}/{key}", end - start)
             return bytes(await result.bytes_async())
         except (NotFoundError, FileNotFoundError) as exc:
             self.absent(exc)
@@ -256,11 +258,20 @@ class ObstoreStorage(Storage):
         return sorted(n for n in set(names) if n and not n.startswith(".tmp-"))
 
     def _listing(self, prefix: str) -> dict[str, int]:
+        """Every object below ``prefix`` with its size.  A key listed twice ends the listing: S3
+        never repeats one, and a server that repeats its page and token would page forever."""
         out: dict[str, int] = {}
+        seen: set[str] = set()
         below = self._list_prefix(prefix) or ""
         for batch in obstore.list(self._store, below or None, chunk_size=1000):
             for meta in batch:
                 path = str(meta["path"])
+                if path in seen:
+                    raise StorageRequestError(
+                        f"store {self.url!r}: the listing of {prefix or 'the root'!r} names {path!r} twice: "
+                        "the server repeats its pages"
+                    )
+                seen.add(path)
                 if path.startswith(below) and not path.endswith("/"):
                     out[self._relative(path)] = int(meta["size"])
         return out
