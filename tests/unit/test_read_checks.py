@@ -359,14 +359,41 @@ def test_vertex_cells_swapped_are_caught_without_bins(store) -> None:
     assert "L4_POINT_OUTSIDE_BIN" in {f.code for f in validate(str(path), 4).findings}
 
 
+def test_a_nan_row_does_not_hide_a_swapped_cell(store) -> None:
+    """One NaN coordinate in each swapped cell: the cell's extent ignores it (NaN is L3's finding)."""
+    path = store("points")
+    a, b = _same_count_cells(path)
+    g = grid(path, "0/vertices")
+    rows = {c: np.frombuffer(g.read_cell(c), "<f4").reshape(-1, 3).copy() for c in (a, b)}
+    for c in (a, b):
+        rows[c][0, 0] = np.nan
+    g.write_cells({a: rows[b].tobytes(), b: rows[a].tobytes()}, record_presence=False)
+    read_fails(path, InconsistentStoreError, "outside the cell's chunk")
+    assert "L4_POINT_OUTSIDE_BIN" in validator_errors(path)
+    assert "L3_NONFINITE_VERTEX" in {f.code for f in validate(str(path), 4).findings}
+
+
+def test_a_null_coarsening_method_is_an_uncoarsened_level_to_both(store) -> None:
+    """JSON null (the reference may write it) reads as no coarsening in the reader as in the validator."""
+    path = store("points")
+    a, b = _same_count_cells(path)
+    g = grid(path, "0/vertices")
+    g.write_cells({a: g.read_cell(b), b: g.read_cell(a)}, record_presence=False)
+    edit(path, "0", lambda d: d["attributes"]["zarr_vectors_level"].__setitem__("coarsening_method", None))
+    read_fails(path, InconsistentStoreError, "outside the cell's chunk")
+    assert "L4_POINT_OUTSIDE_BIN" in validator_errors(path)
+
+
 def test_placement_is_checked_where_the_format_states_it(store) -> None:
     """Object-id point clouds and other kinds place vertices by object or record, not by bin: no check there."""
     from zarr_vectors.format.points import placement_checked
 
-    assert placement_checked(True, False, "none") and placement_checked(True, False, None)
-    assert not placement_checked(True, True, "none")
-    assert not placement_checked(True, False, "grid_metavertex")
-    assert not placement_checked(False, False, "none")
+    assert placement_checked(True, False, "none", 3, 3) and placement_checked(True, False, None, 3, 3)
+    assert not placement_checked(True, True, "none", 3, 3)
+    assert not placement_checked(True, False, "grid_metavertex", 3, 3)
+    assert not placement_checked(True, False, "None", 3, 3)  # a string, not JSON null
+    assert not placement_checked(False, False, "none", 3, 3)
+    assert not placement_checked(True, False, "none", 4, 3)  # chunked along an attribute axis too
 
 
 def test_a_vertex_on_the_chunk_face_is_within_the_tolerance() -> None:

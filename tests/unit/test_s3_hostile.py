@@ -176,16 +176,49 @@ def _repeating_page():
 @pytest.mark.timeout(60)
 def test_a_listing_that_repeats_its_page_forever_ends(s3_bucket, s3_faults, zv_config):
     """A server that answers every continuation with the same page and token: the obstore backend's
-    recursive listing (a validation's scan, an overwrite's delete) stops at the first key named twice."""
+    recursive listing (a validation's scan, an overwrite's delete) stops at the first path named a third time."""
     bucket, options = s3_bucket
     zv_config("s3.backend", "obstore")
     url = f"s3://{bucket}/p/loop.zv"
     zv.write_points(url, _points(), chunk_shape=50.0, storage_options=options)
     s3_faults.append(Fault(lambda m, path, q: _is_listing(bucket)(m, path, q) and "delimiter" not in q,
                            _repeating_page()))
-    with pytest.raises(StorageRequestError, match=rf"^store '{url}': the listing of 'the root' names .* twice"):
+    with pytest.raises(StorageRequestError, match=rf"^store '{url}': the listing of 'the root' names .* three times"):
         zv.validate(url, level=5, storage_options=options)
-    with pytest.raises(StorageRequestError, match="twice"):
+    with pytest.raises(StorageRequestError, match="three times"):
         zv.write_points(url, _points(), chunk_shape=25.0, storage_options=options, overwrite=True)
     s3_faults.clear()
     assert zv.validate(url, level=5, storage_options=options).ok  # nothing was deleted on the way
+
+
+def test_a_folder_marker_beside_its_namesake_is_not_a_repeated_page(s3_bucket, zv_config):
+    """obstore lists ``x`` and the folder marker ``x/`` as the same path: a legitimate listing."""
+    from zarr_vectors.store.backend import Storage
+
+    bucket, options = s3_bucket
+    zv_config("s3.backend", "obstore")
+    url = f"s3://{bucket}/p/marker.zv"
+    zv.write_points(url, _points(), chunk_shape=50.0, storage_options=options)
+    client = boto_client(options["endpoint_url"])
+    client.put_object(Bucket=bucket, Key="p/marker.zv/extra", Body=b"x")
+    client.put_object(Bucket=bucket, Key="p/marker.zv/extra/", Body=b"m")
+    assert "extra" in Storage(url, options).list_files("")
+    report = zv.validate(url, level=5, storage_options=options)  # strays are the store's finding, not a failed request
+    assert {f.code for f in report.findings} and all(f.code.startswith("L1_") for f in report.findings)
+
+
+def test_a_body_longer_than_its_answer_declares_is_refused(s3_bucket, s3_faults, zv_config):
+    """A ranged GET answered ``Content-Range: bytes 0-9/10`` with megabytes behind it: obstore takes the
+    range from the header and reads whatever follows; the backend counts the body as it streams."""
+    from zarr_vectors.store.backend import Storage
+
+    bucket, options = s3_bucket
+    zv_config("s3.backend", "obstore")
+    url = f"s3://{bucket}/p/long.zv"
+    zv.write_points(url, _points(), chunk_shape=50.0, storage_options=options)
+    key = "0/vertices/c/0/0/0"
+    s3_faults.append(Fault(lambda m, path, q: m == "GET" and path == f"/{bucket}/p/long.zv/{key}",
+                           lambda query, moto: ("206 Partial Content", [("Content-Range", "bytes 0-9/10")],
+                                                b"\0" * (9 << 20))))
+    with pytest.raises(StorageRequestError, match=rf"{key}: the server sends more than the 10 bytes"):
+        Storage(url, options).get_ranges([(key, 0, 10)])

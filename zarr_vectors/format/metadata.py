@@ -278,7 +278,7 @@ class LevelMetadata:
     vertex_count: int = 0
     arrays_present: list[str] = field(default_factory=list)
     object_sparsity: float = 1.0
-    coarsening_method: str = "none"
+    coarsening_method: str | None = "none"  # null as the store has it (the reference may write it)
     parent_level: int | None = None
     chunk_shape: tuple[float, ...] | None = None
     preserves_object_ids: bool = False
@@ -322,7 +322,7 @@ class LevelMetadata:
             vertex_count=lv["vertex_count"],
             arrays_present=list(lv["arrays_present"]),
             object_sparsity=float(lv["object_sparsity"]),
-            coarsening_method=str(lv["coarsening_method"]),
+            coarsening_method=None if lv["coarsening_method"] is None else str(lv["coarsening_method"]),
             parent_level=lv["parent_level"],
             chunk_shape=_floats(lv["chunk_shape"]),
             preserves_object_ids=lv["preserves_object_ids"],

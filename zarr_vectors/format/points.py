@@ -108,13 +108,17 @@ def _strip_cells(
 PLACEMENT_TOLERANCE = 1e-6
 
 
-def placement_checked(point_cloud: bool, has_objects: bool, coarsening_method: object) -> bool:
+def placement_checked(
+    point_cloud: bool, has_objects: bool, coarsening_method: object, cell_rank: int, position_width: int
+) -> bool:
     """Whether a level's vertices must lie in the box their cell (and fragment) stands for.
 
     The spec states it for point clouds without object ids, whose fragments are bins, at
-    uncoarsened levels; the validator (level 4) and the reader check it exactly there.
+    uncoarsened levels (``coarsening_method`` absent, null or ``"none"``), where a cell key
+    has one coordinate per position axis (not on a level chunked along an attribute axis
+    too); the validator (level 4) and the reader check it exactly there.
     """
-    return point_cloud and not has_objects and coarsening_method in (None, "none")
+    return point_cloud and not has_objects and coarsening_method in (None, "none") and cell_rank == position_width
 
 
 def box_bounds(
@@ -135,18 +139,19 @@ def cells_outside_chunks(
     positions: np.ndarray, counts: np.ndarray, chunks: np.ndarray, chunk_shape: np.ndarray
 ) -> np.ndarray:
     """Indices of the cells (``counts`` consecutive rows each, at ``chunks``) whose rows'
-    extent leaves the cell's chunk: a per-cell min and max, column by column (twice as fast as
-    over the rows), not a test per row."""
+    extent (NaN rows aside: they are a finding of their own) leaves the cell's chunk: a
+    per-cell min and max, column by column (twice as fast as over the rows), not a test per
+    row."""
     used = np.flatnonzero(counts)
     if not used.size:
         return used
     starts = (np.cumsum(counts) - counts)[used]
     low = np.empty((len(used), positions.shape[1]), dtype=np.float64)
     high = np.empty_like(low)
-    for d in range(positions.shape[1]):
+    for d in range(positions.shape[1]):  # fmin / fmax: one NaN row must not hide the others
         column = np.ascontiguousarray(positions[:, d])
-        low[:, d] = np.minimum.reduceat(column, starts)
-        high[:, d] = np.maximum.reduceat(column, starts)
+        low[:, d] = np.fmin.reduceat(column, starts)
+        high[:, d] = np.fmax.reduceat(column, starts)
     lo, hi, tol = box_bounds(np.asarray(chunks, dtype=np.float64)[used], np.asarray(chunk_shape, dtype=np.float64))
     return used[((low < lo - tol) | (high >= hi + tol)).any(axis=1)]
 

@@ -119,6 +119,9 @@ async def _bounded(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
     return list(await asyncio.gather(*(one(c) for c in calls)))
 
 
+#: a GET's body is counted in steps of this many bytes (the most it may run past its bound)
+_BODY_STEP = 4 << 20
+
 #: what a request that failed after obstore's retries raises
 _FAILURES: tuple[type[BaseException], ...] = (BaseError, FileNotFoundError)
 
@@ -189,12 +192,29 @@ class ObstoreStorage(Storage):
     async def _get(self, key: str, options: dict[str, Any] | None = None) -> bytes | None:
         try:
             result = await obstore.get_async(self._store, key, options=options)  # type: ignore[arg-type]
-            start, end = result.range  # from the answer's headers, before any of its body is read
-            self.check_body_size(f"s3://{self.bucket}/{key}", end - start)
-            return bytes(await result.bytes_async())
+            return await self._body(result, f"s3://{self.bucket}/{key}")
         except (NotFoundError, FileNotFoundError) as exc:
             self.absent(exc)
             return None
+
+    async def _body(self, result: Any, where: str) -> bytes:
+        """The answer's body, never more than its headers declared nor than the decode ceiling.
+
+        The declared length is checked before any of the body is read; the body is then
+        counted as it streams, since obstore reads whatever a server sends (a chunked body,
+        or one longer than its ``Content-Length`` / ``Content-Range``) without comparing.
+        """
+        start, end = result.range
+        declared = end - start
+        self.check_body_size(where, declared)
+        parts, got = [], 0
+        async for part in result.stream(min_chunk_size=_BODY_STEP):
+            got += len(part)
+            if got > declared:
+                raise StorageRequestError(f"store {self.url!r}: {where}: the server sends more than the "
+                                          f"{declared} bytes its answer declares")
+            parts.append(part)
+        return bytes(parts[0]) if len(parts) == 1 else b"".join(parts)
 
     @_obstore_read
     def get(self, key: str) -> bytes | None:
@@ -258,19 +278,26 @@ class ObstoreStorage(Storage):
         return sorted(n for n in set(names) if n and not n.startswith(".tmp-"))
 
     def _listing(self, prefix: str) -> dict[str, int]:
-        """Every object below ``prefix`` with its size.  A key listed twice ends the listing: S3
-        never repeats one, and a server that repeats its page and token would page forever."""
+        """Every object below ``prefix`` with its size.
+
+        A path listed a third time ends the listing: a server that repeats its page and token
+        would page forever.  S3 never repeats a key, but obstore gives ``x`` and the folder
+        marker ``x/`` the same path, so twice is legitimate.
+        """
         out: dict[str, int] = {}
         seen: set[str] = set()
+        twice: set[str] = set()
         below = self._list_prefix(prefix) or ""
         for batch in obstore.list(self._store, below or None, chunk_size=1000):
             for meta in batch:
                 path = str(meta["path"])
                 if path in seen:
-                    raise StorageRequestError(
-                        f"store {self.url!r}: the listing of {prefix or 'the root'!r} names {path!r} twice: "
-                        "the server repeats its pages"
-                    )
+                    if path in twice:
+                        raise StorageRequestError(
+                            f"store {self.url!r}: the listing of {prefix or 'the root'!r} names {path!r} three "
+                            "times: the server repeats its pages"
+                        )
+                    twice.add(path)
                 seen.add(path)
                 if path.startswith(below) and not path.endswith("/"):
                     out[self._relative(path)] = int(meta["size"])

@@ -112,8 +112,8 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
             if all(r is not None for r in ratios):
                 bpc = tuple(ratios)
         max_fragments = math.prod(bpc) if bpc else None
-        chunk_check = (requested >= 4 and placement_checked(point_cloud, has_objects, attrs.get("coarsening_method"))
-                       and rank == ndim and vertices is not None)
+        chunk_check = (requested >= 4 and vertices is not None
+                       and placement_checked(point_cloud, has_objects, attrs.get("coarsening_method"), rank, ndim))
         bin_check = chunk_check and bpc is not None and fragments is not None
         if binned and max_fragments is not None:
             ran["L3_TOO_MANY_FRAGMENTS"] = ran.get("L3_TOO_MANY_FRAGMENTS", 0) + 1
