@@ -40,6 +40,8 @@ from typing import Any, TextIO
 STATS_PATH = "/__zv_requests__"
 
 Answer = tuple[str, list[tuple[str, str]], bytes]  # (status line, headers, body)
+#: a fault's header: the Content-Length to send instead of the body's own
+DECLARED_LENGTH = "X-Zv-Declared-Length"
 
 
 @dataclass(frozen=True)
@@ -141,8 +143,10 @@ class LatencyMiddleware:
             return got["status"], got["headers"], body
 
         status, headers, body = fault.answer(environ.get("QUERY_STRING", ""), moto)
-        headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
-        start_response(status, [*headers, ("Content-Length", str(len(body)))])
+        # the body's own length, unless the fault declares another (DECLARED_LENGTH), a promise it breaks
+        length = next((v for k, v in headers if k == DECLARED_LENGTH), str(len(body)))
+        headers = [(k, v) for k, v in headers if k.lower() != "content-length" and k != DECLARED_LENGTH]
+        start_response(status, [*headers, ("Content-Length", length)])
         return [body]
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import zarr_vectors as zv
-from tests.s3server import Fault, boto_client
+from tests.s3server import DECLARED_LENGTH, Fault, boto_client
 from zarr_vectors.errors import StorageRequestError
 
 pytestmark = [pytest.mark.s3, pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")]
@@ -207,18 +207,46 @@ def test_a_folder_marker_beside_its_namesake_is_not_a_repeated_page(s3_bucket, z
     assert {f.code for f in report.findings} and all(f.code.startswith("L1_") for f in report.findings)
 
 
-def test_a_body_longer_than_its_answer_declares_is_refused(s3_bucket, s3_faults, zv_config):
-    """A ranged GET answered ``Content-Range: bytes 0-9/10`` with megabytes behind it: obstore takes the
-    range from the header and reads whatever follows; the backend counts the body as it streams."""
+CELL = "0/vertices/c/0/0/0"
+
+
+def _range_answered(s3_bucket, s3_faults, zv_config, content_range: str, body: bytes):
+    """A written store's storage, whose cell ``CELL`` is answered with a 206 of ``content_range`` and ``body``."""
     from zarr_vectors.store.backend import Storage
 
     bucket, options = s3_bucket
     zv_config("s3.backend", "obstore")
-    url = f"s3://{bucket}/p/long.zv"
+    url = f"s3://{bucket}/p/ranged.zv"
     zv.write_points(url, _points(), chunk_shape=50.0, storage_options=options)
-    key = "0/vertices/c/0/0/0"
-    s3_faults.append(Fault(lambda m, path, q: m == "GET" and path == f"/{bucket}/p/long.zv/{key}",
-                           lambda query, moto: ("206 Partial Content", [("Content-Range", "bytes 0-9/10")],
-                                                b"\0" * (9 << 20))))
-    with pytest.raises(StorageRequestError, match=rf"{key}: the server sends more than the 10 bytes"):
-        Storage(url, options).get_ranges([(key, 0, 10)])
+    s3_faults.append(Fault(lambda m, path, q: m == "GET" and path == f"/{bucket}/p/ranged.zv/{CELL}",
+                           lambda query, moto: ("206 Partial Content", [("Content-Range", content_range)], body)))
+    return Storage(url, options)
+
+
+def test_a_body_longer_than_its_answer_declares_is_refused(s3_bucket, s3_faults, zv_config):
+    """A ranged GET answered ``Content-Range: bytes 0-9/10`` with megabytes behind it: obstore takes the
+    range from the header and reads whatever follows; the backend counts the body as it streams."""
+    storage = _range_answered(s3_bucket, s3_faults, zv_config, "bytes 0-9/10", b"\0" * (9 << 20))
+    with pytest.raises(StorageRequestError, match=rf"{CELL}: the server sends more than the 10 bytes"):
+        storage.get_ranges([(CELL, 0, 10)])
+
+
+def test_a_body_shorter_than_its_answer_declares_is_refused(s3_bucket, s3_faults, zv_config):
+    """A ranged GET answered ``Content-Range: bytes 0-99/100`` with 10 bytes: not a 10-byte object."""
+    storage = _range_answered(s3_bucket, s3_faults, zv_config, "bytes 0-99/100", b"\0" * 10)
+    with pytest.raises(StorageRequestError, match=rf"{CELL}: the server sends 10 of the 100 bytes"):
+        storage.get_ranges([(CELL, 0, 100)])
+
+
+def test_a_body_that_breaks_off_names_its_object(s3_bucket, s3_faults, zv_config):
+    """A server that declares more body than it sends, then closes: obstore's "request or response body
+    error" names no object; ours does."""
+    bucket, options = s3_bucket
+    zv_config("s3.backend", "obstore")
+    url = f"s3://{bucket}/p/broken.zv"
+    zv.write_points(url, _points(), chunk_shape=50.0, storage_options=options)
+    cell = "p/broken.zv/0/vertices/c/0/0/0"
+    s3_faults.append(Fault(lambda m, path, q: m == "GET" and path == f"/{bucket}/{cell}",
+                           lambda query, moto: ("200 OK", [(DECLARED_LENGTH, "1000")], b"\0" * 10)))
+    with pytest.raises(StorageRequestError, match=rf"^store '{url}': s3://{bucket}/{cell}: .*body error"):
+        zv.read(url, storage_options=options)

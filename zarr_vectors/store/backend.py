@@ -112,9 +112,7 @@ def typed_request_failures(
                 passes = isinstance(exc, (ZarrVectorsError, *answers)) or not isinstance(exc, failures())
                 if passes or not self.is_remote:
                     raise
-                text = reason(str(exc))
-                text = text if len(text) <= REASON_CHARS else text[:REASON_CHARS] + "…"
-                raise StorageRequestError(f"store {self.url!r}: {type(exc).__name__}: {text}") from exc
+                raise self.request_failed(exc, reason(str(exc))) from exc
 
         return call
 
@@ -230,6 +228,13 @@ class Storage(ABC):
         """The error for storage options a backend's client refused as it was built: bad input
         naming the store, whichever backend refused them."""
         return InputError(f"storage options of store {self.url!r}: {type(exc).__name__}: {exc}")
+
+    def request_failed(self, exc: BaseException, reason: str, where: str | None = None) -> StorageRequestError:
+        """The error of a request that failed after the client's retries: the store, the object
+        where one is known, the exception's type and at most :data:`REASON_CHARS` of ``reason``."""
+        text = reason if len(reason) <= REASON_CHARS else reason[:REASON_CHARS] + "…"
+        at = f"{where}: " if where else ""
+        return StorageRequestError(f"store {self.url!r}: {at}{type(exc).__name__}: {text}")
 
     def absent(self, exc: BaseException) -> None:
         """A read's "not found" as its answer (None), unless the bucket itself is gone: that

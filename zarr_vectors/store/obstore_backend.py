@@ -198,7 +198,7 @@ class ObstoreStorage(Storage):
             return None
 
     async def _body(self, result: Any, where: str) -> bytes:
-        """The answer's body, never more than its headers declared nor than the decode ceiling.
+        """The answer's body, exactly as long as its headers declared and never longer than the decode ceiling.
 
         The declared length is checked before any of the body is read; the body is then
         counted as it streams, since obstore reads whatever a server sends (a chunked body,
@@ -208,12 +208,18 @@ class ObstoreStorage(Storage):
         declared = end - start
         self.check_body_size(where, declared)
         parts, got = [], 0
-        async for part in result.stream(min_chunk_size=_BODY_STEP):
-            got += len(part)
-            if got > declared:
-                raise StorageRequestError(f"store {self.url!r}: {where}: the server sends more than the "
-                                          f"{declared} bytes its answer declares")
-            parts.append(part)
+        try:
+            async for part in result.stream(min_chunk_size=_BODY_STEP):
+                got += len(part)
+                if got > declared:
+                    raise StorageRequestError(f"store {self.url!r}: {where}: the server sends more than the "
+                                              f"{declared} bytes its answer declares")
+                parts.append(part)
+        except BaseError as exc:  # the body broke off: obstore's message names no object, so name it here
+            raise self.request_failed(exc, _reason(str(exc)), where) from exc
+        if got < declared:
+            raise StorageRequestError(f"store {self.url!r}: {where}: the server sends {got} of the {declared} "
+                                      "bytes its answer declares")
         return bytes(parts[0]) if len(parts) == 1 else b"".join(parts)
 
     @_obstore_read
