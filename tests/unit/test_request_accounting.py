@@ -166,3 +166,37 @@ def test_pyramid_coordinator_threads_are_counted(tmp_path):
         zv.build_pyramid(b, factors=[(2, 1)])
     assert sync.counts.puts > 0 and sync.counts.gets > 0
     assert threads.counts == sync.counts
+
+
+@pytest.mark.slow
+def test_a_worker_lost_with_its_counts_makes_the_tally_incomplete(tmp_path, zv_config):
+    """Regression: a worker killed after recording requests was restarted by its nanny, the count
+    gathered from the new one and reported a smaller total as if complete."""
+    import os
+    import signal
+    import time
+
+    from distributed import Client, LocalCluster
+
+    from zarr_vectors.execution.tagging import topic
+
+    zv_config("write.block-rows", 1000)
+    zv_config("write.min-rows-per-task", 800)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
+            Client(cluster) as client:  # fmt: skip
+        with count_requests() as whole:
+            zv.write_points(str(tmp_path / "a.zv"), _points(), chunk_shape=25)
+        assert whole.incomplete == [] and whole.by_stage["write vertices"].puts > 1
+        with count_requests() as cut:
+            zv.write_points(str(tmp_path / "b.zv"), _points(), chunk_shape=25)
+            recorded = sorted(m["worker"] for _, m in client.get_events(topic(cut.token)))  # their addresses
+            victim = recorded[0]
+            os.kill(client.run(os.getpid, workers=[victim])[victim], signal.SIGKILL)
+            deadline = time.monotonic() + 60
+            while client.run_on_scheduler(lambda dask_scheduler: victim in dask_scheduler.workers):
+                assert time.monotonic() < deadline, "the scheduler never saw the worker go"
+                time.sleep(0.05)
+            client.wait_for_workers(2, timeout=60)  # its nanny starts another in its place
+        assert cut.incomplete == [f"worker {victim} recorded requests of this count and left before it ended: "
+                                  "they are not counted"]
+        assert cut.to_json()["incomplete"] == cut.incomplete

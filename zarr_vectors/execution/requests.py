@@ -75,10 +75,15 @@ class RequestTally:
         """Collect what workers (and this process, for in-process workers) recorded for this count."""
         found = [pop_tagged(self.token)]
         for client in self._clients.values():
+            from zarr_vectors.execution.tagging import gather_counts  # a client exists: distributed is imported
+
             try:
-                found.extend(client.run(pop_tagged, self.token).values())
+                counts, lost = gather_counts(client, self.token)
             except Exception as exc:  # noqa: BLE001 - the counts are lost, the work is not: say so in the tally
                 self.incomplete.append(f"workers of {client!r}: {type(exc).__name__}: {exc}")
+                continue
+            found.extend(counts)
+            self.incomplete.extend(lost)
         for per_stage in found:
             for name, doc in per_stage.items():
                 self.add(name, RequestCounts.from_json(doc))

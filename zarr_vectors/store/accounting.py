@@ -147,15 +147,22 @@ def recording(recorder: Recorder | None) -> Iterator[Recorder | None]:
         _SINK.reset(token)
 
 
-def enable_tagging() -> None:
-    """Look for the annotation on this process's tasks from now on (a worker plugin calls it on each worker)."""
-    global _tagging
+def enable_tagging(announce: Callable[[str], None] | None = None) -> None:
+    """Look for the annotation on this process's tasks from now on (a worker plugin calls it on each worker).
+
+    ``announce(token)`` is called the first time this process records a request of a count:
+    the count can then tell a worker that recorded some and is gone from one that recorded none.
+    """
+    global _tagging, _announce
     _tagging = True
+    _announce = announce
 
 
 # -- worker side: recorders of annotated tasks -------------------------------
 _TAGGED: dict[tuple[str, str], Recorder] = {}
 _TAGGED_LOCK = threading.Lock()
+_ANNOUNCED: set[str] = set()  # the counts this process has recorded for and not yet handed over
+_announce: Callable[[str], None] | None = None
 
 
 def _task_tag() -> tuple[str, str] | None:
@@ -182,11 +189,16 @@ def current_sink() -> Recorder | None:
     tag = _task_tag()
     if tag is None:
         return None
+    first = False
     with _TAGGED_LOCK:
         recorder = _TAGGED.get(tag)
         if recorder is None:
             recorder = _TAGGED[tag] = Recorder()
-        return recorder
+            first = tag[0] not in _ANNOUNCED
+            _ANNOUNCED.add(tag[0])
+    if first and _announce is not None:
+        _announce(tag[0])
+    return recorder
 
 
 def pop_tagged(token: str) -> dict[str, dict[str, int]]:
@@ -196,6 +208,7 @@ def pop_tagged(token: str) -> dict[str, dict[str, int]]:
     """
     with _TAGGED_LOCK:
         mine = [tag for tag in _TAGGED if tag[0] == token]
+        _ANNOUNCED.discard(token)
         return {tag[1]: _TAGGED.pop(tag).counts.to_json() for tag in mine}
 
 
