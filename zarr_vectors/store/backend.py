@@ -112,11 +112,19 @@ def typed_request_failures(
                 passes = isinstance(exc, (ZarrVectorsError, *answers)) or not isinstance(exc, failures())
                 if passes or not self.is_remote:
                     raise
-                raise self.request_failed(exc, reason(str(exc))) from exc
+                raise request_failure(self.url, exc, reason(str(exc))) from exc
 
         return call
 
     return wrap
+
+
+def request_failure(url: str, exc: BaseException, reason: str, where: str | None = None) -> StorageRequestError:
+    """The error of a request to store ``url`` that failed after the client's retries: the store, the
+    object where one is known, the exception's type and at most :data:`REASON_CHARS` of ``reason``."""
+    text = reason if len(reason) <= REASON_CHARS else reason[:REASON_CHARS] + "…"
+    at = f"{where}: " if where else ""
+    return StorageRequestError(f"store {url!r}: {at}{type(exc).__name__}: {text}")
 
 
 def answered_no_such_bucket(exc: BaseException) -> bool:
@@ -228,13 +236,6 @@ class Storage(ABC):
         """The error for storage options a backend's client refused as it was built: bad input
         naming the store, whichever backend refused them."""
         return InputError(f"storage options of store {self.url!r}: {type(exc).__name__}: {exc}")
-
-    def request_failed(self, exc: BaseException, reason: str, where: str | None = None) -> StorageRequestError:
-        """The error of a request that failed after the client's retries: the store, the object
-        where one is known, the exception's type and at most :data:`REASON_CHARS` of ``reason``."""
-        text = reason if len(reason) <= REASON_CHARS else reason[:REASON_CHARS] + "…"
-        at = f"{where}: " if where else ""
-        return StorageRequestError(f"store {self.url!r}: {at}{type(exc).__name__}: {text}")
 
     def absent(self, exc: BaseException) -> None:
         """A read's "not found" as its answer (None), unless the bucket itself is gone: that

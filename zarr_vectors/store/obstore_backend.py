@@ -31,7 +31,7 @@ from obstore.store import S3Store
 
 from zarr_vectors import config
 from zarr_vectors.errors import InputError, StorageRequestError, StoreNotFoundError
-from zarr_vectors.store.backend import Storage, existing_sources, typed_request_failures
+from zarr_vectors.store.backend import Storage, existing_sources, request_failure, typed_request_failures
 from zarr_vectors.store.localfs import check_key
 
 T = TypeVar("T")
@@ -216,7 +216,7 @@ class ObstoreStorage(Storage):
                                               f"{declared} bytes its answer declares")
                 parts.append(part)
         except BaseError as exc:  # the body broke off: obstore's message names no object, so name it here
-            raise self.request_failed(exc, _reason(str(exc)), where) from exc
+            raise request_failure(self.url, exc, _reason(str(exc)), where) from exc
         if got < declared:
             raise StorageRequestError(f"store {self.url!r}: {where}: the server sends {got} of the {declared} "
                                       "bytes its answer declares")
