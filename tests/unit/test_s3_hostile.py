@@ -137,13 +137,15 @@ def test_s3fs_backend_gives_up_on_a_request_never_answered_in_bounded_time(s3_bu
     assert time.monotonic() - started < 30  # 2 x 2 tries x 2 attempts x 1 s, and s3fs's backoff
 
 
-def test_an_answer_larger_than_any_object_may_be_is_refused_before_its_body_is_read(s3_bucket, s3_faults, zv_config):
+@pytest.mark.parametrize("s3_backend", BACKENDS)
+def test_an_answer_larger_than_any_object_may_be_is_refused_before_its_body_is_read(s3_bucket, s3_faults, zv_config,
+                                                                                    s3_backend):
     """A 3 kB cell answered with more than ``limits.max-decoded-bytes``: refused from the answer's
-    length (obstore); read whole, a hostile 5 GiB answer took a validation to 10.5 GB."""
+    length; read whole, a hostile 5 GiB answer took a validation to 10.5 GB."""
     from zarr_vectors.errors import ResourceLimitError
 
     bucket, options = s3_bucket
-    zv_config("s3.backend", "obstore")
+    zv_config("s3.backend", s3_backend)
     url = f"s3://{bucket}/p/big.zv"
     zv.write_points(url, _points(), chunk_shape=50.0, storage_options=options)
     zv_config("limits.max-decoded-bytes", 1 << 20)

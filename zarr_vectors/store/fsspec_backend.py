@@ -48,6 +48,9 @@ _fsspec_listing = typed_request_failures(_listing_failures, answers=(FileNotFoun
 _fsspec_listing_delete = typed_request_failures(_listing_failures)
 
 
+#: a whole-object GET's body is read in steps of this many bytes (the most it may run past its bound)
+_BODY_STEP = 4 << 20
+
 #: s3fs's tries of a request (each of botocore's 2 attempts); a whole-object read nests them,
 #: so an unanswered GET fails after 2 x 2 x 2 attempts of ``s3.request-timeout`` (4 minutes)
 S3FS_TRIES = 2
@@ -109,6 +112,8 @@ class FsspecStorage(Storage):
     @_fsspec_read
     def get(self, key: str) -> bytes | None:
         try:
+            if self.protocol == "s3":
+                return self._sync(self._get_s3(self.full_path(key)))
             return self.fs.cat_file(self.full_path(key))
         except FileNotFoundError as exc:
             self.absent(exc)
@@ -120,8 +125,52 @@ class FsspecStorage(Storage):
         if not self._async or len(keys) <= 1:
             return super().get_many(keys)
         paths = [self.full_path(k) for k in keys]
+        if self.protocol == "s3":
+            return [self._found_or_none(v) for v in self._sync(self._get_many_s3(paths))]
         found = self.fs.cat(paths, on_error="return")
         return [self._found_or_none(found.get(p)) for p in paths]
+
+    def _sync(self, coro: Any) -> Any:
+        from fsspec.asyn import sync
+
+        return sync(self.fs.loop, lambda: coro)
+
+    async def _get_many_s3(self, paths: Sequence[str]) -> list[Any]:
+        """Whole objects, at most ``s3.concurrency`` in flight; a failure is its path's result."""
+        import asyncio
+
+        limit = asyncio.Semaphore(max(1, int(config.get("s3.concurrency"))))
+
+        async def one(path: str) -> bytes:
+            async with limit:
+                return await self._get_s3(path)
+
+        return list(await asyncio.gather(*(one(p) for p in paths), return_exceptions=True))
+
+    async def _get_s3(self, path: str) -> bytes:
+        """One whole object through s3fs's client and retries, its body never read past the decode
+        ceiling: s3fs's own ``cat`` reads whatever length a server sends."""
+        from s3fs.core import _error_wrapper
+
+        bucket, key, _ = self.fs.split_path(path)
+        where = f"s3://{path}"
+
+        async def get_and_read() -> bytes:
+            answer = await self.fs._call_s3("get_object", Bucket=bucket, Key=key)
+            body = answer["Body"]
+            try:
+                if answer.get("ContentLength") is not None:
+                    self.check_body_size(where, int(answer["ContentLength"]))
+                parts, got = [], 0
+                while part := await body.read(_BODY_STEP):  # a chunked answer declares no length
+                    got += len(part)
+                    self.check_body_size(where, got)
+                    parts.append(part)
+                return parts[0] if len(parts) == 1 else b"".join(parts)
+            finally:
+                body.close()
+
+        return await _error_wrapper(get_and_read, retries=self.fs.retries)
 
     def get_decoded(self, keys: Sequence[str], decode: Callable[[int, bytes | None], T]) -> list[T]:
         """One concurrent batch of reads, then the decoding, when the filesystem is async."""
