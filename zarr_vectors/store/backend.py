@@ -22,7 +22,7 @@ import shutil
 import threading
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import wraps
 from typing import Any, NamedTuple, TypeVar
@@ -117,6 +117,24 @@ def typed_request_failures(
         return call
 
     return wrap
+
+
+#: a GET's body is read in steps of this many bytes (the most it may run past its bound)
+BODY_STEP = 4 << 20
+
+
+async def gather_bounded(calls: Sequence[Callable[[], Awaitable[T]]], *, return_exceptions: bool = False) -> list[Any]:
+    """Run the calls concurrently, at most ``s3.concurrency`` in flight, results in order (with
+    ``return_exceptions``, a call's failure is its result)."""
+    import asyncio  # here: a local store never pays its import
+
+    limit = asyncio.Semaphore(max(1, int(config.get("s3.concurrency"))))
+
+    async def one(call: Callable[[], Awaitable[T]]) -> T:
+        async with limit:
+            return await call()
+
+    return list(await asyncio.gather(*(one(c) for c in calls), return_exceptions=return_exceptions))
 
 
 def request_failure(url: str, exc: BaseException, reason: str, where: str | None = None) -> StorageRequestError:
@@ -244,15 +262,35 @@ class Storage(ABC):
             raise StorageRequestError(f"store {self.url!r}: {type(exc).__name__}: the bucket {self.bucket!r} "
                                       "does not exist (any more) [NoSuchBucket]") from exc
 
-    def check_body_size(self, where: str, size: int) -> None:
-        """Refuse an answer larger than any object a store may hold for us, before its body is read:
-        a server (or a swapped object) answering a 3 kB cell with gigabytes must not fill memory."""
-        limit = int(config.get("limits.max-decoded-bytes"))
-        if size > limit:
-            raise ResourceLimitError(
-                f"{where}: the server answers {size} bytes, more than "
-                f"zarr_vectors.limits.max-decoded-bytes ({limit})"
+    async def read_body(self, parts: AsyncIterable[Any], where: str, declared: int | None) -> bytes:
+        """An answer's body from its ``parts``, exactly as long as the answer ``declared`` and never
+        longer than ``zarr_vectors.limits.max-decoded-bytes``: a server (or a swapped object)
+        answering a 3 kB cell with gigabytes must not fill memory.  The declared length is checked
+        before any part is read, and the parts are counted as they come, since S3 clients read
+        whatever a server sends.  ``declared`` None: a chunked answer, bound by the ceiling alone."""
+        ceiling = int(config.get("limits.max-decoded-bytes"))
+
+        def too_large(size: int) -> ResourceLimitError:
+            return ResourceLimitError(
+                f"{where}: the server answers {size} bytes, more than zarr_vectors.limits.max-decoded-bytes ({ceiling})"
             )
+
+        if declared is not None and declared > ceiling:
+            raise too_large(declared)
+        bound = ceiling if declared is None else declared
+        got, chunks = 0, []
+        async for part in parts:
+            got += len(part)
+            if got > bound:
+                if declared is None:
+                    raise too_large(got)
+                raise StorageRequestError(f"store {self.url!r}: {where}: the server sends more than the "
+                                          f"{declared} bytes its answer declares")
+            chunks.append(part)
+        if declared is not None and got < declared:
+            raise StorageRequestError(f"store {self.url!r}: {where}: the server sends {got} of the {declared} "
+                                      "bytes its answer declares")
+        return bytes(chunks[0]) if len(chunks) == 1 else b"".join(chunks)
 
     def check_reachable(self) -> None:
         """Fail early, naming the location, when the store cannot be used.

@@ -7,11 +7,12 @@ import os
 import posixpath
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any, TypeVar
 
 from zarr_vectors import config
 from zarr_vectors.errors import InputError, StoreNotFoundError
-from zarr_vectors.store.backend import Storage, existing_sources, typed_request_failures
+from zarr_vectors.store.backend import BODY_STEP, Storage, existing_sources, gather_bounded, typed_request_failures
 from zarr_vectors.store.localfs import check_key
 
 T = TypeVar("T")
@@ -47,9 +48,6 @@ def _listing_failures() -> tuple[type[BaseException], ...]:
 _fsspec_listing = typed_request_failures(_listing_failures, answers=(FileNotFoundError,))
 _fsspec_listing_delete = typed_request_failures(_listing_failures)
 
-
-#: a whole-object GET's body is read in steps of this many bytes (the most it may run past its bound)
-_BODY_STEP = 4 << 20
 
 #: s3fs's tries of a request (each of botocore's 2 attempts); a whole-object read nests them,
 #: so an unanswered GET fails after 2 x 2 x 2 attempts of ``s3.request-timeout`` (4 minutes)
@@ -137,15 +135,7 @@ class FsspecStorage(Storage):
 
     async def _get_many_s3(self, paths: Sequence[str]) -> list[Any]:
         """Whole objects, at most ``s3.concurrency`` in flight; a failure is its path's result."""
-        import asyncio
-
-        limit = asyncio.Semaphore(max(1, int(config.get("s3.concurrency"))))
-
-        async def one(path: str) -> bytes:
-            async with limit:
-                return await self._get_s3(path)
-
-        return list(await asyncio.gather(*(one(p) for p in paths), return_exceptions=True))
+        return await gather_bounded([partial(self._get_s3, p) for p in paths], return_exceptions=True)
 
     async def _get_s3(self, path: str) -> bytes:
         """One whole object through s3fs's client and retries, its body never read past the decode
@@ -158,15 +148,10 @@ class FsspecStorage(Storage):
         async def get_and_read() -> bytes:
             answer = await self.fs._call_s3("get_object", Bucket=bucket, Key=key)
             body = answer["Body"]
+            declared = answer.get("ContentLength")  # None: a chunked answer
+            length = None if declared is None else int(declared)
             try:
-                if answer.get("ContentLength") is not None:
-                    self.check_body_size(where, int(answer["ContentLength"]))
-                parts, got = [], 0
-                while part := await body.read(_BODY_STEP):  # a chunked answer declares no length
-                    got += len(part)
-                    self.check_body_size(where, got)
-                    parts.append(part)
-                return parts[0] if len(parts) == 1 else b"".join(parts)
+                return await self.read_body(body.iter_chunks(BODY_STEP), where, length)
             finally:
                 body.close()
 

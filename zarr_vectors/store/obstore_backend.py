@@ -19,7 +19,7 @@ import os
 import posixpath
 import re
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import timedelta
 from functools import partial
 from typing import Any, TypeVar
@@ -31,7 +31,14 @@ from obstore.store import S3Store
 
 from zarr_vectors import config
 from zarr_vectors.errors import InputError, StorageRequestError, StoreNotFoundError
-from zarr_vectors.store.backend import Storage, existing_sources, request_failure, typed_request_failures
+from zarr_vectors.store.backend import (
+    BODY_STEP,
+    Storage,
+    existing_sources,
+    gather_bounded,
+    request_failure,
+    typed_request_failures,
+)
 from zarr_vectors.store.localfs import check_key
 
 T = TypeVar("T")
@@ -107,20 +114,6 @@ class _Loop:
             loop = cls._loop
         return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
-
-async def _bounded(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
-    """Run the calls concurrently, at most ``s3.concurrency`` in flight, results in order."""
-    limit = asyncio.Semaphore(max(1, int(config.get("s3.concurrency"))))
-
-    async def one(call: Callable[[], Awaitable[T]]) -> T:
-        async with limit:
-            return await call()
-
-    return list(await asyncio.gather(*(one(c) for c in calls)))
-
-
-#: a GET's body is counted in steps of this many bytes (the most it may run past its bound)
-_BODY_STEP = 4 << 20
 
 #: what a request that failed after obstore's retries raises
 _FAILURES: tuple[type[BaseException], ...] = (BaseError, FileNotFoundError)
@@ -198,29 +191,13 @@ class ObstoreStorage(Storage):
             return None
 
     async def _body(self, result: Any, where: str) -> bytes:
-        """The answer's body, exactly as long as its headers declared and never longer than the decode ceiling.
-
-        The declared length is checked before any of the body is read; the body is then
-        counted as it streams, since obstore reads whatever a server sends (a chunked body,
-        or one longer than its ``Content-Length`` / ``Content-Range``) without comparing.
-        """
+        """The answer's body, held to the length its headers declare (obstore compares neither a
+        chunked body nor one longer than its ``Content-Length`` / ``Content-Range`` with them)."""
         start, end = result.range
-        declared = end - start
-        self.check_body_size(where, declared)
-        parts, got = [], 0
         try:
-            async for part in result.stream(min_chunk_size=_BODY_STEP):
-                got += len(part)
-                if got > declared:
-                    raise StorageRequestError(f"store {self.url!r}: {where}: the server sends more than the "
-                                              f"{declared} bytes its answer declares")
-                parts.append(part)
+            return await self.read_body(result.stream(min_chunk_size=BODY_STEP), where, end - start)
         except BaseError as exc:  # the body broke off: obstore's message names no object, so name it here
             raise request_failure(self.url, exc, _reason(str(exc)), where) from exc
-        if got < declared:
-            raise StorageRequestError(f"store {self.url!r}: {where}: the server sends {got} of the {declared} "
-                                      "bytes its answer declares")
-        return bytes(parts[0]) if len(parts) == 1 else b"".join(parts)
 
     @_obstore_read
     def get(self, key: str) -> bytes | None:
@@ -228,7 +205,7 @@ class ObstoreStorage(Storage):
 
     @_obstore_read
     def get_many(self, keys: Iterable[str]) -> list[bytes | None]:
-        return _Loop.run(_bounded([partial(self._get, self._key(k)) for k in keys]))
+        return _Loop.run(gather_bounded([partial(self._get, self._key(k)) for k in keys]))
 
     def get_decoded(self, keys: Sequence[str], decode: Callable[[int, bytes | None], T]) -> list[T]:
         """One concurrent batch of reads, then the decoding."""
@@ -248,7 +225,7 @@ class ObstoreStorage(Storage):
             else:
                 rng = (start, max(start, end))
             calls.append(partial(self._get_range, key, rng))
-        return _Loop.run(_bounded(calls))
+        return _Loop.run(gather_bounded(calls))
 
     async def _get_range(self, key: str, rng: Any) -> bytes | None:
         if isinstance(rng, tuple) and rng[0] == rng[1]:  # an empty range: S3 has no way to ask for one
@@ -275,7 +252,7 @@ class ObstoreStorage(Storage):
     @_obstore_read
     def list_dirs(self, prefixes: Iterable[str]) -> list[list[str]]:
         """One delimited listing per prefix, all concurrently."""
-        return _Loop.run(_bounded([partial(self._list_dir, p) for p in prefixes]))
+        return _Loop.run(gather_bounded([partial(self._list_dir, p) for p in prefixes]))
 
     async def _list_dir(self, prefix: str) -> list[str]:
         found = await obstore.list_with_delimiter_async(self._store, self._list_prefix(prefix))
@@ -325,7 +302,7 @@ class ObstoreStorage(Storage):
 
     @_obstore_write
     def put_many(self, items: Mapping[str, bytes]) -> None:
-        _Loop.run(_bounded([partial(obstore.put_async, self._store, self._key(k), v) for k, v in items.items()]))
+        _Loop.run(gather_bounded([partial(obstore.put_async, self._store, self._key(k), v) for k, v in items.items()]))
 
     def delete(self, key: str) -> None:
         self.delete_many([key])
@@ -350,7 +327,8 @@ class ObstoreStorage(Storage):
         if not pairs:
             return
         present = list(pairs) if sources_present else existing_sources(self, pairs)
-        _Loop.run(_bounded([partial(obstore.copy_async, self._store, self._key(s), self._key(d)) for s, d in present]))
+        copies = [partial(obstore.copy_async, self._store, self._key(s), self._key(d)) for s, d in present]
+        _Loop.run(gather_bounded(copies))
         if present:  # the copies and this delete are this call's own requests (accounting.ADDITIVE)
             obstore.delete(self._store, [self._key(s) for s, _ in present])
 
