@@ -282,7 +282,7 @@ class ObstoreStorage(Storage):
                         )
                     twice.add(path)
                 seen.add(path)
-                if path.startswith(below) and not path.endswith("/"):
+                if path.startswith(below):  # obstore strips a trailing slash: no path ends in one
                     out[self._relative(path)] = int(meta["size"])
         return out
 
