@@ -118,6 +118,8 @@ class StageFailedError(ZarrVectorsError):
 
 def describe(exc: BaseException) -> str:
     """``Type: message`` on one line, for a command's one-line failure report (multi-line
-    messages, as distributed's cancellation reports are, joined with ``; ``)."""
-    text = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    messages, as distributed's cancellation reports are, and the exception's notes, joined
+    with ``; ``)."""
+    lines = [*str(exc).splitlines(), *getattr(exc, "__notes__", ())]
+    text = "; ".join(line.strip() for line in lines if line.strip())
     return f"{type(exc).__name__}: {text or '(no message)'}"

@@ -115,6 +115,10 @@ def test_a_stage_failure_is_one_line_and_crosses_processes():
     assert (again.stage, again.step, type(again.cause)) == ("shard", "pack shards", OSError)
     assert str(again) == "stage 'shard' failed in step 'pack shards': OSError: two; lines"
     assert str(StageFailedError("write", CancelledError())) == "stage 'write' failed: CancelledError: (no message)"
+    noted = RuntimeError("worker killed")
+    noted.add_note("the root names level 0 only")  # what the failed step left, as the pyramid says it
+    assert str(StageFailedError("pyramid", noted)) == ("stage 'pyramid' failed: RuntimeError: worker killed; "
+                                                       "the root names level 0 only")
 
 
 def test_a_failed_shard_task_names_the_stage_and_its_exception(tmp_path, cli, flaky):

@@ -312,6 +312,44 @@ def test_rebuild_replaces_levels_and_gives_the_same_bytes(tmp_path):
     assert tree(store) == first
 
 
+@pytest.mark.parametrize("stop_at", [1, 2])
+def test_a_build_that_stops_leaves_the_levels_the_root_names_whole(tmp_path, monkeypatch, stop_at):
+    """The root names a level only once all of it is written; building again mends the store."""
+    from zarr_vectors.pyramid import build
+
+    args = {"factors": [(2, 2), (2, 1)], "cross_level_depth": -1, "sparsity_seed": 4}
+    whole, store = tmp_path / "whole" / "g.zv", tmp_path / "stopped" / "g.zv"  # the name is in the root
+    for s in (whole, store):
+        s.parent.mkdir()
+        zv.write_graph(str(s), SMALL_POS, SMALL_EDGES, object_ids=SMALL_IDS, **KW)
+    zv.build_pyramid(str(whole), **args)
+    write_vertices = build._write_vertices
+
+    def killed_at_its_level(arrays, *rest):
+        if arrays.vertices.path.startswith(f"{stop_at}/"):
+            raise RuntimeError("worker killed")
+        return write_vertices(arrays, *rest)
+
+    monkeypatch.setattr(build, "_write_vertices", killed_at_its_level)
+    with pytest.raises(RuntimeError, match="worker killed") as info:
+        zv.build_pyramid(str(store), **args)
+    names = "level 0 only" if stop_at == 1 else "levels 0 to 1, all whole"
+    assert info.value.__notes__ == [f"the pyramid of {zv.open_store(str(store)).url} stopped while building level "
+                                    f"{stop_at}: the root names {names}; level {stop_at}'s partial data stay until "
+                                    "the pyramid is built again"]
+    root = json.loads((store / "zarr.json").read_text())
+    assert [d["path"] for d in root["attributes"]["multiscales"][0]["datasets"]] == [str(n) for n in range(stop_at)]
+    for n in range(stop_at):  # what the root names reads as the whole build's levels do
+        got, want = zv.read(str(store), level=n), zv.read(str(whole), level=n)
+        assert np.array_equal(got.positions, want.positions) and len(got.positions) > 0
+    assert (store / str(stop_at) / "zarr.json").exists()  # the stopped level's remains ...
+    assert not validate(str(store), 5).ok
+    monkeypatch.setattr(build, "_write_vertices", write_vertices)
+    zv.build_pyramid(str(store), **args)  # ... which the next build removes
+    assert tree(store) == tree(whole)
+    assert validate(str(store), 5).ok
+
+
 def test_codecs_and_object_attributes_carried(tmp_path):
     store = tmp_path / "c.zv"
     w = np.arange(9, dtype=np.float32) + 0.5

@@ -10,14 +10,16 @@ and the levels are built one after the other.  Level ``N`` from level ``N - 1``
    source level's object index and plans its objects (:func:`.objects.plan_objects`);
    the layout of the metavertices, each source group's map and the object plan stay in
    memory;
-2. **init** (client, metadata only): the level group, its vertex arrays, the root's NGFF
-   dataset and capability tokens;
+2. **init** (client, metadata only): the level group and its vertex arrays;
 3. one graph: a coordinator task composing every cross-level family and offsets array
    (their groups' documents in one batch), the ``+k`` / ``-k`` records placed and written by the
    owners of their cells (:mod:`.families`), the coarse vertex cells, and the
    **reconcile** tasks: presence lists, the object index and the object attributes
    (:mod:`.objects`), each family's array documents, presence lists and counts from
-   what its writers report -- a task each, then the level document.
+   what its writers report -- a task each, then the level document;
+4. the root's NGFF dataset and capability tokens, last: the root names a level only once
+   everything of it is written, so a build that stops leaves the levels the root names
+   whole (readable as before), and the stopped level's remains for the next build to remove.
 """
 
 from __future__ import annotations
@@ -224,6 +226,7 @@ class _Builder:
         self.maps: dict[int, list[Any]] = {}  # fine level -> persisted MapState per group
         self.ancestors: dict[int, list[Any]] = {}  # fine level -> persisted ancestor arrays
         self.offsets: dict[int, tuple[list[int], int]] = {}  # fine level -> (group offsets, total)
+        self.changed = False  # whether the store has been changed (the old levels removed)
 
     def build_level(self, new: NewLevel) -> tuple[PyramidLevel, list[tuple[int, int, int]]]:
         """Level ``new`` from its parent: bin, init, then families, vertex cells and reconcile."""
@@ -232,6 +235,7 @@ class _Builder:
         binned = self._bin(src, new)
         if n == 1:  # every check passed: only now is anything removed
             clear_pyramid(self.plan)
+            self.changed = True
         state, arrays = self._init_level(new, binned)
         # coarse owners write the metavertices and the -k records of their cells: size them by the latter,
         # one per worker thread (each places and writes a share of every fine group's -k records)
@@ -240,6 +244,7 @@ class _Builder:
         level_ref = runner.share(state.level)
         ready, family_rows = self._families(state, level_ref, binned.layout, owners)
         families = self._write(state, src, arrays, binned, owners, level_ref, ready, family_rows)
+        self.store.write_root()  # the level is whole: only now does the root name it
         self._forget(n)
         result = PyramidLevel(
             level=n,
@@ -295,7 +300,8 @@ class _Builder:
         )  # fmt: skip
 
     def _init_level(self, new: NewLevel, binned: _Binned) -> tuple[LevelState, _Arrays]:
-        """The level group, its vertex arrays, the root's dataset and tokens (metadata only)."""
+        """The level group and its vertex arrays (metadata only); the root's dataset and tokens in
+    memory, written by :meth:`build_level` once the level is whole."""
         n = new.number
         cs = tuple(float(c) for c in new.chunk_shape)
         carried = dict(self.plan.aggregation)
@@ -331,8 +337,7 @@ class _Builder:
                 name: new_array(f"vertex_attributes/{name}", _attribute_document(source, name)) for name in carried
             },
         )
-        # the level's documents in one batch (one round on an object store, not one per document);
-        # the root, which makes the level part of the store, only after them
+        # the level's documents in one batch (one round on an object store, not one per document)
         documents = {level.path: group_document(meta.to_attributes())}
         if carried:
             documents[level.node_path("vertex_attributes")] = group_document()
@@ -346,7 +351,6 @@ class _Builder:
         for t in tokens:
             if t not in self.root.format_capabilities:
                 self.root.format_capabilities.append(t)
-        self.store.write_root()
         state = LevelState(
             level=level,
             chunk_shape=cs,
@@ -473,6 +477,12 @@ class _Builder:
             self.offsets.pop(i, None)
 
 
+def _stopped_at(number: int, url: str) -> str:
+    names = "level 0 only" if number == 1 else f"levels 0 to {number - 1}, all whole"
+    return (f"the pyramid of {url} stopped while building level {number}: the root names {names}; "
+            f"level {number}'s partial data stay until the pyramid is built again")
+
+
 def build_pyramid(
     url: str | os.PathLike[str],
     *,
@@ -506,7 +516,9 @@ def build_pyramid(
         storage_options: fsspec options (e.g. an S3 ``endpoint_url``).
 
     Levels >= 1 and every cross-level family are replaced; the same inputs give the same
-    bytes.  Every check runs before anything is removed or written.
+    bytes.  Every check runs before anything is removed or written.  A build that fails
+    after that raises with a note saying which levels the root still names (each whole);
+    building again removes the stopped level's remains.
     """
     plan = plan_pyramid(
         url,
@@ -522,7 +534,12 @@ def build_pyramid(
     levels, families = [], []
     with reconsolidating(plan.store.storage, has_copy=plan.store.consolidated is not None):
         for new in plan.levels:
-            result, fams = builder.build_level(new)
+            try:
+                result, fams = builder.build_level(new)
+            except BaseException as exc:
+                if builder.changed:  # what the store holds now, and how to mend it
+                    exc.add_note(_stopped_at(new.number, plan.store.url))
+                raise
             levels.append(result)
             families += fams
     return PyramidResult(plan.store.url, levels, plan.cross_level_storage, plan.cross_level_depth, families)
