@@ -183,11 +183,9 @@ def test_points_write_reaches_its_cells_in_three_waves(backend):
     """A write probed the bucket twice (the writer, then create_store), and put the root's,
     level 0's and the arrays' documents in three waves of their own: six waves before the
     first cell.  Now one probe, the listing that refuses an existing store, one batch of
-    documents (s3fs adds a wave of its own: a prefix that lists empty, it lists the parent)."""
+    documents.  (s3fs's own listing added a wave: a prefix that lists empty, it lists the
+    parent; the s3fs backend's page loop does not.)"""
     waves = _waves_of(lambda url, o: None, _write_points)
-    if backend == "s3fs":
-        assert waves[2] == [waves[1][0].replace("prefix=p.zv%2F", "prefix=")], waves[:3]
-        del waves[2]
     cells = next(i for i, wave in enumerate(waves) if any("/c/" in p for p in wave))
     assert cells == 3, waves
     probe, listing = waves[:2]  # obstore probes with a LIST of the store, s3fs with a HEAD of the bucket

@@ -262,12 +262,14 @@ class Storage(ABC):
             raise StorageRequestError(f"store {self.url!r}: {type(exc).__name__}: the bucket {self.bucket!r} "
                                       "does not exist (any more) [NoSuchBucket]") from exc
 
-    async def read_body(self, parts: AsyncIterable[Any], where: str, declared: int | None) -> bytes:
+    async def read_body(self, parts: AsyncIterable[Any], where: str, declared: int | None,
+                        most: int | None = None) -> bytes:
         """An answer's body from its ``parts``, exactly as long as the answer ``declared`` and never
         longer than ``zarr_vectors.limits.max-decoded-bytes``: a server (or a swapped object)
         answering a 3 kB cell with gigabytes must not fill memory.  The declared length is checked
         before any part is read, and the parts are counted as they come, since S3 clients read
-        whatever a server sends.  ``declared`` None: a chunked answer, bound by the ceiling alone."""
+        whatever a server sends.  ``declared`` None: a chunked answer, bound by the ceiling alone,
+        or by ``most`` (what the range asked for) when that is less."""
         ceiling = int(config.get("limits.max-decoded-bytes"))
 
         def too_large(size: int) -> ResourceLimitError:
@@ -278,10 +280,15 @@ class Storage(ABC):
         if declared is not None and declared > ceiling:
             raise too_large(declared)
         bound = ceiling if declared is None else declared
+        if declared is None and most is not None and most < ceiling:
+            bound = most
         got, chunks = 0, []
         async for part in parts:
             got += len(part)
             if got > bound:
+                if declared is None and bound == most:
+                    raise StorageRequestError(f"store {self.url!r}: {where}: the server sends more than the "
+                                              f"{most} bytes the range asks for")
                 if declared is None:
                     raise too_large(got)
                 raise StorageRequestError(f"store {self.url!r}: {where}: the server sends more than the "

@@ -11,7 +11,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from zarr_vectors import config
-from zarr_vectors.errors import InputError, StoreNotFoundError
+from zarr_vectors.errors import InputError, StorageRequestError, StoreNotFoundError
 from zarr_vectors.store.backend import BODY_STEP, Storage, existing_sources, gather_bounded, typed_request_failures
 from zarr_vectors.store.localfs import check_key
 
@@ -39,14 +39,9 @@ _fsspec_read = typed_request_failures(_fsspec_failures, answers=(FileNotFoundErr
 _fsspec_write = typed_request_failures(_fsspec_failures)
 
 
-def _listing_failures() -> tuple[type[BaseException], ...]:
-    """A listing's failures, and the ``KeyError`` s3fs raises when a LIST page says more
-    follows but gives no continuation token (it indexes the answer without checking)."""
-    return (*_fsspec_failures(), KeyError)
-
-
-_fsspec_listing = typed_request_failures(_listing_failures, answers=(FileNotFoundError,))
-_fsspec_listing_delete = typed_request_failures(_listing_failures)
+#: a listing's: on S3 our own page loop (``_s3_listing``), which types a broken page itself
+_fsspec_listing = typed_request_failures(_fsspec_failures, answers=(FileNotFoundError,))
+_fsspec_listing_delete = typed_request_failures(_fsspec_failures)
 
 
 #: s3fs's tries of a request (each of botocore's 2 attempts); a whole-object read nests them,
@@ -137,21 +132,34 @@ class FsspecStorage(Storage):
         """Whole objects, at most ``s3.concurrency`` in flight; a failure is its path's result."""
         return await gather_bounded([partial(self._get_s3, p) for p in paths], return_exceptions=True)
 
-    async def _get_s3(self, path: str) -> bytes:
-        """One whole object through s3fs's client and retries, its body never read past the decode
-        ceiling: s3fs's own ``cat`` reads whatever length a server sends."""
+    async def _get_s3(self, path: str, start: int | None = None, end: int | None = None) -> bytes:
+        """One whole object, or the range ``start:end`` of it (:class:`RangeRequest`), through s3fs's
+        client and retries, its body never read past the decode ceiling nor past the range asked:
+        s3fs's own ``cat`` and ``cat_ranges`` read whatever length a server sends, and a server
+        that ignores the Range header sends the whole object."""
         from s3fs.core import _error_wrapper
 
         bucket, key, _ = self.fs.split_path(path)
         where = f"s3://{path}"
+        asked: dict[str, str] = {}
+        most = None  # the most bytes the range asked for can be
+        if start is not None:
+            if end is not None and end <= start:  # an empty range: S3 has no way to ask for one (a HEAD
+                await self.fs._call_s3("head_object", Bucket=bucket, Key=key)  # raises for no object)
+                return b""
+            asked["Range"] = f"bytes={start}" if start < 0 else f"bytes={start}-{'' if end is None else end - 1}"
+            most = -start if start < 0 else None if end is None else end - start
 
         async def get_and_read() -> bytes:
-            answer = await self.fs._call_s3("get_object", Bucket=bucket, Key=key)
+            answer = await self.fs._call_s3("get_object", Bucket=bucket, Key=key, **asked)
             body = answer["Body"]
             declared = answer.get("ContentLength")  # None: a chunked answer
             length = None if declared is None else int(declared)
             try:
-                return await self.read_body(body.iter_chunks(BODY_STEP), where, length)
+                if most is not None and length is not None and length > most:
+                    raise StorageRequestError(f"store {self.url!r}: {where}: asked for at most {most} bytes "
+                                              f"({asked['Range']}), the server answers {length}: it ignores the range")
+                return await self.read_body(body.iter_chunks(BODY_STEP), where, length, most=most)
             finally:
                 body.close()
 
@@ -168,9 +176,13 @@ class FsspecStorage(Storage):
         if not requests:
             return []
         paths = [self.full_path(k) for k, _, _ in requests]
-        found = self.fs.cat_ranges(
-            paths, [s for _, s, _ in requests], [e for _, _, e in requests], on_error="return"
-        )
+        if self.protocol == "s3":
+            calls = [partial(self._get_s3, p, s, e) for p, (_, s, e) in zip(paths, requests)]
+            found = self._sync(gather_bounded(calls, return_exceptions=True))
+        else:
+            found = self.fs.cat_ranges(
+                paths, [s for _, s, _ in requests], [e for _, _, e in requests], on_error="return"
+            )
         out = [self._found_or_none(value) for value in found]
         return [None if v is None else bytes(v) for v in out]
 
@@ -201,22 +213,62 @@ class FsspecStorage(Storage):
     @_fsspec_listing
     def list_dir(self, prefix: str) -> list[str]:
         path = self.full_path(prefix)
-        try:
-            entries = self.fs.ls(path, detail=False, refresh=True)
-        except (FileNotFoundError, NotADirectoryError):
-            return []
+        if self.protocol == "s3":
+            dirs, files = self._sync(self._s3_listing(path, delimited=True))
+            entries = [d.rstrip("/") for d in dirs] + list(files)
+        else:
+            try:
+                entries = self.fs.ls(path, detail=False, refresh=True)
+            except (FileNotFoundError, NotADirectoryError):
+                return []
         names = [posixpath.basename(str(e).rstrip("/")) for e in self._below(path, entries)]
         return sorted(n for n in names if n and not n.startswith(".tmp-"))
 
     @_fsspec_listing
     def list_files(self, prefix: str) -> list[str]:
         path = self.full_path(prefix)
-        try:
-            self.fs.invalidate_cache(path)  # s3fs caches listings: a reconcile must see what tasks just wrote
-            found = self.fs.find(path)
-        except FileNotFoundError:
-            return []
+        if self.protocol == "s3":
+            found: Iterable[str] = self._sync(self._s3_listing(path))[1]
+        else:
+            try:
+                self.fs.invalidate_cache(path)  # a cached listing would miss what tasks just wrote
+                found = self.fs.find(path)
+            except FileNotFoundError:
+                return []
         return self._relative(self._below(path, found))
+
+    async def _s3_listing(self, path: str, *, delimited: bool = False, itself: bool = False
+                          ) -> tuple[list[str], dict[str, int]]:
+        """ListObjectsV2 below ``path`` (with ``itself``, also the object at it), page by page, each
+        page through s3fs's client and retries: (common prefixes, {object path: size}), folder markers
+        (keys ending in ``/``) left out.
+
+        Our own page loop, not s3fs's: it follows whatever continuation token a server sends, so a
+        server that hands out the same one again would be listed forever.  A token seen before, or a
+        page that says more follows but not where, ends the listing with a StorageRequestError.
+        """
+        bucket, key, _ = self.fs.split_path(path)
+        below = key.rstrip("/") + ("" if itself or not key else "/")
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": below, **({"Delimiter": "/"} if delimited else {})}
+        dirs: list[str] = []
+        files: dict[str, int] = {}
+        tokens: set[str] = set()
+        where = f"store {self.url!r}: the listing of {path!r}"
+        while True:
+            page = await self.fs._call_s3("list_objects_v2", **kwargs)
+            dirs += [f"{bucket}/{p['Prefix']}" for p in page.get("CommonPrefixes", [])]
+            files.update((f"{bucket}/{o['Key']}", int(o.get("Size") or 0)) for o in page.get("Contents", [])
+                         if not o["Key"].endswith("/"))
+            if not page.get("IsTruncated"):
+                return dirs, files
+            token = page.get("NextContinuationToken")
+            if not token:
+                raise StorageRequestError(f"{where} says more follows but gives no continuation token")
+            if token in tokens:
+                raise StorageRequestError(f"{where} hands out continuation token {token!r} twice: the server "
+                                          "repeats its pages")
+            tokens.add(token)
+            kwargs["ContinuationToken"] = token
 
     def _below(self, path: str, listed: Iterable[Any], *, itself: bool = False) -> list[str]:
         """What a listing of ``path`` names strictly below it, and with ``itself`` the object
@@ -239,10 +291,13 @@ class FsspecStorage(Storage):
     def object_sizes(self) -> dict[str, int]:
         out: dict[str, int] = {}
         base = self.root.rstrip("/")
-        try:
-            found = self.fs.find(base, detail=True)
-        except FileNotFoundError:
-            return out
+        if self.protocol == "s3":
+            found = {p: {"size": size} for p, size in self._sync(self._s3_listing(base))[1].items()}
+        else:
+            try:
+                found = self.fs.find(base, detail=True)
+            except FileNotFoundError:
+                return out
         strip = base + "/"
         for path, info in found.items():
             p = self._listed_path(str(path))
@@ -290,7 +345,8 @@ class FsspecStorage(Storage):
             if self.fs.exists(path):
                 self.fs.rm(path, recursive=True)
             return
-        found = self._below(path, self.fs.find(path), itself=bool(prefix))
+        listed = self._sync(self._s3_listing(path, itself=bool(prefix)))[1]
+        found = self._below(path, listed, itself=bool(prefix))
         if found:
             self.fs.rm(found)
 

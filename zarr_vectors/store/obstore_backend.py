@@ -255,10 +255,25 @@ class ObstoreStorage(Storage):
         return _Loop.run(gather_bounded([partial(self._list_dir, p) for p in prefixes]))
 
     async def _list_dir(self, prefix: str) -> list[str]:
-        found = await obstore.list_with_delimiter_async(self._store, self._list_prefix(prefix))
+        found = await self._delimited(self._store, prefix)
         names = [posixpath.basename(p.rstrip("/")) for p in found["common_prefixes"]]
         names += [posixpath.basename(o["path"]) for o in found["objects"]]
         return sorted(n for n in set(names) if n and not n.startswith(".tmp-"))
+
+    async def _delimited(self, client: S3Store, prefix: str) -> Any:
+        """One delimited listing, ended after ``zarr_vectors.s3.listing-timeout`` seconds.
+
+        obstore follows the continuation tokens inside, out of our sight, so a server that
+        repeats its pages would be listed forever (and its pages kept); a time bound is the one
+        we can set.  Cancelling the call stops obstore's requests (measured)."""
+        seconds = float(config.get("s3.listing-timeout"))
+        try:
+            return await asyncio.wait_for(obstore.list_with_delimiter_async(client, self._list_prefix(prefix)), seconds)
+        except TimeoutError:
+            raise StorageRequestError(
+                f"store {self.url!r}: the listing of {prefix or 'the root'!r} did not end within {seconds:g} s "
+                "(zarr_vectors.s3.listing-timeout): the server may be repeating its pages"
+            ) from None
 
     def _listing(self, prefix: str) -> dict[str, int]:
         """Every object below ``prefix`` with its size.
@@ -344,7 +359,9 @@ class ObstoreStorage(Storage):
             "backoff": {"init_backoff": timedelta(milliseconds=50), "max_backoff": timedelta(seconds=1), "base": 2},
         })
         try:
-            obstore.list_with_delimiter(probe, self._list_prefix(""))
+            _Loop.run(self._delimited(probe, ""))
+        except StorageRequestError:  # a listing that never ends: reachable, but no store to trust
+            raise
         except Exception as exc:
             text = str(exc)
             if "NoSuchBucket" in text:
