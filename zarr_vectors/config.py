@@ -82,11 +82,12 @@ DEFAULTS: dict[str, Any] = {
             # 8 attempts (4 minutes; before, 25 of s3fs's nested tries, each with botocore's own
             # retries, outlasted 25 minutes)
             "request-timeout": 30,
-            # seconds one delimited listing of the obstore backend may take in all: obstore follows
-            # the pages itself, so a server repeating them is bounded only by this (and the pages
-            # obstore keeps meanwhile: ~50 MB/s of repeated objects from a loopback server). A
-            # store's delimited listings are a group's children: a page or a few
-            "listing-timeout": 20,
+            # seconds one delimited listing of the obstore backend may take in all, its requests'
+            # retries included: obstore follows the pages itself, so a server repeating them is
+            # bounded only by this (and the pages obstore keeps meanwhile: ~50 MB/s of repeated
+            # objects from a loopback server). A store's delimited listings are a group's
+            # children, a page or a few; twice request-timeout leaves room for a slow answer
+            "listing-timeout": 60,
         },
         # bounds on what a store may make a reader do; a store is data from elsewhere
         "limits": {

@@ -312,8 +312,9 @@ def test_rebuild_replaces_levels_and_gives_the_same_bytes(tmp_path):
     assert tree(store) == first
 
 
+@pytest.mark.parametrize("step", ["_write_vertices", "_finish"])  # a first task of the level's write, its last
 @pytest.mark.parametrize("stop_at", [1, 2])
-def test_a_build_that_stops_leaves_the_levels_the_root_names_whole(tmp_path, monkeypatch, stop_at):
+def test_a_build_that_stops_leaves_the_levels_the_root_names_as_built(tmp_path, monkeypatch, stop_at, step):
     """The root names a level only once all of it is written; building again mends the store."""
     from zarr_vectors.pyramid import build
 
@@ -323,31 +324,62 @@ def test_a_build_that_stops_leaves_the_levels_the_root_names_whole(tmp_path, mon
         s.parent.mkdir()
         zv.write_graph(str(s), SMALL_POS, SMALL_EDGES, object_ids=SMALL_IDS, **KW)
     zv.build_pyramid(str(whole), **args)
-    write_vertices = build._write_vertices
+    original = getattr(build, step)
 
-    def killed_at_its_level(arrays, *rest):
-        if arrays.vertices.path.startswith(f"{stop_at}/"):
+    def killed_at_its_level(first, *rest):
+        if (first.vertices.path if step == "_write_vertices" else first.path).startswith(f"{stop_at}"):
             raise RuntimeError("worker killed")
-        return write_vertices(arrays, *rest)
+        return original(first, *rest)
 
-    monkeypatch.setattr(build, "_write_vertices", killed_at_its_level)
+    monkeypatch.setattr(build, step, killed_at_its_level)
     with pytest.raises(RuntimeError, match="worker killed") as info:
         zv.build_pyramid(str(store), **args)
-    names = "level 0 only" if stop_at == 1 else "levels 0 to 1, all whole"
+    names = "level 0 only" if stop_at == 1 else "levels 0 to 1"
     assert info.value.__notes__ == [f"the pyramid of {zv.open_store(str(store)).url} stopped while building level "
-                                    f"{stop_at}: the root names {names}; level {stop_at}'s partial data stay until "
-                                    "the pyramid is built again"]
+                                    f"{stop_at}: the root names {names}; level {stop_at}'s partial data, and the "
+                                    "cross-level families toward it, stay until the pyramid is built again"]
     root = json.loads((store / "zarr.json").read_text())
     assert [d["path"] for d in root["attributes"]["multiscales"][0]["datasets"]] == [str(n) for n in range(stop_at)]
-    for n in range(stop_at):  # what the root names reads as the whole build's levels do
+    stopped, built = zv.open_store(str(store)), zv.open_store(str(whole))
+    for n in range(stop_at):  # what the root names reads as the whole build's levels do ...
         got, want = zv.read(str(store), level=n), zv.read(str(whole), level=n)
         assert np.array_equal(got.positions, want.positions) and len(got.positions) > 0
+        for delta in range(-n, stop_at - n):  # ... their families among them too
+            if delta:
+                assert read_links(stopped.level(n), delta) == read_links(built.level(n), delta)
+        # a family toward the stopped level is what it wrote (the validator reports the store)
+        assert (store / str(n) / "links" / f"+{stop_at - n}" / "zarr.json").exists() or step == "_write_vertices"
     assert (store / str(stop_at) / "zarr.json").exists()  # the stopped level's remains ...
     assert not validate(str(store), 5).ok
-    monkeypatch.setattr(build, "_write_vertices", write_vertices)
+    monkeypatch.setattr(build, step, original)
     zv.build_pyramid(str(store), **args)  # ... which the next build removes
     assert tree(store) == tree(whole)
     assert validate(str(store), 5).ok
+
+
+def test_a_rebuild_that_stops_while_removing_the_old_levels_leaves_a_root_naming_level_0(tmp_path, monkeypatch):
+    """The root stops naming the old levels before any of them is removed."""
+    from zarr_vectors.pyramid import build
+
+    store = tmp_path / "g.zv"
+    zv.write_graph(str(store), SMALL_POS, SMALL_EDGES, object_ids=SMALL_IDS, **KW)
+    args = {"factors": [(2, 2), (2, 1)], "sparsity_seed": 4}
+    zv.build_pyramid(str(store), **args)
+    first = tree(store)
+
+    def removes_one_then_fails(plan):
+        plan.store.storage.delete_prefix(plan.removes[0])
+        raise OSError("connection reset")
+
+    monkeypatch.setattr(build, "clear_pyramid", removes_one_then_fails)
+    with pytest.raises(OSError, match="connection reset") as info:
+        zv.build_pyramid(str(store), **args)
+    assert "the root names level 0 only" in info.value.__notes__[0]
+    assert [d.path for d in zv.open_store(str(store)).root.datasets] == ["0"]
+    assert len(zv.read(str(store), level=0).positions) == len(SMALL_POS)
+    monkeypatch.undo()
+    zv.build_pyramid(str(store), **args)
+    assert tree(store) == first
 
 
 def test_codecs_and_object_attributes_carried(tmp_path):

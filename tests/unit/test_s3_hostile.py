@@ -179,9 +179,11 @@ def _repeating_page():
 #: what ends a listing that repeats its pages, by backend and kind of listing
 REPEATED = {
     ("obstore", False): "the listing of 'the root' names .* three times: the server repeats its pages",
-    ("obstore", True): r"the listing of .* did not end within 2 s \(zarr_vectors.s3.listing-timeout\)",
-    ("s3fs", False): "the listing of .* hands out continuation token 'again' twice: the server repeats its pages",
-    ("s3fs", True): "the listing of .* hands out continuation token 'again' twice: the server repeats its pages",
+    # every job's reachability probe is a delimited listing: a store that cannot be used
+    ("obstore", True): r"cannot reach bucket .*: the listing of 'the root' did not end within 2 s "
+                       r"\(zarr_vectors.s3.listing-timeout, retries included\)",
+    ("s3fs", False): "the listing of .* goes back to .* after .*: the server repeats its pages",
+    ("s3fs", True): "the listing of .* goes back to .* after .*: the server repeats its pages",
 }
 
 
@@ -192,8 +194,8 @@ def test_a_listing_that_repeats_its_page_forever_ends(s3_bucket, s3_faults, zv_c
     """A server that answers every continuation with the same page and token: a validation, an
     overwrite, a read and a pyramid build end with a StorageRequestError.  The obstore backend's
     recursive listing stops at the first path named a third time, its delimited one (obstore
-    pages it, unseen) at a time bound; the s3fs backend's page loop (ours) at the first token
-    handed out twice."""
+    pages it, unseen) at a time bound, which the reachability probe meets first; the s3fs
+    backend's page loop (ours) at the first page that does not start after the previous one."""
     bucket, options = s3_bucket
     zv_config("s3.backend", s3_backend)
     zv_config("s3.listing-timeout", 2)
@@ -201,7 +203,11 @@ def test_a_listing_that_repeats_its_page_forever_ends(s3_bucket, s3_faults, zv_c
     zv.write_points(url, _points(), chunk_shape=50.0, storage_options=options)
     s3_faults.append(Fault(lambda m, path, q: _is_listing(bucket)(m, path, q) and ("delimiter" in q) == delimited,
                            _repeating_page()))
-    expected = rf"^store '{url}': " + REPEATED[s3_backend, delimited]
+    from zarr_vectors.errors import StoreNotFoundError
+
+    probe = (s3_backend, delimited) == ("obstore", True)
+    refused, expected = (StoreNotFoundError, "^") if probe else (StorageRequestError, rf"^store '{url}': ")
+    expected += REPEATED[s3_backend, delimited]
     if delimited:  # what opens a store lists its groups
         calls = [lambda: zv.read(url, storage_options=options),
                  lambda: zv.build_pyramid(url, factors=[2], storage_options=options)]
@@ -209,7 +215,7 @@ def test_a_listing_that_repeats_its_page_forever_ends(s3_bucket, s3_faults, zv_c
         calls = [lambda: zv.validate(url, level=5, storage_options=options),
                  lambda: zv.write_points(url, _points(), chunk_shape=25.0, storage_options=options, overwrite=True)]
     for call in calls:
-        with pytest.raises(StorageRequestError, match=expected):
+        with pytest.raises(refused, match=expected):
             call()
     s3_faults.clear()
     assert zv.validate(url, level=5, storage_options=options).ok  # nothing was deleted on the way
@@ -292,7 +298,66 @@ def test_a_server_that_ignores_the_range_asked_is_refused(s3_bucket, s3_faults, 
     assert storage.get_ranges([(CELL, 2, 12), (CELL, -4, None), (CELL, 5, 5)]) == [whole[2:12], whole[-4:], b""]
     s3_faults.append(Fault(lambda m, path, q: m == "GET" and path == f"/{bucket}/p/ignored.zv/{CELL}",
                            lambda query, moto: ("200 OK", [], whole)))
-    for asked in [(CELL, 2, 12), (CELL, -4, None)]:
+    from zarr_vectors.errors import InputError
+
+    for wrong in [(CELL, -8, -4), (CELL, 0, -4)]:  # outside RangeRequest's forms: refused, never misread
+        with pytest.raises(InputError, match="a range from the end"):
+            storage.get_ranges([wrong])
+    for asked in [(CELL, 2, 12), (CELL, -4, None), (CELL, 2, len(whole) + 2)]:  # the last: no longer than asked
         refused = "it ignores the range" if s3_backend == "s3fs" else "non-partial response when range requested"
         with pytest.raises(StorageRequestError, match=rf"^store '{url}': .*{refused}"):
             storage.get_ranges([asked])
+
+
+def _fresh_tokens():
+    """A LIST answer that says more follows at a new token each time, and gives the same page."""
+    sent: list = []
+
+    def answer(query, moto):
+        status, headers, body = moto() if not sent else sent[0]
+        sent[:] = [(status, headers, body)]
+        token = f"t{len(query)}-{id(query)}".encode()  # never the same twice
+        return status, headers, body.replace(b"<IsTruncated>false</IsTruncated>", b"<IsTruncated>true</IsTruncated>"
+                                             b"<NextContinuationToken>" + token + b"</NextContinuationToken>")
+
+    return answer
+
+
+@pytest.mark.timeout(60)
+def test_s3fs_backend_ends_a_listing_that_repeats_its_page_under_fresh_tokens(s3_bucket, s3_faults, zv_config):
+    """The same page behind a new token each time: no token repeats, so the s3fs backend's page
+    loop ends it by S3's key order (a page must start after the previous one ended)."""
+    bucket, options = s3_bucket
+    zv_config("s3.backend", "s3fs")
+    url = f"s3://{bucket}/p/fresh.zv"
+    zv.write_points(url, _points(), chunk_shape=50.0, storage_options=options)
+    s3_faults.append(Fault(_is_listing(bucket), _fresh_tokens()))
+    with pytest.raises(StorageRequestError, match=rf"^store '{url}': the listing of .* goes back to '.*' after '.*'"):
+        zv.validate(url, level=5, storage_options=options)
+
+
+def _page_entry_without_key(query, moto):
+    status, headers, body = moto()
+    return status, headers, body.replace(b"<Key>", b"<Nokey>", 1).replace(b"</Key>", b"</Nokey>", 1)
+
+
+@pytest.mark.parametrize("s3_backend", BACKENDS)
+def test_a_listing_of_a_bucket_gone_or_an_entry_without_its_key_is_a_failed_request(s3_bucket, s3_faults, zv_config,
+                                                                                   s3_backend):
+    """Regression (s3fs backend's own page loop, first version): NoSuchBucket on a LIST escaped as a
+    bare FileNotFoundError, an entry without its key as a bare KeyError."""
+    from zarr_vectors.store.backend import Storage
+
+    bucket, options = s3_bucket
+    zv_config("s3.backend", s3_backend)
+    url = f"s3://{bucket}/p/gone.zv"
+    zv.write_points(url, _points(), chunk_shape=50.0, storage_options=options)
+    storage = Storage(url, options)
+    s3_faults.append(Fault(_is_listing(bucket), _no_such_bucket))
+    for listing in (storage.list_files, storage.object_sizes):
+        with pytest.raises(StorageRequestError, match=rf"^store '{url}': .*NoSuchBucket|^store '{url}': .*does not"):
+            listing("") if listing == storage.list_files else listing()
+    s3_faults[:] = [Fault(_is_listing(bucket), _page_entry_without_key)]
+    if s3_backend == "s3fs":  # obstore refuses such a page in its own words, or reads it as no entry
+        with pytest.raises(StorageRequestError, match=rf"^store '{url}': the listing of .* names an entry without"):
+            storage.list_files("")

@@ -19,7 +19,8 @@ and the levels are built one after the other.  Level ``N`` from level ``N - 1``
    what its writers report -- a task each, then the level document;
 4. the root's NGFF dataset and capability tokens, last: the root names a level only once
    everything of it is written, so a build that stops leaves the levels the root names
-   whole (readable as before), and the stopped level's remains for the next build to remove.
+   readable as built; the stopped level's remains, and the cross-level families toward it
+   in the levels below, are the next build's to remove.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ from zarr_vectors.pyramid.plan import (
     clear_pyramid,
     level_ratios,
     plan_pyramid,
+    reset_root,
 )
 from zarr_vectors.reconcile import confirm_presence
 from zarr_vectors.store.consolidated import reconsolidating
@@ -234,8 +236,9 @@ class _Builder:
         src = self.levels[n - 1]
         binned = self._bin(src, new)
         if n == 1:  # every check passed: only now is anything removed
+            reset_root(self.plan)
+            self.changed = True  # from here on the root names level 0 alone, until a level is built
             clear_pyramid(self.plan)
-            self.changed = True
         state, arrays = self._init_level(new, binned)
         # coarse owners write the metavertices and the -k records of their cells: size them by the latter,
         # one per worker thread (each places and writes a share of every fine group's -k records)
@@ -300,8 +303,8 @@ class _Builder:
         )  # fmt: skip
 
     def _init_level(self, new: NewLevel, binned: _Binned) -> tuple[LevelState, _Arrays]:
-        """The level group and its vertex arrays (metadata only); the root's dataset and tokens in
-    memory, written by :meth:`build_level` once the level is whole."""
+        """The level group and its vertex arrays (metadata only); the root's dataset and tokens
+        in memory, written by :meth:`build_level` once the level's write graph has run."""
         n = new.number
         cs = tuple(float(c) for c in new.chunk_shape)
         carried = dict(self.plan.aggregation)
@@ -478,9 +481,10 @@ class _Builder:
 
 
 def _stopped_at(number: int, url: str) -> str:
-    names = "level 0 only" if number == 1 else f"levels 0 to {number - 1}, all whole"
+    names = "level 0 only" if number == 1 else f"levels 0 to {number - 1}"
     return (f"the pyramid of {url} stopped while building level {number}: the root names {names}; "
-            f"level {number}'s partial data stay until the pyramid is built again")
+            f"level {number}'s partial data, and the cross-level families toward it, stay until the pyramid "
+            "is built again")
 
 
 def build_pyramid(
@@ -517,7 +521,7 @@ def build_pyramid(
 
     Levels >= 1 and every cross-level family are replaced; the same inputs give the same
     bytes.  Every check runs before anything is removed or written.  A build that fails
-    after that raises with a note saying which levels the root still names (each whole);
+    after that raises with a note saying which levels the root still names;
     building again removes the stopped level's remains.
     """
     plan = plan_pyramid(

@@ -5,8 +5,9 @@ level 0, the presence lists of the arrays the pyramid reads (D26), the bin/chunk
 of every new level) and returns a :class:`PyramidPlan` to inspect before anything
 changes: which storage prefixes a build removes, each new level's bins and chunks, the
 task sizing.  The object index is decoded (under D1) by the task that plans level 1's
-objects, in level 1's bin graph.  Nothing here writes; :func:`clear_pyramid` carries out
-the plan's removals once every check -- that task's included -- passed.
+objects, in level 1's bin graph.  Nothing here writes; once every check -- that task's
+included -- passed, :func:`reset_root` makes the root name level 0 alone and
+:func:`clear_pyramid` carries out the plan's removals.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ __all__ = [
     "check_reconciled",
     "clear_pyramid",
     "plan_pyramid",
+    "reset_root",
 ]
 
 CROSS_LEVEL_STORAGES = ("none", "implicit", "explicit")
@@ -374,21 +376,27 @@ def plan_pyramid(
     )
 
 
-def clear_pyramid(plan: PyramidPlan) -> None:
-    """Remove what the plan replaces and reset the root's pyramid keys (only once every check passed)."""
+def reset_root(plan: PyramidPlan) -> None:
+    """Make the root name level 0 alone, with the plan's cross-level settings (only once every
+    check passed), before anything is removed: a build stopped during the removal then leaves a
+    root naming nothing that is gone."""
     store = plan.store
-    for prefix in plan.removes:
-        store.storage.delete_prefix(prefix)
     root = store.root
     before = root.to_attributes()
     root.datasets = [d for d in root.datasets if d.path == "0"]
     root.format_capabilities = [c for c in root.format_capabilities if c not in PYRAMID_TOKENS]
     root.cross_level_storage = plan.cross_level_storage
     root.cross_level_depth = plan.cross_level_depth
-    # the root must stop naming what was removed; a root that named none of it is written with
-    # the first new level's dataset instead (one write, not two)
+    # a root that named none of what goes is written with the first new level's dataset
+    # instead (one write, not two)
     if plan.removes or _pyramid_keys(root.to_attributes()) != _pyramid_keys(before):
         store.write_root()
+
+
+def clear_pyramid(plan: PyramidPlan) -> None:
+    """Remove what the plan replaces (after :func:`reset_root`)."""
+    for prefix in plan.removes:
+        plan.store.storage.delete_prefix(prefix)
 
 
 def _pyramid_keys(attributes: dict[str, Any]) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
@@ -12,7 +13,14 @@ from typing import Any, TypeVar
 
 from zarr_vectors import config
 from zarr_vectors.errors import InputError, StorageRequestError, StoreNotFoundError
-from zarr_vectors.store.backend import BODY_STEP, Storage, existing_sources, gather_bounded, typed_request_failures
+from zarr_vectors.store.backend import (
+    BODY_STEP,
+    Storage,
+    existing_sources,
+    gather_bounded,
+    request_failure,
+    typed_request_failures,
+)
 from zarr_vectors.store.localfs import check_key
 
 T = TypeVar("T")
@@ -44,9 +52,26 @@ _fsspec_listing = typed_request_failures(_fsspec_failures, answers=(FileNotFound
 _fsspec_listing_delete = typed_request_failures(_fsspec_failures)
 
 
+#: empty pages in a row, each saying more follows, that end a listing (S3 may send a few)
+MAX_EMPTY_PAGES = 100
+
 #: s3fs's tries of a request (each of botocore's 2 attempts); a whole-object read nests them,
 #: so an unanswered GET fails after 2 x 2 x 2 attempts of ``s3.request-timeout`` (4 minutes)
 S3FS_TRIES = 2
+
+
+def _answers_range(content_range: Any, start: int, length: int | None, most: int | None) -> bool:
+    """Whether a ranged GET's answer is the range asked for: a ``Content-Range`` that starts where
+    the range does (or, for a suffix, ends the object), no longer than the range.  A server that
+    ignores the Range header answers the whole object, with none."""
+    found = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+|\*)", str(content_range or ""))
+    if found is None:
+        return False
+    first, final, total = int(found[1]), int(found[2]), found[3]
+    size = final - first + 1
+    if (length is not None and length != size) or (most is not None and size > most):
+        return False
+    return first == start if start >= 0 else total == "*" or final == int(total) - 1
 
 
 class FsspecStorage(Storage):
@@ -144,6 +169,8 @@ class FsspecStorage(Storage):
         asked: dict[str, str] = {}
         most = None  # the most bytes the range asked for can be
         if start is not None:
+            if end is not None and (start < 0 or end < 0):
+                raise InputError(f"{where}: a range from the end ({start}, {end}) must read to the end")
             if end is not None and end <= start:  # an empty range: S3 has no way to ask for one (a HEAD
                 await self.fs._call_s3("head_object", Bucket=bucket, Key=key)  # raises for no object)
                 return b""
@@ -156,9 +183,11 @@ class FsspecStorage(Storage):
             declared = answer.get("ContentLength")  # None: a chunked answer
             length = None if declared is None else int(declared)
             try:
-                if most is not None and length is not None and length > most:
-                    raise StorageRequestError(f"store {self.url!r}: {where}: asked for at most {most} bytes "
-                                              f"({asked['Range']}), the server answers {length}: it ignores the range")
+                if asked and not _answers_range(answer.get("ContentRange"), start, length, most):
+                    raise StorageRequestError(
+                        f"store {self.url!r}: {where}: asked for {asked['Range']}, the server answers {length} bytes "
+                        f"with range {answer.get('ContentRange')!r}: it ignores the range"
+                    )
                 return await self.read_body(body.iter_chunks(BODY_STEP), where, length, most=most)
             finally:
                 body.close()
@@ -240,12 +269,14 @@ class FsspecStorage(Storage):
     async def _s3_listing(self, path: str, *, delimited: bool = False, itself: bool = False
                           ) -> tuple[list[str], dict[str, int]]:
         """ListObjectsV2 below ``path`` (with ``itself``, also the object at it), page by page, each
-        page through s3fs's client and retries: (common prefixes, {object path: size}), folder markers
-        (keys ending in ``/``) left out.
+        page through s3fs's client and retries: (common prefixes, {object path: size}), folder
+        markers (keys ending in ``/``) included, as s3fs's ``find`` lists them (strays to the validator).
 
-        Our own page loop, not s3fs's: it follows whatever continuation token a server sends, so a
-        server that hands out the same one again would be listed forever.  A token seen before, or a
-        page that says more follows but not where, ends the listing with a StorageRequestError.
+        Our own page loop, not s3fs's, which follows whatever continuation token a server sends:
+        a server repeating its pages would be listed forever.  S3 lists in ascending key order, so
+        a page that does not start after the previous one ends, a token handed out twice, a page
+        that says more follows but not where, or an entry without its name end the listing with
+        a StorageRequestError; so does a run of ``MAX_EMPTY_PAGES`` empty pages that say more follows.
         """
         bucket, key, _ = self.fs.split_path(path)
         below = key.rstrip("/") + ("" if itself or not key else "/")
@@ -253,12 +284,26 @@ class FsspecStorage(Storage):
         dirs: list[str] = []
         files: dict[str, int] = {}
         tokens: set[str] = set()
+        last, empty = None, 0  # the previous page's last name; empty pages in a row
         where = f"store {self.url!r}: the listing of {path!r}"
         while True:
-            page = await self.fs._call_s3("list_objects_v2", **kwargs)
-            dirs += [f"{bucket}/{p['Prefix']}" for p in page.get("CommonPrefixes", [])]
-            files.update((f"{bucket}/{o['Key']}", int(o.get("Size") or 0)) for o in page.get("Contents", [])
-                         if not o["Key"].endswith("/"))
+            try:
+                page = await self.fs._call_s3("list_objects_v2", **kwargs)
+            except FileNotFoundError as exc:  # NoSuchBucket: the bucket gone after the job's probe
+                raise request_failure(self.url, exc, " ".join(str(exc).split()), f"the listing of {path!r}") from exc
+            except KeyError as exc:  # botocore decoding a page whose entry has no key
+                raise StorageRequestError(f"{where} names an entry without its {exc}") from exc
+            prefixes = [p.get("Prefix") for p in page.get("CommonPrefixes", [])]
+            objects = [(o.get("Key"), o.get("Size")) for o in page.get("Contents", [])]
+            names = prefixes + [k for k, _ in objects]
+            if not all(isinstance(n, str) for n in names):
+                raise StorageRequestError(f"{where} names an entry without its key or prefix")
+            if names and last is not None and min(names) <= last:
+                raise StorageRequestError(f"{where} goes back to {min(names)!r} after {last!r}: the server "
+                                          "repeats its pages")
+            last, empty = (max(names), 0) if names else (last, empty + 1)
+            dirs += [f"{bucket}/{p}" for p in prefixes]
+            files.update((f"{bucket}/{k}", int(size or 0)) for k, size in objects)
             if not page.get("IsTruncated"):
                 return dirs, files
             token = page.get("NextContinuationToken")
@@ -267,6 +312,8 @@ class FsspecStorage(Storage):
             if token in tokens:
                 raise StorageRequestError(f"{where} hands out continuation token {token!r} twice: the server "
                                           "repeats its pages")
+            if empty >= MAX_EMPTY_PAGES:
+                raise StorageRequestError(f"{where} sends {empty} empty pages in a row, each saying more follows")
             tokens.add(token)
             kwargs["ContinuationToken"] = token
 

@@ -218,8 +218,8 @@ class ObstoreStorage(Storage):
             key = self._key(key)
             if start < 0 and end is None:
                 rng: Any = {"suffix": -start}
-            elif start < 0:
-                raise InputError(f"{key}: a range from the end ({start}) must read to the end")
+            elif start < 0 or end is not None and end < 0:
+                raise InputError(f"{key}: a range from the end ({start}, {end}) must read to the end")
             elif end is None:
                 rng = {"offset": start}
             else:
@@ -261,7 +261,8 @@ class ObstoreStorage(Storage):
         return sorted(n for n in set(names) if n and not n.startswith(".tmp-"))
 
     async def _delimited(self, client: S3Store, prefix: str) -> Any:
-        """One delimited listing, ended after ``zarr_vectors.s3.listing-timeout`` seconds.
+        """One delimited listing, ended after ``zarr_vectors.s3.listing-timeout`` seconds, its
+        requests' retries included.
 
         obstore follows the continuation tokens inside, out of our sight, so a server that
         repeats its pages would be listed forever (and its pages kept); a time bound is the one
@@ -272,7 +273,7 @@ class ObstoreStorage(Storage):
         except TimeoutError:
             raise StorageRequestError(
                 f"store {self.url!r}: the listing of {prefix or 'the root'!r} did not end within {seconds:g} s "
-                "(zarr_vectors.s3.listing-timeout): the server may be repeating its pages"
+                "(zarr_vectors.s3.listing-timeout, retries included): a server this slow, or one repeating its pages"
             ) from None
 
     def _listing(self, prefix: str) -> dict[str, int]:
@@ -360,8 +361,6 @@ class ObstoreStorage(Storage):
         })
         try:
             _Loop.run(self._delimited(probe, ""))
-        except StorageRequestError:  # a listing that never ends: reachable, but no store to trust
-            raise
         except Exception as exc:
             text = str(exc)
             if "NoSuchBucket" in text:
