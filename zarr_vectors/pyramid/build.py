@@ -228,7 +228,7 @@ class _Builder:
         self.maps: dict[int, list[Any]] = {}  # fine level -> persisted MapState per group
         self.ancestors: dict[int, list[Any]] = {}  # fine level -> persisted ancestor arrays
         self.offsets: dict[int, tuple[list[int], int]] = {}  # fine level -> (group offsets, total)
-        self.changed = False  # whether the store has been changed (the old levels removed)
+        self.changed = False  # whether the root has been reset to name level 0 alone
 
     def build_level(self, new: NewLevel) -> tuple[PyramidLevel, list[tuple[int, int, int]]]:
         """Level ``new`` from its parent: bin, init, then families, vertex cells and reconcile."""

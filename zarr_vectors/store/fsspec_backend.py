@@ -52,8 +52,9 @@ _fsspec_listing = typed_request_failures(_fsspec_failures, answers=(FileNotFound
 _fsspec_listing_delete = typed_request_failures(_fsspec_failures)
 
 
-#: empty pages in a row, each saying more follows, that end a listing (S3 may send a few)
-MAX_EMPTY_PAGES = 100
+#: pages in a row that name nothing new yet say more follows (empty ones: S3 may send a few)
+#: after which a listing ends
+MAX_STALE_PAGES = 100
 
 #: s3fs's tries of a request (each of botocore's 2 attempts); a whole-object read nests them,
 #: so an unanswered GET fails after 2 x 2 x 2 attempts of ``s3.request-timeout`` (4 minutes)
@@ -61,17 +62,26 @@ S3FS_TRIES = 2
 
 
 def _answers_range(content_range: Any, start: int, length: int | None, most: int | None) -> bool:
-    """Whether a ranged GET's answer is the range asked for: a ``Content-Range`` that starts where
-    the range does (or, for a suffix, ends the object), no longer than the range.  A server that
-    ignores the Range header answers the whole object, with none."""
+    """Whether a ranged GET's answer of ``length`` bytes is the range asked for (``start``, and at
+    most ``most`` bytes; None: to the end).  A ``Content-Range`` must name exactly the bytes the
+    range covers of the object's total.  Without one the answer is the whole object, right only
+    where the range covers it all: a range from 0, or a suffix at least as long (S3 answers a
+    suffix of an empty object so).  A server that ignores the Range header answers the whole
+    object whatever was asked."""
     found = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+|\*)", str(content_range or ""))
     if found is None:
-        return False
-    first, final, total = int(found[1]), int(found[2]), found[3]
+        whole = start == 0 or (start < 0 and length is not None and most is not None and length <= most)
+        return content_range is None and whole and (most is None or (length is not None and length <= most))
+    first, final = int(found[1]), int(found[2])
     size = final - first + 1
     if (length is not None and length != size) or (most is not None and size > most):
         return False
-    return first == start if start >= 0 else total == "*" or final == int(total) - 1
+    if found[3] == "*":  # the total not given: the start at least
+        return start < 0 or first == start
+    total = int(found[3])
+    if start < 0:  # a suffix: the last min(-start, total) bytes
+        return final == total - 1 and size == min(-start, total)
+    return first == start and final == (total if most is None else min(total, start + most)) - 1
 
 
 class FsspecStorage(Storage):
@@ -273,18 +283,20 @@ class FsspecStorage(Storage):
         markers (keys ending in ``/``) included, as s3fs's ``find`` lists them (strays to the validator).
 
         Our own page loop, not s3fs's, which follows whatever continuation token a server sends:
-        a server repeating its pages would be listed forever.  S3 lists in ascending key order, so
-        a page that does not start after the previous one ends, a token handed out twice, a page
-        that says more follows but not where, or an entry without its name end the listing with
-        a StorageRequestError; so does a run of ``MAX_EMPTY_PAGES`` empty pages that say more follows.
+        a server repeating its pages would be listed forever.  A name is taken once (some servers
+        repeat a common prefix at a page boundary); a token handed out twice, ``MAX_STALE_PAGES``
+        pages in a row that name nothing new yet say more follows, a page that says more follows
+        but not where, or an entry without its name end the listing with a StorageRequestError.
+        Not S3's key order: directory buckets do not list in it.
         """
         bucket, key, _ = self.fs.split_path(path)
         below = key.rstrip("/") + ("" if itself or not key else "/")
         kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": below, **({"Delimiter": "/"} if delimited else {})}
         dirs: list[str] = []
         files: dict[str, int] = {}
+        seen: set[str] = set()
         tokens: set[str] = set()
-        last, empty = None, 0  # the previous page's last name; empty pages in a row
+        stale = 0  # pages in a row that named nothing new
         where = f"store {self.url!r}: the listing of {path!r}"
         while True:
             try:
@@ -295,15 +307,15 @@ class FsspecStorage(Storage):
                 raise StorageRequestError(f"{where} names an entry without its {exc}") from exc
             prefixes = [p.get("Prefix") for p in page.get("CommonPrefixes", [])]
             objects = [(o.get("Key"), o.get("Size")) for o in page.get("Contents", [])]
-            names = prefixes + [k for k, _ in objects]
-            if not all(isinstance(n, str) for n in names):
+            if not all(isinstance(n, str) for n in prefixes + [k for k, _ in objects]):
                 raise StorageRequestError(f"{where} names an entry without its key or prefix")
-            if names and last is not None and min(names) <= last:
-                raise StorageRequestError(f"{where} goes back to {min(names)!r} after {last!r}: the server "
-                                          "repeats its pages")
-            last, empty = (max(names), 0) if names else (last, empty + 1)
-            dirs += [f"{bucket}/{p}" for p in prefixes]
-            files.update((f"{bucket}/{k}", int(size or 0)) for k, size in objects)
+            new_prefixes = [p for p in dict.fromkeys(prefixes) if p not in seen]
+            new_objects = [(k, size) for k, size in objects if k not in seen]
+            seen.update(new_prefixes)
+            seen.update(k for k, _ in new_objects)
+            stale = 0 if new_prefixes or new_objects else stale + 1
+            dirs += [f"{bucket}/{p}" for p in new_prefixes]
+            files.update((f"{bucket}/{k}", int(size or 0)) for k, size in new_objects)
             if not page.get("IsTruncated"):
                 return dirs, files
             token = page.get("NextContinuationToken")
@@ -312,8 +324,9 @@ class FsspecStorage(Storage):
             if token in tokens:
                 raise StorageRequestError(f"{where} hands out continuation token {token!r} twice: the server "
                                           "repeats its pages")
-            if empty >= MAX_EMPTY_PAGES:
-                raise StorageRequestError(f"{where} sends {empty} empty pages in a row, each saying more follows")
+            if stale >= MAX_STALE_PAGES:
+                raise StorageRequestError(f"{where} sends {stale} pages in a row that name nothing new, each saying "
+                                          "more follows: the server repeats its pages")
             tokens.add(token)
             kwargs["ContinuationToken"] = token
 
