@@ -405,3 +405,18 @@ def test_s3fs_backend_takes_pages_out_of_key_order_and_a_prefix_repeated_at_thei
 
     monkeypatch.setattr(storage.fs, "_call_s3", answer)  # fsspec shares the filesystem: undone after the test
     assert storage.list_dir("") == ["a", "b", "c", "z"] and asked == [None, "1"]
+
+
+@pytest.mark.parametrize("s3_backend", BACKENDS)
+def test_a_server_that_stays_busy_names_the_object_it_was_asked_for(s3_bucket, s3_faults, zv_config, s3_backend):
+    """Regression: s3fs's failure after its retries of a GET answered 503 named no object."""
+    bucket, options = s3_bucket
+    zv_config("s3.backend", s3_backend)
+    url = f"s3://{bucket}/p/busy.zv"
+    zv.write_points(url, _points(), chunk_shape=50.0, storage_options=options)
+    busy = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
+            b"<Message>Please reduce your request rate.</Message></Error>")
+    s3_faults.append(Fault(lambda m, path, q: m == "GET" and path == f"/{bucket}/p/busy.zv/{CELL}",
+                           lambda query, moto: ("503 Slow Down", [("Content-Type", "application/xml")], busy)))
+    with pytest.raises(StorageRequestError, match=rf"^store '{url}': .*p/busy.zv/{CELL}"):
+        zv.read(url, storage_options=options)

@@ -12,7 +12,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from zarr_vectors import config
-from zarr_vectors.errors import InputError, StorageRequestError, StoreNotFoundError
+from zarr_vectors.errors import InputError, StorageRequestError, StoreNotFoundError, ZarrVectorsError
 from zarr_vectors.store.backend import (
     BODY_STEP,
     Storage,
@@ -202,7 +202,12 @@ class FsspecStorage(Storage):
             finally:
                 body.close()
 
-        return await _error_wrapper(get_and_read, retries=self.fs.retries)
+        try:
+            return await _error_wrapper(get_and_read, retries=self.fs.retries)
+        except (FileNotFoundError, ZarrVectorsError):  # a missing object is the read's answer (see absent())
+            raise
+        except _fsspec_failures() as exc:  # s3fs names no object in some failures (a 503): name it here
+            raise request_failure(self.url, exc, " ".join(str(exc).split()), where) from exc
 
     def get_decoded(self, keys: Sequence[str], decode: Callable[[int, bytes | None], T]) -> list[T]:
         """One concurrent batch of reads, then the decoding, when the filesystem is async."""
