@@ -89,7 +89,7 @@ def typed_request_failures(
     failures: Callable[[], tuple[type[BaseException], ...]],
     *,
     answers: tuple[type[BaseException], ...] = (),
-    reason: Callable[[str], str] = lambda text: " ".join(text.split()),
+    reason: Callable[[str], str] = str,
 ) -> Callable[[Callable[..., T]], Callable[..., T]]:
     """A backend's request method whose failures on a remote store -- ``failures()``, raised
     after the client's own retries -- come out as one :class:`StorageRequestError` naming the
@@ -139,8 +139,10 @@ async def gather_bounded(calls: Sequence[Callable[[], Awaitable[T]]], *, return_
 
 def request_failure(url: str, exc: BaseException, reason: str, where: str | None = None) -> StorageRequestError:
     """The error of a request to store ``url`` that failed after the client's retries: the store, the
-    object where one is known, the exception's type and at most :data:`REASON_CHARS` of ``reason``."""
-    text = reason if len(reason) <= REASON_CHARS else reason[:REASON_CHARS] + "…"
+    object where one is known, the exception's type and at most :data:`REASON_CHARS` of ``reason``,
+    on one line."""
+    text = " ".join(reason.split())
+    text = text if len(text) <= REASON_CHARS else text[:REASON_CHARS] + "…"
     at = f"{where}: " if where else ""
     return StorageRequestError(f"store {url!r}: {at}{type(exc).__name__}: {text}")
 

@@ -69,9 +69,8 @@ def _answers_range(content_range: Any, start: int, length: int | None, most: int
     suffix of an empty object so).  A server that ignores the Range header answers the whole
     object whatever was asked."""
     found = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+|\*)", str(content_range or ""))
-    if found is None:
-        whole = start == 0 or (start < 0 and length is not None and most is not None and length <= most)
-        return content_range is None and whole and (most is None or (length is not None and length <= most))
+    if found is None:  # a suffix always has a ``most``
+        return content_range is None and start <= 0 and (most is None or (length is not None and length <= most))
     first, final = int(found[1]), int(found[2])
     size = final - first + 1
     if (length is not None and length != size) or (most is not None and size > most):
@@ -154,7 +153,8 @@ class FsspecStorage(Storage):
             return super().get_many(keys)
         paths = [self.full_path(k) for k in keys]
         if self.protocol == "s3":
-            return [self._found_or_none(v) for v in self._sync(self._get_many_s3(paths))]
+            found_s3 = self._sync(gather_bounded([partial(self._get_s3, p) for p in paths], return_exceptions=True))
+            return [self._found_or_none(v) for v in found_s3]
         found = self.fs.cat(paths, on_error="return")
         return [self._found_or_none(found.get(p)) for p in paths]
 
@@ -162,10 +162,6 @@ class FsspecStorage(Storage):
         from fsspec.asyn import sync
 
         return sync(self.fs.loop, lambda: coro)
-
-    async def _get_many_s3(self, paths: Sequence[str]) -> list[Any]:
-        """Whole objects, at most ``s3.concurrency`` in flight; a failure is its path's result."""
-        return await gather_bounded([partial(self._get_s3, p) for p in paths], return_exceptions=True)
 
     async def _get_s3(self, path: str, start: int | None = None, end: int | None = None) -> bytes:
         """One whole object, or the range ``start:end`` of it (:class:`RangeRequest`), through s3fs's
@@ -207,7 +203,7 @@ class FsspecStorage(Storage):
         except (FileNotFoundError, ZarrVectorsError):  # a missing object is the read's answer (see absent())
             raise
         except _fsspec_failures() as exc:  # s3fs names no object in some failures (a 503): name it here
-            raise request_failure(self.url, exc, " ".join(str(exc).split()), where) from exc
+            raise request_failure(self.url, exc, str(exc), where) from exc
 
     def get_decoded(self, keys: Sequence[str], decode: Callable[[int, bytes | None], T]) -> list[T]:
         """One concurrent batch of reads, then the decoding, when the filesystem is async."""
@@ -259,7 +255,7 @@ class FsspecStorage(Storage):
         path = self.full_path(prefix)
         if self.protocol == "s3":
             dirs, files = self._sync(self._s3_listing(path, delimited=True))
-            entries = [d.rstrip("/") for d in dirs] + list(files)
+            entries = dirs + list(files)
         else:
             try:
                 entries = self.fs.ls(path, detail=False, refresh=True)
@@ -297,9 +293,8 @@ class FsspecStorage(Storage):
         bucket, key, _ = self.fs.split_path(path)
         below = key.rstrip("/") + ("" if itself or not key else "/")
         kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": below, **({"Delimiter": "/"} if delimited else {})}
-        dirs: list[str] = []
+        dirs: dict[str, None] = {}  # an ordered set
         files: dict[str, int] = {}
-        seen: set[str] = set()
         tokens: set[str] = set()
         stale = 0  # pages in a row that named nothing new
         where = f"store {self.url!r}: the listing of {path!r}"
@@ -307,22 +302,19 @@ class FsspecStorage(Storage):
             try:
                 page = await self.fs._call_s3("list_objects_v2", **kwargs)
             except FileNotFoundError as exc:  # NoSuchBucket: the bucket gone after the job's probe
-                raise request_failure(self.url, exc, " ".join(str(exc).split()), f"the listing of {path!r}") from exc
+                raise request_failure(self.url, exc, str(exc), f"the listing of {path!r}") from exc
             except KeyError as exc:  # botocore decoding a page whose entry has no key
                 raise StorageRequestError(f"{where} names an entry without its {exc}") from exc
             prefixes = [p.get("Prefix") for p in page.get("CommonPrefixes", [])]
             objects = [(o.get("Key"), o.get("Size")) for o in page.get("Contents", [])]
             if not all(isinstance(n, str) for n in prefixes + [k for k, _ in objects]):
                 raise StorageRequestError(f"{where} names an entry without its key or prefix")
-            new_prefixes = [p for p in dict.fromkeys(prefixes) if p not in seen]
-            new_objects = [(k, size) for k, size in objects if k not in seen]
-            seen.update(new_prefixes)
-            seen.update(k for k, _ in new_objects)
-            stale = 0 if new_prefixes or new_objects else stale + 1
-            dirs += [f"{bucket}/{p}" for p in new_prefixes]
-            files.update((f"{bucket}/{k}", int(size or 0)) for k, size in new_objects)
+            named = len(dirs) + len(files)
+            dirs.update(dict.fromkeys(f"{bucket}/{p}" for p in prefixes))
+            files.update((f"{bucket}/{k}", int(size or 0)) for k, size in objects)
+            stale = 0 if len(dirs) + len(files) > named else stale + 1
             if not page.get("IsTruncated"):
-                return dirs, files
+                return list(dirs), files
             token = page.get("NextContinuationToken")
             if not token:
                 raise StorageRequestError(f"{where} says more follows but gives no continuation token")
@@ -354,23 +346,21 @@ class FsspecStorage(Storage):
 
     @_fsspec_listing
     def object_sizes(self) -> dict[str, int]:
-        out: dict[str, int] = {}
         base = self.root.rstrip("/")
         if self.protocol == "s3":
-            found = {p: {"size": size} for p, size in self._sync(self._s3_listing(base))[1].items()}
+            sizes = self._sync(self._s3_listing(base))[1]
         else:
             try:
                 found = self.fs.find(base, detail=True)
             except FileNotFoundError:
-                return out
+                return {}
+            sizes = {p: int(i.get("size") or 0) for p, i in found.items() if i.get("type", "file") != "directory"}
         strip = base + "/"
-        for path, info in found.items():
+        out: dict[str, int] = {}
+        for path, size in sizes.items():
             p = self._listed_path(str(path))
-            if not p.startswith(strip):
-                continue
-            rel = p[len(strip) :]
-            if rel and info.get("type", "file") != "directory":
-                out[rel] = int(info.get("size") or 0)
+            if p.startswith(strip) and p != strip:
+                out[p[len(strip) :]] = size
         return out
 
     @_fsspec_write
