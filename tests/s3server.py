@@ -109,6 +109,11 @@ class LatencyMiddleware:
             start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
             return [body]
         self._tally()[method] += 1
+        # moto reads a key from RAW_URI, the path as sent, which werkzeug's server sets and
+        # waitress does not (it sets REQUEST_URI alone): without it moto decoded the already
+        # decoded PATH_INFO again, so a key holding `%` was stored as another key
+        if "REQUEST_URI" in environ:
+            environ.setdefault("RAW_URI", environ["REQUEST_URI"])
         if self.log is not None:  # when each request arrived: sequential rounds show as gaps
             query = environ.get("QUERY_STRING", "")
             with self._lock:
@@ -150,13 +155,13 @@ class LatencyMiddleware:
         return [body]
 
 
-def boto_client(endpoint: str) -> Any:
+def boto_client(endpoint: str, config: Any = None) -> Any:
     """A boto3 S3 client of the server at ``endpoint`` (its test credentials), for a test to
-    arrange or inspect a bucket beside the code it tests."""
+    arrange or inspect a bucket beside the code it tests; ``config``: a ``botocore.config.Config``."""
     import boto3
 
     return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
-                        region_name="us-east-1")  # fmt: skip
+                        region_name="us-east-1", config=config)  # fmt: skip
 
 
 def _uncontended_backend_lookup() -> None:
@@ -244,6 +249,30 @@ def _connection_budget(wanted: int = 16384) -> int:
     return max(64, soft - 512)
 
 
+def _channel_class() -> type:
+    """waitress's connection class, made to answer a bodiless request that expects a 100 Continue.
+
+    boto3 sends ``Expect: 100-continue`` on every PUT, an empty one too.  waitress 3.0 parses such
+    a request as complete, then sends the 100 Continue and marks it incomplete again, so it is
+    never served and the client times out.  An object store answers it; so does this server:
+    a request already complete has nothing left to continue.
+    """
+    from waitress.channel import HTTPChannel
+    from waitress.parser import HTTPRequestParser
+
+    class Parser(HTTPRequestParser):
+        def received(self, data: bytes) -> int:
+            consumed = super().received(data)
+            if self.completed:
+                self.expect_continue = False
+            return consumed
+
+    class Channel(HTTPChannel):
+        parser_class = Parser
+
+    return Channel
+
+
 class S3Server:
     """moto's S3 on 127.0.0.1 behind :class:`LatencyMiddleware`, served by waitress on a thread.
 
@@ -284,6 +313,7 @@ class S3Server:
             connection_limit=_connection_budget(), backlog=1024, asyncore_loop_timeout=1, asyncore_use_poll=True,
             ident="moto-s3", clear_untrusted_proxy_headers=True,
         )
+        self._server.channel_class = _channel_class()
         self._thread = threading.Thread(target=self._server.run, daemon=True, name="moto-s3")
 
     @property
