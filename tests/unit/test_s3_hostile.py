@@ -59,17 +59,26 @@ def test_a_listing_that_names_keys_outside_the_store_never_deletes_them(s3_bucke
 
 
 @pytest.mark.parametrize("s3_backend", BACKENDS)
-def test_the_object_named_like_the_store_is_a_neighbour_not_the_store(s3_bucket, zv_config, s3_backend):
-    """``s3://b/p/a`` beside the store ``s3://b/p/a/``: neither a first write nor an overwrite touches it
-    (the s3fs backend took it for an existing store, and both backends' overwrite deleted it)."""
+@pytest.mark.parametrize("key, body", [("p/a", b"neighbour"), ("p/a/", b"")], ids=["neighbour", "folder-marker"])
+def test_what_is_at_the_stores_own_name_is_not_the_store(s3_bucket, zv_config, s3_backend, key, body):
+    """Neither a first write nor an overwrite of the store ``s3://b/p/a/`` touches these, and the
+    store is valid without a warning:
+
+    * the object ``s3://b/p/a`` beside it (the s3fs backend took it for an existing store, and
+      both backends' overwrite deleted it);
+    * its folder marker ``p/a/``, a console's "create folder": the folder the store goes in, not
+      an entry of it (both backends' listings named the folder inside itself, so a first write
+      there was refused as an existing store)."""
     bucket, options = s3_bucket
     zv_config("s3.backend", s3_backend)
-    boto_client(options["endpoint_url"]).put_object(Bucket=bucket, Key="p/a", Body=b"neighbour")
+    boto_client(options["endpoint_url"]).put_object(Bucket=bucket, Key=key, Body=body)
     url = f"s3://{bucket}/p/a"
     zv.write_points(url, _points(), chunk_shape=50.0, storage_options=options)
     zv.write_points(url, _points(), chunk_shape=25.0, storage_options=options, overwrite=True)
-    assert boto_client(options["endpoint_url"]).get_object(Bucket=bucket, Key="p/a")["Body"].read() == b"neighbour"
-    assert zv.validate(url, level=5, storage_options=options).ok
+    assert boto_client(options["endpoint_url"]).get_object(Bucket=bucket, Key=key)["Body"].read() == body
+    result = zv.validate(url, level=5, storage_options=options)
+    assert result.ok and not result.warnings, result.errors + result.warnings
+    assert len(zv.read(url, storage_options=options)) == 600
 
 
 def _no_such_bucket(query, moto):
@@ -420,3 +429,96 @@ def test_a_server_that_stays_busy_names_the_object_it_was_asked_for(s3_bucket, s
                            lambda query, moto: ("503 Slow Down", [("Content-Type", "application/xml")], busy)))
     with pytest.raises(StorageRequestError, match=rf"^store '{url}': .*p/busy.zv/{CELL}"):
         zv.read(url, storage_options=options)
+
+
+def _marker_tree(options, bucket: str, prefix: str) -> list[str]:
+    return sorted(o["Key"] for o in boto_client(options["endpoint_url"]).list_objects_v2(
+        Bucket=bucket, Prefix=prefix).get("Contents", []) if o["Key"].endswith("/"))
+
+
+@pytest.mark.parametrize("s3_backend", BACKENDS)
+def test_listings_never_name_the_folder_listed(s3_bucket, zv_config, s3_backend):
+    """A folder's own marker is not one of its entries (it was, on both backends: ``a`` in ``a``)."""
+    from zarr_vectors.store.backend import Storage
+
+    bucket, options = s3_bucket
+    zv_config("s3.backend", s3_backend)
+    client = boto_client(options["endpoint_url"])
+    for key in ("s/", "s/a/", "s/c/"):
+        client.put_object(Bucket=bucket, Key=key, Body=b"")
+    client.put_object(Bucket=bucket, Key="s/a/b", Body=b"x")
+    storage = Storage(f"s3://{bucket}/s", options)
+    assert [storage.list_dir(p) for p in ("", "a", "c")] == [["a", "c"], ["b"], []]
+    assert "" not in storage.list_files("") and "" not in storage.object_sizes()
+
+
+def test_s3fs_backend_overwrite_removes_the_folder_markers_inside_the_store(s3_bucket, zv_config):
+    """Markers inside a store (``0/``, ``0/vertices/``) are the store's: an overwrite removes them
+    with the s3fs backend, whose deletes s3fs's ``rm`` made of ``0`` (nothing).  (obstore cannot
+    address a key that ends in ``/``: with it they stay, as strays the validator warns of.)"""
+    bucket, options = s3_bucket
+    zv_config("s3.backend", "s3fs")
+    url = f"s3://{bucket}/p/st.zv"
+    zv.write_points(url, _points(), chunk_shape=50.0, storage_options=options)
+    for key in ("p/st.zv/0/", "p/st.zv/0/vertices/"):
+        boto_client(options["endpoint_url"]).put_object(Bucket=bucket, Key=key, Body=b"")
+    assert zv.validate(url, level=5, storage_options=options).warnings  # strays before
+    zv.write_points(url, _points(), chunk_shape=25.0, storage_options=options, overwrite=True)
+    assert _marker_tree(options, bucket, "p/") == []
+    result = zv.validate(url, level=5, storage_options=options)
+    assert result.ok and not result.warnings, result.errors + result.warnings
+
+
+def _refuse_deletes(query, moto):
+    """A DeleteObjects answer (200) listing every key as not deleted, deleting nothing."""
+    return "200 OK", [("Content-Type", "application/xml")], (
+        b'<?xml version="1.0" encoding="UTF-8"?><DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+        b"<Error><Key>p/old.zv/zarr.json</Key><Code>AccessDenied</Code><Message>Access Denied</Message></Error>"
+        b"</DeleteResult>")  # fmt: skip
+
+
+@pytest.mark.parametrize("s3_backend", BACKENDS)
+def test_an_overwrite_whose_deletes_are_refused_fails_and_says_so(s3_bucket, s3_faults, zv_config, s3_backend):
+    """Regression: the s3fs backend took a DeleteObjects answer listing keys as not deleted for
+    success (s3fs's ``rm`` drops them), so an overwrite reported a new store over the old one's
+    objects."""
+    bucket, options = s3_bucket
+    zv_config("s3.backend", s3_backend)
+    url = f"s3://{bucket}/p/old.zv"
+    zv.write_points(url, _points(), chunk_shape=50.0, storage_options=options)
+    s3_faults.append(Fault(lambda m, path, q: m == "POST" and "delete" in q, _refuse_deletes))
+    with pytest.raises(StorageRequestError, match=rf"^store '{url}': .*p/old.zv/zarr.json.*Access Denied"):
+        zv.write_points(url, _points(300), chunk_shape=25.0, storage_options=options, overwrite=True)
+    s3_faults.clear()
+    assert len(zv.read(url, storage_options=options)) == 600  # the old store, untouched
+
+
+_BUSY = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
+         b"<Message>Please reduce your request rate.</Message></Error>")
+
+
+def _busy(query, moto):
+    return "503 Slow Down", [("Content-Type", "application/xml")], _BUSY
+
+
+@pytest.mark.parametrize("s3_backend", BACKENDS)
+def test_a_server_that_stays_busy_names_the_object_written_and_the_listing(s3_bucket, s3_faults, zv_config,
+                                                                           s3_backend):
+    """Regression: after its retries, the s3fs backend's failed PUT named no object and its failed
+    LIST no prefix (``store '…': OSError: [Errno 16] Please reduce your request rate.``)."""
+    from zarr_vectors.store.backend import Storage
+
+    bucket, options = s3_bucket
+    zv_config("s3.backend", s3_backend)
+    url = f"s3://{bucket}/p/busy.zv"
+    s3_faults.append(Fault(lambda m, path, q: m == "PUT" and path == f"/{bucket}/p/busy.zv/zarr.json", _busy))
+    with pytest.raises(StorageRequestError, match=rf"^store '{url}': .*p/busy.zv/zarr.json.*reduce your request rate"):
+        zv.write_points(url, _points(), chunk_shape=50.0, storage_options=options)
+    storage = Storage(url, options)
+    storage.put("0/zarr.json", b"{}")
+    s3_faults[:] = [Fault(lambda m, path, q: _is_listing(bucket)(m, path, q) and "busy.zv%2F0%2F" in q, _busy)]
+    # obstore names the listing by its request's URL, where the prefix is escaped
+    named = {"s3fs": r"the listing of .*p/busy.zv/0.*reduce your request", "obstore": r"prefix=p%2Fbusy.zv%2F0%2F.*503"}
+    for listing in (storage.list_dir, storage.list_files):
+        with pytest.raises(StorageRequestError, match=rf"^store '{url}': .*{named[s3_backend]}"):
+            listing("0")

@@ -301,7 +301,7 @@ class FsspecStorage(Storage):
         while True:
             try:
                 page = await self.fs._call_s3("list_objects_v2", **kwargs)
-            except FileNotFoundError as exc:  # NoSuchBucket: the bucket gone after the job's probe
+            except _fsspec_failures() as exc:  # NoSuchBucket (the bucket gone after the job's probe), a 503...
                 raise request_failure(self.url, exc, str(exc), f"the listing of {path!r}") from exc
             except KeyError as exc:  # botocore decoding a page whose entry has no key
                 raise StorageRequestError(f"{where} names an entry without its {exc}") from exc
@@ -329,12 +329,14 @@ class FsspecStorage(Storage):
 
     def _below(self, path: str, listed: Iterable[Any], *, itself: bool = False) -> list[str]:
         """What a listing of ``path`` names strictly below it, and with ``itself`` the object
-        at ``path``.  Never what a broken or hostile server adds from outside the prefix: a
-        delete must not reach it.  (The object at the store's root is a neighbour's:
-        ``s3://b/a`` beside the store ``s3://b/a/``; at a node's path inside, the store's.)"""
+        at ``path`` and its folder marker.  Never what a broken or hostile server adds from
+        outside the prefix: a delete must not reach it.  (The object at the store's root is a
+        neighbour's: ``s3://b/a`` beside the store ``s3://b/a/``; at a node's path inside, the
+        store's.  So is the root's folder marker ``a/``, a console's "create folder": the
+        folder the store is written into, not an entry of it.)"""
         at = self._listed_path(path).rstrip("/")
         paths = (self._listed_path(str(x)) for x in listed)
-        return [p for p in paths if p.startswith(at + "/") or (itself and p == at)]
+        return [p for p in paths if (p.startswith(at + "/") and p != at + "/") or (itself and p in (at, at + "/"))]
 
     def _relative(self, paths: Iterable[str]) -> list[str]:
         root = self._listed_path(self.root).rstrip("/") + "/"
@@ -366,14 +368,29 @@ class FsspecStorage(Storage):
     @_fsspec_write
     def put(self, key: str, data: bytes) -> None:
         """A PUT is atomic on an object store."""
-        self.fs.pipe_file(self.full_path(key), data)
+        if self.protocol == "s3":
+            self._sync(self._put_s3(self.full_path(key), data))
+        else:
+            self.fs.pipe_file(self.full_path(key), data)
 
     @_fsspec_write
     def put_many(self, items: Mapping[str, bytes]) -> None:
-        if not self._async or len(items) <= 1:
+        if self.protocol == "s3":
+            self._sync(gather_bounded([partial(self._put_s3, self.full_path(k), v) for k, v in items.items()]))
+        elif not self._async or len(items) <= 1:
             super().put_many(items)
-            return
-        self.fs.pipe({self.full_path(k): v for k, v in items.items()})
+        else:
+            self.fs.pipe({self.full_path(k): v for k, v in items.items()})
+
+    async def _put_s3(self, path: str, data: bytes) -> None:
+        """One object through s3fs (its multipart upload for large ones), a failure naming the
+        object: s3fs's names none (a 503 after its retries read "Please reduce your request rate")."""
+        try:
+            await self.fs._pipe_file(path, data)
+        except FileNotFoundError:  # NoSuchBucket: the store's bucket gone, not this object's fault
+            raise
+        except _fsspec_failures() as exc:
+            raise request_failure(self.url, exc, str(exc), f"s3://{path}") from exc
 
     @_fsspec_write
     def delete(self, key: str) -> None:
@@ -388,7 +405,38 @@ class FsspecStorage(Storage):
     @_fsspec_write
     def delete_many(self, keys: Sequence[str]) -> None:
         if keys:
-            self.fs.rm([self.full_path(k) for k in keys])
+            self._rm([self.full_path(k) for k in keys])
+
+    def _rm(self, paths: Sequence[str]) -> None:
+        """Delete the objects at ``paths``: on S3 exactly those keys (:meth:`_delete_s3`)."""
+        if self.protocol == "s3":
+            self._sync(self._delete_s3(paths))
+        else:
+            self.fs.rm(list(paths))
+
+    async def _delete_s3(self, paths: Sequence[str]) -> None:
+        """DeleteObjects of exactly these keys, ``delete_batch`` a request, concurrently, through
+        s3fs's client and retries.  Not s3fs's ``rm``, which strips a folder marker's trailing ``/``
+        (it deleted ``x``, not the marker ``x/``) and drops the keys a DeleteObjects answer lists
+        as not deleted: an overwrite then reported success over the old store's objects.  Here
+        such an answer fails the call, naming how many and the first with S3's reason."""
+        bucket = self.bucket
+        keys = [p.split("/", 1)[1] for p in paths]
+
+        async def delete(batch: list[str]) -> None:
+            answer = await self.fs._call_s3(
+                "delete_objects", Bucket=bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True}
+            )
+            failed = answer.get("Errors") or []
+            if failed:
+                first = failed[0]
+                raise StorageRequestError(
+                    f"store {self.url!r}: {len(failed)} of {len(batch)} objects were not deleted; the first, "
+                    f"s3://{bucket}/{first.get('Key')}: {first.get('Code')}: {first.get('Message')}"
+                )
+
+        step = self.delete_batch
+        await gather_bounded([partial(delete, keys[i : i + step]) for i in range(0, len(keys), step)])
 
     @_fsspec_listing_delete
     def delete_prefix(self, prefix: str) -> None:
@@ -403,7 +451,7 @@ class FsspecStorage(Storage):
         listed = self._sync(self._s3_listing(path, itself=bool(prefix)))[1]
         found = self._below(path, listed, itself=bool(prefix))
         if found:
-            self.fs.rm(found)
+            self._rm(found)
 
     @_fsspec_write
     def move_many(self, pairs: Sequence[tuple[str, str]], *, sources_present: bool = False) -> None:
@@ -413,7 +461,7 @@ class FsspecStorage(Storage):
         present = list(pairs) if sources_present else existing_sources(self, pairs)
         if present:
             self.fs.copy([self.full_path(s) for s, _ in present], [self.full_path(d) for _, d in present])
-            self.fs.rm([self.full_path(s) for s, _ in present])
+            self._rm([self.full_path(s) for s, _ in present])
 
     def probe(self) -> None:
         """For S3, HEAD the bucket, telling a missing bucket from an unreachable endpoint."""

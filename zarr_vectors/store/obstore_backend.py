@@ -255,9 +255,13 @@ class ObstoreStorage(Storage):
         return _Loop.run(gather_bounded([partial(self._list_dir, p) for p in prefixes]))
 
     async def _list_dir(self, prefix: str) -> list[str]:
+        """The names one level below ``prefix``.  Not the folder's own marker (``prefix/``, a
+        console's "create folder"), which obstore lists as an object at ``prefix``, trailing ``/``
+        stripped: the listing of a folder named itself (an empty store folder read as taken)."""
         found = await self._delimited(self._store, prefix)
+        itself = (self._list_prefix(prefix) or "").rstrip("/")
         names = [posixpath.basename(p.rstrip("/")) for p in found["common_prefixes"]]
-        names += [posixpath.basename(o["path"]) for o in found["objects"]]
+        names += [posixpath.basename(o["path"]) for o in found["objects"] if o["path"] != itself]
         return sorted(n for n in set(names) if n and not n.startswith(".tmp-"))
 
     async def _delimited(self, client: S3Store, prefix: str) -> Any:
