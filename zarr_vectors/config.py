@@ -60,6 +60,9 @@ DEFAULTS: dict[str, Any] = {
         },
         "io": {
             "threads": 16,  # concurrent object requests of one process
+            # a local batch of reads asking for fewer bytes than this runs on the calling thread:
+            # handing a small read to a thread costs more than the read (docs/DESIGN.md, Scaling)
+            "sequential-read-bytes": 8 << 20,
         },
         # zarr_vectors.plot: a point cloud above this many points is drawn as a density (hexbin);
         # a mesh gets a wireframe over its shading up to this many faces

@@ -483,3 +483,16 @@ def test_tables_with_many_chunks_read_the_stored_chunks_found_by_listing(tmp_pat
     write_vlen_rows(store.storage, "0/v", rows, compressor=ZSTD_DEFAULT, chunk_rows=2)
     got = read_vlen_rows(store.storage, "0/v")
     assert got.num_rows == 200 and got.rows == rows and got.row_numbers.tolist() == list(range(200))
+
+
+@pytest.mark.parametrize("threshold", [0, 1 << 30], ids=["pool", "calling-thread"])
+def test_local_range_reads_answer_the_same_on_the_pool_and_on_the_calling_thread(tmp_path, zv_config, threshold):
+    """``io.sequential-read-bytes`` only decides where a batch of local range reads runs."""
+    zv_config("io.sequential-read-bytes", threshold)
+    storage = LocalStorage(tmp_path / "s")
+    a, b = bytes(range(256)) * 4, b"0123456789"
+    storage.put_many({"x/a": a, "b": b})
+    bounded = [("x/a", 10, 20), ("x/a", -5, None), ("b", 3, 99), ("missing", 0, 4), ("b", 4, 4)]
+    assert storage.get_ranges(bounded) == [a[10:20], a[-5:], b[3:], None, b""]
+    # a read to an end it does not know is never counted small
+    assert storage.get_ranges([("x/a", 1000, None), ("b", 0, 2)]) == [a[1000:], b[:2]]

@@ -142,7 +142,7 @@ def _shard_cells(node: Node, spec: ShardingSpec, shards: list[tuple[tuple[int, .
 
 def _read_raw(storage: Storage, keys: list[str], nbytes: int) -> list[bytes | None]:
     """Raw objects of many keys: one concurrent batch, or plain reads when that would cost more."""
-    if storage.protocol == "file" and (len(keys) < 8 or nbytes < (8 << 20)):
+    if storage.protocol == "file" and (len(keys) < 8 or nbytes < int(config.get("io.sequential-read-bytes"))):
         return [storage.get(k) for k in keys]
     return storage.get_many(keys)
 
