@@ -35,7 +35,7 @@ from zarr_vectors.errors import (
     ResourceLimitError,
 )
 from zarr_vectors.format.paths import format_chunk_key, parse_chunk_key, parse_chunk_keys
-from zarr_vectors.store.backend import RangeRequest, Storage, io_pool
+from zarr_vectors.store.backend import RangeRequest, Storage, map_batched
 from zarr_vectors.store.codecs import Pipeline, ShardingSpec
 from zarr_vectors.store.nodes import array_document, meta_key, require_node, write_node
 
@@ -434,9 +434,7 @@ def read_cells_many(
         if len(requests) < 64:
             return [grid._decode_at(chunk, raw, lim) for (grid, chunk), raw, lim in zip(requests, raws, limits)]
         # decoding is leaf work (it never waits on the pool), so it may share the I/O threads
-        return list(io_pool().map(
-            lambda i: requests[i][0]._decode_at(requests[i][1], raws[i], limits[i]), range(len(requests))
-        ))
+        return map_batched(lambda i: requests[i][0]._decode_at(requests[i][1], raws[i], limits[i]), len(requests))
     keys = [grid.cell_key(chunk) for grid, chunk in requests]
     if required:
         return storage.get_decoded(keys, lambda i, raw: requests[i][0]._decode(keys[i], _present(raw, keys[i]), limits[i]))
