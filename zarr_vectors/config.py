@@ -76,6 +76,10 @@ DEFAULTS: dict[str, Any] = {
         "s3": {
             "backend": "obstore",  # or "s3fs"
             "concurrency": 64,
+            # DeleteObjects requests (1,000 keys each) in flight at once, and how often the keys
+            # an answer lists as not deleted for a passing reason (SlowDown...) are asked again
+            "delete-concurrency": 4,
+            "delete-retries": 2,
             # retries of the obstore backend's reachability probe (one LIST of the root before
             # a job); its other requests keep obstore's default (10, with backoff)
             "probe-retries": 2,

@@ -522,3 +522,88 @@ def test_a_server_that_stays_busy_names_the_object_written_and_the_listing(s3_bu
     for listing in (storage.list_dir, storage.list_files):
         with pytest.raises(StorageRequestError, match=rf"^store '{url}': .*{named[s3_backend]}"):
             listing("0")
+
+
+def test_s3fs_backend_deletes_keys_that_look_like_patterns_exactly(s3_bucket, zv_config):
+    """Regression: s3fs's ``rm`` expanded ``?``, ``*`` and ``[`` in keys: deleting ``q?y/a`` deleted
+    ``qay/a`` and left ``q?y/a`` (store and attribute names may hold them)."""
+    from zarr_vectors.store.backend import Storage
+
+    bucket, options = s3_bucket
+    zv_config("s3.backend", "s3fs")
+    storage = Storage(f"s3://{bucket}/p/s.zv", options)
+    names = ["q?y/a", "qay/a", "s*t/a", "sxt/a", "br[a]/x", "bra/x"]
+    storage.put_many({name: b"1" for name in names})
+    storage.delete_many(["q?y/a", "s*t/a", "br[a]/x"])
+    assert storage.list_files("") == ["bra/x", "qay/a", "sxt/a"]
+
+
+def _delete_refused_for(code: str, times: int):
+    """A DeleteObjects answer listing every key asked as not deleted with ``code``, ``times``
+    times; then moto's own answer (the keys deleted)."""
+    answered = []
+
+    def answer(query, moto):
+        if len(answered) >= times:
+            return moto()
+        answered.append(query)
+        return "200 OK", [("Content-Type", "application/xml")], (
+            b'<?xml version="1.0" encoding="UTF-8"?><DeleteResult>'
+            + b"".join(b"<Error><Key>" + key.encode() + b"</Key><Code>" + code.encode()
+                       + b"</Code><Message>Please reduce your request rate.</Message></Error>"
+                       for key in ("p/s.zv/a", "p/s.zv/b"))
+            + b"</DeleteResult>")  # fmt: skip
+
+    return answer, answered
+
+
+@pytest.mark.parametrize("refusals, deleted", [(2, True), (3, False)], ids=["mended", "stays"])
+def test_s3fs_backend_asks_again_for_keys_refused_for_a_passing_reason(s3_bucket, s3_faults, zv_config,
+                                                                         refusals, deleted):
+    """A DeleteObjects answer may list keys as not deleted with ``SlowDown``: those are asked again
+    (``s3.delete-retries``, 2), and still refused after that the call fails."""
+    from zarr_vectors.store.backend import Storage
+
+    bucket, options = s3_bucket
+    zv_config("s3.backend", "s3fs")
+    storage = Storage(f"s3://{bucket}/p/s.zv", options)
+    storage.put_many({"a": b"1", "b": b"2"})
+    answer, answered = _delete_refused_for("SlowDown", refusals)
+    s3_faults.append(Fault(lambda m, path, q: m == "POST" and "delete" in q, answer))
+    if deleted:
+        storage.delete_many(["a", "b"])
+        assert storage.list_files("") == [] and len(answered) == 2
+    else:
+        with pytest.raises(StorageRequestError, match=r"2 of 2 objects were not deleted; the first, "
+                                                      rf"s3://{bucket}/p/s.zv/a: SlowDown"):
+            storage.delete_many(["a", "b"])
+        assert len(answered) == 3 and storage.list_files("") == ["a", "b"]
+
+
+@pytest.mark.parametrize("s3_backend", BACKENDS)
+def test_a_failed_batch_of_puts_stops_when_it_fails(s3_server, s3_bucket, s3_faults, zv_config, s3_backend):
+    """Regression (review): the calls of a batch still waiting went on after the first failure was
+    raised -- every PUT of a refused ``put_many`` was sent, retries and all, behind the error.
+    obstore's requests already handed to its Rust runtime (at most ``s3.concurrency``) still arrive
+    after the raise; nothing after them."""
+    import time
+
+    from zarr_vectors.store.backend import Storage
+
+    bucket, options = s3_bucket
+    zv_config("s3.backend", s3_backend)
+    zv_config("s3.concurrency", 2)
+    storage = Storage(f"s3://{bucket}/p/s.zv", options)
+    s3_faults.append(Fault(lambda m, path, q: m == "PUT" and "/p/s.zv/" in path,
+                           lambda query, moto: ("403 Forbidden", [("Content-Type", "application/xml")],
+                                                b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied'
+                                                b"</Code><Message>Access Denied</Message></Error>")))
+    s3_server.reset()
+    with pytest.raises(StorageRequestError, match="Access Denied|Forbidden|403"):
+        storage.put_many({f"k{i}": b"1" for i in range(100)})
+    sent = s3_server.requests().get("PUT", 0)
+    time.sleep(0.5)
+    settled = s3_server.requests().get("PUT", 0)
+    time.sleep(1.0)
+    assert s3_server.requests().get("PUT", 0) == settled <= sent + (2 if s3_backend == "obstore" else 0)
+    assert settled <= 4

@@ -486,13 +486,23 @@ def test_tables_with_many_chunks_read_the_stored_chunks_found_by_listing(tmp_pat
 
 
 @pytest.mark.parametrize("threshold", [0, 1 << 30], ids=["pool", "calling-thread"])
-def test_local_range_reads_answer_the_same_on_the_pool_and_on_the_calling_thread(tmp_path, zv_config, threshold):
+def test_local_range_reads_answer_the_same_on_the_pool_and_on_the_calling_thread(tmp_path, zv_config, monkeypatch,
+                                                                                 threshold):
     """``io.sequential-read-bytes`` only decides where a batch of local range reads runs."""
+    from zarr_vectors.store import backend
+
+    pooled = []
+    monkeypatch.setattr(backend, "map_batched", lambda fn, n: pooled.append(n) or [fn(i) for i in range(n)])
     zv_config("io.sequential-read-bytes", threshold)
     storage = LocalStorage(tmp_path / "s")
     a, b = bytes(range(256)) * 4, b"0123456789"
     storage.put_many({"x/a": a, "b": b})
     bounded = [("x/a", 10, 20), ("x/a", -5, None), ("b", 3, 99), ("missing", 0, 4), ("b", 4, 4)]
     assert storage.get_ranges(bounded) == [a[10:20], a[-5:], b[3:], None, b""]
+    assert pooled == ([] if threshold else [5])
     # a read to an end it does not know is never counted small
     assert storage.get_ranges([("x/a", 1000, None), ("b", 0, 2)]) == [a[1000:], b[:2]]
+    assert pooled[-1] == 2
+    # what the ranges ask for at most: a suffix its length, a range ending before its start nothing
+    assert backend._range_bytes(bounded) == 10 + 5 + 96 + 4 + 0
+    assert backend._range_bytes([("b", 5, 2)]) == 0 and backend._range_bytes([("b", 0, None)]) == float("inf")

@@ -135,18 +135,29 @@ def typed_request_failures(
 BODY_STEP = 4 << 20
 
 
-async def gather_bounded(calls: Sequence[Callable[[], Awaitable[T]]], *, return_exceptions: bool = False) -> list[Any]:
-    """Run the calls concurrently, at most ``s3.concurrency`` in flight, results in order (with
-    ``return_exceptions``, a call's failure is its result)."""
+async def gather_bounded(calls: Sequence[Callable[[], Awaitable[T]]], *, return_exceptions: bool = False,
+                         limit: int | None = None) -> list[Any]:
+    """Run the calls concurrently, at most ``limit`` (default ``s3.concurrency``) in flight, results
+    in order (with ``return_exceptions``, a call's failure is its result).  Without it the first
+    failure cancels the calls still running or waiting, and they have ended when it is raised:
+    a write that failed does not go on changing the store behind its error (obstore's requests
+    already handed to its Rust runtime, at most ``limit``, still reach the server)."""
     import asyncio  # here: a local store never pays its import
 
-    limit = asyncio.Semaphore(max(1, int(config.get("s3.concurrency"))))
+    slots = asyncio.Semaphore(max(1, int(config.get("s3.concurrency")) if limit is None else limit))
 
     async def one(call: Callable[[], Awaitable[T]]) -> T:
-        async with limit:
+        async with slots:
             return await call()
 
-    return list(await asyncio.gather(*(one(c) for c in calls), return_exceptions=return_exceptions))
+    tasks = [asyncio.ensure_future(one(c)) for c in calls]
+    try:
+        return list(await asyncio.gather(*tasks, return_exceptions=return_exceptions))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 def request_failure(url: str, exc: BaseException, reason: str, where: str | None = None) -> StorageRequestError:

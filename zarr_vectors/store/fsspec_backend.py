@@ -16,6 +16,7 @@ from zarr_vectors.errors import InputError, StorageRequestError, StoreNotFoundEr
 from zarr_vectors.store.backend import (
     BODY_STEP,
     Storage,
+    answered_no_such_bucket,
     existing_sources,
     gather_bounded,
     request_failure,
@@ -55,6 +56,9 @@ _fsspec_listing_delete = typed_request_failures(_fsspec_failures)
 #: pages in a row that name nothing new yet say more follows (empty ones: S3 may send a few)
 #: after which a listing ends
 MAX_STALE_PAGES = 100
+
+#: what a DeleteObjects answer may list a key as not deleted for that asking again can mend
+PASSING_DELETE_ERRORS = frozenset({"SlowDown", "InternalError", "ServiceUnavailable"})
 
 #: s3fs's tries of a request (each of botocore's 2 attempts); a whole-object read nests them,
 #: so an unanswered GET fails after 2 x 2 x 2 attempts of ``s3.request-timeout`` (4 minutes)
@@ -387,8 +391,10 @@ class FsspecStorage(Storage):
         object: s3fs's names none (a 503 after its retries read "Please reduce your request rate")."""
         try:
             await self.fs._pipe_file(path, data)
-        except FileNotFoundError:  # NoSuchBucket: the store's bucket gone, not this object's fault
-            raise
+        except FileNotFoundError as exc:
+            if answered_no_such_bucket(exc):  # the store's bucket gone, not this object's fault
+                raise
+            raise request_failure(self.url, exc, str(exc), f"s3://{path}") from exc  # an upload aborted...
         except _fsspec_failures() as exc:
             raise request_failure(self.url, exc, str(exc), f"s3://{path}") from exc
 
@@ -415,20 +421,33 @@ class FsspecStorage(Storage):
             self.fs.rm(list(paths))
 
     async def _delete_s3(self, paths: Sequence[str]) -> None:
-        """DeleteObjects of exactly these keys, ``delete_batch`` a request, concurrently, through
-        s3fs's client and retries.  Not s3fs's ``rm``, which strips a folder marker's trailing ``/``
-        (it deleted ``x``, not the marker ``x/``) and drops the keys a DeleteObjects answer lists
-        as not deleted: an overwrite then reported success over the old store's objects.  Here
-        such an answer fails the call, naming how many and the first with S3's reason."""
+        """DeleteObjects of exactly these keys, ``delete_batch`` a request, ``s3.delete-concurrency``
+        requests at once (s3fs's ``rm`` kept 3), through s3fs's client and retries.  Not s3fs's
+        ``rm``: it strips a folder marker's trailing ``/`` (it deleted ``x``, not the marker
+        ``x/``), expands ``?``, ``*`` and ``[`` in keys as patterns (deleting ``q?y`` deleted
+        ``qay``) and drops the keys a DeleteObjects answer lists as not deleted -- an overwrite
+        then reported success over the old store's objects.  Here keys refused for a passing
+        reason (``SlowDown``, ``InternalError``, ``ServiceUnavailable``) are asked again up to
+        ``s3.delete-retries`` times; any other refusal, or one that stays, fails the call,
+        naming how many and the first key with S3's reason."""
+        import asyncio
+
         bucket = self.bucket
         keys = [p.split("/", 1)[1] for p in paths]
+        retries = int(config.get("s3.delete-retries"))
 
         async def delete(batch: list[str]) -> None:
-            answer = await self.fs._call_s3(
-                "delete_objects", Bucket=bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True}
-            )
-            failed = answer.get("Errors") or []
-            if failed:
+            for attempt in range(retries + 1):
+                answer = await self.fs._call_s3(
+                    "delete_objects", Bucket=bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True}
+                )
+                failed = answer.get("Errors") or []
+                if not failed:
+                    return
+                if attempt < retries and all(e.get("Code") in PASSING_DELETE_ERRORS for e in failed):
+                    batch = [str(e.get("Key")) for e in failed]
+                    await asyncio.sleep(0.2 * 2**attempt)
+                    continue
                 first = failed[0]
                 raise StorageRequestError(
                     f"store {self.url!r}: {len(failed)} of {len(batch)} objects were not deleted; the first, "
@@ -436,7 +455,8 @@ class FsspecStorage(Storage):
                 )
 
         step = self.delete_batch
-        await gather_bounded([partial(delete, keys[i : i + step]) for i in range(0, len(keys), step)])
+        await gather_bounded([partial(delete, keys[i : i + step]) for i in range(0, len(keys), step)],
+                             limit=int(config.get("s3.delete-concurrency")))
 
     @_fsspec_listing_delete
     def delete_prefix(self, prefix: str) -> None:
