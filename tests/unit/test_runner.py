@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 
 import dask
+import pytest
 
 from zarr_vectors.execution import runner
 
@@ -185,3 +186,31 @@ def test_under_a_client_started_work_comes_back_from_persist_beside_as_it_is(loc
         (own,), late = runner.persist_beside("links", [dask.delayed(sum)([1])], started)
         assert late == started and late[0] is started[0]  # already running: not submitted again
         assert runner.compute("reconcile", dask.delayed(lambda a, b: a + b)(own, late[0])) == [6]
+
+
+@pytest.mark.parametrize("counted", [False, True], ids=["plain", "counted"])
+@pytest.mark.parametrize("keep", [False, True], ids=["compute", "persist"])
+def test_a_failed_graph_on_local_threads_raises_once_the_tasks_it_started_ended(tmp_path, counted, keep):
+    """Regression (hunt): dask's threaded scheduler raised at the first failed task while the
+    others went on -- a failed write kept writing cells behind its error (512 PUTs 5 s after
+    it raised at 8).  Both tasks start at once; the raise waits for the slow one."""
+    import time
+    from contextlib import nullcontext
+
+    from zarr_vectors import count_requests
+
+    def slow() -> int:
+        time.sleep(0.5)
+        (tmp_path / "late").write_text("written")
+        return 1
+
+    def fail() -> int:
+        time.sleep(0.05)
+        raise ValueError("refused")
+
+    run = runner.persist if keep else runner.compute
+    with dask.config.set(num_workers=2), count_requests() if counted else nullcontext():
+        with pytest.raises(ValueError, match="refused"):
+            run("stage", dask.delayed(slow)(), dask.delayed(fail)())
+        assert (tmp_path / "late").read_text() == "written"
+    assert run("stage", dask.delayed(slow)())[0] is not None  # the pool still runs graphs after a failure

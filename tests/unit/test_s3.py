@@ -261,11 +261,12 @@ def test_s3fs_backend_too_makes_a_storage_that_stops_answering_a_typed_error(s3_
     with pytest.raises(StorageRequestError) as info:
         call(gone)
     message = str(info.value)
-    # a GET and a PUT name their object too, and a listing its prefix (the s3fs backend's own
-    # requests); the deletes and the copy, in bulk, name the store
+    # a GET and a PUT name their object too, a copy its source and target, and a listing its
+    # prefix (the s3fs backend's own requests); the deletes, in bulk, name the store
     objects = [REQUESTS[k] for k in ("get", "get_many", "get_decoded", "get_ranges", "put", "put_many")]
     listings = [REQUESTS[k] for k in ("list_dir", "list_files", "object_sizes", "delete_prefix")]
     where = (rf"s3://{bucket}/p/store\.zv/\S+: " if call in objects
+             else rf"s3://{bucket}/p/store\.zv/\S+ -> s3://{bucket}/p/store\.zv/\S+: " if call is REQUESTS["move_many"]
              else rf"the listing of '{bucket}/p/store\.zv(/0)?': " if call in listings else "")
     assert re.match(rf"store '{re.escape(url)}': {where}EndpointConnectionError: Could not connect to the endpoint "
                     "URL", message), message

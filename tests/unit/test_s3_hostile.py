@@ -578,32 +578,3 @@ def test_s3fs_backend_asks_again_for_keys_refused_for_a_passing_reason(s3_bucket
                                                       rf"s3://{bucket}/p/s.zv/a: SlowDown"):
             storage.delete_many(["a", "b"])
         assert len(answered) == 3 and storage.list_files("") == ["a", "b"]
-
-
-@pytest.mark.parametrize("s3_backend", BACKENDS)
-def test_a_failed_batch_of_puts_stops_when_it_fails(s3_server, s3_bucket, s3_faults, zv_config, s3_backend):
-    """Regression (review): the calls of a batch still waiting went on after the first failure was
-    raised -- every PUT of a refused ``put_many`` was sent, retries and all, behind the error.
-    obstore's requests already handed to its Rust runtime (at most ``s3.concurrency``) still arrive
-    after the raise; nothing after them."""
-    import time
-
-    from zarr_vectors.store.backend import Storage
-
-    bucket, options = s3_bucket
-    zv_config("s3.backend", s3_backend)
-    zv_config("s3.concurrency", 2)
-    storage = Storage(f"s3://{bucket}/p/s.zv", options)
-    s3_faults.append(Fault(lambda m, path, q: m == "PUT" and "/p/s.zv/" in path,
-                           lambda query, moto: ("403 Forbidden", [("Content-Type", "application/xml")],
-                                                b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied'
-                                                b"</Code><Message>Access Denied</Message></Error>")))
-    s3_server.reset()
-    with pytest.raises(StorageRequestError, match="Access Denied|Forbidden|403"):
-        storage.put_many({f"k{i}": b"1" for i in range(100)})
-    sent = s3_server.requests().get("PUT", 0)
-    time.sleep(0.5)
-    settled = s3_server.requests().get("PUT", 0)
-    time.sleep(1.0)
-    assert s3_server.requests().get("PUT", 0) == settled <= sent + (2 if s3_backend == "obstore" else 0)
-    assert settled <= 4

@@ -147,7 +147,7 @@ _POOL: dict[int, Any] = {}
 _POOL_LOCK = threading.Lock()
 
 
-def _on_dask_threads() -> bool:
+def on_dask_threads() -> bool:
     """Whether graphs run here go to dask's threaded scheduler.  Decided without
     ``dask.base.get_scheduler`` where possible: it imports distributed (~0.4 s) to look for
     a client, which no process that never imported distributed can have."""
@@ -167,7 +167,7 @@ def _local_pool() -> AbstractContextManager[Any]:
     """dask's threaded scheduler on a pool that carries this context (and so the count) into its threads."""
     import dask.threaded
 
-    if not _on_dask_threads() or dask.config.get("pool", None) is not None:
+    if not on_dask_threads() or dask.config.get("pool", None) is not None:
         return nullcontext()  # synchronous runs here; processes are not counted; a user's pool is kept
     from zarr_vectors.store.accounting import ContextExecutor
 

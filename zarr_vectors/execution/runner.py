@@ -17,6 +17,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, Future, wait
 from contextlib import contextmanager
 from typing import Any, Protocol
 
@@ -29,6 +30,7 @@ from dask.utils import funcname
 
 from zarr_vectors import config
 from zarr_vectors.execution import requests
+from zarr_vectors.store.accounting import ContextExecutor
 
 
 class ProgressCallback(Protocol):
@@ -145,6 +147,49 @@ def parallelism() -> int:
     return max(1, os.cpu_count() or 1)
 
 
+class _SettlingPool:
+    """The pool a graph on local threads runs on, remembering the tasks it was handed.
+
+    dask's threaded scheduler raises at a graph's first failed task while the tasks it had
+    started go on -- writing cells behind the error, racing a caller who cleans up or runs
+    the job again.  The runner waits for them (:meth:`settle`) before it raises.
+    """
+
+    def __init__(self, pool: Executor) -> None:
+        self._pool = pool
+        self._max_workers = pool._max_workers  # type: ignore[attr-defined]  # what dask's threaded scheduler reads
+        self._running: set[Future[Any]] = set()  # not the finished: a future holds its task's result
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future = self._pool.submit(fn, *args, **kwargs)
+        self._running.add(future)
+        future.add_done_callback(self._running.discard)
+        return future
+
+    def settle(self) -> None:
+        wait(list(self._running))
+
+
+_THREAD_POOLS = threading.local()
+
+
+def _local_pool() -> _SettlingPool | None:
+    """The pool for a graph on dask's local threads: the ``pool`` setting (a user's, or the
+    request count's), else one per calling thread and ``num_workers``, as dask keeps its own
+    (a graph run from inside a task never waits on the pool running that task).  None when
+    the graph does not run on local threads, or on a pool that is no executor."""
+    if not requests.on_dask_threads():
+        return None
+    pool = dask.config.get("pool", None)
+    if pool is None:
+        workers = dask.config.get("num_workers", None) or dask.threaded.CPU_COUNT
+        pools = _THREAD_POOLS.__dict__.setdefault("pools", {})
+        pool = pools.get(workers)
+        if pool is None:
+            pool = pools[workers] = ContextExecutor(workers, thread_name_prefix="zv-dask")
+    return _SettlingPool(pool) if isinstance(pool, Executor) else None
+
+
 def _run(stage: str, items: Sequence[Any], *, keep: bool, everywhere: bool = False) -> list[Any]:
     registered = list(_callbacks())
     client = current_client()
@@ -153,9 +198,19 @@ def _run(stage: str, items: Sequence[Any], *, keep: bool, everywhere: bool = Fal
             cb.on_stage_start(stage, len(items))
         # no client and no configured scheduler: name dask's threads, which dask would pick
         # itself only after importing distributed to look for a client (~0.4 s, every process)
-        named = {} if dask.config.get("scheduler", None) is not None else {"scheduler": dask.threaded.get}
+        named: dict[str, Any] = {"scheduler": dask.threaded.get}
+        if dask.config.get("scheduler", None) is not None:
+            named = {}
         with requests.stage(stage):
-            out = list(dask.persist(*items, **named) if keep else dask.compute(*items, **named))
+            pool = _local_pool()  # inside the stage: a request count sets the pool there
+            if pool is not None:
+                named["pool"] = pool
+            try:
+                out = list(dask.persist(*items, **named) if keep else dask.compute(*items, **named))
+            except Exception:
+                if pool is not None:  # the store is still when the failure is raised
+                    pool.settle()
+                raise
         for cb in registered:
             cb.on_stage_end(stage)
         return out

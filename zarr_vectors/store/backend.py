@@ -135,13 +135,12 @@ def typed_request_failures(
 BODY_STEP = 4 << 20
 
 
-async def gather_bounded(calls: Sequence[Callable[[], Awaitable[T]]], *, return_exceptions: bool = False,
-                         limit: int | None = None) -> list[Any]:
+async def gather_bounded(calls: Sequence[Callable[[], Awaitable[T]]], *, limit: int | None = None) -> list[T]:
     """Run the calls concurrently, at most ``limit`` (default ``s3.concurrency``) in flight, results
-    in order (with ``return_exceptions``, a call's failure is its result).  Without it the first
-    failure cancels the calls still running or waiting, and they have ended when it is raised:
-    a write that failed does not go on changing the store behind its error (obstore's requests
-    already handed to its Rust runtime, at most ``limit``, still reach the server)."""
+    in order.  The first failure cancels the calls still running or waiting, and they have ended
+    when it is raised: a batch that failed does not go on changing the store, or asking a failing
+    server, behind its error (obstore's requests already handed to its Rust runtime, at most
+    ``limit``, still reach the server)."""
     import asyncio  # here: a local store never pays its import
 
     slots = asyncio.Semaphore(max(1, int(config.get("s3.concurrency")) if limit is None else limit))
@@ -152,7 +151,7 @@ async def gather_bounded(calls: Sequence[Callable[[], Awaitable[T]]], *, return_
 
     tasks = [asyncio.ensure_future(one(c)) for c in calls]
     try:
-        return list(await asyncio.gather(*tasks, return_exceptions=return_exceptions))
+        return list(await asyncio.gather(*tasks))
     except BaseException:
         for task in tasks:
             task.cancel()

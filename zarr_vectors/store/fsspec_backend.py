@@ -7,7 +7,7 @@ import os
 import posixpath
 import re
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
@@ -157,8 +157,7 @@ class FsspecStorage(Storage):
             return super().get_many(keys)
         paths = [self.full_path(k) for k in keys]
         if self.protocol == "s3":
-            found_s3 = self._sync(gather_bounded([partial(self._get_s3, p) for p in paths], return_exceptions=True))
-            return [self._found_or_none(v) for v in found_s3]
+            return self._sync(gather_bounded([partial(self._get_s3_or_none, p) for p in paths]))
         found = self.fs.cat(paths, on_error="return")
         return [self._found_or_none(found.get(p)) for p in paths]
 
@@ -166,6 +165,16 @@ class FsspecStorage(Storage):
         from fsspec.asyn import sync
 
         return sync(self.fs.loop, lambda: coro)
+
+    async def _get_s3_or_none(self, path: str, start: int | None = None, end: int | None = None) -> bytes | None:
+        """:meth:`_get_s3`, None for a missing object: inside the batch, so any other failure
+        is the batch's first and stops it (:func:`gather_bounded`), where a batch that
+        gathered every answer first sent and retried all of its GETs into a failing server."""
+        try:
+            return await self._get_s3(path, start, end)
+        except FileNotFoundError as exc:
+            self.absent(exc)
+            return None
 
     async def _get_s3(self, path: str, start: int | None = None, end: int | None = None) -> bytes:
         """One whole object, or the range ``start:end`` of it (:class:`RangeRequest`), through s3fs's
@@ -221,12 +230,9 @@ class FsspecStorage(Storage):
             return []
         paths = [self.full_path(k) for k, _, _ in requests]
         if self.protocol == "s3":
-            calls = [partial(self._get_s3, p, s, e) for p, (_, s, e) in zip(paths, requests)]
-            found = self._sync(gather_bounded(calls, return_exceptions=True))
-        else:
-            found = self.fs.cat_ranges(
-                paths, [s for _, s, _ in requests], [e for _, _, e in requests], on_error="return"
-            )
+            calls = [partial(self._get_s3_or_none, p, s, e) for p, (_, s, e) in zip(paths, requests)]
+            return self._sync(gather_bounded(calls))
+        found = self.fs.cat_ranges(paths, [s for _, s, _ in requests], [e for _, _, e in requests], on_error="return")
         out = [self._found_or_none(value) for value in found]
         return [None if v is None else bytes(v) for v in out]
 
@@ -288,10 +294,12 @@ class FsspecStorage(Storage):
         markers (keys ending in ``/``) included, as s3fs's ``find`` lists them (strays to the validator).
 
         Our own page loop, not s3fs's, which follows whatever continuation token a server sends:
-        a server repeating its pages would be listed forever.  A name is taken once (some servers
-        repeat a common prefix at a page boundary); a token handed out twice, ``MAX_STALE_PAGES``
-        pages in a row that name nothing new yet say more follows, a page that says more follows
-        but not where, or an entry without its name end the listing with a StorageRequestError.
+        a server repeating its pages would be listed forever, and an empty answer is an empty
+        page to it.  A name is taken once (some servers repeat a common prefix at a page
+        boundary); a page without ``IsTruncated``, a token handed out twice,
+        ``MAX_STALE_PAGES`` pages in a row that name nothing new yet say more follows, a page
+        that says more follows but not where, or an entry without its name end the listing
+        with a StorageRequestError.
         Not S3's key order: directory buckets do not list in it.
         """
         bucket, key, _ = self.fs.split_path(path)
@@ -309,6 +317,9 @@ class FsspecStorage(Storage):
                 raise request_failure(self.url, exc, str(exc), f"the listing of {path!r}") from exc
             except KeyError as exc:  # botocore decoding a page whose entry has no key
                 raise StorageRequestError(f"{where} names an entry without its {exc}") from exc
+            if "IsTruncated" not in page:  # S3 always says; botocore reads an empty body as an empty page
+                raise StorageRequestError(f"{where} is answered by a page that says nothing of what follows "
+                                          "(no IsTruncated): an empty or broken answer, not a listing")
             prefixes = [p.get("Prefix") for p in page.get("CommonPrefixes", [])]
             objects = [(o.get("Key"), o.get("Size")) for o in page.get("Contents", [])]
             if not all(isinstance(n, str) for n in prefixes + [k for k, _ in objects]):
@@ -387,16 +398,25 @@ class FsspecStorage(Storage):
             self.fs.pipe({self.full_path(k): v for k, v in items.items()})
 
     async def _put_s3(self, path: str, data: bytes) -> None:
-        """One object through s3fs (its multipart upload for large ones), a failure naming the
-        object: s3fs's names none (a 503 after its retries read "Please reduce your request rate")."""
+        """One object through s3fs (its multipart upload for large ones)."""
+        await self._naming(f"s3://{path}", self.fs._pipe_file(path, data))
+
+    async def _copy_s3(self, source: str, target: str) -> None:
+        """One server-side copy through s3fs (a HEAD of the source first: its managed copy for
+        objects over 5 GB)."""
+        await self._naming(f"s3://{source} -> s3://{target}", self.fs._cp_file(source, target))
+
+    async def _naming(self, where: str, request: Awaitable[Any]) -> None:
+        """A write request whose failure names ``where``: s3fs's name none (a 503 after its
+        retries read "Please reduce your request rate").  A vanished bucket is raised as it is."""
         try:
-            await self.fs._pipe_file(path, data)
+            await request
         except FileNotFoundError as exc:
             if answered_no_such_bucket(exc):  # the store's bucket gone, not this object's fault
                 raise
-            raise request_failure(self.url, exc, str(exc), f"s3://{path}") from exc  # an upload aborted...
+            raise request_failure(self.url, exc, str(exc), where) from exc  # an upload aborted, a source gone
         except _fsspec_failures() as exc:
-            raise request_failure(self.url, exc, str(exc), f"s3://{path}") from exc
+            raise request_failure(self.url, exc, str(exc), where) from exc
 
     @_fsspec_write
     def delete(self, key: str) -> None:
@@ -428,8 +448,9 @@ class FsspecStorage(Storage):
         ``qay``) and drops the keys a DeleteObjects answer lists as not deleted -- an overwrite
         then reported success over the old store's objects.  Here keys refused for a passing
         reason (``SlowDown``, ``InternalError``, ``ServiceUnavailable``) are asked again up to
-        ``s3.delete-retries`` times; any other refusal, or one that stays, fails the call,
-        naming how many and the first key with S3's reason."""
+        ``s3.delete-retries`` times (only keys of the request: an answer naming another, or
+        none, fails the call); any other refusal, or one that stays, fails the call, naming
+        how many and the first key with S3's reason."""
         import asyncio
 
         bucket = self.bucket
@@ -444,8 +465,15 @@ class FsspecStorage(Storage):
                 failed = answer.get("Errors") or []
                 if not failed:
                     return
+                asked = set(batch)
+                strange = next((e for e in failed if e.get("Key") not in asked), None)
+                if strange is not None:  # never asked again: a retry must not delete what no one asked for
+                    raise StorageRequestError(
+                        f"store {self.url!r}: a DeleteObjects answer lists as not deleted "
+                        f"{strange.get('Key')!r}, which it was not asked to delete: the server is broken"
+                    )
                 if attempt < retries and all(e.get("Code") in PASSING_DELETE_ERRORS for e in failed):
-                    batch = [str(e.get("Key")) for e in failed]
+                    batch = [e["Key"] for e in failed]
                     await asyncio.sleep(0.2 * 2**attempt)
                     continue
                 first = failed[0]
@@ -479,9 +507,14 @@ class FsspecStorage(Storage):
         if not pairs:
             return
         present = list(pairs) if sources_present else existing_sources(self, pairs)
-        if present:
+        if not present:
+            return
+        if self.protocol == "s3":  # bounded, and stopped by its first failure (s3fs's copy sent every copy)
+            copies = [partial(self._copy_s3, self.full_path(s), self.full_path(d)) for s, d in present]
+            self._sync(gather_bounded(copies))
+        else:
             self.fs.copy([self.full_path(s) for s, _ in present], [self.full_path(d) for _, d in present])
-            self._rm([self.full_path(s) for s, _ in present])
+        self._rm([self.full_path(s) for s, _ in present])
 
     def probe(self) -> None:
         """For S3, HEAD the bucket, telling a missing bucket from an unreachable endpoint."""
