@@ -32,7 +32,6 @@ def _job_requests(store: str, options: dict) -> None:
     """The requests of each stage of the job that built the store, from its journal (if one is beside it)."""
     from pipeline.journal import Journal
     from zarr_vectors.errors import StorageRequestError, ZarrVectorsError
-    from zarr_vectors.store.accounting import RequestCounts
 
     try:
         state = Journal.load(store, options)
@@ -44,7 +43,7 @@ def _job_requests(store: str, options: dict) -> None:
     if stages:
         print(f"job {state.get('job_id')} requests by stage:")
         for stage, doc in stages.items():
-            print(f"  {stage:<12}{RequestCounts.from_json({k: v for k, v in doc.items() if k != 'by_stage'})}")
+            print(f"  {stage:<12}{_counts_text(doc)}")
 
 
 def _storage_options(pairs: list[str]) -> dict:
@@ -373,10 +372,16 @@ def _build_summary(spec, result) -> None:  # noqa: ANN001 - BuildSpec, JobResult
 
 def _requests_line(info: dict) -> str:
     """A journalled stage's request totals on one line ('' when it has none)."""
+    doc = info.get("requests")
+    return _counts_text(doc) if doc else ""
+
+
+def _counts_text(doc: dict) -> str:
+    """Request totals as a tally journalled them, saying whose counts were lost (a worker that left)."""
     from zarr_vectors.store.accounting import RequestCounts
 
-    doc = info.get("requests")
-    return str(RequestCounts.from_json({k: v for k, v in doc.items() if k != "by_stage"})) if doc else ""
+    lost = doc.get("incomplete")
+    return str(RequestCounts.from_json(doc)) + (f" (incomplete: {'; '.join(map(str, lost))})" if lost else "")
 
 
 def _job_index(job_id: str):  # -> pathlib.Path
@@ -386,11 +391,16 @@ def _job_index(job_id: str):  # -> pathlib.Path
 
 
 def _remember_job(spec) -> None:  # noqa: ANN001 - BuildSpec
+    """Where ``zv status JOB`` finds the job's store; a job runs without it (said once)."""
     import json
 
     path = _job_index(spec.job_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"store": spec.out, "storage_options": spec.storage_options}))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"store": spec.out, "storage_options": spec.storage_options}))
+    except OSError as exc:
+        print(f"zv build: warning: job {spec.job_id} not recorded in {str(path.parent)!r} ({type(exc).__name__}: "
+              f"{exc}): ask `zv status` with the store's path", file=sys.stderr)
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -398,25 +408,29 @@ def _status(args: argparse.Namespace) -> int:
     import json
 
     from pipeline.journal import job_status
-    from zarr_vectors.errors import ZarrVectorsError
+    from zarr_vectors.errors import InputError, ZarrVectorsError
 
     target, options = args.job, _storage_options(args.storage_option)
     index = _job_index(target)
-    if index.exists():
-        known = json.loads(index.read_text())
-        target, options = known["store"], options or known["storage_options"]
     try:
+        if index.exists():
+            try:
+                known = json.loads(index.read_text())
+                target, options = str(known["store"]), options or dict(known["storage_options"] or {})
+            except (OSError, ValueError, TypeError, KeyError) as exc:
+                raise InputError(f"the job index {str(index)!r} is damaged ({type(exc).__name__}: {exc})") from exc
         state = job_status(target, options)
+        planned = _stages_of(state)
     except ZarrVectorsError as exc:
         print(f"zv status: error: {exc}", file=sys.stderr)
         return 2
     if args.json:
         out = {k: v for k, v in state.items() if k != "spec"}
-        out.update(store=state["spec"]["out"], planned=_stages_of(state))
+        out.update(store=state["spec"]["out"], planned=planned)
         print(json.dumps(out, default=str))
     else:
         print(f"job {state['job_id']}: {state['status']}  (store {state['spec']['out']})")
-        for stage in _stages_of(state):
+        for stage in planned:
             info = state["stages"].get(stage, {})
             line = f"  {stage:<10} {info.get('status', 'pending')}  {info.get('seconds', '')}"
             if info.get("status") == "running" and "step" in info:
@@ -429,8 +443,13 @@ def _status(args: argparse.Namespace) -> int:
 
 def _stages_of(state: dict) -> list[str]:
     from pipeline.jobs import BuildSpec
+    from zarr_vectors.errors import InputError
 
-    return BuildSpec(**state["spec"]).stages()
+    try:
+        return BuildSpec(**state["spec"]).stages()
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"the job journal of job {state['job_id']} is damaged: its spec is no build's "
+                         f"({exc})") from exc
 
 
 def _shard(args: argparse.Namespace) -> int:

@@ -22,6 +22,7 @@ from dask.utils import parse_bytes
 
 from pipeline.summary import size
 from zarr_vectors import config
+from zarr_vectors.errors import InputError
 
 if TYPE_CHECKING:  # distributed costs ~0.5 s to import: only a command that uses a cluster pays it
     from distributed import Client, LocalCluster
@@ -145,21 +146,52 @@ def connect(
     threads_per_worker: int = 1,
     memory_limit: str | None = None,
 ) -> Iterator[Client]:
-    """A client on the selected cluster, closed (and an embedded cluster stopped) on exit."""
+    """A client on the selected cluster, closed (and an embedded cluster stopped) on exit.
+    A scheduler that cannot be reached, or a scheduler file that names none, is an
+    :class:`InputError` naming it (distributed waits forever for a file that is not there)."""
     from distributed import Client
 
     address = scheduler_address or os.environ.get("DASK_SCHEDULER_ADDRESS")
+    where = f"the scheduler at {address!r}"
     if scheduler_file:
-        with Client(scheduler_file=scheduler_file) as client:
-            yield client
-        return
+        address, where = _address_in(scheduler_file), f"the scheduler in {scheduler_file!r}"
     if address:
-        with Client(address) as client:
+        try:
+            client = Client(address)
+        except (OSError, ValueError, TypeError) as exc:  # refused, timed out, not an address
+            raise InputError(f"cannot connect to {where}: {type(exc).__name__}: {exc}") from exc
+        with client:
             yield client
         return
     with local_cluster(workers=workers, threads_per_worker=threads_per_worker, memory_limit=memory_limit) as cluster, \
             Client(cluster) as client:
         yield client
+
+
+def _address_in(scheduler_file: str) -> str:
+    """The address a scheduler wrote to its ``--scheduler-file``, waiting for the file as long
+    as for a connection (``distributed.comm.timeouts.connect``): a batch script may start the
+    scheduler and the job together."""
+    import json
+    import time
+
+    from dask.utils import parse_timedelta
+
+    deadline = time.monotonic() + parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
+    while not os.path.exists(scheduler_file) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    try:
+        with open(scheduler_file, encoding="utf-8") as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        raise InputError(f"scheduler file {scheduler_file!r} did not appear: start the scheduler with "
+                         "--scheduler-file first") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"scheduler file {scheduler_file!r} cannot be read: {type(exc).__name__}: {exc}") from exc
+    address = doc.get("address") if isinstance(doc, dict) else None
+    if not isinstance(address, str) or not address:
+        raise InputError(f"scheduler file {scheduler_file!r} names no scheduler address")
+    return address
 
 
 def local_cluster(

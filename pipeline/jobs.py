@@ -25,6 +25,7 @@ import zarr_vectors as zv
 from pipeline.journal import Journal, job_status  # noqa: F401 - job_status: the jobs API
 from zarr_vectors.errors import InputError, StageFailedError, ValidationFailedError, describe
 from zarr_vectors.store.backend import Storage
+from zarr_vectors.store.groups import refuse_foreign_entries
 
 KINDS = ("points", "graph", "skeleton", "mesh", "polylines", "streamlines")
 
@@ -146,12 +147,17 @@ def _input_size(path: str, storage_options: Mapping[str, Any], kind: str | None 
 
 
 def _check_output(spec: BuildSpec) -> None:
-    """A local output path must be a directory (or not exist yet) below a writable directory."""
+    """A local output path must be a directory (or not exist yet) below a writable directory,
+    holding none of the inputs."""
     if "://" in spec.out and not spec.out.startswith("file://"):
         return
     out = spec.out.removeprefix("file://")
     if os.path.exists(out) and not os.path.isdir(out):
         raise InputError(f"output {spec.out!r} is a file, not a store directory")
+    inside = os.path.realpath(out) + os.sep
+    for source in spec.inputs:
+        if "://" not in source and os.path.realpath(source).startswith(inside):
+            raise InputError(f"input {source!r} lies inside the output {spec.out!r}, which the build replaces")
     parent = os.path.dirname(os.path.abspath(out))
     while not os.path.exists(parent):
         parent = os.path.dirname(parent)
@@ -185,6 +191,10 @@ def preflight(spec: BuildSpec, *, resume: bool = False) -> tuple[int, list[str]]
     inputs.check_arity(spec)
     if spec.aggregate and not spec.pyramid:
         raise InputError("--aggregate says how coarse levels reduce attributes: it needs --pyramid")
+    if spec.pyramid:
+        from zarr_vectors.pyramid.plan import check_factors
+
+        check_factors(spec.pyramid)
     if spec.shard_shape is not None:
         values = [spec.shard_shape] if np.isscalar(spec.shard_shape) else list(spec.shard_shape)
         if not values or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1
@@ -194,9 +204,11 @@ def preflight(spec: BuildSpec, *, resume: bool = False) -> tuple[int, list[str]]
     storage = Storage(spec.out, spec.storage_options)
     storage.check_reachable()
     size = sum(_input_size(path, spec.storage_options, spec.kind) for path in spec.inputs)
-    if not resume and not spec.overwrite and storage.list_dir(""):
+    existing = [] if resume else storage.list_dir("")
+    if existing and not spec.overwrite:
         raise StoreExistsError(f"{spec.out!r} already exists; pass --overwrite to replace it (or --resume to "
                                "finish the job that was writing it)")
+    refuse_foreign_entries(storage, existing)
     return size, inputs.check_inputs(spec)
 
 

@@ -92,7 +92,7 @@ class Journal:
         storage = Storage(out.rstrip("/") + ".zvjob.json", storage_options)
         storage.check_reachable()  # an unreachable endpoint is StoreNotFoundError, not a botocore error
         raw = storage.get("")
-        return json.loads(raw) if raw is not None else None
+        return None if raw is None else _checked_state(raw, storage.url)
 
     def resume_from(self, previous: dict[str, Any]) -> None:
         self.state["stages"] = {k: v for k, v in previous.get("stages", {}).items() if v.get("status") == "done"}
@@ -124,6 +124,22 @@ class Journal:
     def _put(self, data: bytes) -> None:
         with recording(self.requests):  # the journal's own count, apart from every stage's
             self.storage.put("", data)
+
+
+def _checked_state(raw: bytes, url: str) -> dict[str, Any]:
+    """A journal's state, refused as an InputError naming it unless it is one: a damaged or
+    foreign file beside a store must not end ``zv status`` or ``--resume`` in a traceback."""
+    try:
+        state = json.loads(raw)
+    except ValueError as exc:
+        raise InputError(f"the job journal {url!r} is damaged: not JSON ({exc})") from None
+    shapes = {"job_id": str, "status": str, "spec": dict, "stages": dict}
+    wrong = [k for k, kind in shapes.items() if not isinstance(state, dict) or not isinstance(state.get(k), kind)]
+    if not wrong and not all(isinstance(v, dict) for v in state["stages"].values()):
+        wrong = ["stages"]
+    if wrong:
+        raise InputError(f"the job journal {url!r} is damaged: no valid {', '.join(wrong)}")
+    return state
 
 
 def job_status(out: str, storage_options: Mapping[str, Any] | None = None) -> dict[str, Any]:

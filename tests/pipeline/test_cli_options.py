@@ -253,6 +253,24 @@ def test_exit_2_for_an_existing_store_without_overwrite(tmp_path, cli, scheduler
     assert journal(out)["job_id"] == replaced.json()["job_id"] != first.json()["job_id"]
 
 
+def test_exit_2_for_an_input_inside_the_output_and_for_an_output_that_is_no_store(tmp_path, cli, scheduler, table):
+    """Regression (hunt): ``zv build points dir/pts.parquet dir --overwrite`` emptied ``dir``,
+    its input included, and exited 0.  Both are refused before the job starts: nothing is
+    deleted and no journal is written."""
+    _, src = table
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("keep")
+    inside = folder / "pts.parquet"
+    inside.write_bytes(open(src, "rb").read())
+    before = tree(folder)
+    run = build(cli, scheduler, inside, folder, "--overwrite")
+    assert run.rc == 2 and "lies inside the output" in run.err, run.err
+    run = build(cli, scheduler, src, folder, "--overwrite")
+    assert run.rc == 2 and "which no Zarr Vectors store holds" in run.err, run.err
+    assert tree(folder) == before and not (tmp_path / "project.zvjob.json").exists()
+
+
 def test_exit_1_when_validation_finds_errors(tmp_path, cli, scheduler, table):
     _, src = table
     out = tmp_path / "s.zv"
@@ -338,3 +356,28 @@ def test_dask_scheduler_environment_runs_zv_validate_in_process(tmp_path, cli, s
     proc = subprocess.run([sys.executable, "-m", "pipeline.cli", "validate", str(out), "--json"],
                           capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 1 and json.loads(proc.stdout)["ok"] is False
+
+
+@pytest.mark.parametrize("factor", ["0.5", "nan", "2,0"])
+def test_exit_2_for_a_pyramid_factor_below_1_before_anything_is_written(tmp_path, cli, scheduler, table, factor):
+    """Regression (hunt): the factors were checked by the pyramid stage, after the write -- a
+    store and a journal were left, and with ``--overwrite`` the old store was already gone."""
+    _, src = table
+    out = tmp_path / "s.zv"
+    run = build(cli, scheduler, src, out, "--pyramid", factor)
+    assert run.rc == 2 and "must be a finite number" in run.err, run.err
+    assert not out.exists() and not (tmp_path / "s.zv.zvjob.json").exists()
+
+
+def test_a_job_index_that_cannot_be_written_is_a_warning_not_a_failed_build(tmp_path, cli, table, monkeypatch):
+    """Regression (hunt): with a home directory that could not hold ``~/.cache/zv/jobs`` (a file
+    where it should be) every build failed with NotADirectoryError and wrote no store."""
+    _, src = table
+    home = tmp_path / "home-file"
+    home.write_text("not a directory")
+    monkeypatch.setenv("HOME", str(home))
+    out = tmp_path / "s.zv"
+    run = cli("build", "points", src, out)
+    assert run.rc == 0, run.err
+    assert "not recorded in" in run.err and "ask `zv status` with the store's path" in run.err
+    assert cli("status", out).rc == 0

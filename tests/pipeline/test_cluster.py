@@ -4,6 +4,7 @@ and ``memory://`` stores mean the same on every worker as in the client (issue 1
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -212,3 +213,24 @@ def test_a_build_spec_resolves_its_local_paths_in_the_client(tmp_path, monkeypat
     again = pickle.loads(pickle.dumps(spec))
     assert again.inputs == [str(tmp_path / "in" / "*.parquet"), "s3://bucket/t.parquet"]
     assert again.out == str(tmp_path / "out.zv")
+
+
+@pytest.mark.parametrize("case", ["missing-file", "empty-file", "not-json", "not-an-address"])
+def test_a_scheduler_that_cannot_be_reached_is_bad_input_naming_it(tmp_path, case):
+    """Regression (hunt): a missing ``--scheduler-file`` hung forever (distributed waits for it),
+    one without an address raised a bare ``AssertionError``, and an address without a port a
+    ``ValueError`` traceback.  Now an InputError naming the file or the address (exit 2)."""
+    from pipeline.cluster import connect
+    from zarr_vectors.errors import InputError
+
+    path = tmp_path / "scheduler.json"
+    if case == "empty-file":
+        path.write_text("{}")
+    elif case == "not-json":
+        path.write_text("tcp://")
+    kwargs = {"scheduler_address": "notaurl"} if case == "not-an-address" else {"scheduler_file": str(path)}
+    named = "'notaurl'" if case == "not-an-address" else repr(str(path))
+    with dask.config.set({"distributed.comm.timeouts.connect": "0.3s"}), \
+            pytest.raises(InputError, match=re.escape(named)):
+        with connect(**kwargs):
+            pass

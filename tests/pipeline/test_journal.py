@@ -227,3 +227,23 @@ def test_zv_build_reports_a_journal_it_could_not_save_on_one_line(tmp_path, cli,
     assert any(line.startswith("zv build: stage 'write' failed: RuntimeError: write broke") for line in lines)
     note = [line for line in lines if "could not be saved" in line]
     assert len(note) == 1 and note[0].endswith("OSError: the bucket went away; while saving"), lines
+
+
+@pytest.mark.parametrize("content", [b"not json", b"[]", b"{}", b'{"job_id": "a", "status": "done", "spec": {}, '
+                                     b'"stages": {"write": 3}}'], ids=["text", "list", "empty", "bad-stage"])
+def test_a_damaged_journal_is_bad_input_naming_it(tmp_path, content):
+    """Regression (hunt): ``zv status`` on a damaged journal ended in a JSONDecodeError, TypeError
+    or KeyError traceback, and ``--resume`` in "job failed" (exit 1)."""
+    import os
+    import subprocess
+    import sys
+
+    from zarr_vectors.errors import InputError
+
+    (tmp_path / "s.zv.zvjob.json").write_bytes(content)
+    with pytest.raises(InputError, match=r"the job journal .*s\.zv\.zvjob\.json' is damaged"):
+        Journal.load(str(tmp_path / "s.zv"))
+    env = {**os.environ, "HOME": str(tmp_path)}
+    run = subprocess.run([sys.executable, "-m", "pipeline.cli", "status", str(tmp_path / "s.zv")],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert run.returncode == 2 and "is damaged" in run.stderr and "Traceback" not in run.stderr, run.stderr

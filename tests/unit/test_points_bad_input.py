@@ -298,6 +298,31 @@ def test_overwrite_with_oversized_cell_keeps_the_old_store(existing, monkeypatch
     assert tree(path) == before
 
 
+@pytest.mark.parametrize("stranger", ["notes.txt", "sub/keep.txt", ".git/HEAD", "01/x"])
+def test_overwrite_never_empties_what_is_not_a_store(tmp_path, stranger):
+    """Regression (hunt): ``overwrite`` deleted whatever the path held -- pointed at a project
+    directory it emptied it, the build's own input included.  A store's top holds its levels,
+    ``zarr.json`` and our ``.zv-`` working entries only; anything else is refused, untouched."""
+    path = tmp_path / "here"
+    (path / stranger).parent.mkdir(parents=True, exist_ok=True)
+    (path / stranger).write_text("keep")
+    (path / "0").mkdir()  # with a level beside it, as a store written into a used directory would have
+    with pytest.raises(InputError, match=r"which no Zarr Vectors store holds: not deleting it"):
+        zv.write_points(str(path), POS, chunk_shape=50, overwrite=True)
+    assert (path / stranger).read_text() == "keep"
+
+
+def test_overwrite_replaces_a_half_written_store(tmp_path):
+    """What a write stopped before its root document leaves (levels, a staging area) is a store's."""
+    path = tmp_path / "half.zv"
+    (path / "0" / "vertices" / "c").mkdir(parents=True)
+    (path / "0" / "vertices" / "c" / "0").write_bytes(b"x")
+    (path / ".zv-shard-staging").mkdir()
+    zv.write_points(str(path), POS, chunk_shape=50, overwrite=True)
+    assert sorted(map(tuple, zv.read(str(path)).positions.tolist())) == sorted(map(tuple, POS.tolist()))
+    assert not (path / ".zv-shard-staging").exists()
+
+
 def test_overwrite_with_good_input_replaces(existing):
     path, _ = existing
     zv.write_points(str(path), POS[:2], chunk_shape=10, overwrite=True)

@@ -200,3 +200,18 @@ def test_a_worker_lost_with_its_counts_makes_the_tally_incomplete(tmp_path, zv_c
         assert cut.incomplete == [f"worker {victim} recorded requests of this count and left before it ended: "
                                   "they are not counted"]
         assert cut.to_json()["incomplete"] == cut.incomplete
+
+
+def test_a_tally_that_lost_a_worker_reads_back_and_prints_saying_so():
+    """Regression (hunt): a build that lost a worker journalled ``incomplete`` beside its counts,
+    and reading them back called ``int()`` on that list: the finished build, and every later
+    ``zv info`` of its store, ended in a ``TypeError`` traceback."""
+    from pipeline.cli import _requests_line
+    from zarr_vectors.store.accounting import RequestCounts
+
+    lost = "worker tcp://127.0.0.1:1 recorded requests of this count and left before it ended: 3 requests"
+    doc = {**RequestCounts(gets=2, puts=3, bytes_written=9).to_json(), "by_stage": {}, "incomplete": [lost]}
+    assert RequestCounts.from_json(doc) == RequestCounts(gets=2, puts=3, bytes_written=9)
+    line = _requests_line({"requests": doc})
+    assert line.startswith("2 GET, 3 PUT, 0 LIST, 0 HEAD, 0 DELETE; 0 B read, 9 B written")
+    assert line.endswith(f"(incomplete: {lost})")

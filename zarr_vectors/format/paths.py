@@ -21,7 +21,10 @@ import numpy as np
 from zarr_vectors.errors import InputError
 
 __all__ = [
+    "LEVEL_NAME",
+    "ROOT_EXTRAS",
     "SELF_SEGMENT",
+    "WORKING_PREFIX",
     "format_chunk_key",
     "format_delta",
     "format_offsets",
@@ -36,6 +39,15 @@ __all__ = [
     "parse_delta",
     "parse_offsets",
 ]
+
+LEVEL_NAME = re.compile(r"0|[1-9][0-9]*")
+"""A level group's name under the root: a bare non-negative integer (match with ``fullmatch``)."""
+
+ROOT_EXTRAS = ("parametric", "headers")
+"""What else a store's root may hold beside its levels and ``zarr.json``."""
+
+WORKING_PREFIX = ".zv-"
+"""This implementation's own working entries in a store (the sharder's staging area)."""
 
 SELF_SEGMENT = "self"
 """The offsets segment of a ``link_width == 1`` family: no other endpoint to locate."""

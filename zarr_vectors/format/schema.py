@@ -20,6 +20,7 @@ import numpy as np
 
 from zarr_vectors.format.coarsen import AGGREGATION_MEMBER, REDUCTIONS
 from zarr_vectors.format.objects import absence_fill
+from zarr_vectors.format.paths import LEVEL_NAME
 
 MIN_ZV_VERSION = (0, 9, 0)
 
@@ -286,7 +287,6 @@ class ArrayProblem:
 
 
 PLAIN, RAW = "plain", "raw"  # a group, an array, that carries no discriminator
-_LEVEL_NAME = re.compile(r"0|[1-9][0-9]*")
 
 
 @dataclass(frozen=True)
@@ -342,7 +342,7 @@ def expected_node(rel: tuple[str, ...]) -> Expected | None:
 def expected_at(path: str) -> Expected | None:
     """:func:`expected_node` of a store path (``"0/vertices"``); None outside level groups."""
     parts = tuple(path.split("/")) if path else ()
-    if len(parts) < 2 or not _LEVEL_NAME.fullmatch(parts[0]):
+    if len(parts) < 2 or not LEVEL_NAME.fullmatch(parts[0]):
         return None
     return expected_node(parts[1:])
 

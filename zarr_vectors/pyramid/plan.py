@@ -33,6 +33,7 @@ __all__ = [
     "LevelState",
     "NewLevel",
     "PyramidPlan",
+    "check_factors",
     "check_reconciled",
     "clear_pyramid",
     "plan_pyramid",
@@ -59,7 +60,9 @@ def _real(value: Any) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
 
 
-def _check_factors(factors: Any, chunk_scale_factors: Any) -> list[_Factor]:
+def check_factors(factors: Any, chunk_scale_factors: Any = None) -> list[_Factor]:
+    """Each new level's (coarsen, sparsity) factors, refused unless finite and >= 1 (before a
+    build writes anything: ``pipeline.jobs.preflight``)."""
     if isinstance(factors, (str, bytes)) or not isinstance(factors, Sequence) or len(factors) == 0:
         raise InputError(
             f"factors must be a non-empty list of (coarsen, sparsity_factor) pairs, one per new level, got {factors!r}"
@@ -341,7 +344,7 @@ def plan_pyramid(
     Reads level 0's metadata and the listings of the arrays the pyramid reads; raises
     before anything is written.
     """
-    parsed = _check_factors(factors, chunk_scale_factors)
+    parsed = check_factors(factors, chunk_scale_factors)
     _check_options(cross_level_storage, cross_level_depth, sparsity_seed)
     # the root's listing (the levels a build replaces) in the walk's first round trip
     storage = url if isinstance(url, Storage) else Storage(url, storage_options)

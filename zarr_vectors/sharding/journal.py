@@ -28,11 +28,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from zarr_vectors.errors import ArrayError, EncodingError
+from zarr_vectors.format.paths import WORKING_PREFIX
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.nodes import check_format, write_nodes
 from zarr_vectors.store.strict_json import load_document
 
-STAGING = ".zv-shard-staging"
+STAGING = f"{WORKING_PREFIX}shard-staging"
 JOURNAL = "commit.json"
 
 Commit = tuple[str, dict[str, Any], list[str]]

@@ -52,7 +52,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, fields
 from typing import Any
 
 #: The task annotation naming where a task's requests are recorded: ``(count token, stage)``.
@@ -91,9 +91,12 @@ class RequestCounts:
         return {**self.by_kind(), "bytes_read": self.bytes_read, "bytes_written": self.bytes_written}
 
     @classmethod
-    def from_json(cls, doc: Mapping[str, int]) -> RequestCounts:
+    def from_json(cls, doc: Mapping[str, Any]) -> RequestCounts:
+        """The counts of a :meth:`to_json` document; what else a tally writes beside them
+        (``by_stage``, ``incomplete``) is not a count."""
         kinds = dict(zip(KINDS, ("gets", "puts", "lists", "heads", "deletes")))
-        return cls(**{kinds.get(k, k): int(v) for k, v in doc.items()})
+        counted = {f.name for f in fields(cls)}
+        return cls(**{kinds.get(k, k): int(v) for k, v in doc.items() if kinds.get(k, k) in counted})
 
     def __str__(self) -> str:
         kinds = ", ".join(f"{n} {k}" for k, n in self.by_kind().items())

@@ -6,7 +6,6 @@ import json
 import math
 import os
 import posixpath
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -22,6 +21,7 @@ from zarr_vectors.errors import (
     ZarrVectorsError,
 )
 from zarr_vectors.format.metadata import GEOMETRY_TYPES, LevelMetadata, RootMetadata
+from zarr_vectors.format.paths import LEVEL_NAME, ROOT_EXTRAS, WORKING_PREFIX
 from zarr_vectors.format.schema import KNOWN_CAPABILITIES, PLAIN, Expected, expected_node
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.consolidated import check_level_copy, inline_entries
@@ -38,7 +38,6 @@ from zarr_vectors.store.nodes import (
 from zarr_vectors.store.snapshot import LevelSnapshot, snapshot_level
 from zarr_vectors.store.strict_json import load_document
 
-_LEVEL_NAME = re.compile(r"^(0|[1-9][0-9]*)$")
 T = TypeVar("T")
 _NAME_SUFFIXES = (".zarrvectors", ".zv", ".zarr")
 
@@ -217,7 +216,7 @@ class ZVStore:
         """Level groups present, ascending (bare non-negative integer names); ``names``: the
         root's children, where the caller listed them already."""
         names = self.storage.list_dir("") if names is None else names
-        return sorted(int(n) for n in names if _LEVEL_NAME.match(n))
+        return sorted(int(n) for n in names if LEVEL_NAME.fullmatch(n))
 
     def level(self, number: int, *, snapshot: bool | LevelSnapshot = False) -> Level:
         """Level ``number``; with ``snapshot``, its metadata read in one batched walk (for readers),
@@ -382,7 +381,23 @@ def prepare_location(storage: Storage, *, overwrite: bool) -> None:
         raise StoreExistsError(
             f"{storage.url!r} already exists ({len(existing)} entries); pass overwrite=True to replace it"
         )
+    refuse_foreign_entries(storage, existing)
     storage.delete_prefix("")
+
+
+def refuse_foreign_entries(storage: Storage, names: Sequence[str]) -> None:
+    """Refuse to overwrite a location whose top holds what no store holds (``names``, its
+    listing): a wrong path -- a home or project directory, an input's folder -- is not emptied.
+    A half-written store passes: levels, ``zarr.json`` and our working entries only."""
+    def in_a_store(name: str) -> bool:
+        return name == "zarr.json" or name in ROOT_EXTRAS or name.startswith(WORKING_PREFIX)
+
+    foreign = [n for n in names if not (LEVEL_NAME.fullmatch(n) or in_a_store(n))]
+    if foreign:
+        raise InputError(
+            f"{storage.url!r} holds {', '.join(map(repr, foreign[:3]))}{' ...' if len(foreign) > 3 else ''}, "
+            "which no Zarr Vectors store holds: not deleting it to overwrite (is this the store's path?)"
+        )
 
 
 def create_store(

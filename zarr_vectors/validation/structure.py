@@ -17,6 +17,7 @@ from typing import Any
 from zarr_vectors.encoding import unframe_single
 from zarr_vectors.errors import MetadataError, StorageObjectError
 from zarr_vectors.format.paths import parse_delta, parse_offsets
+from zarr_vectors.format.paths import LEVEL_NAME, ROOT_EXTRAS
 from zarr_vectors.format.schema import GRID_KINDS, PLAIN, RAW, ZV_ARRAY_VALUES, discriminator, expected_node, is_int
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.codecs import Pipeline, ShardingSpec
@@ -24,9 +25,7 @@ from zarr_vectors.store.consolidated import MEMBER, copy_differences
 from zarr_vectors.store.strict_json import find_problems
 from zarr_vectors.validation.findings import Report, crashed, make
 
-LEVEL_NAME = re.compile(r"0|[1-9][0-9]*")
 LOOKS_NUMERIC = re.compile(r"[+-]?[0-9]+")
-ROOT_EXTRAS = ("parametric", "headers")
 
 
 
