@@ -319,11 +319,13 @@ def _build(args: argparse.Namespace) -> int:
                 # inline: Bokeh's scripts inside the file, so it opens offline and travels as one file
                 report = performance_report(filename=os.path.abspath(args.report), mode="inline")
             _remember_job(spec)  # `zv status JOB` works while the job runs
+            first_id = spec.job_id
             try:
                 with report or nullcontext(), callbacks(*([progress] if progress else [])):
                     result = run_build(spec, resume=args.resume)
             finally:
-                _remember_job(spec)  # a resumed job takes the journalled job's id
+                if spec.job_id != first_id:  # a resumed job takes the journalled job's id
+                    _remember_job(spec)
         except StageFailedError as exc:  # journalled too: `zv status` says the same
             if exc.stage == "validate" and not args.json:
                 print(f"validation (level {spec.validate_level}): FAIL")
