@@ -382,8 +382,12 @@ def _counts_text(doc: dict) -> str:
     """Request totals as a tally journalled them, saying whose counts were lost (a worker that left)."""
     from zarr_vectors.store.accounting import RequestCounts
 
+    try:
+        counts = str(RequestCounts.from_json(doc))
+    except (AttributeError, TypeError, ValueError):  # a damaged journal: said, not raised
+        return "(request counts unreadable)"
     lost = doc.get("incomplete")
-    return str(RequestCounts.from_json(doc)) + (f" (incomplete: {'; '.join(map(str, lost))})" if lost else "")
+    return counts + (f" (incomplete: {'; '.join(map(str, lost))})" if isinstance(lost, list) and lost else "")
 
 
 def _job_index(job_id: str):  # -> pathlib.Path
@@ -396,12 +400,12 @@ def _remember_job(spec) -> None:  # noqa: ANN001 - BuildSpec
     """Where ``zv status JOB`` finds the job's store; a job runs without it (said once)."""
     import json
 
-    path = _job_index(spec.job_id)
     try:
+        path = _job_index(spec.job_id)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"store": spec.out, "storage_options": spec.storage_options}))
-    except OSError as exc:
-        print(f"zv build: warning: job {spec.job_id} not recorded in {str(path.parent)!r} ({type(exc).__name__}: "
+    except (OSError, RuntimeError) as exc:  # RuntimeError: no home directory to be found
+        print(f"zv build: warning: job {spec.job_id} not recorded in ~/.cache/zv/jobs ({type(exc).__name__}: "
               f"{exc}): ask `zv status` with the store's path", file=sys.stderr)
 
 
@@ -413,9 +417,12 @@ def _status(args: argparse.Namespace) -> int:
     from zarr_vectors.errors import InputError, ZarrVectorsError
 
     target, options = args.job, _storage_options(args.storage_option)
-    index = _job_index(target)
     try:
-        if index.exists():
+        index = _job_index(target)
+    except RuntimeError:  # no home directory: no index, a store path still works
+        index = None
+    try:
+        if index is not None and index.exists():
             try:
                 known = json.loads(index.read_text())
                 target, options = str(known["store"]), options or dict(known["storage_options"] or {})

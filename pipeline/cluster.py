@@ -169,29 +169,31 @@ def connect(
 
 
 def _address_in(scheduler_file: str) -> str:
-    """The address a scheduler wrote to its ``--scheduler-file``, waiting for the file as long
-    as for a connection (``distributed.comm.timeouts.connect``): a batch script may start the
-    scheduler and the job together."""
+    """The address a scheduler wrote to its ``--scheduler-file``, waiting for it as long as for
+    a connection (``distributed.comm.timeouts.connect``): a batch script may start the
+    scheduler and the job together, and the scheduler writes the file in place (it may be
+    empty or partial for a moment)."""
     import json
     import time
 
     from dask.utils import parse_timedelta
 
     deadline = time.monotonic() + parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
-    while not os.path.exists(scheduler_file) and time.monotonic() < deadline:
+    while True:
+        try:
+            with open(scheduler_file, encoding="utf-8") as f:
+                doc = json.load(f)
+            address = doc.get("address") if isinstance(doc, dict) else None
+            if isinstance(address, str) and address:
+                return address
+            problem = "names no scheduler address"
+        except FileNotFoundError:
+            problem = "did not appear: start the scheduler with --scheduler-file first"
+        except (OSError, ValueError) as exc:
+            problem = f"cannot be read: {type(exc).__name__}: {exc}"
+        if time.monotonic() >= deadline:
+            raise InputError(f"scheduler file {scheduler_file!r} {problem}")
         time.sleep(0.1)
-    try:
-        with open(scheduler_file, encoding="utf-8") as f:
-            doc = json.load(f)
-    except FileNotFoundError:
-        raise InputError(f"scheduler file {scheduler_file!r} did not appear: start the scheduler with "
-                         "--scheduler-file first") from None
-    except (OSError, ValueError) as exc:
-        raise InputError(f"scheduler file {scheduler_file!r} cannot be read: {type(exc).__name__}: {exc}") from exc
-    address = doc.get("address") if isinstance(doc, dict) else None
-    if not isinstance(address, str) or not address:
-        raise InputError(f"scheduler file {scheduler_file!r} names no scheduler address")
-    return address
 
 
 def local_cluster(

@@ -234,3 +234,29 @@ def test_a_scheduler_that_cannot_be_reached_is_bad_input_naming_it(tmp_path, cas
             pytest.raises(InputError, match=re.escape(named)):
         with connect(**kwargs):
             pass
+
+
+def test_a_scheduler_file_written_while_the_job_starts_is_waited_for(tmp_path):
+    """Review: the scheduler writes its file in place, so a job started with it may find it
+    empty or partial for a moment; distributed waits for it, and so do we (not an error)."""
+    import threading
+    import time
+
+    from pipeline.cluster import _address_in
+
+    path = tmp_path / "scheduler.json"
+    path.write_text("")
+
+    def finish() -> None:
+        time.sleep(0.2)
+        path.write_text('{"address": "tcp://127.0.0.1:8786"')
+        time.sleep(0.2)
+        path.write_text('{"address": "tcp://127.0.0.1:8786", "type": "Scheduler"}')
+
+    writer = threading.Thread(target=finish)
+    writer.start()
+    try:
+        with dask.config.set({"distributed.comm.timeouts.connect": "10s"}):
+            assert _address_in(str(path)) == "tcp://127.0.0.1:8786"
+    finally:
+        writer.join()

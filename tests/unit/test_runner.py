@@ -214,3 +214,20 @@ def test_a_failed_graph_on_local_threads_raises_once_the_tasks_it_started_ended(
             run("stage", dask.delayed(slow)(), dask.delayed(fail)())
         assert (tmp_path / "late").read_text() == "written"
     assert run("stage", dask.delayed(slow)())[0] is not None  # the pool still runs graphs after a failure
+
+
+def test_a_graph_on_local_threads_runs_in_the_callers_context():
+    """Review: the runner's own pools ran tasks outside the caller's context unless requests were
+    counted (dask's threads carry it): a context variable, ``np.errstate``, read as unset."""
+    import contextvars
+
+    import numpy as np
+
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("zv_test_context", default="unset")
+    token = var.set("caller")
+    try:
+        assert runner.compute("stage", dask.delayed(var.get)(), dask.delayed(var.get)()) == ["caller", "caller"]
+    finally:
+        var.reset(token)
+    with np.errstate(divide="raise"), pytest.raises(FloatingPointError):
+        runner.compute("stage", dask.delayed(np.divide)(np.ones(1), np.zeros(1)))

@@ -167,7 +167,11 @@ class _SettlingPool:
         return future
 
     def settle(self) -> None:
-        wait(list(self._running))
+        """Wait for the tasks that started; those still queued (on a shared pool) never start."""
+        running = list(self._running)
+        for future in running:
+            future.cancel()  # only one not yet running
+        wait(running)
 
 
 _THREAD_POOLS = threading.local()
@@ -176,8 +180,9 @@ _THREAD_POOLS = threading.local()
 def _local_pool() -> _SettlingPool | None:
     """The pool for a graph on dask's local threads: the ``pool`` setting (a user's, or the
     request count's), else one per calling thread and ``num_workers``, as dask keeps its own
-    (a graph run from inside a task never waits on the pool running that task).  None when
-    the graph does not run on local threads, or on a pool that is no executor."""
+    (outside a count, a graph run from inside a task never waits on the pool running that
+    task; the count's pool is one for the process).  None when the graph does not run on
+    local threads, or on a pool that is no executor."""
     if not requests.on_dask_threads():
         return None
     pool = dask.config.get("pool", None)

@@ -324,11 +324,13 @@ class ContextExecutor(ThreadPoolExecutor):
     """A thread pool whose calls run in the submitter's context, counted where the submitter's requests are.
 
     Every pool that storage calls go through must be one (``io_pool`` is), or their
-    requests are not counted and nested calls are counted twice.
+    requests are not counted and nested calls are counted twice.  The context goes with
+    every call, counted or not (``np.errstate``, a user's context variables), as dask's
+    own threads carry it.
     """
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        if not (_live or _tagging):
-            return super().submit(fn, *args, **kwargs)
         context = contextvars.copy_context()
+        if not (_live or _tagging):
+            return super().submit(context.run, fn, *args, **kwargs)
         return super().submit(context.run, _run_in, current_sink(), fn, *args, **kwargs)

@@ -455,9 +455,10 @@ class FsspecStorage(Storage):
 
         bucket = self.bucket
         keys = [p.split("/", 1)[1] for p in paths]
-        retries = int(config.get("s3.delete-retries"))
+        retries = max(0, int(config.get("s3.delete-retries")))
 
         async def delete(batch: list[str]) -> None:
+            asked_at_first = len(batch)
             for attempt in range(retries + 1):
                 answer = await self.fs._call_s3(
                     "delete_objects", Bucket=bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True}
@@ -478,7 +479,7 @@ class FsspecStorage(Storage):
                     continue
                 first = failed[0]
                 raise StorageRequestError(
-                    f"store {self.url!r}: {len(failed)} of {len(batch)} objects were not deleted; the first, "
+                    f"store {self.url!r}: {len(failed)} of {asked_at_first} objects were not deleted; the first, "
                     f"s3://{bucket}/{first.get('Key')}: {first.get('Code')}: {first.get('Message')}"
                 )
 
