@@ -105,6 +105,7 @@ def check_inputs(spec: Any) -> list[str]:
     small = _small_points(spec)
     if small is not None:
         _check_grid(spec, small[0].shape[1])
+        _check_aggregate(spec, small[2])
         return []  # every column a number: nothing to warn about
     from pipeline import sources  # dask.dataframe: imported only when a table is read
 
@@ -112,12 +113,14 @@ def check_inputs(spec: Any) -> list[str]:
     if not _partitioned(spec):
         g = sources.load_geometry(spec.inputs, spec.kind, columns, opts)
         _check_grid(spec, g.positions.shape[1])
+        _check_aggregate(spec, g.attributes)
         return sources.warnings_for(", ".join(spec.inputs), g.dropped)
     if spec.kind in TWO_TABLES:
         vdf = sources.read_table(spec.inputs[0], storage_options=opts, kind=spec.kind)
         rdf = sources.read_table(spec.inputs[1], storage_options=opts, kind=spec.kind)
         roles = sources.vertex_columns(vdf, columns, what=f"{spec.inputs[0]}: vertex", with_ids=True)
         _check_grid(spec, len(roles.axes))
+        _check_aggregate(spec, roles.attributes)
         names = [str(c) for c in rdf.columns]
         what = "edge" if spec.kind == "graph" else "face"
         ends = columns.edge_columns(names, spec.inputs[1]) if spec.kind == "graph" else \
@@ -129,7 +132,18 @@ def check_inputs(spec: Any) -> list[str]:
     taken = _structure_columns(spec.kind, columns, names, where)
     roles = sources.vertex_columns(df, columns, what=where, with_ids=spec.kind == "skeleton", taken=taken)
     _check_grid(spec, len(roles.axes))
+    _check_aggregate(spec, roles.attributes)
     return sources.warnings_for(where, roles.dropped, df)
+
+
+def _check_aggregate(spec: Any, attributes: Any) -> None:
+    """``--aggregate`` names vertex attributes the input has (the columns the mapping leaves as
+    attributes, or a whole file's; ``id``, which ids become): refused here, before the write
+    replaces anything, not by the pyramid stage after it."""
+    unknown = sorted(set(getattr(spec, "aggregate", None) or {}) - set(attributes) - {ID_ATTRIBUTE})
+    if unknown:
+        raise InputError(f"--aggregate names {unknown}, which the input has no vertex attribute of "
+                         f"(it has {sorted(set(attributes)) or 'none'})")
 
 
 def _check_grid(spec: Any, ndim: int) -> None:

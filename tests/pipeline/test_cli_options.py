@@ -381,3 +381,16 @@ def test_a_job_index_that_cannot_be_written_is_a_warning_not_a_failed_build(tmp_
     assert run.rc == 0, run.err
     assert run.err.count("not recorded in") == 1 and "ask `zv status` with the store's path" in run.err
     assert cli("status", out).rc == 0
+
+
+@pytest.mark.parametrize("name", ["nosuch", "x", "object_id"], ids=["missing", "an-axis", "the-object-ids"])
+def test_exit_2_for_an_aggregate_of_no_vertex_attribute_before_anything_is_written(tmp_path, cli, scheduler, table,
+                                                                                   name):
+    """The ``--aggregate`` names were checked by the pyramid stage, after the write (with
+    ``--overwrite`` the old store already gone); an attribute the input has still passes."""
+    _, src = table
+    out = tmp_path / "s.zv"
+    run = build(cli, scheduler, src, out, "--pyramid", "2", "--aggregate", f"{name}=max")
+    assert run.rc == 2 and "which the input has no vertex attribute of" in run.err, run.err
+    assert not out.exists() and not (tmp_path / "s.zv.zvjob.json").exists()
+    assert build(cli, scheduler, src, out, "--pyramid", "2", "--aggregate", "intensity=max").rc == 0
