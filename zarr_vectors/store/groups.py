@@ -389,10 +389,8 @@ def refuse_foreign_entries(storage: Storage, names: Sequence[str]) -> None:
     """Refuse to overwrite a location whose top holds what no store holds (``names``, its
     listing): a wrong path -- a home or project directory, an input's folder -- is not emptied.
     A half-written store passes: levels, ``zarr.json`` and our working entries only."""
-    def in_a_store(name: str) -> bool:
-        return name == "zarr.json" or name in ROOT_EXTRAS or name.startswith(WORKING_PREFIX)
-
-    foreign = [n for n in names if not (LEVEL_NAME.fullmatch(n) or in_a_store(n))]
+    ours = ("zarr.json", *ROOT_EXTRAS)
+    foreign = [n for n in names if not (LEVEL_NAME.fullmatch(n) or n in ours or n.startswith(WORKING_PREFIX))]
     if foreign:
         raise InputError(
             f"{storage.url!r} holds {', '.join(map(repr, foreign[:3]))}{' ...' if len(foreign) > 3 else ''}, "

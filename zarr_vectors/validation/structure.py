@@ -16,8 +16,7 @@ from typing import Any
 
 from zarr_vectors.encoding import unframe_single
 from zarr_vectors.errors import MetadataError, StorageObjectError
-from zarr_vectors.format.paths import parse_delta, parse_offsets
-from zarr_vectors.format.paths import LEVEL_NAME, ROOT_EXTRAS
+from zarr_vectors.format.paths import LEVEL_NAME, ROOT_EXTRAS, parse_delta, parse_offsets
 from zarr_vectors.format.schema import GRID_KINDS, PLAIN, RAW, ZV_ARRAY_VALUES, discriminator, expected_node, is_int
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.codecs import Pipeline, ShardingSpec
