@@ -437,6 +437,42 @@ def _marker_tree(options, bucket: str, prefix: str) -> list[str]:
 
 
 @pytest.mark.parametrize("s3_backend", BACKENDS)
+def test_folder_markers_inside_the_arrays_are_no_cells(s3_bucket, zv_config, s3_backend):
+    """A store uploaded with its folders made first (``0/vertices/c/0/``...): the pyramid and
+    the sharder refused it, each cell listing taking a marker for a cell ("unexpected object
+    '0/vertices/c/0'", with obstore an object that does not exist).  The markers are no cells:
+    both stages run, the markers stay where they are (strays the validator warns of), and the
+    data read back is the data written."""
+    bucket, options = s3_bucket
+    zv_config("s3.backend", s3_backend)
+    url = f"s3://{bucket}/p/mk.zv"
+    pos = _points()
+    zv.write_points(url, pos, chunk_shape=25.0, bounds=[[0, 0, 0], [100, 100, 100]],
+                    attributes={"v": pos[:, 0].copy()}, storage_options=options)
+    client = boto_client(options["endpoint_url"])
+    cells = [o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix="p/mk.zv/0/vertices/c/")["Contents"]]
+    folders = sorted({k.rsplit("/", n)[0] + "/" for k in cells for n in (1, 2, 3)})  # .../c/, .../c/i/, .../c/i/j/
+    assert len(folders) > 3
+    for key in ["p/mk.zv/0/", "p/mk.zv/0/vertex_attributes/v/c/", *folders]:
+        client.put_object(Bucket=bucket, Key=key, Body=b"")
+    zv.build_pyramid(url, factors=[2], storage_options=options)
+    assert zv.shard_store(url, shard_shape=2, storage_options=options).cells > len(cells)
+    result = zv.validate(url, level=5, storage_options=options)
+    assert result.ok, result.errors
+    assert any("unexpected object" in w for w in result.warnings), result.warnings
+    assert len(_marker_tree(options, bucket, "p/mk.zv/")) == len(folders) + 2
+    read = zv.read(url, storage_options=options)
+    assert np.array_equal(np.sort(read.attributes["v"]), np.sort(pos[:, 0]))
+
+
+def test_without_folder_markers_keeps_every_object():
+    from zarr_vectors.store.backend import without_folder_markers
+
+    keys = ["a/c/0/", "a/c/0", "a/c/0/1", "a/c-1", "a/zarr.json", "b", "b-c/d", "x/"]
+    assert without_folder_markers(keys) == ["a/c-1", "a/c/0/1", "a/zarr.json", "b", "b-c/d"]
+
+
+@pytest.mark.parametrize("s3_backend", BACKENDS)
 def test_listings_never_name_the_folder_listed(s3_bucket, zv_config, s3_backend):
     """A folder's own marker is not one of its entries (it was, on both backends: ``a`` in ``a``)."""
     from zarr_vectors.store.backend import Storage

@@ -21,6 +21,7 @@ from zarr_vectors.store.backend import (
     gather_bounded,
     request_failure,
     typed_request_failures,
+    without_folder_markers,
 )
 from zarr_vectors.store.localfs import check_key
 
@@ -285,7 +286,7 @@ class FsspecStorage(Storage):
                 found = self.fs.find(path)
             except FileNotFoundError:
                 return []
-        return self._relative(self._below(path, found))
+        return without_folder_markers(self._relative(self._below(path, found)))
 
     async def _s3_listing(self, path: str, *, delimited: bool = False, itself: bool = False
                           ) -> tuple[list[str], dict[str, int]]:

@@ -38,6 +38,7 @@ from zarr_vectors.store.backend import (
     gather_bounded,
     request_failure,
     typed_request_failures,
+    without_folder_markers,
 )
 from zarr_vectors.store.localfs import check_key
 
@@ -308,7 +309,7 @@ class ObstoreStorage(Storage):
 
     @_obstore_read
     def list_files(self, prefix: str) -> list[str]:
-        return sorted(self._listing(prefix))
+        return without_folder_markers(self._listing(prefix))
 
     @_obstore_read
     def object_sizes(self) -> dict[str, int]:
