@@ -24,6 +24,9 @@ DEFAULTS: dict[str, Any] = {
         # under a distributed client (safe: every task is idempotent)
         "tasks-per-thread": 4,
         "task-retries": 2,
+        # under a distributed client, how long a failed graph's error waits for its tasks that
+        # had started (they run on after a cancel) to end, so that it is raised on a still store
+        "failed-graph-wait": "60s",
         # plan graphs for this many worker threads instead of the current cluster's (a
         # cluster that will grow; benchmarks/scaling.py records a 32-thread plan on 1 worker)
         "plan-threads": None,

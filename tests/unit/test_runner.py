@@ -216,6 +216,63 @@ def test_a_failed_graph_on_local_threads_raises_once_the_tasks_it_started_ended(
     assert run("stage", dask.delayed(slow)())[0] is not None  # the pool still runs graphs after a failure
 
 
+def _marking(folder, seconds: float):
+    """A task that marks its start and its end in ``folder``."""
+    import time
+
+    def task(i: int) -> int:
+        (folder / f"start-{i}").touch()
+        time.sleep(seconds)
+        (folder / f"end-{i}").touch()
+        return i
+
+    return task
+
+
+def _marks(folder) -> tuple[set[str], set[str]]:
+    return tuple({p.name.split("-")[1] for p in folder.glob(f"{mark}-*")} for mark in ("start", "end"))
+
+
+@pytest.mark.parametrize("keep", [False, True], ids=["compute", "persist"])
+def test_a_failed_graph_under_a_client_stops_and_raises_once_its_started_tasks_ended(
+        tmp_path, local_cluster, zv_config, keep):
+    """A failed graph under a client was raised only after every other task of it had run: a
+    long build went on for its whole length behind its first failure.  Now the rest is
+    cancelled and the error raised once the tasks already running (they run on after a
+    cancel) have ended -- on two one-thread workers, a handful of 40 tasks, not all 40."""
+    import time
+
+    def fail() -> int:
+        time.sleep(0.2)
+        raise ValueError("refused")
+
+    zv_config("task-retries", 0)
+    tasks = [dask.delayed(_marking(tmp_path, 0.3), pure=False)(i) for i in range(40)]
+    run = runner.persist if keep else runner.compute
+    with local_cluster.as_current(), pytest.raises(ValueError, match="refused"):
+        run("stage", dask.delayed(fail)(), *tasks)
+    started, ended = _marks(tmp_path)
+    assert started == ended and 0 < len(started) < 20, (started, ended)
+    time.sleep(1.0)
+    assert _marks(tmp_path) == (started, ended)  # nothing of it ran after the raise
+
+
+def test_a_failed_graph_under_a_client_waits_for_a_task_that_never_ends_only_so_long(
+        tmp_path, local_cluster, zv_config):
+    """``zarr_vectors.failed-graph-wait`` bounds the wait: a hung task does not hold the error back."""
+    def fail() -> int:
+        import time
+
+        time.sleep(0.5)
+        raise ValueError("refused")
+
+    zv_config("task-retries", 0)
+    zv_config("failed-graph-wait", "1s")
+    with local_cluster.as_current(), pytest.raises(ValueError, match="refused"):
+        runner.compute("stage", dask.delayed(fail)(), dask.delayed(_marking(tmp_path, 6.0), pure=False)(0))
+    assert _marks(tmp_path) == ({"0"}, set())  # started, raised while it still ran
+
+
 def test_a_graph_on_local_threads_runs_in_the_callers_context():
     """Review: the runner's own pools ran tasks outside the caller's context unless requests were
     counted (dask's threads carry it): a context variable, ``np.errstate``, read as unset."""

@@ -225,19 +225,72 @@ def _run(stage: str, items: Sequence[Any], *, keep: bool, everywhere: bool = Fal
         futures = client.compute(list(items), retries=config.get("task-retries"))
     for cb in registered:
         cb.on_stage_start(stage, len(futures))
-    for _ in as_completed(futures):
+    for done in as_completed(futures):
+        if done.status != "finished":  # raised here, in the step that failed, once its started tasks ended
+            _stop_graph(client, futures)
+            done.result()
         for cb in registered:
             cb.on_task_end(stage)
     for cb in registered:
         cb.on_stage_end(stage)
     if keep:  # results stay on the workers, as dask.persist would leave them
-        failed = next((f for f in futures if f.status in ("error", "cancelled")), None)
-        if failed is not None:  # raised here, in the step that failed, not in the next one to read it
-            failed.result()
         if everywhere and len(client.nthreads()) > 1:
             client.replicate(futures)
         return [dask.delayed(f) for f in futures]
     return client.gather(futures)
+
+
+def _stop_graph(client: Any, futures: Sequence[Any]) -> None:
+    """After a task of a graph failed: drop the rest, and wait until none of the graph's tasks
+    still runs on a worker, as a failure on local threads waits (:class:`_SettlingPool`).
+
+    Waiting for every future instead let a long graph run to its end behind its first
+    failure.  A released task that started runs on to its end in its worker (a thread is
+    not stopped), so the graph's keys -- as the scheduler has them, after optimisation --
+    are taken before the release and looked for on the workers until none runs, for at most
+    ``zarr_vectors.failed-graph-wait``: a task that never ends must not hold the error back.
+    """
+    import time
+
+    from dask.utils import parse_timedelta
+
+    from distributed import wait
+
+    try:
+        keys = client.run_on_scheduler(_graph_keys, [f.key for f in futures])
+    except Exception:  # a scheduler that cannot import this module: wait for the whole graph instead
+        wait(futures)
+        return
+    for future in futures:  # released, not cancelled: distributed's cancel asserts on a key an inner task
+        if not future.done():  # depends on (a stage's item that other items' tasks take too)
+            future.release()
+    deadline = time.monotonic() + parse_timedelta(config.get("failed-graph-wait"))
+    while time.monotonic() < deadline:
+        try:
+            running = client.run(_running_keys, keys, on_error="return")
+        except Exception:  # the scheduler or the workers gone: nothing of this graph runs there
+            return
+        if not any(isinstance(found, list) and found for found in running.values()):
+            return
+        time.sleep(0.05)
+
+
+def _graph_keys(keys: list[Any], dask_scheduler: Any = None) -> set[Any]:
+    """On the scheduler: every key the given keys depend on, themselves included."""
+    tasks, found = dask_scheduler.tasks, set()
+    stack = [tasks[k] for k in keys if k in tasks]
+    while stack:
+        ts = stack.pop()
+        if ts.key not in found:
+            found.add(ts.key)
+            stack.extend(ts.dependencies)
+    return found
+
+
+def _running_keys(keys: set[Any], dask_worker: Any = None) -> list[Any]:
+    """On a worker: which of ``keys`` it is executing (cancelled ones included)."""
+    state = dask_worker.state
+    return [ts.key for ts in (*state.executing, *state.long_running) if ts.key in keys]
 
 
 def compute(stage: str, *items: Any) -> list[Any]:
