@@ -241,19 +241,20 @@ def _run(stage: str, items: Sequence[Any], *, keep: bool, everywhere: bool = Fal
 
 
 def _stop_graph(client: Any, futures: Sequence[Any]) -> None:
-    """After a task of a graph failed: drop the rest, and wait until none of the graph's tasks
-    still runs on a worker, as a failure on local threads waits (:class:`_SettlingPool`).
+    """After a task of a graph failed: drop the rest, and wait until no task of the graph runs
+    or is still to run, as a failure on local threads waits (:class:`_SettlingPool`).
 
     Waiting for every future instead let a long graph run to its end behind its first
     failure.  A released task that started runs on to its end in its worker (a thread is
-    not stopped), so the graph's keys -- as the scheduler has them, after optimisation --
-    are taken before the release and looked for on the workers until none runs, for at most
-    ``zarr_vectors.failed-graph-wait``: a task that never ends must not hold the error back.
+    not stopped), and a release reaches the scheduler and the workers a little later, so
+    the graph's keys -- as the scheduler has them, after optimisation -- are taken before
+    the release and looked for on the scheduler (still to run) and on the workers (running,
+    or queued there) until none is, for at most ``zarr_vectors.failed-graph-wait``: a task
+    that never ends must not hold the error back.
     """
     import time
 
     from dask.utils import parse_timedelta
-
     from distributed import wait
 
     try:
@@ -267,12 +268,18 @@ def _stop_graph(client: Any, futures: Sequence[Any]) -> None:
     deadline = time.monotonic() + parse_timedelta(config.get("failed-graph-wait"))
     while time.monotonic() < deadline:
         try:
+            pending = client.run_on_scheduler(_pending_keys, keys)
             running = client.run(_running_keys, keys, on_error="return")
         except Exception:  # the scheduler or the workers gone: nothing of this graph runs there
             return
-        if not any(isinstance(found, list) and found for found in running.values()):
+        if not pending and not any(isinstance(found, list) and found for found in running.values()):
             return
         time.sleep(0.05)
+
+
+#: task states in which a task of a stopped graph may still run: on the scheduler, and on a worker
+_SCHEDULED = frozenset({"waiting", "queued", "no-worker", "processing"})
+_ON_WORKER = frozenset({"waiting", "ready", "constrained", "executing", "long-running", "cancelled", "resumed"})
 
 
 def _graph_keys(keys: list[Any], dask_scheduler: Any = None) -> set[Any]:
@@ -287,10 +294,16 @@ def _graph_keys(keys: list[Any], dask_scheduler: Any = None) -> set[Any]:
     return found
 
 
+def _pending_keys(keys: set[Any], dask_scheduler: Any = None) -> list[Any]:
+    """On the scheduler: which of ``keys`` are still to run (not yet released)."""
+    tasks = dask_scheduler.tasks
+    return [k for k in keys if k in tasks and tasks[k].state in _SCHEDULED]
+
+
 def _running_keys(keys: set[Any], dask_worker: Any = None) -> list[Any]:
-    """On a worker: which of ``keys`` it is executing (cancelled ones included)."""
-    state = dask_worker.state
-    return [ts.key for ts in (*state.executing, *state.long_running) if ts.key in keys]
+    """On a worker: which of ``keys`` it runs or holds to run (released ones still running included)."""
+    tasks = dask_worker.state.tasks
+    return [k for k in keys if k in tasks and tasks[k].state in _ON_WORKER]
 
 
 def compute(stage: str, *items: Any) -> list[Any]:
