@@ -465,6 +465,30 @@ def test_folder_markers_inside_the_arrays_are_no_cells(s3_bucket, zv_config, s3_
     assert np.array_equal(np.sort(read.attributes["v"]), np.sort(pos[:, 0]))
 
 
+@pytest.mark.parametrize("key", ["0//x", "0/./x", "0/../x", "0/a\tb"], ids=["empty-segment", "dot", "dot-dot", "tab"])
+def test_a_key_obstore_cannot_name_is_refused_naming_what_can(s3_bucket, zv_config, key):
+    """obstore fails a whole listing on a key with an empty segment, ``.``, ``..`` or a control
+    character (its paths cannot hold one), so neither the validator nor an overwrite could get past such a store
+    with it.  The error says so and names the backend that can: with s3fs the validator
+    reports the key as a stray and an overwrite removes it."""
+    bucket, options = s3_bucket
+    url = f"s3://{bucket}/p/bad.zv"
+    zv.write_points(url, _points(), chunk_shape=50.0, storage_options=options)
+    boto_client(options["endpoint_url"]).put_object(Bucket=bucket, Key=f"p/bad.zv/{key}", Body=b"x")
+    zv_config("s3.backend", "obstore")
+    with pytest.raises(StorageRequestError, match=r"invalid path.*zarr_vectors\.s3\.backend: s3fs"):
+        zv.validate(url, level=5, storage_options=options)
+    zv_config("s3.backend", "s3fs")
+    result = zv.validate(url, level=5, storage_options=options)
+    assert result.ok and any(repr(key) in w for w in result.warnings), result.warnings  # as the report quotes it
+    zv.write_points(url, _points(), chunk_shape=50.0, storage_options=options, overwrite=True)
+    left = [o["Key"] for o in boto_client(options["endpoint_url"]).list_objects_v2(
+        Bucket=bucket, Prefix="p/bad.zv/").get("Contents", [])]
+    assert f"p/bad.zv/{key}" not in left
+    zv_config("s3.backend", "obstore")
+    assert zv.validate(url, level=5, storage_options=options).ok
+
+
 def test_without_folder_markers_keeps_every_object():
     from zarr_vectors.store.backend import without_folder_markers
 
