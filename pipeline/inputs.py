@@ -104,6 +104,7 @@ def check_inputs(spec: Any) -> list[str]:
     """
     small = _small_points(spec)
     if small is not None:
+        _refuse_empty(len(small[0]), spec.inputs)
         _check_grid(spec, small[0].shape[1])
         _check_aggregate(spec, small[2])
         return []  # every column a number: nothing to warn about
@@ -112,11 +113,13 @@ def check_inputs(spec: Any) -> list[str]:
     columns, opts = column_map(spec), spec.storage_options
     if not _partitioned(spec):
         g = sources.load_geometry(spec.inputs, spec.kind, columns, opts)
+        _refuse_empty(len(g.positions), spec.inputs)
         _check_grid(spec, g.positions.shape[1])
         _check_aggregate(spec, g.attributes)
         return sources.warnings_for(", ".join(spec.inputs), g.dropped)
     if spec.kind in TWO_TABLES:
         vdf = sources.read_table(spec.inputs[0], storage_options=opts, kind=spec.kind)
+        _refuse_empty(_rows_known_cheaply(vdf, spec.inputs[:1]), spec.inputs[:1])
         rdf = sources.read_table(spec.inputs[1], storage_options=opts, kind=spec.kind)
         roles = sources.vertex_columns(vdf, columns, what=f"{spec.inputs[0]}: vertex", with_ids=True)
         _check_grid(spec, len(roles.axes))
@@ -128,12 +131,37 @@ def check_inputs(spec: Any) -> list[str]:
         dropped = sources.record_attributes(rdf, ends, f"{spec.inputs[1]}: {what}")[1]
         return sources.warnings_for(spec.inputs[0], roles.dropped, vdf) + sources.warnings_for(spec.inputs[1], dropped, rdf)
     df = sources.read_table(spec.inputs, storage_options=opts, kind=spec.kind)
+    _refuse_empty(_rows_known_cheaply(df, spec.inputs), spec.inputs)
     names, where = [str(c) for c in df.columns], ", ".join(spec.inputs)
     taken = _structure_columns(spec.kind, columns, names, where)
     roles = sources.vertex_columns(df, columns, what=where, with_ids=spec.kind == "skeleton", taken=taken)
     _check_grid(spec, len(roles.axes))
     _check_aggregate(spec, roles.attributes)
     return sources.warnings_for(where, roles.dropped, df)
+
+
+def _rows_known_cheaply(frame: Any, paths: list[str]) -> int | None:
+    """A table's row count where it costs no pass over the data: a Parquet input's (from the
+    footers, read already), or that of small local files; None otherwise (a large text input,
+    which is not empty)."""
+    from dask.utils import parse_bytes
+
+    from zarr_vectors import config
+
+    if all(registry.format_for(p).name == "parquet" for p in paths):
+        return len(frame)
+    local = [p.removeprefix("file://") for p in paths if "://" not in p or p.startswith("file://")]
+    if len(local) == len(paths) and all(os.path.isfile(p) for p in local) and \
+            sum(os.path.getsize(p) for p in local) < parse_bytes(config.get("cli.cluster-threshold")):
+        return len(frame)
+    return None
+
+
+def _refuse_empty(rows: int | None, paths: list[str] | tuple[str, ...]) -> None:
+    """An input of no vertices is refused here, before the journal and the store are touched
+    (the writer refuses it too, but only once the job has started)."""
+    if rows == 0:
+        raise InputError(f"{', '.join(paths)}: the input has no vertices (no rows): a store needs at least one")
 
 
 def _check_aggregate(spec: Any, attributes: Any) -> None:

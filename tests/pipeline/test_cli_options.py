@@ -394,3 +394,29 @@ def test_exit_2_for_an_aggregate_of_no_vertex_attribute_before_anything_is_writt
     assert run.rc == 2 and "which the input has no vertex attribute of" in run.err, run.err
     assert not out.exists() and not (tmp_path / "s.zv.zvjob.json").exists()
     assert build(cli, scheduler, src, out, "--pyramid", "2", "--aggregate", "intensity=max").rc == 0
+
+
+@pytest.mark.parametrize("kind, suffixes", [("points", [".parquet"]), ("points", [".csv"]),
+                                            ("graph", [".parquet", ".edges.parquet"])],
+                         ids=["parquet", "csv", "graph-tables"])
+def test_exit_2_for_an_input_of_no_rows_before_anything_is_written(tmp_path, cli, kind, suffixes):
+    """An input of no rows was refused by the write stage, after the job had started: exit 1 and
+    a journal left beside the path (and numpy's "input contained no data" warning for a CSV)."""
+    import warnings
+
+    import pandas as pd
+
+    empty = pd.DataFrame({"x": [], "y": [], "z": []}, dtype="f4")
+    inputs = []
+    for suffix in suffixes:
+        path = tmp_path / f"in{suffix}"
+        frame = pd.DataFrame({"source": [], "target": []}, dtype="i8") if suffix == ".edges.parquet" else empty
+        frame.to_csv(path, index=False) if suffix == ".csv" else frame.to_parquet(path, index=False)
+        inputs.append(path)
+    out = tmp_path / "s.zv"
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        run = cli("build", kind, *inputs, out, "--chunk-shape", "25")
+    assert run.rc == 2 and f"{inputs[0]}: the input has no vertices (no rows)" in run.err, run.err
+    assert not [w for w in seen if "no data" in str(w.message)]  # the refusal is the one word about it
+    assert not out.exists() and not (tmp_path / "s.zv.zvjob.json").exists()
