@@ -273,6 +273,83 @@ def test_a_failed_graph_under_a_client_waits_for_a_task_that_never_ends_only_so_
     assert _marks(tmp_path) == ({"0"}, set())  # started, raised while it still ran
 
 
+def test_a_failed_graph_under_a_client_is_raised_within_the_bound_beside_a_task_holding_the_gil(
+        tmp_path, local_cluster, zv_config):
+    """Review: the polls had no timeout, and a worker whose event loop a GIL-holding task starves
+    does not answer: a 1 s bound held the error for 9.6 s, until the task ended."""
+    def fail() -> int:
+        import time
+
+        time.sleep(0.5)
+        raise ValueError("refused")
+
+    def hog() -> int:
+        total = sum(range(3 * 10**8))  # C code that keeps the GIL: the worker cannot answer meanwhile
+        (tmp_path / "hog-ended").touch()
+        return total
+
+    zv_config("task-retries", 0)
+    zv_config("failed-graph-wait", "0.5s")
+    first, second = sorted(local_cluster.nthreads())
+    with local_cluster.as_current(), pytest.raises(ValueError, match="refused"):
+        with dask.annotate(workers=[first], allow_other_workers=False):
+            failing = dask.delayed(fail)()
+        with dask.annotate(workers=[second], allow_other_workers=False):
+            hogging = dask.delayed(hog, pure=False)()
+        runner.compute("stage", failing, hogging)
+    assert not (tmp_path / "hog-ended").exists()
+    local_cluster.run(lambda: None)  # the worker answers again once the task ended: later tests get it back
+
+
+def test_a_task_still_on_its_way_to_a_worker_is_waited_for(tmp_path, zv_config):
+    """Review: the poll's request can overtake the scheduler's stream to a worker, so a task
+    sent before the release but not yet arrived was in no poll and started after the raise
+    (here the stream to one worker is a second late).  A no-op task sent after it on the same
+    stream now confirms a clean poll."""
+    import asyncio
+    import time
+
+    from distributed import Client, LocalCluster
+
+    def slow() -> int:
+        time.sleep(1.0)
+        (tmp_path / "slow-ended").touch()
+        return 1
+
+    def behind(value: int) -> int:
+        (tmp_path / f"behind-{time.time():.3f}").touch()  # stands for a store write
+        return value
+
+    def fail() -> int:
+        while not (tmp_path / "slow-ended").exists():
+            time.sleep(0.005)
+        time.sleep(0.03)
+        raise ValueError("refused")
+
+    zv_config("task-retries", 0)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        first, second = sorted(client.nthreads())
+        stream = cluster.scheduler.stream_comms[second].comm
+        write = stream.write
+
+        async def late(*args, **kwargs):
+            await asyncio.sleep(1.0)
+            return await write(*args, **kwargs)
+
+        stream.write = late
+        with client.as_current(), pytest.raises(ValueError, match="refused"):
+            with dask.annotate(workers=[first], allow_other_workers=False):
+                failing = dask.delayed(fail)()
+            with dask.annotate(workers=[second], allow_other_workers=False):
+                last = dask.delayed(behind, pure=False)(dask.delayed(slow, pure=False)())
+            runner.compute("stage", failing, last)
+        raised = time.time()
+        time.sleep(2.0)
+    started = [float(p.name.split("-", 1)[1]) for p in tmp_path.glob("behind-*")]
+    assert started and all(at < raised for at in started), [at - raised for at in started]
+
+
 def test_a_graph_on_local_threads_runs_in_the_callers_context():
     """Review: the runner's own pools ran tasks outside the caller's context unless requests were
     counted (dask's threads carry it): a context variable, ``np.errstate``, read as unset."""

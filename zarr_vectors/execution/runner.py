@@ -18,7 +18,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future, wait
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, Protocol
 
 import dask
@@ -227,7 +227,7 @@ def _run(stage: str, items: Sequence[Any], *, keep: bool, everywhere: bool = Fal
         cb.on_stage_start(stage, len(futures))
     for done in as_completed(futures):
         if done.status != "finished":  # raised here, in the step that failed, once its started tasks ended
-            _stop_graph(client, futures)
+            _stop_graph(client, futures, done)
             done.result()
         for cb in registered:
             cb.on_task_end(stage)
@@ -240,41 +240,65 @@ def _run(stage: str, items: Sequence[Any], *, keep: bool, everywhere: bool = Fal
     return client.gather(futures)
 
 
-def _stop_graph(client: Any, futures: Sequence[Any]) -> None:
-    """After a task of a graph failed: drop the rest, and wait until no task of the graph runs
-    or is still to run, as a failure on local threads waits (:class:`_SettlingPool`).
+def _stop_graph(client: Any, futures: Sequence[Any], failed: Any) -> None:
+    """After ``failed``, a future of a graph, failed: drop the rest, and wait until no task of
+    the graph runs or is still to run, as a failure on local threads waits (:class:`_SettlingPool`).
 
     Waiting for every future instead let a long graph run to its end behind its first
     failure.  A released task that started runs on to its end in its worker (a thread is
     not stopped), and a release reaches the scheduler and the workers a little later, so
-    the graph's keys -- as the scheduler has them, after optimisation -- are taken before
-    the release and looked for on the scheduler (still to run) and on the workers (running,
-    or queued there) until none is, for at most ``zarr_vectors.failed-graph-wait``: a task
-    that never ends must not hold the error back.
+    the graph's unfinished keys -- as the scheduler has them, after optimisation -- are
+    taken before the release and looked for on the scheduler (still to run) and on the
+    workers (running, or queued there) until none is.  A worker's tasks reach it on the
+    scheduler's stream, which a poll can overtake, so a clean poll is confirmed by a no-op
+    task on every worker (sent on that stream after them) and one more poll.  Every call is
+    bounded by ``zarr_vectors.failed-graph-wait``: a task that never ends, or a worker too
+    busy to answer, must not hold the error back.  Work the caller still holds futures of
+    (:func:`start`) is not released, and is waited for within that bound.
     """
     import time
 
     from dask.utils import parse_timedelta
     from distributed import wait
 
+    deadline = time.monotonic() + parse_timedelta(config.get("failed-graph-wait"))
+
+    def left() -> float:
+        return max(0.01, deadline - time.monotonic())
+
     try:
-        keys = client.run_on_scheduler(_graph_keys, [f.key for f in futures])
+        keys = client.run_on_scheduler(_unfinished_keys, [f.key for f in futures], callback_timeout=left())
     except Exception:  # a scheduler that cannot import this module: wait for the whole graph instead
-        wait(futures)
+        with suppress(TimeoutError):
+            wait([f for f in futures if f is not failed], timeout=left())
         return
     for future in futures:  # released, not cancelled: distributed's cancel asserts on a key an inner task
-        if not future.done():  # depends on (a stage's item that other items' tasks take too)
+        if future is not failed:  # depends on (a stage's item that other items' tasks take too)
             future.release()
-    deadline = time.monotonic() + parse_timedelta(config.get("failed-graph-wait"))
-    while time.monotonic() < deadline:
+    confirmed = False
+    while keys and time.monotonic() < deadline:
         try:
-            pending = client.run_on_scheduler(_pending_keys, keys)
-            running = client.run(_running_keys, keys, on_error="return")
-        except Exception:  # the scheduler or the workers gone: nothing of this graph runs there
+            pending = client.run_on_scheduler(_pending_keys, keys, callback_timeout=left())
+            running = client.run(_running_keys, keys, on_error="return", callback_timeout=left())
+        except Exception:  # out of time, or the scheduler gone: nothing more to learn from it
             return
-        if not pending and not any(isinstance(found, list) and found for found in running.values()):
+        if pending or any(isinstance(found, list) and found for found in running.values()):
+            confirmed = False
+            time.sleep(0.05)
+            continue
+        if confirmed:
             return
-        time.sleep(0.05)
+        barriers = [client.submit(_no_op, workers=[w], allow_other_workers=False, pure=False, priority=2**31)
+                    for w in running]
+        try:
+            wait(barriers, timeout=left())
+        except TimeoutError:  # a worker too busy to run it within the bound
+            return
+        confirmed = True
+
+
+def _no_op() -> None:
+    """A task that only marks its place in a worker's stream of tasks (:func:`_stop_graph`)."""
 
 
 #: task states in which a task of a stopped graph may still run: on the scheduler, and on a worker
@@ -282,15 +306,19 @@ _SCHEDULED = frozenset({"waiting", "queued", "no-worker", "processing"})
 _ON_WORKER = frozenset({"waiting", "ready", "constrained", "executing", "long-running", "cancelled", "resumed"})
 
 
-def _graph_keys(keys: list[Any], dask_scheduler: Any = None) -> set[Any]:
-    """On the scheduler: every key the given keys depend on, themselves included."""
-    tasks, found = dask_scheduler.tasks, set()
+def _unfinished_keys(keys: list[Any], dask_scheduler: Any = None) -> set[Any]:
+    """On the scheduler: the keys the given keys depend on, themselves included, that are still
+    to run (results already computed are not walked through: they run no more)."""
+    tasks, seen, found = dask_scheduler.tasks, set(), set()
     stack = [tasks[k] for k in keys if k in tasks]
     while stack:
         ts = stack.pop()
-        if ts.key not in found:
+        if ts.key in seen or ts.state == "memory":
+            continue
+        seen.add(ts.key)
+        if ts.state in _SCHEDULED:
             found.add(ts.key)
-            stack.extend(ts.dependencies)
+        stack.extend(ts.dependencies)
     return found
 
 
