@@ -381,8 +381,8 @@ class Storage(ABC):
 
     @abstractmethod
     def list_files(self, prefix: str) -> list[str]:
-        """Keys of every object below ``prefix``, relative to the store root, sorted; on an
-        object store without its folder markers (:func:`without_folder_markers`)."""
+        """Keys of every object below ``prefix``, relative to the store root; not the folder
+        markers (``x/``) an object store may hold, which no key of a store is."""
 
     @abstractmethod
     def object_sizes(self) -> dict[str, int]:
@@ -431,21 +431,6 @@ class Storage(ABC):
     def remove_empty_dirs(self, prefixes: Iterable[str], *, floor: str) -> None:
         """Remove directories that deletions left empty, walking up from each prefix
         while below ``floor``; nothing to do where directories are not objects."""
-
-
-def without_folder_markers(keys: Iterable[str]) -> list[str]:
-    """The keys, sorted, less the folder markers among them: a key ending in ``/`` (a console's
-    "create folder"), or a key other keys lie below (such a marker as obstore lists it, its
-    ``/`` dropped; on a file system no file has files below it).  Neither is an object a store
-    reads, moves or replaces, so listings made to find cells leave them out; the validator's
-    walk (:meth:`Storage.object_sizes`) still sees them and warns of them as strays."""
-    files = [k for k in keys if not k.endswith("/")]
-    folders: set[str] = set()
-    for parent in {posixpath.dirname(k) for k in files}:
-        while parent and parent not in folders:
-            folders.add(parent)
-            parent = posixpath.dirname(parent)
-    return sorted(k for k in files if k not in folders)
 
 
 def existing_sources(storage: Storage, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -21,7 +21,6 @@ from zarr_vectors.store.backend import (
     gather_bounded,
     request_failure,
     typed_request_failures,
-    without_folder_markers,
 )
 from zarr_vectors.store.localfs import check_key
 
@@ -286,7 +285,9 @@ class FsspecStorage(Storage):
                 found = self.fs.find(path)
             except FileNotFoundError:
                 return []
-        return without_folder_markers(self._relative(self._below(path, found)))
+        # not a folder marker (``x/``): no key of a store ends in "/", and none can be read, moved or
+        # deleted by key (a commit taking one for a stale cell would fail half-way)
+        return self._relative(p for p in self._below(path, found) if not p.endswith("/"))
 
     async def _s3_listing(self, path: str, *, delimited: bool = False, itself: bool = False
                           ) -> tuple[list[str], dict[str, int]]:

@@ -49,6 +49,19 @@ def sort_chunk_keys(keys: Iterable[str]) -> list[str]:
     return sorted(set(keys))
 
 
+def grid_folder(tail: str, ndim: int) -> bool:
+    """Whether ``tail``, a key below an array's ``c/``, names a folder of its chunk grid, not an
+    object that could hold cells: a folder marker (``0/``, a console's "create folder"), or
+    one as obstore lists it, its ``/`` dropped (``0``: fewer indices than the grid has axes).
+
+    Neither is a cell or a shard, so the cell listings that check presence (the sharder's,
+    the pyramid's) pass over them, where they refused the store; the validator's walk still
+    reports them as strays, and a table's chunk listing (``tables.present_chunks``) is not
+    concerned."""
+    parts = tail.split("/")
+    return tail.endswith("/") or (len(parts) < ndim and all(p.isdigit() for p in parts))
+
+
 @dataclass
 class GridArray:
     """An open grid array; its metadata document is held in ``doc``."""
@@ -342,7 +355,7 @@ class GridArray:
         each, CRC checked) and its non-empty entries are the present cells.
         """
         prefix = posixpath.join(self.path, "c")
-        listed = self.storage.list_files(prefix)
+        listed = [rel for rel in self.storage.list_files(prefix) if not grid_folder(rel[len(prefix) + 1 :], self.ndim)]
         if self.sharding is None:
             keys = []
             for rel in listed:

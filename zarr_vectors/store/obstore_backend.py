@@ -38,7 +38,6 @@ from zarr_vectors.store.backend import (
     gather_bounded,
     request_failure,
     typed_request_failures,
-    without_folder_markers,
 )
 from zarr_vectors.store.localfs import check_key
 
@@ -316,7 +315,7 @@ class ObstoreStorage(Storage):
 
     @_obstore_read
     def list_files(self, prefix: str) -> list[str]:
-        return without_folder_markers(self._listing(prefix))
+        return sorted(self._listing(prefix))
 
     @_obstore_read
     def object_sizes(self) -> dict[str, int]:
