@@ -188,6 +188,7 @@ def test_bad_policy_arguments(tmp_path, kw, text):
         ("graph", {"edge_attributes": {"w": np.ones((5, 0))}}, ["edge attribute 'w' has shape (5, 0)", "one channel"]),
         ("graph", {"edge_attributes": {"w": np.array(["a"] * 5)}}, ["edge attribute 'w'", "unsupported dtype"]),
         ("graph", {"edge_attributes": {"a/b": np.ones(5)}}, ["invalid edge attribute name 'a/b'"]),
+        ("graph", {"edge_attributes": {"a\nb": np.ones(5)}}, ["invalid edge attribute name 'a\\nb'"]),
         ("mesh", {"face_attributes": {"area": np.ones(2)}}, ["face attribute 'area' has shape (2,)"]),
         ("graph", {"attributes": {"v": np.ones(5)}}, ["attribute 'v' has shape (5,)"]),
         ("skeleton", {"attributes": {"v": np.ones(7)}}, ["attribute 'v' has shape (7,)"]),

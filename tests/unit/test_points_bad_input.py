@@ -165,6 +165,8 @@ def test_bad_chunk_or_bin_shape(tmp_path, kw, text):
         ({"o": np.array([None] * 5)}, ["attribute 'o'", "unsupported dtype object"]),
         ({"a/b": np.zeros(5)}, ["invalid attribute name 'a/b'"]),
         ({"": np.zeros(5)}, ["invalid attribute name ''"]),
+        ({"a\tb": np.zeros(5)}, ["invalid attribute name 'a\\tb'", "no control character"]),
+        ({"a\x00": np.zeros(5)}, ["invalid attribute name 'a\\x00'"]),
     ],
 )
 def test_bad_vertex_attribute(tmp_path, attributes, texts):

@@ -153,9 +153,15 @@ def is_intra(offsets: Offsets) -> bool:
     return all(c == 0 for offset in offsets for c in offset)
 
 
-def _check_attribute_name(name: str) -> str:
-    if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
-        raise InputError(f"link attribute name {name!r} must be a non-empty path segment (no '/', not '.' or '..')")
+def check_name(name: object, what: str) -> str:
+    """A name that becomes one path segment of the store (an attribute's): not empty, no ``/``,
+    not ``.`` or ``..``, and no control character -- a tab or a NUL in a key is one that
+    obstore cannot list and some file systems cannot hold, so a write failed half-way (or
+    untyped) where it is refused here."""
+    if not isinstance(name, str) or not name or "/" in name or name in (".", "..") or \
+            any(c < " " or c == "\x7f" for c in name):
+        raise InputError(f"invalid {what} name {name!r}: a name is one path segment of the store "
+                         "(not empty, no '/', not '.' or '..', no control character)")
     return name
 
 
@@ -171,7 +177,7 @@ def links_path(delta: int, offsets: Offsets) -> str:
 
 def link_attributes_group_path(name: str, delta: int) -> str:
     """``link_attributes/<name>/<delta>``, relative to a level group."""
-    return f"link_attributes/{_check_attribute_name(name)}/{format_delta(delta)}"
+    return f"link_attributes/{check_name(name, 'link attribute')}/{format_delta(delta)}"
 
 
 def link_attributes_path(name: str, delta: int, offsets: Offsets) -> str:

@@ -34,7 +34,7 @@ from zarr_vectors.errors import InputError
 from zarr_vectors.execution import runner
 from zarr_vectors.execution.runner import current_client, task_runs
 from zarr_vectors.format.objects import absence_fill, object_attribute_attributes
-from zarr_vectors.format.paths import format_chunk_key
+from zarr_vectors.format.paths import check_name, format_chunk_key
 from zarr_vectors.format.points import cells_and_bins, chunk_coords, column_extent, stable_order, take_rows
 from zarr_vectors.reconcile import confirm_presence
 from zarr_vectors.store.codecs import compressor_config
@@ -176,12 +176,6 @@ def grid_shapes(
     if math.prod(bpc) > MAX_BINS_PER_CHUNK:
         raise InputError(f"{math.prod(bpc)} bins per chunk exceeds {MAX_BINS_PER_CHUNK}: use a larger bin_shape")
     return cs, bs, bpc
-
-
-def check_name(name: Any, what: str) -> str:
-    if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
-        raise InputError(f"invalid {what} name {name!r}")
-    return name
 
 
 def normalise_vertex_inputs(
