@@ -273,6 +273,24 @@ def test_a_failed_graph_under_a_client_waits_for_a_task_that_never_ends_only_so_
     assert _marks(tmp_path) == ({"0"}, set())  # started, raised while it still ran
 
 
+def test_a_failed_graph_under_a_client_waits_for_the_work_started_beside_it(tmp_path, local_cluster, zv_config):
+    """Review: work handed to :func:`runner.start` (a linked write's reconcile) that the failed
+    step does not take ran on after the raise, writing to the store the error was about."""
+    def fail() -> int:
+        import time
+
+        time.sleep(0.2)
+        raise ValueError("refused")
+
+    zv_config("task-retries", 0)
+    with local_cluster.as_current():
+        started = runner.start(dask.delayed(_marking(tmp_path, 1.0), pure=False)(0))
+        with pytest.raises(ValueError, match="refused"):
+            runner.compute("stage", dask.delayed(fail)())
+        assert _marks(tmp_path) == ({"0"}, {"0"})  # ended before the raise
+        assert runner.compute("after", started[0]) == [0]  # still the caller's: not released
+
+
 def test_a_failed_graph_under_a_client_is_raised_within_the_bound_beside_a_task_holding_the_gil(
         tmp_path, local_cluster, zv_config):
     """Review: the polls had no timeout, and a worker whose event loop a GIL-holding task starves

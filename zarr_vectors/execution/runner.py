@@ -16,6 +16,7 @@ import os
 import sys
 import threading
 import uuid
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future, wait
 from contextlib import contextmanager, suppress
@@ -253,8 +254,9 @@ def _stop_graph(client: Any, futures: Sequence[Any], failed: Any) -> None:
     scheduler's stream, which a poll can overtake, so a clean poll is confirmed by a no-op
     task on every worker (sent on that stream after them) and one more poll.  Every call is
     bounded by ``zarr_vectors.failed-graph-wait``: a task that never ends, or a worker too
-    busy to answer, must not hold the error back.  Work the caller still holds futures of
-    (:func:`start`) is not released, and is waited for within that bound.
+    busy to answer, must not hold the error back.  Work this thread started (:func:`start`),
+    which the caller still holds, is not released but waited for within that bound too,
+    whether the failed graph needs it or not: it writes to the same store.
     """
     import time
 
@@ -266,8 +268,10 @@ def _stop_graph(client: Any, futures: Sequence[Any], failed: Any) -> None:
     def left() -> float:
         return max(0.01, deadline - time.monotonic())
 
+    running_beside = [f.key for f in list(_started()) if not f.done()]  # held by the caller: not released
     try:
-        keys = client.run_on_scheduler(_unfinished_keys, [f.key for f in futures], callback_timeout=left())
+        keys = client.run_on_scheduler(_unfinished_keys, [f.key for f in futures] + running_beside,
+                                       callback_timeout=left())
     except Exception:  # a scheduler that cannot import this module: wait for the whole graph instead
         with suppress(TimeoutError):
             wait([f for f in futures if f is not failed], timeout=left())
@@ -425,7 +429,17 @@ def start(*items: Any, stage: str = "background") -> list[Any]:
         return list(items)
     with requests.stage(stage, client):
         futures = client.compute(list(items), retries=config.get("task-retries"))
+    _started().update(futures)
     return [dask.delayed(f) for f in futures]
+
+
+def _started() -> weakref.WeakSet[Any]:
+    """This thread's started work still referenced (:func:`start`): a failed step waits for it
+    too, so that its error is raised on a still store (:func:`_stop_graph`)."""
+    started = getattr(_LOCAL, "started", None)
+    if started is None:
+        started = _LOCAL.started = weakref.WeakSet()
+    return started
 
 
 def calls(func: Callable[..., Any], arguments: Sequence[Sequence[Any]]) -> list[Delayed]:
