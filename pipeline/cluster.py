@@ -156,9 +156,13 @@ def connect(
     if scheduler_file:
         address, where = _address_in(scheduler_file), f"the scheduler in {scheduler_file!r}"
     if address:
+        before = _default_client()
         try:
             client = Client(address)
         except (OSError, ValueError, TypeError) as exc:  # refused, timed out, not an address
+            failed = _default_client()
+            if failed is not None and failed is not before:  # it made itself the process's client and
+                failed.close()  # scheduler before it failed: every later graph went to a dead scheduler
             raise InputError(f"cannot connect to {where}: {type(exc).__name__}: {exc}") from exc
         with client:
             yield client
@@ -166,6 +170,15 @@ def connect(
     with local_cluster(workers=workers, threads_per_worker=threads_per_worker, memory_limit=memory_limit) as cluster, \
             Client(cluster) as client:
         yield client
+
+
+def _default_client() -> Client | None:
+    from distributed import default_client
+
+    try:
+        return default_client()
+    except ValueError:
+        return None
 
 
 def _address_in(scheduler_file: str) -> str:

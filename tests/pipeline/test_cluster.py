@@ -20,6 +20,7 @@ from pipeline_helpers import graph_frames, points_frame, rows, wait_for
 import zarr_vectors as zv
 from pipeline.cluster import WORKER_ENVIRON, local_cluster
 from zarr_vectors.errors import InputError
+from zarr_vectors.execution import runner
 from zarr_vectors.store.backend import Storage
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
@@ -234,6 +235,8 @@ def test_a_scheduler_that_cannot_be_reached_is_bad_input_naming_it(tmp_path, cas
             pytest.raises(InputError, match=re.escape(named)):
         with connect(**kwargs):
             pass
+    # and the failed client is not left as the process's client (a dead scheduler for every later graph)
+    assert runner.current_client() is None and dask.config.get("scheduler", None) is None
 
 
 def test_a_scheduler_file_written_while_the_job_starts_is_waited_for(tmp_path):
