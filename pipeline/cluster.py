@@ -151,16 +151,18 @@ def connect(
     :class:`InputError` naming it (distributed waits forever for a file that is not there)."""
     from distributed import Client
 
+    from zarr_vectors.execution.runner import current_client
+
     address = scheduler_address or os.environ.get("DASK_SCHEDULER_ADDRESS")
     where = f"the scheduler at {address!r}"
     if scheduler_file:
         address, where = _address_in(scheduler_file), f"the scheduler in {scheduler_file!r}"
     if address:
-        before = _default_client()
+        before = current_client()
         try:
             client = Client(address)
         except (OSError, ValueError, TypeError) as exc:  # refused, timed out, not an address
-            failed = _default_client()
+            failed = current_client()
             if failed is not None and failed is not before:  # it made itself the process's client and
                 failed.close()  # scheduler before it failed: every later graph went to a dead scheduler
             raise InputError(f"cannot connect to {where}: {type(exc).__name__}: {exc}") from exc
@@ -170,15 +172,6 @@ def connect(
     with local_cluster(workers=workers, threads_per_worker=threads_per_worker, memory_limit=memory_limit) as cluster, \
             Client(cluster) as client:
         yield client
-
-
-def _default_client() -> Client | None:
-    from distributed import default_client
-
-    try:
-        return default_client()
-    except ValueError:
-        return None
 
 
 def _address_in(scheduler_file: str) -> str:

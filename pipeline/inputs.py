@@ -95,12 +95,12 @@ def check_arity(spec: Any) -> None:
                          f"got {len(spec.inputs)}")
 
 
-def check_inputs(spec: Any) -> list[str]:
+def check_inputs(spec: Any, size: int) -> list[str]:
     """Open every input's schema (a whole-file input: read it) and apply the column mapping.
 
-    Raises InputError naming the file and the problem (unreadable, a missing column, chunk
-    or bin shapes that do not fit its coordinate axes); returns one warning per table with
-    columns that cannot be stored.
+    Raises InputError naming the file and the problem (unreadable, no rows, a missing column,
+    chunk or bin shapes that do not fit its coordinate axes); returns one warning per table
+    with columns that cannot be stored.  ``size``: the inputs' bytes, as preflight measured them.
     """
     small = _small_points(spec)
     if small is not None:
@@ -119,7 +119,7 @@ def check_inputs(spec: Any) -> list[str]:
         return sources.warnings_for(", ".join(spec.inputs), g.dropped)
     if spec.kind in TWO_TABLES:
         vdf = sources.read_table(spec.inputs[0], storage_options=opts, kind=spec.kind)
-        _refuse_empty(_rows_known_cheaply(vdf, spec.inputs[:1]), spec.inputs[:1])
+        _refuse_empty(_rows_known_cheaply(vdf, spec.inputs[:1], size), spec.inputs[:1])
         rdf = sources.read_table(spec.inputs[1], storage_options=opts, kind=spec.kind)
         roles = sources.vertex_columns(vdf, columns, what=f"{spec.inputs[0]}: vertex", with_ids=True)
         _check_grid(spec, len(roles.axes))
@@ -131,7 +131,7 @@ def check_inputs(spec: Any) -> list[str]:
         dropped = sources.record_attributes(rdf, ends, f"{spec.inputs[1]}: {what}")[1]
         return sources.warnings_for(spec.inputs[0], roles.dropped, vdf) + sources.warnings_for(spec.inputs[1], dropped, rdf)
     df = sources.read_table(spec.inputs, storage_options=opts, kind=spec.kind)
-    _refuse_empty(_rows_known_cheaply(df, spec.inputs), spec.inputs)
+    _refuse_empty(_rows_known_cheaply(df, spec.inputs, size), spec.inputs)
     names, where = [str(c) for c in df.columns], ", ".join(spec.inputs)
     taken = _structure_columns(spec.kind, columns, names, where)
     roles = sources.vertex_columns(df, columns, what=where, with_ids=spec.kind == "skeleton", taken=taken)
@@ -140,19 +140,16 @@ def check_inputs(spec: Any) -> list[str]:
     return sources.warnings_for(where, roles.dropped, df)
 
 
-def _rows_known_cheaply(frame: Any, paths: list[str]) -> int | None:
+def _rows_known_cheaply(frame: Any, paths: list[str], size: int) -> int | None:
     """A table's row count where it costs no pass over the data: a Parquet input's (from the
-    footers, read already), or that of small local files; None otherwise (a large text input,
-    which is not empty)."""
+    footers, read already), or that of inputs of ``size`` bytes in all (preflight's figure)
+    below ``cli.cluster-threshold``; None otherwise (a large text input, which is not empty)."""
     from dask.utils import parse_bytes
 
     from zarr_vectors import config
 
-    if all(registry.format_for(p).name == "parquet" for p in paths):
-        return len(frame)
-    local = [p.removeprefix("file://") for p in paths if "://" not in p or p.startswith("file://")]
-    if len(local) == len(paths) and all(os.path.isfile(p) for p in local) and \
-            sum(os.path.getsize(p) for p in local) < parse_bytes(config.get("cli.cluster-threshold")):
+    if all(registry.format_for(p).name == "parquet" for p in paths) or \
+            size < parse_bytes(config.get("cli.cluster-threshold")):
         return len(frame)
     return None
 

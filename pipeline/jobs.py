@@ -209,7 +209,7 @@ def preflight(spec: BuildSpec, *, resume: bool = False) -> tuple[int, list[str]]
         raise StoreExistsError(f"{spec.out!r} already exists; pass --overwrite to replace it (or --resume to "
                                "finish the job that was writing it)")
     refuse_foreign_entries(storage, existing)
-    return size, inputs.check_inputs(spec)
+    return size, inputs.check_inputs(spec, size)
 
 
 class JournalProgress:

@@ -119,6 +119,11 @@ class _Loop:
 _FAILURES: tuple[type[BaseException], ...] = (BaseError, FileNotFoundError)
 
 
+_UNNAMEABLE = ("obstore cannot list or name a key with an empty segment, '.', '..' or a control character; "
+               "the s3fs backend (zarr_vectors.s3.backend: s3fs) lists it, the validator reports it and an "
+               "overwrite removes it")
+
+
 def _reason(text: str) -> str:
     """obstore's message on one line: its first line (the request, its retries) and the cause
     it buries in the lines after -- the S3 error code, or the connection's error."""
@@ -127,11 +132,6 @@ def _reason(text: str) -> str:
         return f"{first} ({_UNNAMEABLE})"
     cause = re.search(r"<Code>([^<]+)</Code>", text) or re.search(r'message: "([^"]+)"', text)
     return f"{first} [{cause.group(1)}]" if cause and cause.group(1) not in first else first
-
-
-_UNNAMEABLE = ("obstore cannot list or name a key with an empty segment, '.', '..' or a control character; "
-               "the s3fs backend (zarr_vectors.s3.backend: s3fs) lists it, the validator reports it and an "
-               "overwrite removes it")
 
 
 #: a read's failures, after obstore's retries; a missing object (obstore raises the built-in
