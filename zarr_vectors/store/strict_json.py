@@ -194,6 +194,8 @@ def _too_deep(data: bytes, text: str) -> Path | None:
     bytes): with escapes removed, a bracket is inside a string iff an odd number of
     quotes precede it, so only quotes and brackets need to reach NumPy.
     """
+    if data.count(b"[") + data.count(b"{") <= MAX_DEPTH:  # too few openers, in strings or not
+        return None
     codes = np.frombuffer(_ESCAPE_RE.sub(b"", data).translate(None, _NOT_STRUCTURAL), dtype=np.uint8)
     outside = ~np.logical_xor.accumulate(codes == ord('"'))
     opens = ((codes == ord("[")) | (codes == ord("{"))) & outside

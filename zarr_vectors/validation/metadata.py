@@ -14,7 +14,7 @@ import numpy as np
 
 from zarr_vectors.format.coarsen import AGGREGATION_MEMBER
 from zarr_vectors.format.metadata import OBJECT_INDEX_LAYOUT
-from zarr_vectors.format.paths import format_delta, parse_chunk_key, parse_delta, parse_offsets
+from zarr_vectors.format.paths import format_delta, parse_chunk_key, parse_chunk_keys, parse_delta, parse_offsets
 from zarr_vectors.format.schema import (
     CHUNK_GRID,
     DATA_TYPE,
@@ -431,6 +431,29 @@ def _check_nonempty(node: Any, report: Report) -> None:
     shape = node.doc.get("shape")
     origin = origin_of(node)
     ndim = len(shape) if isinstance(shape, list) else None
+    if not _nonempty_clean(keys, ndim, origin, shape):
+        _nonempty_findings(node, keys, ndim, origin, shape, report)
+    if keys != sorted(keys):
+        report.add(make("L2_NONEMPTY_UNSORTED", node.path, "nonempty_chunks is not sorted as strings",
+                        pointer="/attributes/nonempty_chunks"))
+
+
+def _nonempty_clean(keys: list[str], ndim: int | None, origin: Any, shape: Any) -> bool:
+    """Whether every key is canonical, distinct and inside the grid, checked for the whole list at once
+    (a store lists thousands); when not, the key-by-key pass says which and why."""
+    if not ndim or len(set(keys)) != len(keys):
+        return False
+    try:
+        coords = parse_chunk_keys(keys, ndim)
+        if origin is not None and all(isinstance(s, int) for s in shape):
+            index = coords - np.asarray(origin, dtype=np.int64)
+            return not ((index < 0) | (index >= np.asarray(shape, dtype=np.int64))).any()
+    except (ValueError, TypeError, OverflowError):
+        return False
+    return True
+
+
+def _nonempty_findings(node: Any, keys: list[str], ndim: int | None, origin: Any, shape: Any, report: Report) -> None:
     seen: set[str] = set()
     for i, k in enumerate(keys):
         try:
@@ -447,9 +470,6 @@ def _check_nonempty(node: Any, report: Report) -> None:
             if any(j < 0 or j >= s for j, s in zip(idx, shape)):
                 report.add(make("L2_NONEMPTY_CHUNKS", node.path, f"key {k!r} lies outside the array's grid (origin "
                                 f"{list(origin)}, shape {shape})", pointer=f"/attributes/nonempty_chunks/{i}"))
-    if keys != sorted(keys):
-        report.add(make("L2_NONEMPTY_UNSORTED", node.path, "nonempty_chunks is not sorted as strings",
-                        pointer="/attributes/nonempty_chunks"))
 
 
 # ---------------------------------------------------------------------------

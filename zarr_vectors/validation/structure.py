@@ -81,6 +81,7 @@ class StoreModel:
     # keys listed but never opened -- links, FIFOs, devices -- with what each is; directories
     special: dict[str, str] = field(default_factory=dict)
     dirs: list[str] = field(default_factory=list)
+    _tree: tuple[int, dict[str, list[Node]]] | None = field(default=None, init=False, repr=False, compare=False)
 
     # -- root ----------------------------------------------------------------
     @property
@@ -109,12 +110,17 @@ class StoreModel:
 
     # -- tree ----------------------------------------------------------------
     def children(self, path: str) -> list[Node]:
-        prefix = path + "/" if path else ""
-        depth = prefix.count("/")
-        return sorted(
-            (n for p, n in self.nodes.items() if p and p.startswith(prefix) and p.count("/") == depth),
-            key=lambda n: n.path,
-        )
+        """The nodes one segment below ``path``, by path."""
+        if self._tree is None or self._tree[0] != len(self.nodes):
+            tree: dict[str, list[Node]] = {}
+            for p, n in sorted(self.nodes.items()):
+                parent = p.rpartition("/")[0]
+                if p and (parent or "/" not in p):  # "/a" is below no path ("" is the root's)
+                    tree.setdefault(parent, []).append(n)
+            # indexed once: checks ask for the children of every group, and a scan each was
+            # quadratic in the nodes (0.09 s of the client for a 400-array store)
+            self._tree = (len(self.nodes), tree)
+        return list(self._tree[1].get(path, ()))
 
     def node(self, path: str) -> Node | None:
         return self.nodes.get(path)

@@ -19,6 +19,7 @@ from zarr_vectors.execution.runner import parallelism
 from zarr_vectors.format.paths import (
     format_chunk_key,
     parse_chunk_key,
+    parse_chunk_keys,
 )
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.codecs import ShardingSpec
@@ -239,12 +240,17 @@ def check_presence(model: StoreModel, spec: ArraySpec, out: list[Finding]) -> No
     if not isinstance(listed, list):
         return
     ndim = len(spec.doc.get("shape", []))
-    keys = set()
-    for k in listed:
-        try:
-            keys.add(parse_chunk_key(k, ndim))
-        except (ValueError, TypeError):
-            continue
+    try:  # the whole list at once; a list with a bad key (an L2 finding) key by key
+        keys = set(map(tuple, parse_chunk_keys(listed, ndim).tolist())) if ndim else None
+    except (ValueError, TypeError):
+        keys = None
+    if keys is None:
+        keys = set()
+        for k in listed:
+            try:
+                keys.add(parse_chunk_key(k, ndim))
+            except (ValueError, TypeError):
+                continue
     present = set(spec.cells)
     missing = sorted(keys - present)
     extra = sorted(present - keys)
