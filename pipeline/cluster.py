@@ -148,7 +148,8 @@ def connect(
 ) -> Iterator[Client]:
     """A client on the selected cluster, closed (and an embedded cluster stopped) on exit.
     A scheduler that cannot be reached, or a scheduler file that names none, is an
-    :class:`InputError` naming it (distributed waits forever for a file that is not there)."""
+    :class:`InputError` naming it (distributed waits forever for a file that is not there);
+    so is an external cluster that does not run this package's version (:func:`check_environment`)."""
     from distributed import Client
 
     from zarr_vectors.execution.runner import current_client
@@ -167,11 +168,55 @@ def connect(
                 failed.close()  # scheduler before it failed: every later graph went to a dead scheduler
             raise InputError(f"cannot connect to {where}: {type(exc).__name__}: {exc}") from exc
         with client:
+            check_environment(client, where)
             yield client
         return
     with local_cluster(workers=workers, threads_per_worker=threads_per_worker, memory_limit=memory_limit) as cluster, \
             Client(cluster) as client:
         yield client
+
+
+#: the distribution whose code the tasks run: the client, the scheduler and every worker need one version of it
+DISTRIBUTION = "zarr-vectors-dask"
+
+
+def check_environment(client: Client, where: str) -> None:
+    """Refuse a cluster whose scheduler or workers do not have this package at the client's version.
+
+    The scheduler unpickles every graph, so without the package it refuses each one with
+    distributed's "Error during deserialization of the task graph", in whichever stage runs
+    first; a worker without it fails its tasks; one of another version computes with other
+    code, and a store of mixed bytes is no error at all.  Asked before any stage, through
+    ``importlib.metadata`` (which every Python has: a function of ours could not be run where the
+    package is missing), within ``distributed.comm.timeouts.connect``.  Workers joining later
+    are not asked.
+    """
+    import importlib.metadata
+
+    from dask.utils import parse_timedelta
+
+    bound = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
+    mine = importlib.metadata.version(DISTRIBUTION)
+    found: dict[str, object] = {}
+    try:
+        found["the scheduler"] = client.run_on_scheduler(importlib.metadata.version, DISTRIBUTION,
+                                                         callback_timeout=bound)
+    except importlib.metadata.PackageNotFoundError:
+        found["the scheduler"] = None
+    except Exception as exc:  # noqa: BLE001 - said as what it is, naming the scheduler
+        raise InputError(f"cannot ask {where} which {DISTRIBUTION} it has: {type(exc).__name__}: {exc}") from exc
+    try:
+        on_workers = client.run(importlib.metadata.version, DISTRIBUTION, on_error="return", callback_timeout=bound)
+    except Exception as exc:  # noqa: BLE001
+        raise InputError(f"cannot ask the workers of {where} which {DISTRIBUTION} they have: "
+                         f"{type(exc).__name__}: {exc}") from exc
+    for worker, version in sorted(on_workers.items()):
+        found[f"worker {worker}"] = None if isinstance(version, importlib.metadata.PackageNotFoundError) else version
+    wrong = {who: version for who, version in found.items() if version != mine}
+    if wrong:
+        said = "; ".join(f"{who}: {'not installed' if v is None else v}" for who, v in wrong.items())
+        raise InputError(f"{where} cannot run this job: the client has {DISTRIBUTION} {mine}, but {said}. Install "
+                         f"{DISTRIBUTION}=={mine} in the scheduler's and the workers' environment")
 
 
 def _address_in(scheduler_file: str) -> str:

@@ -65,13 +65,18 @@ def elsewhere(tmp_path_factory):
             assert set(client.run(os.getcwd).values()) == {str(cwd)}  # the premise of every test here
         yield SimpleNamespace(scheduler_file=str(scheduler_file), cwd=cwd)
     finally:
-        for proc in reversed(procs):  # workers first: they close their nannies' processes
-            proc.terminate()
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop(procs)
+
+
+def stop(procs: list[subprocess.Popen]) -> None:
+    """Terminate cluster processes, workers first (they close their nannies' processes)."""
+    for proc in reversed(procs):
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def nothing_written_where_the_workers_run(cwd: Path) -> None:
@@ -263,3 +268,44 @@ def test_a_scheduler_file_written_while_the_job_starts_is_waited_for(tmp_path):
             assert _address_in(str(path)) == "tcp://127.0.0.1:8786"
     finally:
         writer.join()
+
+
+@pytest.mark.parametrize("foreign", ["scheduler-missing", "worker-other-version"])
+def test_a_cluster_without_this_package_at_the_clients_version_is_refused_naming_it(tmp_path, foreign):
+    """A scheduler without the package refused every graph with distributed's "Error during
+    deserialization of the task graph" inside the first stage; a worker of another version would
+    compute with other code.  Both are now refused on connecting, naming who has what."""
+    from pipeline.cluster import connect
+    from zarr_vectors.errors import InputError
+
+    scheduler_file = tmp_path / "scheduler.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env.pop("DASK_SCHEDULER_ADDRESS", None)
+    wrapper = str(REPO / "tests" / "pipeline" / "foreign_env.py")
+    scheduler_mode, worker_mode = ("missing", None) if foreign == "scheduler-missing" else (None, "0.0.1")
+
+    def start(role: str, mode: str | None, *args: str) -> subprocess.Popen:
+        dask_cli = str(Path(sys.executable).with_name("dask"))
+        command = [sys.executable, wrapper, mode, role] if mode else [dask_cli, role]
+        with open(tmp_path / f"{role}-{len(procs)}.log", "w") as log:
+            return subprocess.Popen([*command, "--scheduler-file", str(scheduler_file), "--no-dashboard", *args],
+                                    cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+    procs: list[subprocess.Popen] = []
+    try:
+        procs.append(start("scheduler", scheduler_mode, "--host", "127.0.0.1", "--port", "0"))
+        wait_for(lambda: scheduler_file.exists() and scheduler_file.stat().st_size, 60, what="the scheduler")
+        procs.append(start("worker", None, "--nthreads", "1", "--no-nanny"))
+        procs.append(start("worker", worker_mode, "--nthreads", "1", "--no-nanny"))
+        with Client(scheduler_file=str(scheduler_file)) as client:
+            client.wait_for_workers(2, timeout=120)
+            odd = [w for w, v in client.run(lambda: __import__("importlib.metadata").metadata.version(
+                "zarr-vectors-dask"), on_error="return").items() if v == "0.0.1"]
+        expected = "the scheduler: not installed" if scheduler_mode else f"worker {odd[0]}: 0.0.1"
+        with pytest.raises(InputError, match=re.escape(expected)) as raised:
+            with connect(scheduler_file=str(scheduler_file)):
+                raise AssertionError("connected to a cluster that cannot run the job")
+        assert "Install zarr-vectors-dask==" in str(raised.value) and str(scheduler_file) in str(raised.value)
+        assert runner.current_client() is None  # the refused client is closed, not left as the process's
+    finally:
+        stop(procs)
