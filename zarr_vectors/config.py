@@ -133,6 +133,9 @@ DEFAULTS: dict[str, Any] = {
             # all-numeric ones up to this size with numpy: no pandas to import, which costs more
             # than such a build
             "eager-csv-bytes": "8MiB",
+            # partition lengths from the Parquet footers, as dask's reader knows them (one pass over the
+            # input less); every task still checks its partition's rows (pipeline.sources.partition_lengths)
+            "lengths-from-metadata": True,
         },
     }
 }

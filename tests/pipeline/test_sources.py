@@ -38,6 +38,34 @@ def test_vertex_columns_of_a_multi_file_parquet_dataset(tmp_path):
     assert [len(b) for b in dask.compute(*blocks, scheduler="sync")] == list(table.positions.chunks[0])
 
 
+def test_parquet_partition_lengths_come_from_the_footers_and_other_inputs_are_counted(tmp_path, monkeypatch):
+    """A Parquet input was read once just to count its partitions' rows; the footers say them.
+    A CSV's reader knows no lengths: its rows are counted, as before."""
+    df = points_frame(5000, objects=9, float32=True)
+    src = write_parquet_parts(df, tmp_path / "in.parquet", parts=3)
+    df.to_csv(tmp_path / "in.csv", index=False)
+    counted: list[int] = []
+    real = sources.dask.compute
+    monkeypatch.setattr(sources.dask, "compute", lambda *a, **k: counted.append(len(a)) or real(*a, **k))
+    for path, passes in ((src, 0), (tmp_path / "in.csv", 1)):
+        counted.clear()
+        frame = sources.read_table(str(path))[["x", "y", "z", "object_id"]]
+        parts = frame.to_delayed()
+        lengths = sources.partition_lengths(frame, parts)
+        assert len(counted) == passes
+        assert lengths == [len(p) for p in real(*parts, scheduler="sync")] and sum(lengths) == len(df)
+
+
+def test_a_partition_whose_rows_are_not_the_planned_ones_fails_its_task(tmp_path):
+    """Lengths from metadata are checked where the rows are read: wrong ones fail the build, never its bytes."""
+    from zarr_vectors.errors import InternalError
+
+    part = points_frame(10, objects=2, float32=True)
+    assert sources._column_block(part, ["x", "y"], np.float32, 10).shape == (10, 2)
+    with pytest.raises(InternalError, match="has 10 rows where 11 were planned"):
+        sources._column_block(part, ["x", "y"], np.float32, 11)
+
+
 def test_parquet_partitions_stay_small(tmp_path, zv_config):
     """A file's row groups are read as several partitions, not one (no task holds the whole file)."""
     import pyarrow as pa
