@@ -309,3 +309,54 @@ def test_a_cluster_without_this_package_at_the_clients_version_is_refused_naming
         assert runner.current_client() is None  # the refused client is closed, not left as the process's
     finally:
         stop(procs)
+
+
+class _Answers:
+    """A client whose scheduler and workers answer ``run`` / ``run_on_scheduler`` as given."""
+
+    def __init__(self, scheduler: object, workers: object) -> None:
+        self.scheduler, self.workers = scheduler, workers
+
+    def run_on_scheduler(self, function, *args, callback_timeout=None):  # noqa: ANN001, ANN202
+        if isinstance(self.scheduler, BaseException):
+            raise self.scheduler
+        return self.scheduler
+
+    def run(self, function, *args, on_error=None, callback_timeout=None):  # noqa: ANN001, ANN202
+        if isinstance(self.workers, BaseException):
+            raise self.workers
+        return self.workers
+
+
+def test_only_answers_refuse_a_cluster_and_silence_is_a_warning_naming_who():
+    """Review: a worker killed just before the check (its answer a closed connection) refused a healthy
+    cluster with an install hint, and one too busy to answer refused it naming no worker."""
+    import importlib.metadata
+
+    from pipeline.cluster import DISTRIBUTION, check_environment
+
+    mine = importlib.metadata.version(DISTRIBUTION)
+    gone = OSError("connection closed")
+    with pytest.warns(UserWarning, match=r"worker tcp://b \(OSError\)"):
+        check_environment(_Answers(mine, {"tcp://a": mine, "tcp://b": gone}), "the scheduler at 'x'")
+    with pytest.warns(UserWarning, match=r"the workers \(TimeoutError\)"):
+        check_environment(_Answers(mine, TimeoutError()), "the scheduler at 'x'")
+    missing = importlib.metadata.PackageNotFoundError(DISTRIBUTION)
+    with pytest.raises(InputError, match=r"worker tcp://a: not installed; worker tcp://c: 0\.0\.1"):
+        check_environment(_Answers(mine, {"tcp://a": missing, "tcp://b": gone, "tcp://c": "0.0.1"}), "x")
+    with pytest.raises(InputError, match="the scheduler: not installed"):
+        check_environment(_Answers(missing, {}), "x")
+
+
+def test_a_client_run_from_a_source_tree_warns_that_the_cluster_is_not_checked(monkeypatch):
+    """Review: a client whose own distribution is not installed (PYTHONPATH on a checkout) crashed with a traceback."""
+    import importlib.metadata
+
+    from pipeline.cluster import check_environment
+
+    def not_installed(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    with pytest.warns(UserWarning, match="not checked"):
+        check_environment(_Answers(AssertionError("not asked"), AssertionError("not asked")), "x")

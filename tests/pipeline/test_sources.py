@@ -58,12 +58,27 @@ def test_parquet_partition_lengths_come_from_the_footers_and_other_inputs_are_co
 
 def test_a_partition_whose_rows_are_not_the_planned_ones_fails_its_task(tmp_path):
     """Lengths from metadata are checked where the rows are read: wrong ones fail the build, never its bytes."""
-    from zarr_vectors.errors import InternalError
-
     part = points_frame(10, objects=2, float32=True)
     assert sources._column_block(part, ["x", "y"], np.float32, 10).shape == (10, 2)
-    with pytest.raises(InternalError, match="has 10 rows where 11 were planned"):
+    with pytest.raises(InputError, match="has 10 rows where 11 were planned"):
         sources._column_block(part, ["x", "y"], np.float32, 11)
+    records = pd.DataFrame({"src": [0, 1], "dst": [1, 0]})
+    lookup = sources._id_lookup(4, np.arange(3, dtype=np.int64))
+    assert sources._resolve_block(records, lookup, ["src", "dst"], [], 0, 2, "edge")[0].shape == (2, 2)
+    with pytest.raises(InputError, match="has 2 rows where 3 were planned"):
+        sources._resolve_block(records, lookup, ["src", "dst"], [], 0, 3, "edge")
+
+
+def test_a_build_whose_parquet_footer_disagrees_with_its_data_fails_before_writing(tmp_path, cli, monkeypatch):
+    """End to end: lengths that are not the data's (here the planned ones are off by one) fail the build with
+    an InputError (exit 2) before a store exists."""
+    df = points_frame(3000, objects=5, float32=True)
+    df.to_parquet(tmp_path / "in.parquet", index=False)
+    real = sources.partition_lengths
+    monkeypatch.setattr(sources, "partition_lengths", lambda frame, parts: [n + 1 for n in real(frame, parts)])
+    run = cli("build", "points", str(tmp_path / "in.parquet"), str(tmp_path / "out.zv"), "--chunk-shape", "25")
+    assert run.rc == 2 and "rows where" in run.err and "were planned" in run.err, run.err
+    assert not (tmp_path / "out.zv").exists()
 
 
 def test_parquet_partitions_stay_small(tmp_path, zv_config):

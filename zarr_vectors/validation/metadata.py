@@ -445,12 +445,17 @@ def _nonempty_clean(keys: list[str], ndim: int | None, origin: Any, shape: Any) 
         return False
     try:
         coords = parse_chunk_keys(keys, ndim)
-        if origin is not None and all(isinstance(s, int) for s in shape):
-            index = coords - np.asarray(origin, dtype=np.int64)
-            return not ((index < 0) | (index >= np.asarray(shape, dtype=np.int64))).any()
-    except (ValueError, TypeError, OverflowError):
+    except (ValueError, TypeError):
         return False
-    return True
+    if origin is None or not all(isinstance(s, int) for s in shape):
+        return True
+    if len(origin) != ndim:
+        return False
+    # the grid's bounds in Python ints: ``coords - origin`` could wrap past int64
+    lo, hi = list(origin), [o + s for o, s in zip(origin, shape)]
+    if not all(-(1 << 63) <= v < 1 << 63 for v in lo + hi):
+        return False
+    return not ((coords < np.asarray(lo, dtype=np.int64)) | (coords >= np.asarray(hi, dtype=np.int64))).any()
 
 
 def _nonempty_findings(node: Any, keys: list[str], ndim: int | None, origin: Any, shape: Any, report: Report) -> None:
