@@ -149,9 +149,11 @@ def connect(
     """A client on the selected cluster, closed (and an embedded cluster stopped) on exit.
     A scheduler that cannot be reached, or a scheduler file that names none, is an
     :class:`InputError` naming it (distributed waits forever for a file that is not there);
-    so is an external cluster that does not run this package's version (:func:`check_environment`)."""
+    so is an external cluster that does not run this package's version
+    (:func:`zarr_vectors.execution.environment.check_cluster`)."""
     from distributed import Client
 
+    from zarr_vectors.execution.environment import check_cluster
     from zarr_vectors.execution.runner import current_client
 
     address = scheduler_address or os.environ.get("DASK_SCHEDULER_ADDRESS")
@@ -168,67 +170,12 @@ def connect(
                 failed.close()  # scheduler before it failed: every later graph went to a dead scheduler
             raise InputError(f"cannot connect to {where}: {type(exc).__name__}: {exc}") from exc
         with client:
-            check_environment(client, where)
+            check_cluster(client, where)
             yield client
         return
     with local_cluster(workers=workers, threads_per_worker=threads_per_worker, memory_limit=memory_limit) as cluster, \
             Client(cluster) as client:
         yield client
-
-
-#: the distribution whose code the tasks run: the client, the scheduler and every worker need one version of it
-DISTRIBUTION = "zarr-vectors-dask"
-
-
-def check_environment(client: Client, where: str) -> None:
-    """Refuse a cluster whose scheduler or workers do not have this package at the client's version.
-
-    The scheduler unpickles every graph, so without the package it refuses each one with
-    distributed's "Error during deserialization of the task graph", in whichever stage runs
-    first; a worker without it fails its tasks; one of another version computes with other
-    code.  Asked before any stage, through ``importlib.metadata`` (which every Python has: a
-    function of ours could not be run where the package is missing), within one
-    ``distributed.comm.timeouts.connect`` in all.  Only answers refuse: a process that does not
-    answer in time (a worker that died or is busy) is named in a warning and not checked, as
-    workers that join later are not.  Versions, not code: two builds of one version pass.
-    """
-    import importlib.metadata
-    import time
-    import warnings
-
-    from dask.utils import parse_timedelta
-
-    missing = importlib.metadata.PackageNotFoundError
-    try:
-        mine = importlib.metadata.version(DISTRIBUTION)
-    except missing:  # run from a source tree: nothing to compare with
-        warnings.warn(f"{DISTRIBUTION} is not installed in this environment (run from a source tree?): whether "
-                      f"{where} runs the same version is not checked", stacklevel=2)
-        return
-    deadline = time.monotonic() + parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
-    answers: dict[str, object] = {}
-    try:
-        answers["the scheduler"] = client.run_on_scheduler(importlib.metadata.version, DISTRIBUTION,
-                                                           callback_timeout=max(0.1, deadline - time.monotonic()))
-    except Exception as exc:  # noqa: BLE001 - an answer (not installed) or none; sorted out below
-        answers["the scheduler"] = exc
-    try:
-        answers.update({f"worker {w}": v for w, v in sorted(client.run(
-            importlib.metadata.version, DISTRIBUTION, on_error="return",
-            callback_timeout=max(0.1, deadline - time.monotonic())).items())})
-    except Exception as exc:  # noqa: BLE001 - no answer from some worker within the bound
-        answers["the workers"] = exc
-    unanswered = {who: a for who, a in answers.items() if isinstance(a, BaseException) and not isinstance(a, missing)}
-    if unanswered:
-        warnings.warn(f"{where}: no answer within the connect timeout from "
-                      + "; ".join(f"{who} ({type(a).__name__})" for who, a in unanswered.items())
-                      + f", so their {DISTRIBUTION} version is not checked", stacklevel=2)
-    wrong = {who: "not installed" if isinstance(a, missing) else a for who, a in answers.items()
-             if who not in unanswered and a != mine}
-    if wrong:
-        said = "; ".join(f"{who}: {v}" for who, v in wrong.items())
-        raise InputError(f"{where} cannot run this job: the client has {DISTRIBUTION} {mine}, but {said}. Install "
-                         f"{DISTRIBUTION}=={mine} in the scheduler's and the workers' environment")
 
 
 def _address_in(scheduler_file: str) -> str:

@@ -270,19 +270,16 @@ def test_a_scheduler_file_written_while_the_job_starts_is_waited_for(tmp_path):
         writer.join()
 
 
-@pytest.mark.parametrize("foreign", ["scheduler-missing", "worker-other-version"])
-def test_a_cluster_without_this_package_at_the_clients_version_is_refused_naming_it(tmp_path, foreign):
-    """A scheduler without the package refused every graph with distributed's "Error during
-    deserialization of the task graph" inside the first stage; a worker of another version would
-    compute with other code.  Both are now refused on connecting, naming who has what."""
-    from pipeline.cluster import connect
-    from zarr_vectors.errors import InputError
-
+@pytest.fixture(params=["scheduler-missing", "worker-other-version"])
+def foreign(request, tmp_path):
+    """A real scheduler and two real workers (no nanny), one of them foreign: the scheduler's
+    environment lacks this package, or one worker reports version 0.0.1.  Yields the scheduler
+    file and what the refusal must name."""
     scheduler_file = tmp_path / "scheduler.json"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}
     env.pop("DASK_SCHEDULER_ADDRESS", None)
     wrapper = str(REPO / "tests" / "pipeline" / "foreign_env.py")
-    scheduler_mode, worker_mode = ("missing", None) if foreign == "scheduler-missing" else (None, "0.0.1")
+    scheduler_mode, worker_mode = ("missing", None) if request.param == "scheduler-missing" else (None, "0.0.1")
 
     def start(role: str, mode: str | None, *args: str) -> subprocess.Popen:
         dask_cli = str(Path(sys.executable).with_name("dask"))
@@ -302,13 +299,33 @@ def test_a_cluster_without_this_package_at_the_clients_version_is_refused_naming
             odd = [w for w, v in client.run(lambda: __import__("importlib.metadata").metadata.version(
                 "zarr-vectors-dask"), on_error="return").items() if v == "0.0.1"]
         expected = "the scheduler: not installed" if scheduler_mode else f"worker {odd[0]}: 0.0.1"
-        with pytest.raises(InputError, match=re.escape(expected)) as raised:
-            with connect(scheduler_file=str(scheduler_file)):
-                raise AssertionError("connected to a cluster that cannot run the job")
-        assert "Install zarr-vectors-dask==" in str(raised.value) and str(scheduler_file) in str(raised.value)
-        assert runner.current_client() is None  # the refused client is closed, not left as the process's
+        yield SimpleNamespace(scheduler_file=str(scheduler_file), expected=expected)
     finally:
         stop(procs)
+
+
+def test_a_cluster_without_this_package_at_the_clients_version_is_refused_naming_it(foreign):
+    """A scheduler without the package refused every graph with distributed's "Error during
+    deserialization of the task graph" inside the first stage; a worker of another version would
+    compute with other code.  Both are now refused on connecting, naming who has what."""
+    from pipeline.cluster import connect
+
+    with pytest.raises(InputError, match=re.escape(foreign.expected)) as raised:
+        with connect(scheduler_file=foreign.scheduler_file):
+            raise AssertionError("connected to a cluster that cannot run the job")
+    assert "Install zarr-vectors-dask==" in str(raised.value) and foreign.scheduler_file in str(raised.value)
+    assert runner.current_client() is None  # the refused client is closed, not left as the process's
+
+
+def test_a_notebooks_own_client_on_such_a_cluster_is_refused_before_its_first_graph(tmp_path, foreign):
+    """The API under a user's own Client: the first graph (or scattered value) asks, nothing is
+    written, and the same client is refused again on the next call, not let through."""
+    with Client(scheduler_file=foreign.scheduler_file) as client, client.as_current():
+        for attempt in range(2):
+            with pytest.raises(InputError, match=re.escape(foreign.expected)):
+                zv.write_points(str(tmp_path / "out.zv"), np.random.default_rng(1).uniform(0, 9, (500, 3)),
+                                chunk_shape=3)
+            assert not (tmp_path / "out.zv").exists(), attempt
 
 
 class _Answers:
@@ -333,30 +350,30 @@ def test_only_answers_refuse_a_cluster_and_silence_is_a_warning_naming_who():
     cluster with an install hint, and one too busy to answer refused it naming no worker."""
     import importlib.metadata
 
-    from pipeline.cluster import DISTRIBUTION, check_environment
+    from zarr_vectors.execution.environment import DISTRIBUTION, check_cluster
 
     mine = importlib.metadata.version(DISTRIBUTION)
     gone = OSError("connection closed")
     with pytest.warns(UserWarning, match=r"worker tcp://b \(OSError\)"):
-        check_environment(_Answers(mine, {"tcp://a": mine, "tcp://b": gone}), "the scheduler at 'x'")
+        check_cluster(_Answers(mine, {"tcp://a": mine, "tcp://b": gone}), "the scheduler at 'x'")
     with pytest.warns(UserWarning, match=r"the workers \(TimeoutError\)"):
-        check_environment(_Answers(mine, TimeoutError()), "the scheduler at 'x'")
+        check_cluster(_Answers(mine, TimeoutError()), "the scheduler at 'x'")
     missing = importlib.metadata.PackageNotFoundError(DISTRIBUTION)
     with pytest.raises(InputError, match=r"worker tcp://a: not installed; worker tcp://c: 0\.0\.1"):
-        check_environment(_Answers(mine, {"tcp://a": missing, "tcp://b": gone, "tcp://c": "0.0.1"}), "x")
+        check_cluster(_Answers(mine, {"tcp://a": missing, "tcp://b": gone, "tcp://c": "0.0.1"}), "x")
     with pytest.raises(InputError, match="the scheduler: not installed"):
-        check_environment(_Answers(missing, {}), "x")
+        check_cluster(_Answers(missing, {}), "x")
 
 
 def test_a_client_run_from_a_source_tree_warns_that_the_cluster_is_not_checked(monkeypatch):
     """Review: a client whose own distribution is not installed (PYTHONPATH on a checkout) crashed with a traceback."""
     import importlib.metadata
 
-    from pipeline.cluster import check_environment
+    from zarr_vectors.execution.environment import check_cluster
 
     def not_installed(name: str) -> str:
         raise importlib.metadata.PackageNotFoundError(name)
 
     monkeypatch.setattr(importlib.metadata, "version", not_installed)
     with pytest.warns(UserWarning, match="not checked"):
-        check_environment(_Answers(AssertionError("not asked"), AssertionError("not asked")), "x")
+        check_cluster(_Answers(AssertionError("not asked"), AssertionError("not asked")), "x")

@@ -30,7 +30,7 @@ from dask.highlevelgraph import HighLevelGraph
 from dask.utils import funcname
 
 from zarr_vectors import config
-from zarr_vectors.execution import requests
+from zarr_vectors.execution import environment, requests
 from zarr_vectors.store.accounting import ContextExecutor
 
 
@@ -222,6 +222,7 @@ def _run(stage: str, items: Sequence[Any], *, keep: bool, everywhere: bool = Fal
         return out
     from distributed import as_completed
 
+    environment.check_once(client)
     with requests.stage(stage, client):
         futures = client.compute(list(items), retries=config.get("task-retries"))
     for cb in registered:
@@ -396,6 +397,7 @@ def share(value: Any) -> Any:
         return None
     client = current_client()
     if client is not None:
+        environment.check_once(client)
         return client.scatter(value, hash=False)
     return dask.delayed(value, name=f"zv-shared-{uuid.uuid4().hex}", traverse=False)
 
@@ -427,6 +429,7 @@ def start(*items: Any, stage: str = "background") -> list[Any]:
     client = current_client()
     if client is None:
         return list(items)
+    environment.check_once(client)
     with requests.stage(stage, client):
         futures = client.compute(list(items), retries=config.get("task-retries"))
     _started().update(futures)

@@ -1,0 +1,80 @@
+"""Whether a cluster runs this package at the client's version.
+
+The scheduler unpickles every graph, so without the package it refuses each one with
+distributed's "Error during deserialization of the task graph", in whichever stage runs
+first; a worker without it fails its tasks; one of another version computes with other
+code, and the store it writes holds bytes of two versions with no error.  Every client is
+asked once, before its first graph or scattered value (:func:`check_once`, called by the
+runner), so a notebook's own ``Client`` is checked as the command line's is.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import time
+import warnings
+import weakref
+from typing import Any
+
+import dask
+from dask.utils import parse_timedelta
+
+from zarr_vectors.errors import InputError
+
+#: the distribution whose code the tasks run: the client, the scheduler and every worker need one version of it
+DISTRIBUTION = "zarr-vectors-dask"
+
+#: per client already asked: None when its cluster passed, else the message it was refused with
+_VERDICTS: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()
+
+
+def check_once(client: Any) -> None:
+    """:func:`check_cluster` the first time ``client`` is seen; a refused client is refused again."""
+    if client not in _VERDICTS:
+        check_cluster(client, f"the scheduler at {client.scheduler.address!r}")
+    elif _VERDICTS[client] is not None:
+        raise InputError(str(_VERDICTS[client]))
+
+
+def check_cluster(client: Any, where: str) -> None:
+    """Refuse a cluster whose scheduler or workers do not have this package at the client's version.
+
+    Asked through ``importlib.metadata`` (which every Python has: a function of ours could
+    not be run where the package is missing), within one ``distributed.comm.timeouts.connect``
+    in all.  Only answers refuse: a process that does not answer in time (a worker that died or
+    is busy) is named in a warning and not checked, as workers that join later are not.
+    Versions, not code: two builds of one version pass.
+    """
+    _VERDICTS[client] = None
+    missing = importlib.metadata.PackageNotFoundError
+    try:
+        mine = importlib.metadata.version(DISTRIBUTION)
+    except missing:  # run from a source tree: nothing to compare with
+        warnings.warn(f"{DISTRIBUTION} is not installed in this environment (run from a source tree?): whether "
+                      f"{where} runs the same version is not checked", stacklevel=3)
+        return
+    deadline = time.monotonic() + parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
+    answers: dict[str, object] = {}
+    try:
+        answers["the scheduler"] = client.run_on_scheduler(importlib.metadata.version, DISTRIBUTION,
+                                                           callback_timeout=max(0.1, deadline - time.monotonic()))
+    except Exception as exc:  # noqa: BLE001 - an answer (not installed) or none; sorted out below
+        answers["the scheduler"] = exc
+    try:
+        answers.update({f"worker {w}": v for w, v in sorted(client.run(
+            importlib.metadata.version, DISTRIBUTION, on_error="return",
+            callback_timeout=max(0.1, deadline - time.monotonic())).items())})
+    except Exception as exc:  # noqa: BLE001 - no answer from some worker within the bound
+        answers["the workers"] = exc
+    unanswered = {who: a for who, a in answers.items() if isinstance(a, BaseException) and not isinstance(a, missing)}
+    if unanswered:
+        warnings.warn(f"{where}: no answer within the connect timeout from "
+                      + "; ".join(f"{who} ({type(a).__name__})" for who, a in unanswered.items())
+                      + f", so their {DISTRIBUTION} version is not checked", stacklevel=3)
+    wrong = {who: "not installed" if isinstance(a, missing) else a for who, a in answers.items()
+             if who not in unanswered and a != mine}
+    if wrong:
+        said = "; ".join(f"{who}: {v}" for who, v in wrong.items())
+        _VERDICTS[client] = (f"{where} cannot run this job: the client has {DISTRIBUTION} {mine}, but {said}. Install "
+                             f"{DISTRIBUTION}=={mine} in the scheduler's and the workers' environment")
+        raise InputError(_VERDICTS[client])
