@@ -326,6 +326,8 @@ def test_a_notebooks_own_client_on_such_a_cluster_is_refused_before_its_first_gr
                 zv.write_points(str(tmp_path / "out.zv"), np.random.default_rng(1).uniform(0, 9, (500, 3)),
                                 chunk_shape=3)
             assert not (tmp_path / "out.zv").exists(), attempt
+            # nothing reached the cluster: no task was ever submitted, no input scattered
+            assert client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes)) == []
 
 
 class _Answers:
@@ -363,6 +365,63 @@ def test_only_answers_refuse_a_cluster_and_silence_is_a_warning_naming_who():
         check_cluster(_Answers(mine, {"tcp://a": missing, "tcp://b": gone, "tcp://c": "0.0.1"}), "x")
     with pytest.raises(InputError, match="the scheduler: not installed"):
         check_cluster(_Answers(missing, {}), "x")
+
+
+def test_a_check_that_did_not_finish_or_found_no_worker_is_asked_again_and_a_second_thread_waits():
+    """Review: the verdict was written before asking, so a second thread passed while the first still
+    asked, an interrupted check passed for good, and a cluster with no worker yet was never asked again."""
+    import importlib.metadata
+    import threading
+    import time
+
+    from zarr_vectors.execution.environment import DISTRIBUTION, check_once
+
+    mine = importlib.metadata.version(DISTRIBUTION)
+
+    outcomes: list[str] = []
+
+    def second() -> None:
+        time.sleep(0.1)
+        try:
+            check_once(client)
+            outcomes.append("passed")
+        except InputError:
+            outcomes.append("refused")
+
+    client = _Client(mine, None, run=lambda: (time.sleep(0.3), {"tcp://w": "0.0.1"})[1])
+    thread = threading.Thread(target=second)
+    thread.start()
+    with pytest.raises(InputError, match="worker tcp://w: 0.0.1"):
+        check_once(client)
+    thread.join()
+    assert outcomes == ["refused"]
+
+    interrupted = _Client(mine, None, run=lambda: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        check_once(interrupted)
+    interrupted.answer = lambda: {"tcp://w": "0.0.1"}
+    with pytest.raises(InputError):
+        check_once(interrupted)  # asked again, not passed
+
+    starting = _Client(mine, None, run=lambda: {})
+    check_once(starting)  # no worker yet: passes for now ...
+    starting.answer = lambda: {"tcp://w": "0.0.1"}
+    with pytest.raises(InputError):
+        check_once(starting)  # ... and is asked again once one has joined
+
+
+class _Client:
+    """A client for :func:`check_once`: a scheduler that answers ``scheduler``, workers that answer ``run()``."""
+
+    def __init__(self, scheduler: object, workers: object, *, run) -> None:  # noqa: ANN001
+        self.answer, self.scheduler_version = run, scheduler
+        self.scheduler = SimpleNamespace(address="tcp://scheduler")
+
+    def run_on_scheduler(self, function, *args, callback_timeout=None):  # noqa: ANN001, ANN202
+        return self.scheduler_version
+
+    def run(self, function, *args, on_error=None, callback_timeout=None):  # noqa: ANN001, ANN202
+        return self.answer()
 
 
 def test_a_client_run_from_a_source_tree_warns_that_the_cluster_is_not_checked(monkeypatch):

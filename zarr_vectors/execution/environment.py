@@ -5,15 +5,20 @@ distributed's "Error during deserialization of the task graph", in whichever sta
 first; a worker without it fails its tasks; one of another version computes with other
 code, and the store it writes holds bytes of two versions with no error.  Every client is
 asked once, before its first graph or scattered value (:func:`check_once`, called by the
-runner), so a notebook's own ``Client`` is checked as the command line's is.
+runner and the writers), so a notebook's own ``Client`` is checked as the command line's is.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
+import os
+import sys
+import threading
 import time
 import warnings
 import weakref
+from pathlib import Path
 from typing import Any
 
 import dask
@@ -26,14 +31,25 @@ DISTRIBUTION = "zarr-vectors-dask"
 
 #: per client already asked: None when its cluster passed, else the message it was refused with
 _VERDICTS: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()
+_ASKING = threading.Lock()  # one check at a time: a second thread waits for the verdict, never passes meanwhile
+#: where a warning is not the caller's: this project's packages, and contextlib's frames between them
+_HERE = Path(__file__).resolve()
+_OURS = (str(_HERE.parents[1]) + os.sep, str(_HERE.parents[2] / "pipeline") + os.sep, contextlib.__file__)
 
 
 def check_once(client: Any) -> None:
-    """:func:`check_cluster` the first time ``client`` is seen; a refused client is refused again."""
-    if client not in _VERDICTS:
-        check_cluster(client, f"the scheduler at {client.scheduler.address!r}")
-    elif _VERDICTS[client] is not None:
-        raise InputError(str(_VERDICTS[client]))
+    """:func:`check_cluster` before ``client``'s first graph or scattered value (the runner's and the
+    writers'); a refused client is refused again.  A check that did not finish, or that no worker
+    answered (a cluster still starting), is asked again at the next graph.  Graphs computed
+    outside the runner are not checked."""
+    if getattr(client, "asynchronous", False):  # its calls return coroutines: only the caller can await them
+        return
+    with _ASKING:
+        if client not in _VERDICTS:
+            check_cluster(client, f"the scheduler at {client.scheduler.address!r}")
+    verdict = _VERDICTS.get(client)
+    if verdict is not None:
+        raise InputError(verdict)
 
 
 def check_cluster(client: Any, where: str) -> None:
@@ -45,13 +61,13 @@ def check_cluster(client: Any, where: str) -> None:
     is busy) is named in a warning and not checked, as workers that join later are not.
     Versions, not code: two builds of one version pass.
     """
-    _VERDICTS[client] = None
     missing = importlib.metadata.PackageNotFoundError
     try:
         mine = importlib.metadata.version(DISTRIBUTION)
     except missing:  # run from a source tree: nothing to compare with
         warnings.warn(f"{DISTRIBUTION} is not installed in this environment (run from a source tree?): whether "
-                      f"{where} runs the same version is not checked", stacklevel=3)
+                      f"{where} runs the same version is not checked", stacklevel=_callers_level())
+        _VERDICTS[client] = None
         return
     deadline = time.monotonic() + parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
     answers: dict[str, object] = {}
@@ -61,16 +77,16 @@ def check_cluster(client: Any, where: str) -> None:
     except Exception as exc:  # noqa: BLE001 - an answer (not installed) or none; sorted out below
         answers["the scheduler"] = exc
     try:
-        answers.update({f"worker {w}": v for w, v in sorted(client.run(
-            importlib.metadata.version, DISTRIBUTION, on_error="return",
-            callback_timeout=max(0.1, deadline - time.monotonic())).items())})
+        workers = client.run(importlib.metadata.version, DISTRIBUTION, on_error="return",
+                             callback_timeout=max(0.1, deadline - time.monotonic()))
+        answers.update({f"worker {w}": v for w, v in sorted(workers.items())})
     except Exception as exc:  # noqa: BLE001 - no answer from some worker within the bound
-        answers["the workers"] = exc
-    unanswered = {who: a for who, a in answers.items() if isinstance(a, BaseException) and not isinstance(a, missing)}
+        workers, answers["the workers"] = {}, exc
+    unanswered = {who: a for who, a in answers.items() if not isinstance(a, (str, missing))}
     if unanswered:
         warnings.warn(f"{where}: no answer within the connect timeout from "
                       + "; ".join(f"{who} ({type(a).__name__})" for who, a in unanswered.items())
-                      + f", so their {DISTRIBUTION} version is not checked", stacklevel=3)
+                      + f", so their {DISTRIBUTION} version is not checked", stacklevel=_callers_level())
     wrong = {who: "not installed" if isinstance(a, missing) else a for who, a in answers.items()
              if who not in unanswered and a != mine}
     if wrong:
@@ -78,3 +94,14 @@ def check_cluster(client: Any, where: str) -> None:
         _VERDICTS[client] = (f"{where} cannot run this job: the client has {DISTRIBUTION} {mine}, but {said}. Install "
                              f"{DISTRIBUTION}=={mine} in the scheduler's and the workers' environment")
         raise InputError(_VERDICTS[client])
+    if workers or "the workers" in answers:
+        _VERDICTS[client] = None  # passed (silence warned of once); with no worker yet, the next graph asks again
+
+
+def _callers_level() -> int:
+    """The ``stacklevel`` of the first frame outside this project (and contextlib): a warning names
+    the user's line, whichever of our entry points asked."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_OURS):
+        frame, level = frame.f_back, level + 1
+    return level
