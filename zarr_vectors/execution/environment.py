@@ -5,7 +5,7 @@ distributed's "Error during deserialization of the task graph", in whichever sta
 first; a worker without it fails its tasks; one of another version computes with other
 code, and the store it writes holds bytes of two versions with no error.  Every client is
 asked once, before its first graph or scattered value (:func:`check_once`, called by the
-runner and the writers), so a notebook's own ``Client`` is checked as the command line's is.
+runner), so a notebook's own ``Client`` is checked as the command line's is.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ _OURS = (str(_HERE.parents[1]) + os.sep, str(_HERE.parents[2] / "pipeline") + os
 
 
 def check_once(client: Any) -> None:
-    """:func:`check_cluster` before ``client``'s first graph or scattered value (the runner's and the
-    writers'); a refused client is refused again.  A check that did not finish, or that no worker
+    """:func:`check_cluster` before ``client``'s first graph or scattered value (the runner's);
+    a refused client is refused again.  A check that did not finish, or that no worker
     answered (a cluster still starting), is asked again at the next graph.  Graphs computed
     outside the runner are not checked."""
     if getattr(client, "asynchronous", False):  # its calls return coroutines: only the caller can await them

@@ -273,7 +273,7 @@ def _stop_graph(client: Any, futures: Sequence[Any], failed: Any) -> None:
     try:
         keys = client.run_on_scheduler(_unfinished_keys, [f.key for f in futures] + running_beside,
                                        callback_timeout=left())
-    except Exception:  # a scheduler that cannot import this module: wait for the whole graph instead
+    except Exception:  # out of time, or the scheduler gone: wait for the whole graph instead, within the bound
         with suppress(TimeoutError):
             wait([f for f in futures if f is not failed], timeout=left())
         return
@@ -392,7 +392,8 @@ def task_size(total: int, minimum: int, maximum: int | None = None, *, tasks_per
 
 def share(value: Any) -> Any:
     """A large client-side value as one graph node that many tasks take (scattered under a
-    distributed client), not a copy embedded in each task; None stays None."""
+    distributed client: a list or dict into one future per item), not a copy embedded in each
+    task; None stays None."""
     if value is None:
         return None
     client = current_client()

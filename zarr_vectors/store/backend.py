@@ -381,8 +381,8 @@ class Storage(ABC):
 
     @abstractmethod
     def list_files(self, prefix: str) -> list[str]:
-        """Keys of every object below ``prefix``, relative to the store root; not the folder
-        markers (``x/``) an object store may hold, which no key of a store is."""
+        """Keys of every object below ``prefix``, relative to the store root, sorted; not the
+        folder markers (``x/``) an object store may hold, which no key of a store is."""
 
     @abstractmethod
     def object_sizes(self) -> dict[str, int]:

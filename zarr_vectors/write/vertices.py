@@ -31,7 +31,7 @@ import numpy as np
 from zarr_vectors import config, reconcile
 from zarr_vectors.encoding import FragmentIndex
 from zarr_vectors.errors import InputError
-from zarr_vectors.execution import environment, runner
+from zarr_vectors.execution import runner
 from zarr_vectors.execution.runner import current_client, task_runs
 from zarr_vectors.format.objects import absence_fill, object_attribute_attributes
 from zarr_vectors.format.paths import check_name, format_chunk_key
@@ -124,10 +124,8 @@ def publish_blocks(x: Any, bounds: Sequence[int]) -> list[Any]:
         chunks = (tuple(np.diff(bounds).tolist()),) + tuple((s,) for s in x.shape[1:])
         return list(x.rechunk(chunks).to_delayed().ravel())
     parts = [x[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]
-    client = current_client()
-    if client is not None:
-        environment.check_once(client)  # before the input travels to a cluster that may be refused
-        return client.scatter(parts, hash=False)
+    if current_client() is not None:
+        return runner.share(parts)  # scattered: one future per part
     token = uuid.uuid4().hex
     return [dask.delayed(part, name=f"zv-input-{token}-{i}") for i, part in enumerate(parts)]
 

@@ -234,23 +234,28 @@ def batch_target(total: int, limits: tuple[int, int]) -> int:
     return int(min(hi, max(lo, total // max(1, 3 * parallelism()))))
 
 
+def _listed_cells(listed: list[Any], ndim: int) -> set[Chunk]:
+    """The cells a presence list names: the whole list parsed at once, or, when a key is bad (an
+    L2 finding), key by key, leaving the bad ones out."""
+    try:
+        return set(map(tuple, parse_chunk_keys(listed, ndim).tolist()))
+    except (ValueError, TypeError):
+        pass
+    keys = set()
+    for k in listed:
+        try:
+            keys.add(parse_chunk_key(k, ndim))
+        except (ValueError, TypeError):
+            continue
+    return keys
+
+
 def check_presence(model: StoreModel, spec: ArraySpec, out: list[Finding]) -> None:
     """nonempty_chunks against the cells on disk."""
     listed = spec.attrs.get("nonempty_chunks")
     if not isinstance(listed, list):
         return
-    ndim = len(spec.doc.get("shape", []))
-    try:  # the whole list at once; a list with a bad key (an L2 finding) key by key
-        keys = set(map(tuple, parse_chunk_keys(listed, ndim).tolist())) if ndim else None
-    except (ValueError, TypeError):
-        keys = None
-    if keys is None:
-        keys = set()
-        for k in listed:
-            try:
-                keys.add(parse_chunk_key(k, ndim))
-            except (ValueError, TypeError):
-                continue
+    keys = _listed_cells(listed, len(spec.doc.get("shape", [])))
     present = set(spec.cells)
     missing = sorted(keys - present)
     extra = sorted(present - keys)
