@@ -610,3 +610,18 @@ def test_a_journal_that_is_not_one_is_refused_untouched(stores, tmp_path, journa
         zv.shard_store(str(store), 2)
     assert key in str(info.value) or getattr(info.value, "file", None) == key
     assert tree(store) == before
+
+
+def test_pack_tasks_the_plan_leaves_without_shards_write_nothing(tmp_path):
+    """The graph's pack tasks are counted from the presence lists' lengths before a task plans
+    which shards each owns; with fewer shards than tasks the rest write nothing, same bytes."""
+    points = np.random.default_rng(3).uniform(0, 1000, (5000, 3))
+    many, default = tmp_path / "many" / "s.zv", tmp_path / "default" / "s.zv"  # one name: the root names it
+    for path in (many, default):
+        zv.write_points(str(path), points, chunk_shape=250.0)
+    with dask.config.set({"zarr_vectors.shard.min-cells-per-task": 1, "zarr_vectors.plan-threads": 16}):
+        result = zv.shard_store(str(many), 4)  # 4 x 4 x 4 cells: one shard per array, 16 planned tasks
+    zv.shard_store(str(default), 4)
+    assert result.cells == 64 * result.arrays and result.objects == result.arrays
+    assert result.tasks == result.arrays < 16
+    assert tree(many) == tree(default)

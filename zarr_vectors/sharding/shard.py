@@ -16,8 +16,9 @@ This module plans and runs the Dask graph; which arrays and layouts is
 
 The graph
 ---------
-The client checks the shard shape (its rank and values), plans the pack tasks from the
-arrays' documents and submits steps 1-2 as one graph (no client step between them):
+The client checks the shard shape (its rank and values), reads the arrays' documents and
+submits steps 1-2 as one graph (no client step between them).  It sizes the pack tasks from
+the presence lists' lengths; a task beside the check plans which shards each one owns.
 
 1. **check** (tasks, before anything is written): per grid array, the cells actually
    on disk (``derive_nonempty_chunks``: a listing, or the shard indexes of an already
@@ -114,9 +115,9 @@ class _Opaque:
 # ---------------------------------------------------------------------------------------
 # check and pack tasks
 # ---------------------------------------------------------------------------------------
-def _derive_task(grids: _Opaque) -> list[str | None]:
-    """How each array's presence list differs from the cells on storage (None: they agree)."""
-    arrays = grids.value
+def _derive_task(grids: _Opaque, run: slice) -> list[str | None]:
+    """How each array of ``run``'s presence list differs from the cells on storage (None: they agree)."""
+    arrays = grids.value[run]
     return arrays[0].storage.overlap(lambda g: presence_mismatch(g, g.derive_nonempty_chunks()), arrays) if arrays else []
 
 
@@ -139,9 +140,11 @@ def _after(storage: Storage, *done: Any) -> Storage:
     return storage
 
 
-def _commit_task(storage: Storage, grids: _Opaque, shard_shape: tuple[int, ...] | None) -> int:
-    """Journal and apply the new layout of whole arrays (their documents and keys planned here)."""
-    commits: list[Commit] = [(g.path, target_document(g.doc, shard_shape), new_keys(g, shard_shape)) for g in grids.value]
+def _commit_task(storage: Storage, grids: _Opaque, run: slice, shard_shape: tuple[int, ...] | None) -> int:
+    """Journal and apply the new layout of the arrays of ``run`` (their documents and keys planned here)."""
+    commits: list[Commit] = [
+        (g.path, target_document(g.doc, shard_shape), new_keys(g, shard_shape)) for g in grids.value[run]
+    ]
     return commit_arrays(storage, commits)
 
 
@@ -161,15 +164,13 @@ class _Job:
     groups: list[tuple[tuple[int, ...], np.ndarray]]  # (target shard or source shard, (n, D) cell indices)
 
 
-def _pack_task(storage: Storage, jobs: list[_Job] | _Opaque, cells_per_batch: int) -> dict[str, int]:
+def _pack_task(storage: Storage, jobs: list[_Job], cells_per_batch: int) -> dict[str, int]:
     """Read whole groups of cells and write their new objects under the staging prefix.
 
     Groups are handled in batches of about ``cells_per_batch`` cells (one group at
     least), so a task holds one batch in memory however many shards it owns, while
     the reads of a batch still go out concurrently.
     """
-    if isinstance(jobs, _Opaque):
-        jobs = jobs.value
     units = [(job, group, cells) for job in jobs for group, cells in job.groups]
     cells_done = objects = 0
     start = 0
@@ -216,20 +217,33 @@ def _pack_task(storage: Storage, jobs: list[_Job] | _Opaque, cells_per_batch: in
 # ---------------------------------------------------------------------------------------
 # the operations
 # ---------------------------------------------------------------------------------------
-def _check_presence(store: ZVStore, grids: list[GridArray], min_cells_per_task: int) -> Any:
-    """D15, as tasks: refuse arrays whose presence list is not what is on disk (the verdict raises)."""
+def _check_presence(store: ZVStore, grids: list[GridArray], shared: Any, min_cells_per_task: int) -> Any:
+    """D15, as tasks: refuse arrays whose presence list is not what is on disk (the verdict raises).
+    ``shared`` is ``grids`` as one graph node."""
     weights = [len(g.nonempty_chunks) + 1 for g in grids]
     runs = runner.task_runs(weights, min_cells_per_task, tasks_per_thread=1)  # a listing per array: few tasks
-    tasks = [dask.delayed(_derive_task, pure=False)(_Opaque(grids[s])) for s in runs]
+    tasks = [dask.delayed(_derive_task, pure=False)(shared, run) for run in runs]
     return dask.delayed(_refuse_task, pure=False)(store.url, *tasks)
 
 
-def _plan(
-    grids: list[GridArray], shard_shape: tuple[int, ...] | None, min_cells_per_task: int
-) -> tuple[list[list[_Job]], int]:
-    """Whole target objects of every array, grouped into pack tasks of a useful size: one per
-    worker thread (each task's reads and writes are concurrent already), at least
-    ``min_cells_per_task`` cells each."""
+def _plan_task(grids: _Opaque, shard_shape: tuple[int, ...] | None, target: int, count: int) -> list[list[_Job]]:
+    """The jobs of ``count`` pack tasks, planned on a worker beside the check (not on the client,
+    where every worker would wait for it); tasks beyond the planned ones get none."""
+    tasks = _plan(grids.value, shard_shape, target)
+    if len(tasks) > count:  # split_by_weight makes at most ceil(total / target) runs
+        raise AssertionError(f"planned {len(tasks)} pack tasks, the graph has {count}")
+    return tasks + [[] for _ in range(count - len(tasks))]
+
+
+def _pack_count(cells: int, target: int) -> int:
+    """How many pack tasks the graph gets: the most :func:`runner.split_by_weight` can make of
+    ``cells`` cells in runs of ``target``, known before the units are."""
+    return min(cells, -(-cells // max(1, target)))
+
+
+def _plan(grids: list[GridArray], shard_shape: tuple[int, ...] | None, target: int) -> list[list[_Job]]:
+    """Whole target objects of every array, grouped into pack tasks of about ``target`` cells
+    (one per worker thread: each task's reads and writes are concurrent already)."""
     # (array, unit key, the unit's cells, their positions in the presence list)
     units: list[tuple[int, tuple[int, ...], np.ndarray, np.ndarray]] = []
     for a, grid in enumerate(grids):
@@ -243,9 +257,8 @@ def _plan(
         ends = np.r_[starts[1:], len(order)]
         for key, lo, hi in zip(group[starts].tolist(), starts.tolist(), ends.tolist()):
             units.append((a, tuple(key), index[order[lo:hi]], order[lo:hi]))
-    total = sum(len(u[2]) for u in units)
     tasks: list[list[_Job]] = []
-    for run in runner.task_runs([len(u[2]) for u in units], min_cells_per_task, tasks_per_thread=1):
+    for run in runner.split_by_weight([len(u[2]) for u in units], target):
         jobs: list[tuple[int, _Job, list[np.ndarray]]] = []
         for a, key, cells, rows in units[run]:
             if not jobs or jobs[-1][0] != a:
@@ -258,7 +271,7 @@ def _plan(
                  j.shard_shape, j.groups)
             for a, j, rows in jobs
         ])  # fmt: skip
-    return tasks, total
+    return tasks
 
 
 def _group_rows(group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -295,20 +308,25 @@ def _relayout(url: Any, shard_shape: Any, storage_options: Mapping[str, Any] | N
                 f"{grid.path}: has {grid.ndim} axes but the store's chunk keys have {ndim}; cannot shard it"
             )
     todo = [g for g in grids if not in_layout(g, target)]
-    # one graph: check -> (the store may change from here) staging and consolidated copy dropped -> pack
+    shared = runner.share(_Opaque(todo))  # the documents once, for the check, plan and commit tasks
+    # one graph: check -> (the store may change from here) staging and consolidated copy dropped -> pack,
+    # the pack tasks' plan made beside the check
     prepared = dask.delayed(_prepare_task, pure=False)(
-        storage, _check_presence(store, todo, min_cells_per_task), orphans, store.consolidated is not None
+        storage, _check_presence(store, todo, shared, min_cells_per_task), orphans, store.consolidated is not None
     )
     ready = dask.delayed(_after, pure=False)(storage, prepared)
-    tasks, cells = _plan(todo, target, min_cells_per_task)
+    cells = sum(len(g.nonempty_chunks) for g in todo)
+    size = runner.task_size(cells, min_cells_per_task, tasks_per_thread=1)
+    count = _pack_count(cells, size)
+    plan = dask.delayed(_plan_task, pure=False, nout=count)(shared, target, size, count) if count else []
     *packed, had_consolidated = runner.compute(
         "pack shards" if target is not None else "unpack shards",
-        *[dask.delayed(_pack_task, pure=False)(ready, _Opaque(jobs), cells_per_batch) for jobs in tasks], prepared,
+        *[dask.delayed(_pack_task, pure=False)(ready, plan[j], cells_per_batch) for j in range(count)], prepared,
     )  # fmt: skip
     # commits only once every pack task succeeded (a graph of its own: a pack task cancelled or lost
     # fails its step instead of being recomputed for a commit); grouped into tasks of a useful size
     runs = split_commits([len(g.nonempty_chunks) + 8 for g in todo])
-    committed = [dask.delayed(_commit_task, pure=False)(storage, _Opaque(todo[r]), target) for r in runs]
+    committed = [dask.delayed(_commit_task, pure=False)(storage, shared, run, target) for run in runs]
     runner.compute("commit", dask.delayed(_finish_task, pure=False)(storage, had_consolidated, *committed))
     return ShardResult(
         url=storage.url,
@@ -317,7 +335,7 @@ def _relayout(url: Any, shard_shape: Any, storage_options: Mapping[str, Any] | N
         skipped=len(grids) - len(todo),
         cells=cells,
         objects=sum(p["objects"] for p in packed),
-        tasks=len(tasks),
+        tasks=sum(1 for p in packed if p["cells"]),
         recovered=recovered,
     )
 
