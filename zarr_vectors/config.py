@@ -42,6 +42,9 @@ DEFAULTS: dict[str, Any] = {
             "max-task-bytes": 32 * MIB,  # ... and at most about this many bytes of them
             "record-block": 1_000_000,  # link records per filing block
             "link-cell-rows": 20_000,  # a link owner weighs each cell as this many records more (its files)
+            # the links family's reconcile lists every array (a request each on an object store) to
+            # check the owners' reports: one task per worker thread, at least this many arrays each
+            "min-arrays-per-check": 32,
         },
         "pyramid": {
             "tasks-per-thread": 2,  # bin/map groups per worker thread

@@ -209,15 +209,23 @@ def finalize_created_family(
     Each array's listing must agree with the reports (else nothing is written); then every
     array's document, with its presence list, and the groups' counts go out in one batch:
     two rounds on an object store, where the general reconcile walks and re-reads.  An
-    attribute array holds the cells of its offsets array.
+    attribute array holds the cells of its offsets array.  A job runs the same three steps
+    as tasks, the listings split over several (:func:`family_cells`,
+    :func:`family_presence_problems`, :func:`write_family_documents`).
     """
-    arrays = created.every_array()
+    expected = family_cells(created, written)
+    problems = family_presence_problems(level, created, expected, list(expected))
+    write_family_documents(level, created, expected, counts, problems)
+
+
+def family_cells(created: CreatedFamily, written: Sequence[LinkWriteSummary]) -> dict[str, set[str]]:
+    """The cells of every array of the family (by level-relative path), as its writers report them."""
     by_segment: dict[str, set[str]] = {}
     for summary in written:
         for segment, keys in summary.cells.items():
             by_segment.setdefault(segment, set()).update(keys)
     expected: dict[str, set[str]] = {}
-    for rel in arrays:
+    for rel in created.every_array():
         if rel == LINK_FRAGMENTS:
             expected[rel] = set().union(*(by_segment.get(s, set()) for s in created.flat))
         else:
@@ -225,12 +233,29 @@ def finalize_created_family(
     unknown = sorted(set(by_segment) - {posixpath.basename(r) for r in created.arrays})
     if unknown:
         raise InternalError(f"{created.path}: writers report segments the coordinator did not create: {unknown[:3]}")
-    grids = [arrays[rel] for rel in expected]
+    return expected
+
+
+def family_presence_problems(
+    level: Level, created: CreatedFamily, expected: Mapping[str, set[str]], rels: Sequence[str]
+) -> list[str]:
+    """How the listings of the arrays ``rels`` differ from the reported cells (one line per array that does)."""
+    arrays = created.every_array()
+    grids = [arrays[rel] for rel in rels]
     listings = level.storage.overlap(GridArray.derive_nonempty_chunks, grids)
-    problems = [p for g, on, rel in zip(grids, listings, expected) if (p := presence_mismatch(g, on, expected[rel]))]
-    _raise_mismatches(f"{created.path}: the write is incomplete", problems, "Run the write again.")
-    for grid, rel in zip(grids, expected):
-        grid.note_nonempty_chunks(expected[rel])
+    return [p for g, on, rel in zip(grids, listings, rels) if (p := presence_mismatch(g, on, expected[rel]))]
+
+
+def write_family_documents(
+    level: Level, created: CreatedFamily, expected: Mapping[str, set[str]], counts: LinkCounts,
+    *problems: Sequence[str],
+) -> None:
+    """Every document of the family, once no listing disagreed with the reports (``problems``)."""
+    _raise_mismatches(f"{created.path}: the write is incomplete", [p for part in problems for p in part],
+                      "Run the write again.")
+    arrays = created.every_array()
+    for rel, cells in expected.items():
+        arrays[rel].note_nonempty_chunks(cells)
     write_nodes(level.storage, created.documents(counts))
 
 

@@ -624,6 +624,7 @@ def test_several_blocks_and_owners_give_the_same_store(tmp_path, zv_config):
     zv_config("write.block-rows", 700)
     zv_config("write.min-rows-per-task", 400)
     zv_config("write.record-block", 800)
+    zv_config("write.min-arrays-per-check", 1)  # the links family's listings over many tasks
     result = zv.write_graph(str(tmp_path / "many" / "s.zv"), pos, edges, **kw)
     assert result.num_tasks > 1
     assert tree(tmp_path / "one" / "s.zv") == tree(tmp_path / "many" / "s.zv")
@@ -637,6 +638,7 @@ def test_local_cluster_writes_the_same_bytes(tmp_path, local_cluster, zv_config)
     zv_config("write.block-rows", 900)
     zv_config("write.min-rows-per-task", 500)
     zv_config("write.record-block", 1200)
+    zv_config("write.min-arrays-per-check", 2)
     rng = np.random.default_rng(72)
     n, m = 2500, 3000
     pos, edges = random_graph(rng, n, m)
@@ -653,6 +655,33 @@ def test_local_cluster_writes_the_same_bytes(tmp_path, local_cluster, zv_config)
     assert [k for k in a if a[k] != b[k]] == []
     data = zv.read(str(tmp_path / "cluster" / "s.zv"))
     assert_records(data.edges, data.edge_attributes["eid"], vids(data), edges, distinct_chunks(edges, pos, 50))
+
+
+def test_link_cells_missing_after_their_owner_reported_them_fail_the_reconcile(tmp_path, monkeypatch, zv_config):
+    """The links family's listings, split over tasks, are checked against the owners' reports
+    before any of its array documents is written; every array that disagrees is named."""
+    from zarr_vectors.errors import PresenceMismatchError
+    from zarr_vectors.write import linked
+
+    real = linked._write_link_owner
+    url = tmp_path / "s.zv"
+
+    def then_lose_cells(level, owned, created):
+        written = real(level, owned, created)
+        if written is not None:  # one cell of each of two offsets arrays vanishes after the report
+            for segment in sorted(written.cells)[:2]:
+                cells = sorted((url / "0" / "links" / "0" / segment / "c").rglob("*"))
+                next(c for c in cells if c.is_file()).unlink()
+        return written
+
+    monkeypatch.setattr(linked, "_write_link_owner", then_lose_cells)
+    zv_config("write.min-arrays-per-check", 1)
+    zv_config("write.min-rows-per-task", 10**9)  # one link owner
+    pos, edges = random_graph(np.random.default_rng(73), 2000, 3000)
+    with pytest.raises(PresenceMismatchError, match=r"write is incomplete: the nonempty_chunks of 2 grid array"):
+        zv.write_graph(str(url), pos, edges, chunk_shape=50)
+    family = url / "0" / "links" / "0"
+    assert sorted(family.rglob("zarr.json")) == [family / "zarr.json"]  # the group's document alone
 
 
 # ---------------------------------------------------------------------------

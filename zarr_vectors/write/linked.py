@@ -200,11 +200,24 @@ def _write_link_owner(level: Level, owned: OwnerLinks, created: CreatedFamily) -
     return written
 
 
-def _finalize_family(level: Level, created: CreatedFamily, total: int, *written: LinkWriteSummary | None) -> None:
-    """The family's presence lists and counts, from what its owners report (a reconcile task)."""
+def _family_cells(created: CreatedFamily, *written: LinkWriteSummary | None) -> tuple[dict[str, set[str]], int]:
+    """What the link owners report: every array's cells, and the records on storage."""
     reports = [w for w in written if w is not None]
-    counts = LinkCounts(total, sum(w.num_physical_records for w in reports))
-    reconcile.finalize_created_family(level, created, reports, counts)
+    return reconcile.family_cells(created, reports), sum(w.num_physical_records for w in reports)
+
+
+def _family_problems(
+    level: Level, created: CreatedFamily, reported: tuple[dict[str, set[str]], int], rels: list[str]
+) -> list[str]:
+    return reconcile.family_presence_problems(level, created, reported[0], rels)
+
+
+def _finalize_family(
+    level: Level, created: CreatedFamily, total: int, reported: tuple[dict[str, set[str]], int], *problems: list[str]
+) -> None:
+    """The family's presence lists and counts, once every listing agreed with the reports."""
+    expected, physical = reported
+    reconcile.write_family_documents(level, created, expected, LinkCounts(total, physical), *problems)
 
 
 def _finish_level(level: Level, families: list[str], vertex_count: int, *done: None) -> None:
@@ -238,7 +251,7 @@ def _reconcile(
     vertex_parts: list[Any],
     link_rows: Sequence[Any],
     total: int,
-    created: CreatedFamily | None,
+    created: tuple[CreatedFamily, Any] | None,
 ) -> None:
     """The reconcile step as side-by-side tasks (they touch disjoint files): the vertex
     parts (started as soon as the vertices were written; on local threads run already,
@@ -247,7 +260,14 @@ def _reconcile(
     which these tasks never read."""
     parts = list(vertex_parts)
     if created is not None:
-        parts.append(dask.delayed(_finalize_family)(bare, created, total, *link_rows))
+        family, shared = created
+        reported = dask.delayed(_family_cells)(shared, *link_rows)
+        # a listing per array (a request each on an object store): split over tasks of a useful size
+        rels = sorted(family.every_array())
+        runs = runner.task_runs(np.ones(len(rels), dtype=np.int64), config.get("write.min-arrays-per-check"),
+                                tasks_per_thread=1)
+        problems = [dask.delayed(_family_problems)(bare, shared, reported, rels[run]) for run in runs]
+        parts.append(dask.delayed(_finalize_family)(bare, shared, total, reported, *problems))
     families = vx.vertex_families(spec) + (["links"] if created is not None else [])
     runner.compute("reconcile", dask.delayed(_finish_level)(bare, families, int(plan.counts.sum()), *parts))
 
@@ -400,9 +420,10 @@ def write_linked(
     link_rows: list[Any] = []
     created = None
     if has_family:
-        created = runner.share(_create_family(level, spec, plan, link, sorted(segments), record_attributes or {}))
+        family = _create_family(level, spec, plan, link, sorted(segments), record_attributes or {})
+        created = (family, runner.share(family))
         link_rows, vertex_parts = runner.persist_beside(
-            "write links", [dask.delayed(_write_link_owner)(level_ref, o, created) for o in owned], vertex_parts
+            "write links", [dask.delayed(_write_link_owner)(level_ref, o, created[1]) for o in owned], vertex_parts
         )
     _reconcile(bare, spec, plan, vertex_parts, link_rows, total, created)
     return WriteResult(storage.url, kind, int(plan.counts.sum()), len(plan.cells), len(plan.owners), plan.num_objects, total)
