@@ -464,7 +464,7 @@ def test_manifest_block_the_bin_tasks_did_not_read_is_an_internal_error():
                       block_fragment=np.array([3]), ordered=False, attributes=[])
     read = (np.array([0]), np.array([2]), np.array([0, 1]), np.array([0]))  # cell 0 fragment 2 only
     with pytest.raises(InternalError, match="did not read"):
-        write_objects(None, plan, None, [read])  # type: ignore[arg-type] - raises before they are used
+        write_objects(None, plan, None, read)  # type: ignore[arg-type] - raises before they are used
 
 # ---------------------------------------------------------------------------
 # cluster and command line

@@ -112,11 +112,11 @@ def test_calls_are_one_layer_and_give_what_delayed_calls_give():
     parts = [dask.delayed(lambda i=i: i * 10)() for i in range(3)]
     shared = runner.share(np.array([7, 8]))
 
-    def owner(table, k, scale, *values):
-        return (int(table[k % 2]), k, scale, sum(values))
+    def owner(table, k, scale, cells, *values):
+        return (int(table[k % 2]), k, scale, cells.tolist(), sum(values))
 
-    # numpy integers pass as numbers (a slice's start may be one); None and floats too
-    args = [(shared, np.int64(k) if k % 2 else k, None if k else 2.5, *parts) for k in range(4)]
+    # numpy integers pass as numbers (a slice's start may be one); None, floats and arrays too
+    args = [(shared, np.int64(k) if k % 2 else k, None if k else 2.5, np.arange(k), *parts) for k in range(4)]
     made = runner.calls(owner, args)
     graph = made[0].__dask_graph__()
     holding = [layer for layer in graph.layers.values() if made[0].key in layer]
@@ -146,7 +146,7 @@ def test_calls_merge_a_shared_value_once_however_many_tasks_take_it(monkeypatch)
 def test_calls_refuse_an_argument_the_graph_could_read_as_a_key():
     import pytest
 
-    with pytest.raises(TypeError, match="neither a graph reference nor a number"):
+    with pytest.raises(TypeError, match="neither a graph reference nor a number or array"):
         runner.calls(print, [("write_owner-1",)])
 
 

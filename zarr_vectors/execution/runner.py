@@ -453,9 +453,9 @@ def calls(func: Callable[..., Any], arguments: Sequence[Sequence[Any]]) -> list[
     tasks each take many graph references (an owner takes a share of every block) that
     cost the client ~1.4 ms a task with every worker idle; one layer merges each graph once.
     An argument is a graph reference -- a ``Delayed``, or a single future (:func:`share` of
-    one object: a shared list or dict scatters into many) -- or a real number or None,
-    nothing the graph could mistake for a key or a task.  Unlike ``dask.delayed``, a
-    reference whose key is not in its own graph is not caught here (dask makes none).
+    one object: a shared list or dict scatters into many) -- or a real number, a numpy array
+    or None, nothing the graph could mistake for a key or a task.  Unlike ``dask.delayed``,
+    a reference whose key is not in its own graph is not caught here (dask makes none).
     """
     name = f"{funcname(func)}-{uuid.uuid4().hex}"
     dependencies: dict[Any, Delayed] = {}
@@ -466,10 +466,10 @@ def calls(func: Callable[..., Any], arguments: Sequence[Sequence[Any]]) -> list[
             if isinstance(arg, Delayed):
                 dependencies.setdefault(_graph_of(arg), arg)
                 task.append(arg.key)
-            elif _is_future(arg) or arg is None or isinstance(arg, numbers.Real):
+            elif _is_future(arg) or arg is None or isinstance(arg, (numbers.Real, np.ndarray)):
                 task.append(arg)  # a scattered value's future is a reference the graph resolves
             else:
-                raise TypeError(f"runner.calls: argument {arg!r} is neither a graph reference nor a number")
+                raise TypeError(f"runner.calls: argument {arg!r} is neither a graph reference nor a number or array")
         layer[f"{name}-{i}"] = tuple(task)  # named as dask.delayed names its tasks
     graph = HighLevelGraph.from_collections(name, layer, dependencies=list(dependencies.values()))
     return [Delayed(key, graph, layer=name) for key in layer]

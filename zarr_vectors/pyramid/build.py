@@ -166,10 +166,11 @@ def _vertex_keys(*parts: list[str]) -> list[str]:
     return sorted({k for ks in parts for k in ks})
 
 
-def _finish(level: Level, families: list[tuple[int, int, int]], *done: None) -> list[tuple[int, int, int]]:
-    """The level document, once every reconcile task (``done``) has run; safe to run twice."""
+def _finish(level: Level, count: int, *families_then_done: Any) -> list[tuple[int, int, int]]:
+    """The level document, once every reconcile task has run; safe to run twice.  The first
+    ``count`` arguments after it are the families' rows (positional, as in :func:`init_families`)."""
     level.write_metadata()
-    return families
+    return list(families_then_done[:count])
 
 
 def _objects_summary(plan: ObjectPlan) -> tuple[int, int]:
@@ -283,14 +284,14 @@ class _Builder:
         weights = src.counts if src.counts is not None else np.ones(len(src.cells), dtype=np.int64)
         groups = runner.task_runs(weights, 1, tasks_per_thread=plan.tasks_per_thread)
         v_ref, f_ref, p_ref = runner.share(vertices), runner.share(fragments), runner.share(params)
-        bins = [dask.delayed(bin_group)(v_ref, f_ref, p_ref, g.start, src.cells[g], fc, fi) for g in groups]
-        partials = [dask.delayed(partial_rows)(b) for b in bins]
+        bins = runner.calls(bin_group, [(v_ref, f_ref, p_ref, g.start, src.cells[g], fc, fi) for g in groups])
+        partials = runner.calls(partial_rows, [(b,) for b in bins])
         combined = dask.delayed(combine)(p_ref, new.chunk_shape, *partials)
         # one graph: bin -> combine -> map; only the layout, the maps and a small summary stay in memory
         layout, summary, *rest = runner.persist(
             f"pyramid level {new.number}: bin",
             combined, dask.delayed(layout_summary)(combined, *partials), *extra,
-            *[dask.delayed(map_group)(b, combined) for b in bins],
+            *runner.calls(map_group, [(b, combined) for b in bins]),
         )  # fmt: skip
         head = len(extra)
         ((cells, counts, members, sizes), *small) = runner.compute(
@@ -373,7 +374,7 @@ class _Builder:
         total = int(sum(binned.sizes))
         self.maps[n - 1] = list(maps)
         self.offsets[n - 1] = ([int(v) for v in np.cumsum([0] + list(binned.sizes))[:-1]], total)
-        self.ancestors[n - 1] = [dask.delayed(metavertices_of)(m) for m in maps]
+        self.ancestors[n - 1] = runner.calls(metavertices_of, [(m,) for m in maps])
         deeper = [i for i in self.ancestors if i <= n - 2 and n - i <= self.plan.max_delta]
         if not deeper:
             return
@@ -407,16 +408,17 @@ class _Builder:
         spec_refs = {k: runner.share(specs[k]) for k in ks}
         fine_refs = {k: (runner.share(self.levels[n - k].level), runner.share(self.levels[n - k].cells)) for k in ks}
         families_init = [
-            (
+            argument
+            for k in ks
+            for argument in (
                 fine_refs[k][0], self.levels[n - k].origin, self.levels[n - k].shape, fine_refs[k][1], spec_refs[k],
                 dask.delayed(union_pairs)(
                     *runner.calls(cell_pairs, [(m, a, layout) for m, a in zip(self.maps[n - k], self.ancestors[n - k])])
                 ),
-            )  # fmt: skip
-            for k in ks
-        ]
+            )
+        ]  # fmt: skip
         ready = dask.delayed(init_families)(
-            level_ref, state.origin, state.shape, runner.share(cells), self.compressor, self.ndim, families_init
+            level_ref, state.origin, state.shape, runner.share(cells), self.compressor, self.ndim, *families_init
         )
         writers = []
         for k in ks:
@@ -463,13 +465,12 @@ class _Builder:
             source = runner.share(src.level)
             sequences = runner.calls(sequences_of, [(m,) for m in binned.maps])
             parts += [
-                dask.delayed(write_objects)(level_ref, objects, binned.layout, sequences),
+                dask.delayed(write_objects)(level_ref, objects, binned.layout, *sequences),
                 dask.delayed(write_kept_attributes)(level_ref, source, objects),
             ]
         counted = [dask.delayed(finalize_family)(lv, d, ready, *rows) for lv, d, rows in family_rows]
-        (families,) = runner.compute(
-            f"pyramid level {state.number}: write", dask.delayed(_finish)(level_ref, counted, ready, *parts)
-        )
+        finish = dask.delayed(_finish)(level_ref, len(counted), *counted, ready, *parts)
+        (families,) = runner.compute(f"pyramid level {state.number}: write", finish)
         return families
 
     def _forget(self, n: int) -> None:

@@ -79,9 +79,15 @@ def init_families(
     coarse_cells: np.ndarray,
     compressor: dict[str, Any] | None,
     ndim: int,
-    families: list[tuple[Level, tuple[int, ...], tuple[int, ...], np.ndarray, FamilySpec, np.ndarray]],
+    *families: Any,
 ) -> dict[tuple[int, int], CreatedFamily]:
     """The coordinator step of a level's cross-level families: every family group and offsets array.
+
+    ``families``: per family, six arguments in a row -- its fine level, that level's grid origin
+    and shape, its cells, its :class:`FamilySpec` and its (fine cell, coarse cell) pairs.  They
+    are positional because dask finalizes the whole graph of every reference inside a list
+    argument (optimized and culled, once per call): with the graph a level's build has, that
+    cost the client more than the call's own work.
 
     The build removed every cross-level family before it began (:func:`~.plan.clear_pyramid`),
     so one batch of reads confirms none is back (but for this task's own documents, when it
@@ -90,7 +96,8 @@ def init_families(
     Returns the families by ``(level, delta)`` for their writers and reconcile tasks.
     """
     wanted = []  # (level, delta, segments, extent)
-    for fine, fine_origin, fine_shape, fine_cells, spec, pairs in families:
+    for at in range(0, len(families), 6):
+        fine, fine_origin, fine_shape, fine_cells, spec, pairs = families[at : at + 6]
         plus, minus = cross_level_segments(
             pairs, fine_cells, coarse_cells, delta=spec.k, anchor_ratios=(spec.r_fine, spec.r_coarse),
             explicit=spec.explicit,

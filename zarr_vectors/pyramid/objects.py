@@ -122,11 +122,10 @@ def kept_attribute_tables(source: Level, plan: ObjectPlan) -> dict[str, ObjectAt
     return tables
 
 
-def write_objects(
-    level: Level, plan: ObjectPlan, layout: MetavertexLayout, sequences: list[tuple[np.ndarray, ...]]
-) -> None:
-    """The coarse level's object index (a reconcile task)."""
-    obj, chunks, rows = _metavertex_manifests(plan, layout, sequences)
+def write_objects(level: Level, plan: ObjectPlan, layout: MetavertexLayout, *sequences: tuple[np.ndarray, ...]) -> None:
+    """The coarse level's object index (a reconcile task; ``sequences`` one per source group,
+    positional: dask finalizes the graph of every reference inside a list argument)."""
+    obj, chunks, rows = _metavertex_manifests(plan, layout, list(sequences))
     write_object_index(level, obj, chunks, rows, num_objects=plan.num_objects, sid_ndim=level.store.root.sid_ndim)
 
 
