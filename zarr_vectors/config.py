@@ -61,7 +61,9 @@ DEFAULTS: dict[str, Any] = {
             "min-cells-per-commit": 512,
         },
         "validate": {
-            "min-batch-bytes": 4 * MIB,  # cells read by one level-3 task
+            # cells read by one level-3 task: about three tasks per worker thread within these bounds
+            # (1 MiB of stored cells is tens of ms of decoding, against a few ms per task)
+            "min-batch-bytes": 1 * MIB,
             "max-batch-bytes": 48 * MIB,
         },
         "io": {
