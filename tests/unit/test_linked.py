@@ -663,23 +663,33 @@ def test_link_cells_missing_after_their_owner_reported_them_fail_the_reconcile(t
     from zarr_vectors.errors import PresenceMismatchError
     from zarr_vectors.write import linked
 
-    real = linked._write_link_owner
+    real, check = linked._write_link_owner, linked._family_problems
     url = tmp_path / "s.zv"
+    found: list[int] = []
 
     def then_lose_cells(level, owned, created):
         written = real(level, owned, created)
-        if written is not None:  # one cell of each of two offsets arrays vanishes after the report
-            for segment in sorted(written.cells)[:2]:
+        if written is not None:  # a cell of the first and of the last offsets array vanishes after the report
+            segments = sorted(written.cells)
+            for segment in (segments[0], segments[-1]):
                 cells = sorted((url / "0" / "links" / "0" / segment / "c").rglob("*"))
                 next(c for c in cells if c.is_file()).unlink()
         return written
 
+    def counted(*args):
+        problems = check(*args)
+        found.append(len(problems))
+        return problems
+
     monkeypatch.setattr(linked, "_write_link_owner", then_lose_cells)
+    monkeypatch.setattr(linked, "_family_problems", counted)
     zv_config("write.min-arrays-per-check", 1)
+    zv_config("plan-threads", 8)  # eight check tasks, whatever this machine has
     zv_config("write.min-rows-per-task", 10**9)  # one link owner
     pos, edges = random_graph(np.random.default_rng(73), 2000, 3000)
     with pytest.raises(PresenceMismatchError, match=r"write is incomplete: the nonempty_chunks of 2 grid array"):
         zv.write_graph(str(url), pos, edges, chunk_shape=50)
+    assert len(found) == 8 and sorted(found)[-2:] == [1, 1]  # two tasks found one each: the verdict names both
     family = url / "0" / "links" / "0"
     assert sorted(family.rglob("zarr.json")) == [family / "zarr.json"]  # the group's document alone
 

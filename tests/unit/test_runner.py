@@ -144,10 +144,15 @@ def test_calls_merge_a_shared_value_once_however_many_tasks_take_it(monkeypatch)
 
 
 def test_calls_refuse_an_argument_the_graph_could_read_as_a_key():
+    import numpy as np
     import pytest
 
     with pytest.raises(TypeError, match="neither a graph reference nor a number or array"):
         runner.calls(print, [("write_owner-1",)])
+    holding_a_reference = np.empty(1, dtype=object)
+    holding_a_reference[0] = dask.delayed(print)()
+    with pytest.raises(TypeError, match="neither a graph reference nor a number or array"):
+        runner.calls(print, [(holding_a_reference,)])
 
 
 class _StageLog:

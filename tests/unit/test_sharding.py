@@ -570,6 +570,30 @@ def test_every_unreconciled_array_is_named_from_the_check_tasks(stores, tmp_path
     assert "0/vertices" in str(info.value) and "0/link_fragments" in str(info.value)
 
 
+def test_a_failed_plan_changes_nothing_and_a_refused_store_gets_the_check_verdict(stores, tmp_path, monkeypatch):
+    """The pack plan is made by a task beside the presence check: its failure is raised only after
+    the check passed (the verdict is a refused store's error, whichever task ends first) and before
+    the staging area or the consolidated copy is touched."""
+    store = copy_of(stores["graph_duplicate"], tmp_path)
+    zv.consolidate_store(str(store))
+    before = tree(store)
+
+    def broken_plan(*args):
+        raise RuntimeError("the plan broke")
+
+    monkeypatch.setattr(shard, "_plan", broken_plan)
+    with pytest.raises(RuntimeError, match="the plan broke"):
+        zv.shard_store(str(store), 2)
+    assert tree(store) == before  # the consolidated copy is still there
+    path = store / "0" / "vertices" / "zarr.json"
+    d = json.loads(path.read_bytes())
+    d["attributes"]["nonempty_chunks"] = d["attributes"]["nonempty_chunks"][1:]
+    path.write_bytes(json.dumps(d, indent=2).encode())
+    for _ in range(3):
+        with pytest.raises(PresenceMismatchError, match="0/vertices"):
+            zv.shard_store(str(store), 2)
+
+
 def test_an_applied_commit_leaves_no_journal_behind(tmp_path, monkeypatch):
     """Each array's journal goes with its commit (a later crash must not replay a finished array),
     though the first commit listed the staging before writing the journal."""

@@ -454,7 +454,7 @@ def calls(func: Callable[..., Any], arguments: Sequence[Sequence[Any]]) -> list[
     cost the client ~1.4 ms a task with every worker idle; one layer merges each graph once.
     An argument is a graph reference -- a ``Delayed``, or a single future (:func:`share` of
     one object: a shared list or dict scatters into many) -- or a real number, a numpy array
-    or None, nothing the graph could mistake for a key or a task.  Unlike ``dask.delayed``,
+    of numbers or None, nothing the graph could mistake for a key or a task.  Unlike ``dask.delayed``,
     a reference whose key is not in its own graph is not caught here (dask makes none).
     """
     name = f"{funcname(func)}-{uuid.uuid4().hex}"
@@ -466,13 +466,18 @@ def calls(func: Callable[..., Any], arguments: Sequence[Sequence[Any]]) -> list[
             if isinstance(arg, Delayed):
                 dependencies.setdefault(_graph_of(arg), arg)
                 task.append(arg.key)
-            elif _is_future(arg) or arg is None or isinstance(arg, (numbers.Real, np.ndarray)):
+            elif _is_future(arg) or arg is None or isinstance(arg, numbers.Real) or _plain_array(arg):
                 task.append(arg)  # a scattered value's future is a reference the graph resolves
             else:
                 raise TypeError(f"runner.calls: argument {arg!r} is neither a graph reference nor a number or array")
         layer[f"{name}-{i}"] = tuple(task)  # named as dask.delayed names its tasks
     graph = HighLevelGraph.from_collections(name, layer, dependencies=list(dependencies.values()))
     return [Delayed(key, graph, layer=name) for key in layer]
+
+
+def _plain_array(value: Any) -> bool:
+    """A numpy array of numbers: a literal (an object array could hold a reference dask would not resolve)."""
+    return isinstance(value, np.ndarray) and value.dtype != object
 
 
 def _graph_of(ref: Delayed) -> tuple[Any, ...]:

@@ -53,7 +53,7 @@ import dask
 import numpy as np
 
 from zarr_vectors import config
-from zarr_vectors.errors import EncodingError, InputError
+from zarr_vectors.errors import EncodingError, InputError, InternalError
 from zarr_vectors.execution import runner
 from zarr_vectors.format.paths import format_chunk_key
 from zarr_vectors.reconcile import presence_mismatch, refuse_unreconciled
@@ -126,10 +126,16 @@ def _refuse_task(url: str, *parts: list[str | None]) -> None:
     refuse_unreconciled(url, [p for part in parts for p in part])
 
 
-def _prepare_task(storage: Storage, checked: None, orphans: bool, consolidated: bool) -> bool:
-    """Once the check passed: drop the orphans of an interrupted pack stage (incomplete, never
-    journaled) and the consolidated copy (before the first change); whether there was one.
-    The client's look at the store said whether there are any of either (no request to ask again)."""
+def _prepare_task(
+    storage: Storage, checked: None, planning: Exception | None, orphans: bool, consolidated: bool
+) -> bool:
+    """Once the check passed and the plan was made: drop the orphans of an interrupted pack stage
+    (incomplete, never journaled) and the consolidated copy (before the first change); whether
+    there was one.  The client's look at the store said whether there are any of either (no
+    request to ask again).  A plan that failed is raised here: after the check's verdict, which
+    is the error a refused store gets, and before anything changes."""
+    if planning is not None:
+        raise planning
     if orphans:
         storage.delete_prefix(STAGING)
     return drop_consolidated(storage) if consolidated else False
@@ -140,10 +146,10 @@ def _after(storage: Storage, *done: Any) -> Storage:
     return storage
 
 
-def _commit_task(storage: Storage, grids: _Opaque, run: slice, shard_shape: tuple[int, ...] | None) -> int:
-    """Journal and apply the new layout of the arrays of ``run`` (their documents and keys planned here)."""
+def _commit_task(storage: Storage, grids: _Opaque, shard_shape: tuple[int, ...] | None) -> int:
+    """Journal and apply the new layout of whole arrays (their documents and keys planned here)."""
     commits: list[Commit] = [
-        (g.path, target_document(g.doc, shard_shape), new_keys(g, shard_shape)) for g in grids.value[run]
+        (g.path, target_document(g.doc, shard_shape), new_keys(g, shard_shape)) for g in grids.value
     ]
     return commit_arrays(storage, commits)
 
@@ -226,13 +232,31 @@ def _check_presence(store: ZVStore, grids: list[GridArray], shared: Any, min_cel
     return dask.delayed(_refuse_task, pure=False)(store.url, *tasks)
 
 
-def _plan_task(grids: _Opaque, shard_shape: tuple[int, ...] | None, target: int, count: int) -> list[list[_Job]]:
+def _plan_task(
+    grids: _Opaque, shard_shape: tuple[int, ...] | None, target: int, count: int
+) -> list[list[_Job]] | Exception:
     """The jobs of ``count`` pack tasks, planned on a worker beside the check (not on the client,
-    where every worker would wait for it); tasks beyond the planned ones get none."""
-    tasks = _plan(grids.value, shard_shape, target)
-    if len(tasks) > count:  # split_by_weight makes at most ceil(total / target) runs
-        raise AssertionError(f"planned {len(tasks)} pack tasks, the graph has {count}")
+    where every worker would wait for it); tasks beyond the planned ones get none.
+
+    A failure is returned, not raised: the check runs beside this task and its verdict must
+    be the error a refused store gets, whichever ends first; :func:`_prepare_task` raises it.
+    """
+    try:
+        tasks = _plan(grids.value, shard_shape, target)
+        if len(tasks) > count:  # split_by_weight makes at most ceil(total / target) runs
+            raise InternalError(f"planned {len(tasks)} pack tasks, the graph has {count}")
+    except Exception as exc:  # noqa: BLE001 - raised by _prepare_task, after the check
+        return exc
     return tasks + [[] for _ in range(count - len(tasks))]
+
+
+def _plan_failure(plan: list[list[_Job]] | Exception) -> Exception | None:
+    return plan if isinstance(plan, Exception) else None
+
+
+def _jobs(plan: list[list[_Job]] | Exception, j: int) -> list[_Job]:
+    """Pack task ``j``'s jobs (none when planning failed: the prepare task raises that first)."""
+    return [] if isinstance(plan, Exception) else plan[j]
 
 
 def _pack_count(cells: int, target: int) -> int:
@@ -308,25 +332,29 @@ def _relayout(url: Any, shard_shape: Any, storage_options: Mapping[str, Any] | N
                 f"{grid.path}: has {grid.ndim} axes but the store's chunk keys have {ndim}; cannot shard it"
             )
     todo = [g for g in grids if not in_layout(g, target)]
-    shared = runner.share(_Opaque(todo))  # the documents once, for the check, plan and commit tasks
-    # one graph: check -> (the store may change from here) staging and consolidated copy dropped -> pack,
-    # the pack tasks' plan made beside the check
-    prepared = dask.delayed(_prepare_task, pure=False)(
-        storage, _check_presence(store, todo, shared, min_cells_per_task), orphans, store.consolidated is not None
-    )
-    ready = dask.delayed(_after, pure=False)(storage, prepared)
+    shared = runner.share(_Opaque(todo))  # the documents once, for the check and plan tasks
+    # one graph: check and plan -> (the store may change from here) staging and consolidated copy
+    # dropped -> pack; the pack tasks' plan is made beside the check
     cells = sum(len(g.nonempty_chunks) for g in todo)
     size = runner.task_size(cells, min_cells_per_task, tasks_per_thread=1)
     count = _pack_count(cells, size)
-    plan = dask.delayed(_plan_task, pure=False, nout=count)(shared, target, size, count) if count else []
+    plan = dask.delayed(_plan_task, pure=False)(shared, target, size, count)
+    prepared = dask.delayed(_prepare_task, pure=False)(
+        storage, _check_presence(store, todo, shared, min_cells_per_task), dask.delayed(_plan_failure)(plan),
+        orphans, store.consolidated is not None,
+    )  # fmt: skip
+    ready = dask.delayed(_after, pure=False)(storage, prepared)
+    jobs = runner.calls(_jobs, [(plan, j) for j in range(count)])
     *packed, had_consolidated = runner.compute(
         "pack shards" if target is not None else "unpack shards",
-        *[dask.delayed(_pack_task, pure=False)(ready, plan[j], cells_per_batch) for j in range(count)], prepared,
+        *runner.calls(_pack_task, [(ready, jobs_j, cells_per_batch) for jobs_j in jobs]), prepared,
     )  # fmt: skip
     # commits only once every pack task succeeded (a graph of its own: a pack task cancelled or lost
-    # fails its step instead of being recomputed for a commit); grouped into tasks of a useful size
+    # fails its step instead of being recomputed for a commit); grouped into tasks of a useful size.
+    # Their documents travel in the graph: a scattered copy lost with its worker would fail a commit
+    # whose packing succeeded
     runs = split_commits([len(g.nonempty_chunks) + 8 for g in todo])
-    committed = [dask.delayed(_commit_task, pure=False)(storage, shared, run, target) for run in runs]
+    committed = [dask.delayed(_commit_task, pure=False)(storage, _Opaque(todo[run]), target) for run in runs]
     runner.compute("commit", dask.delayed(_finish_task, pure=False)(storage, had_consolidated, *committed))
     return ShardResult(
         url=storage.url,

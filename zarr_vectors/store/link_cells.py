@@ -186,8 +186,8 @@ def write_link_cells(
     was routed), and nothing array-wide is touched.  Without ``created`` the family and
     arrays must exist and ``nonempty_chunks`` and the counts are left to
     :func:`finalize_links`; with it (the family as its coordinator composed it, nothing
-    read back) the arrays' documents and presence lists come from
-    :func:`~zarr_vectors.reconcile.finalize_created_family`.
+    read back) the arrays' documents and presence lists come from the reconcile
+    (:func:`~zarr_vectors.reconcile.write_family_documents`).
     Idempotent: a retried task writes the same bytes.
     """
     if partition.policy.delta != delta:

@@ -263,7 +263,7 @@ def _reconcile(
         family, shared = created
         reported = dask.delayed(_family_cells)(shared, *link_rows)
         # a listing per array (a request each on an object store): split over tasks of a useful size
-        rels = sorted(family.every_array())
+        rels = list(family.every_array())  # the one-task form's order: offsets arrays, then attributes
         runs = runner.task_runs(np.ones(len(rels), dtype=np.int64), config.get("write.min-arrays-per-check"),
                                 tasks_per_thread=1)
         problems = [dask.delayed(_family_problems)(bare, shared, reported, rels[run]) for run in runs]
