@@ -495,6 +495,12 @@ def _is_future(value: Any) -> bool:
     return distributed is not None and isinstance(value, distributed.Future)
 
 
+def most_runs(total: int, target: int) -> int:
+    """How many runs :func:`split_by_weight` makes at most of items weighing ``total`` in all:
+    ``ceil(total / target)`` (fewer when there are fewer items; one for any non-empty list)."""
+    return -(-total // max(1, int(target)))
+
+
 def split_by_weight(weights, target: int) -> list[slice]:  # noqa: ANN001 - numpy array of ints
     """Contiguous runs of items, each summing to about ``target`` (each run >= 1 item).
 
@@ -509,7 +515,7 @@ def split_by_weight(weights, target: int) -> list[slice]:  # noqa: ANN001 - nump
     if n == 0:
         return []
     total = int(weights.sum())
-    runs = min(n, max(1, -(-total // max(1, int(target)))))
+    runs = min(n, max(1, most_runs(total, target)))
     cum = np.cumsum(weights)
     ideal = total * np.arange(1, runs) / runs
     at = np.searchsorted(cum, ideal)  # first item whose running total reaches the share

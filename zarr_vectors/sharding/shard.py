@@ -259,12 +259,6 @@ def _jobs(plan: list[list[_Job]] | Exception, j: int) -> list[_Job]:
     return [] if isinstance(plan, Exception) else plan[j]
 
 
-def _pack_count(cells: int, target: int) -> int:
-    """How many pack tasks the graph gets: the most :func:`runner.split_by_weight` can make of
-    ``cells`` cells in runs of ``target``, known before the units are."""
-    return min(cells, -(-cells // max(1, target)))
-
-
 def _plan(grids: list[GridArray], shard_shape: tuple[int, ...] | None, target: int) -> list[list[_Job]]:
     """Whole target objects of every array, grouped into pack tasks of about ``target`` cells
     (one per worker thread: each task's reads and writes are concurrent already)."""
@@ -337,7 +331,9 @@ def _relayout(url: Any, shard_shape: Any, storage_options: Mapping[str, Any] | N
     # dropped -> pack; the pack tasks' plan is made beside the check
     cells = sum(len(g.nonempty_chunks) for g in todo)
     size = runner.task_size(cells, min_cells_per_task, tasks_per_thread=1)
-    count = _pack_count(cells, size)
+    # as many pack tasks as split_by_weight can make of the units, known before they are: every
+    # unit (a shard) holds at least one cell
+    count = min(cells, runner.most_runs(cells, size))
     plan = dask.delayed(_plan_task, pure=False)(shared, target, size, count)
     prepared = dask.delayed(_prepare_task, pure=False)(
         storage, _check_presence(store, todo, shared, min_cells_per_task), dask.delayed(_plan_failure)(plan),

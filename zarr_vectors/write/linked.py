@@ -251,24 +251,25 @@ def _reconcile(
     vertex_parts: list[Any],
     link_rows: Sequence[Any],
     total: int,
-    created: tuple[CreatedFamily, Any] | None,
+    family: CreatedFamily | None,
+    created: Any,
 ) -> None:
     """The reconcile step as side-by-side tasks (they touch disjoint files): the vertex
     parts (started as soon as the vertices were written; on local threads run already,
     beside the link writes, when there are links) and the links family's; one last task
     writes the level metadata.  ``bare``: the level without its remembered array documents,
-    which these tasks never read."""
+    which these tasks never read; ``family``: the links family as composed (None: no links),
+    ``created`` the same as one graph node."""
     parts = list(vertex_parts)
-    if created is not None:
-        family, shared = created
-        reported = dask.delayed(_family_cells)(shared, *link_rows)
+    if family is not None:
+        reported = dask.delayed(_family_cells)(created, *link_rows)
         # a listing per array (a request each on an object store): split over tasks of a useful size
         rels = list(family.every_array())  # the one-task form's order: offsets arrays, then attributes
         runs = runner.task_runs(np.ones(len(rels), dtype=np.int64), config.get("write.min-arrays-per-check"),
                                 tasks_per_thread=1)
-        problems = [dask.delayed(_family_problems)(bare, shared, reported, rels[run]) for run in runs]
-        parts.append(dask.delayed(_finalize_family)(bare, shared, total, reported, *problems))
-    families = vx.vertex_families(spec) + (["links"] if created is not None else [])
+        problems = [dask.delayed(_family_problems)(bare, created, reported, rels[run]) for run in runs]
+        parts.append(dask.delayed(_finalize_family)(bare, created, total, reported, *problems))
+    families = vx.vertex_families(spec) + (["links"] if family is not None else [])
     runner.compute("reconcile", dask.delayed(_finish_level)(bare, families, int(plan.counts.sum()), *parts))
 
 
@@ -418,14 +419,14 @@ def write_linked(
     if link.always_intra:
         segments.add(format_offsets(intra_offsets(spec.ndim, link.link_width)))
     link_rows: list[Any] = []
-    created = None
+    family = created = None  # the family as composed here, and as one graph node for the tasks
     if has_family:
         family = _create_family(level, spec, plan, link, sorted(segments), record_attributes or {})
-        created = (family, runner.share(family))
+        created = runner.share(family)
         link_rows, vertex_parts = runner.persist_beside(
-            "write links", [dask.delayed(_write_link_owner)(level_ref, o, created[1]) for o in owned], vertex_parts
+            "write links", [dask.delayed(_write_link_owner)(level_ref, o, created) for o in owned], vertex_parts
         )
-    _reconcile(bare, spec, plan, vertex_parts, link_rows, total, created)
+    _reconcile(bare, spec, plan, vertex_parts, link_rows, total, family, created)
     return WriteResult(storage.url, kind, int(plan.counts.sum()), len(plan.cells), len(plan.owners), plan.num_objects, total)
 
 
