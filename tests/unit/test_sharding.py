@@ -166,6 +166,36 @@ def test_format_worked_example():
     assert spec.present(decoded).tolist() == [0, 4, 7]
 
 
+def test_many_indexes_decode_as_each_alone():
+    """``decode_indexes`` keeps what ``decode_index`` keeps and refuses each bad one with its own error."""
+    spec = ShardingSpec((2, 2, 2), None, ())  # type: ignore[arg-type]
+    n = spec.index_nbytes
+
+    def index_of(cells: dict[int, bytes]) -> bytes:
+        return spec.encode_shard(cells)[-n:]
+
+    good = [index_of({0: frame_single(b"a")}), index_of({3: frame_single(b"b"), 7: frame_single(b"cc")})]
+    crc = bytearray(good[0])
+    crc[2] ^= 1
+    half = np.frombuffer(good[1][:-4], "<u8").reshape(8, 2).copy()
+    half[3, 1] = np.uint64(2**64 - 1)
+    half_raw = half.tobytes() + crc32c(half.tobytes()).to_bytes(4, "little")
+    raws = [good[0], good[1][:-1], bytes(crc), good[1], half_raw]
+    wheres = [f"s{i}" for i in range(len(raws))]
+    indexes, kept, failed = spec.decode_indexes(raws, wheres)
+    assert kept == [0, 3] and sorted(failed) == [1, 2, 4]
+    for i in kept:
+        assert np.array_equal(indexes[kept.index(i)], spec.decode_index(raws[i], where=wheres[i]))
+    for i, exc in failed.items():
+        with pytest.raises(EncodingError) as alone:
+            spec.decode_index(raws[i], where=wheres[i])
+        assert type(exc) is EncodingError and str(exc) == str(alone.value) and wheres[i] in str(exc)
+    rows, entries = spec.present_many(indexes)
+    assert list(zip(rows.tolist(), entries.tolist())) == [(0, 0), (1, 3), (1, 7)]
+    empty, kept, failed = spec.decode_indexes([], [])
+    assert empty.shape == (0, 8, 2) and kept == [] and failed == {}
+
+
 def test_morton_order_matches_zarr():
     from zarr.core.indexing import _morton_order
 
@@ -374,6 +404,23 @@ def test_corrupt_index_crc_names_the_shard(stores, tmp_path):
     (store / key).write_bytes(bytes(raw[:100]))  # truncated
     with pytest.raises(EncodingError, match="0/vertices/c/0/0/0"):
         zv.read(str(store))
+
+
+def test_index_entry_beyond_the_array_names_the_shard(stores, tmp_path):
+    store = copy_of(stores["points"], tmp_path)
+    zv.shard_store(str(store), 8)  # one shard, reaching past the array on every axis
+    grid = GridArray.open(Storage(str(store)), "0/vertices")
+    assert all(n < 8 for n in grid.shape)
+    key = "0/vertices/c/0/0/0"
+    raw = (store / key).read_bytes()
+    n = 16 * 8**3
+    index = np.frombuffer(raw[-(n + 4) : -4], dtype="<u8").reshape(-1, 2).copy()
+    present = np.flatnonzero(index[:, 0] != np.uint64(2**64 - 1))
+    index[-1] = index[present[0]]  # a valid byte range, at local cell (7, 7, 7)
+    body = index.tobytes()
+    (store / key).write_bytes(raw[: -(n + 4)] + body + crc32c(body).to_bytes(4, "little"))
+    with pytest.raises(EncodingError, match=r"0/vertices/c/0/0/0: shard index lists cell \[7, 7, 7\] outside"):
+        grid.derive_nonempty_chunks()
 
 
 # ---------------------------------------------------------------------------

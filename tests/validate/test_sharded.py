@@ -257,6 +257,17 @@ def _entry_outside(store: Path) -> str:
     return shard_location(store, "0/vertices", chunk)[0].relative_to(store).as_posix()
 
 
+def _entry_too_large(store: Path) -> str:
+    chunk = first_chunk(store, "0/vertices")
+
+    def fn(data: bytes, index: np.ndarray, entry: int) -> bytes:
+        index[entry, 1] = 2**40  # more than any cell may hold: refused before its range is compared
+        return data
+
+    edit_shard(store, "0/vertices", chunk, fn)
+    return shard_location(store, "0/vertices", chunk)[0].relative_to(store).as_posix()
+
+
 def _tiny_object(store: Path) -> str:
     path, _, _ = shard_location(store, "0/vertex_fragments", first_chunk(store, "0/vertex_fragments"))
     path.write_bytes(b"\x00" * 5)
@@ -264,7 +275,7 @@ def _tiny_object(store: Path) -> str:
 
 
 SHARD_DEFECTS = {"crc_mismatch": _flip_index_byte, "truncated": _truncate, "entry_outside_object": _entry_outside,
-                 "object_smaller_than_index": _tiny_object}
+                 "entry_larger_than_a_cell": _entry_too_large, "object_smaller_than_index": _tiny_object}
 
 
 @pytest.mark.parametrize("kind", ["points", "graph"])

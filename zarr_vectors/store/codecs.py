@@ -21,7 +21,7 @@ import numcodecs
 import numpy as np
 
 from zarr_vectors import config
-from zarr_vectors.errors import EncodingError, InputError, MetadataError
+from zarr_vectors.errors import EncodingError, InputError, InternalError, MetadataError
 from zarr_vectors.format.schema import short
 from zarr_vectors.store.extensions import check_codec_configuration
 from zarr_vectors.store.inflate import inflate_blosc, inflate_gzip, inflate_zstd, too_large
@@ -420,6 +420,43 @@ class ShardingSpec:
             raise EncodingError(f"{where}: shard index entry {e} is half empty {index[e].tolist()}")
         return index
 
+    def decode_indexes(
+        self, raws: Sequence[bytes | memoryview], wheres: Sequence[str]
+    ) -> tuple[np.ndarray, list[int], dict[int, EncodingError]]:
+        """Many stored shard indexes at once, checked as :meth:`decode_index` checks one.
+
+        Returns the good ones as one ``(k, cells_per_shard, 2)`` u64 array, their positions in
+        ``raws``, and the error of each bad one by position: a store of 10^5 shards is not 10^5
+        rounds of numpy calls on the client.
+        """
+        good: list[int] = []
+        bodies: list[bytes | memoryview] = []
+        failed: dict[int, EncodingError] = {}
+        n = 16 * self.cells_per_shard
+        for i, raw in enumerate(raws):
+            if len(raw) == self.index_nbytes and (
+                not self.index_crc or int.from_bytes(bytes(raw[-4:]), "little") == crc32c(memoryview(raw)[:n])
+            ):
+                good.append(i)
+                bodies.append(memoryview(raw)[:n])
+            else:
+                failed[i] = self._index_error(raw, wheres[i])
+        indexes = np.frombuffer(b"".join(bodies), dtype="<u8").reshape(len(good), self.cells_per_shard, 2)
+        empty = indexes == _EMPTY
+        half = (empty[:, :, 0] != empty[:, :, 1]).any(axis=1)
+        if half.any():
+            for j in np.flatnonzero(half).tolist():
+                failed[good[j]] = self._index_error(raws[good[j]], wheres[good[j]])
+            indexes, good = indexes[~half], [g for g, h in zip(good, half.tolist()) if not h]
+        return indexes, good, dict(sorted(failed.items()))
+
+    def _index_error(self, raw: bytes | memoryview, where: str) -> EncodingError:
+        try:
+            self.decode_index(raw, where=where)
+        except EncodingError as exc:
+            return exc
+        raise InternalError(f"{where}: shard index refused in a batch but accepted alone")
+
     def data_bounds(self, object_size: int) -> tuple[int, int]:
         """Byte range of a shard object that inner chunks may occupy."""
         if self.index_location == "end":
@@ -429,6 +466,11 @@ class ShardingSpec:
     def present(self, index: np.ndarray) -> np.ndarray:
         """C-order entries of the non-empty inner cells."""
         return np.flatnonzero(index[:, 0] != _EMPTY)
+
+    def present_many(self, indexes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(shard, C-order entry) of the non-empty inner cells of many indexes
+        (:meth:`decode_indexes`), shard by shard in entry order."""
+        return np.nonzero(indexes[:, :, 0] != _EMPTY)
 
     def inner_slice(self, index: np.ndarray, entry: int, *, where: str, object_size: int | None = None) -> tuple[int, int] | None:
         """``(start, stop)`` of inner cell ``entry`` in the shard object, or None when it is empty."""

@@ -368,25 +368,21 @@ class GridArray:
         shards = [self.shard_of_key(rel) for rel in listed]
         start, end = spec.index_range()
         raws = self.storage.get_ranges([RangeRequest(rel, start, end) for rel in listed])
-        origin = np.asarray(self.origin, dtype=np.int64)
-        shape = np.asarray(self.shape, dtype=np.int64)
-        keys = []
-        for rel, shard, raw in zip(listed, shards, raws):
-            if raw is None:  # vanished since the listing
-                continue
-            entries = spec.present(spec.decode_index(raw, where=rel))
-            if not entries.size:
-                continue
-            local = np.stack(np.unravel_index(entries, spec.shard_shape), axis=1)
-            index = local + np.asarray(shard, dtype=np.int64) * np.asarray(spec.shard_shape, dtype=np.int64)
-            outside = (index >= shape).any(axis=1)
-            if outside.any():
-                raise EncodingError(
-                    f"{rel}: shard index lists cell {index[int(np.argmax(outside))].tolist()} outside the array "
-                    f"shape {self.shape}"
-                )
-            keys.extend(format_chunk_key(c) for c in (index + origin).tolist())
-        return sort_chunk_keys(keys)
+        # a shard None was listed and has vanished since: nothing present
+        found = [(rel, shard, raw) for rel, shard, raw in zip(listed, shards, raws) if raw is not None]
+        indexes, good, failed = spec.decode_indexes([raw for *_, raw in found], [rel for rel, *_ in found])
+        row, entry = spec.present_many(indexes)
+        coords = np.asarray([found[g][1] for g in good], dtype=np.int64).reshape(len(good), self.ndim)
+        index = np.stack(np.unravel_index(entry, spec.shard_shape), axis=1) + coords[row] * np.asarray(spec.shard_shape)
+        outside = (index >= np.asarray(self.shape, dtype=np.int64)).any(axis=1)
+        if outside.any():
+            first = int(np.argmax(outside))
+            rel = found[good[int(row[first])]][0]
+            failed.setdefault(good[int(row[first])], EncodingError(
+                f"{rel}: shard index lists cell {index[first].tolist()} outside the array shape {self.shape}"))
+        if failed:  # the first shard in listing order that is refused
+            raise failed[min(failed)]
+        return sort_chunk_keys(format_chunk_key(c) for c in (index + np.asarray(self.origin, dtype=np.int64)).tolist())
 
 
 def write_cells_many(batches: Sequence[tuple[GridArray, Mapping[Chunk, bytes]]]) -> None:

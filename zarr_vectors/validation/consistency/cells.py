@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors import config
-from zarr_vectors.errors import EncodingError, ResourceLimitError
+from zarr_vectors.errors import EncodingError, InternalError, ResourceLimitError, ZarrVectorsError
 from zarr_vectors.execution.runner import parallelism
 from zarr_vectors.format.paths import (
     format_chunk_key,
@@ -97,37 +97,42 @@ def load_shards(model: StoreModel, out: list[Finding]) -> None:
 
 def _shard_cells(node: Node, spec: ShardingSpec, shards: list[tuple[tuple[int, ...], str, int, bytes | None]],
                  out: list[Finding]) -> tuple[dict[Chunk, tuple[str, int]], dict[Chunk, int]]:
+    """The cells the array's shard indexes list: {chunk: (shard key, size)} and {chunk: offset},
+    every shard's index checked at once (one shard's defect is that shard's finding)."""
     origin = np.asarray(origin_of(node) or (0,) * len(spec.shard_shape), dtype=np.int64)
     shape = np.asarray(node.doc.get("shape"), dtype=np.int64)
     ss = np.asarray(spec.shard_shape, dtype=np.int64)
-    cells: dict[Chunk, tuple[str, int]] = {}
-    offsets: dict[Chunk, int] = {}
+    shards = [s for s in shards if s[3] is not None]  # None: vanished since the listing, nothing present
+    wheres = [f"shard {key}" for _, key, _, _ in shards]
+    indexes, good, failed = spec.decode_indexes([raw for *_, raw in shards], wheres)  # type: ignore[misc]
+    row, entry = spec.present_many(indexes)
+    sizes = [shards[g][2] for g in good]
+    bounds = np.asarray([spec.data_bounds(n) for n in sizes], dtype=np.int64).reshape(-1, 2)
+    lo, hi = np.maximum(bounds, 0).astype(np.uint64).T
+    start, nbytes = indexes[row, entry, 0], indexes[row, entry, 1]
+    lo_, hi_ = lo[row], hi[row]
+    bad = (start < lo_) | (start > hi_) | (nbytes > hi_ - np.minimum(start, hi_))
+    coords = np.asarray([shards[g][0] for g in good], dtype=np.int64).reshape(len(good), len(ss))
+    index_of = np.stack(np.unravel_index(entry, spec.shard_shape), axis=1) + coords[row] * ss
+    outside = (index_of >= shape).any(axis=1)
+    for r in np.unique(row[bad | outside]).tolist():  # shards whose entries point outside the object or the array
+        mine = np.flatnonzero(row == r)
+        where, position = wheres[good[r]], good[r]
+        if bad[mine].any():
+            failed[position] = _spec_error(spec, indexes[r], int(entry[mine[np.argmax(bad[mine])]]), where, sizes[r])
+        else:
+            cell = index_of[mine[np.argmax(outside[mine])]]
+            failed[position] = EncodingError(f"{where}: index lists cell {cell.tolist()} outside the array shape "
+                                             f"{shape.tolist()}")
     corrupt: dict[tuple[int, ...], str] = {}
-    for shard, key, size, raw in shards:
-        if raw is None:  # vanished since the listing: nothing present
-            continue
-        try:
-            where = f"shard {key}"
-            index = spec.decode_index(raw, where=where)
-            entries = spec.present(index)
-            lo, hi = spec.data_bounds(size)
-            start, nbytes = index[entries, 0], index[entries, 1]
-            lo_, hi_ = np.uint64(max(lo, 0)), np.uint64(max(hi, 0))
-            bad = (start < lo_) | (start > hi_) | (nbytes > hi_ - np.minimum(start, hi_))
-            if bad.any():
-                spec.inner_slice(index, int(entries[np.argmax(bad)]), where=where, object_size=size)  # raises
-            index_of = np.stack(np.unravel_index(entries, spec.shard_shape), axis=1) + np.asarray(shard) * ss
-            outside = (index_of >= shape).any(axis=1)
-            if outside.any():
-                raise EncodingError(f"{where}: index lists cell {index_of[int(np.argmax(outside))].tolist()} "
-                                    f"outside the array shape {shape.tolist()}")
-        except EncodingError as exc:
-            out.append(make("L3_SHARD_CORRUPT", node.path, str(exc)))
-            corrupt[shard] = key
-            continue
-        for c, o, n in zip((index_of + origin).tolist(), start.tolist(), nbytes.tolist()):
-            cells[tuple(c)] = (key, int(n))
-            offsets[tuple(c)] = int(o)
+    for position, exc in sorted(failed.items()):
+        out.append(make("L3_SHARD_CORRUPT", node.path, str(exc)))
+        corrupt[shards[position][0]] = shards[position][1]
+    keep = ~np.isin(row, [r for r, g in enumerate(good) if g in failed])
+    keys = [shards[g][1] for g in good]
+    chunks: list[Chunk] = list(map(tuple, (index_of[keep] + origin).tolist()))
+    cells = dict(zip(chunks, zip([keys[r] for r in row[keep].tolist()], nbytes[keep].tolist())))
+    offsets = dict(zip(chunks, start[keep].tolist()))
     listed = node.attrs.get("nonempty_chunks")
     if corrupt and isinstance(listed, list):
         for k in listed:
@@ -139,6 +144,16 @@ def _shard_cells(node: Node, spec: ShardingSpec, shards: list[tuple[tuple[int, .
             if shard in corrupt:
                 cells[c] = (corrupt[shard], 0)
     return cells, offsets
+
+
+def _spec_error(spec: ShardingSpec, index: np.ndarray, entry: int, where: str, size: int) -> ZarrVectorsError:
+    """The error :meth:`ShardingSpec.inner_slice` gives an inner cell outside its shard's data (one
+    declaring more bytes than a cell may hold is refused for that first)."""
+    try:
+        spec.inner_slice(index, entry, where=where, object_size=size)
+    except (EncodingError, ResourceLimitError) as exc:
+        return exc
+    raise InternalError(f"{where}: inner cell {entry} refused in a batch but accepted alone")
 
 
 def _read_raw(storage: Storage, keys: list[str], nbytes: int) -> list[bytes | None]:
