@@ -270,30 +270,33 @@ def test_a_scheduler_file_written_while_the_job_starts_is_waited_for(tmp_path):
         writer.join()
 
 
+def _start(tmp_path: Path, role: str, mode: str | None, *args: str) -> subprocess.Popen:
+    """A real ``dask scheduler`` or ``dask worker`` on ``tmp_path/scheduler.json``, in ``tmp_path``: this
+    environment's (``mode`` None), or one without this package or at another version
+    (``foreign_env.py``)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env.pop("DASK_SCHEDULER_ADDRESS", None)
+    wrapper = str(REPO / "tests" / "pipeline" / "foreign_env.py")
+    dask_cli = str(Path(sys.executable).with_name("dask"))
+    command = [sys.executable, wrapper, mode, role] if mode else [dask_cli, role]
+    with open(tmp_path / f"{role}-{uuid.uuid4().hex[:8]}.log", "w") as log:
+        return subprocess.Popen([*command, "--scheduler-file", str(tmp_path / "scheduler.json"), "--no-dashboard",
+                                 *args], cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
 @pytest.fixture(params=["scheduler-missing", "worker-other-version"])
 def foreign(request, tmp_path):
     """A real scheduler and two real workers (no nanny), one of them foreign: the scheduler's
     environment lacks this package, or one worker reports version 0.0.1.  Yields the scheduler
     file and what the refusal must name."""
     scheduler_file = tmp_path / "scheduler.json"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    env.pop("DASK_SCHEDULER_ADDRESS", None)
-    wrapper = str(REPO / "tests" / "pipeline" / "foreign_env.py")
     scheduler_mode, worker_mode = ("missing", None) if request.param == "scheduler-missing" else (None, "0.0.1")
-
-    def start(role: str, mode: str | None, *args: str) -> subprocess.Popen:
-        dask_cli = str(Path(sys.executable).with_name("dask"))
-        command = [sys.executable, wrapper, mode, role] if mode else [dask_cli, role]
-        with open(tmp_path / f"{role}-{len(procs)}.log", "w") as log:
-            return subprocess.Popen([*command, "--scheduler-file", str(scheduler_file), "--no-dashboard", *args],
-                                    cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
-
     procs: list[subprocess.Popen] = []
     try:
-        procs.append(start("scheduler", scheduler_mode, "--host", "127.0.0.1", "--port", "0"))
+        procs.append(_start(tmp_path, "scheduler", scheduler_mode, "--host", "127.0.0.1", "--port", "0"))
         wait_for(lambda: scheduler_file.exists() and scheduler_file.stat().st_size, 60, what="the scheduler")
-        procs.append(start("worker", None, "--nthreads", "1", "--no-nanny"))
-        procs.append(start("worker", worker_mode, "--nthreads", "1", "--no-nanny"))
+        procs.append(_start(tmp_path, "worker", None, "--nthreads", "1", "--no-nanny"))
+        procs.append(_start(tmp_path, "worker", worker_mode, "--nthreads", "1", "--no-nanny"))
         with Client(scheduler_file=str(scheduler_file)) as client:
             client.wait_for_workers(2, timeout=120)
             odd = [w for w, v in client.run(lambda: __import__("importlib.metadata").metadata.version(
@@ -330,7 +333,57 @@ def test_a_notebooks_own_client_on_such_a_cluster_is_refused_before_its_first_gr
             assert client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes)) == []
 
 
-class _Answers:
+class _Watchable:
+    """What a passed check watches a cluster through: the plugin and topic are taken and kept,
+    and no worker other than those the check asked is there."""
+
+    def register_plugin(self, plugin, name=None):  # noqa: ANN001, ANN202
+        self.plugin = plugin
+
+    def subscribe_topic(self, topic, handler):  # noqa: ANN001, ANN202
+        self.handler = handler
+
+    def scheduler_info(self, n_workers=0):  # noqa: ANN001, ANN202
+        return {"workers": {}}
+
+
+@pytest.mark.slow
+def test_a_worker_of_another_version_joining_a_running_cluster_is_refused_before_the_next_graph(tmp_path):
+    """Real processes: a scheduler and a worker pass the check; a worker at another version joins
+    (an adaptive cluster scaling up from another image); the client's next graph is refused naming
+    it, and so is every later one, before anything is submitted."""
+    scheduler_file = tmp_path / "scheduler.json"
+    procs = [_start(tmp_path, "scheduler", None, "--host", "127.0.0.1", "--port", "0")]
+    try:
+        wait_for(lambda: scheduler_file.exists() and scheduler_file.stat().st_size, 60, what="the scheduler")
+        procs.append(_start(tmp_path, "worker", None, "--nthreads", "1", "--no-nanny"))
+        with Client(scheduler_file=str(scheduler_file)) as client, client.as_current():
+            client.wait_for_workers(1, timeout=120)
+            assert runner.compute("before", dask.delayed(sum)([1, 2])) == [3]
+            first = set(client.scheduler_info(n_workers=-1)["workers"])
+            procs.append(_start(tmp_path, "worker", "0.0.1", "--nthreads", "1", "--no-nanny"))
+            client.wait_for_workers(2, timeout=120)
+            (late,) = set(client.scheduler_info(n_workers=-1)["workers"]) - first
+
+            def refusal() -> InputError | None:  # the scheduler's event reaches the client just after the join
+                try:
+                    runner.compute("after", dask.delayed(sum)([1, 2]))
+                except InputError as exc:
+                    return exc
+                return None
+
+            error = str(wait_for(refusal, 30, what="the refusal"))
+            assert f"worker {late}: 0.0.1" in error and "joined after its check" in error
+            keys = client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks))
+            with pytest.raises(InputError, match=re.escape(f"worker {late}: 0.0.1")):
+                zv.write_points(str(tmp_path / "out.zv"), np.zeros((10, 3)), chunk_shape=1)
+            assert not (tmp_path / "out.zv").exists()
+            assert client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)) == keys
+    finally:
+        stop(procs)
+
+
+class _Answers(_Watchable):
     """A client whose scheduler and workers answer ``run`` / ``run_on_scheduler`` as given."""
 
     def __init__(self, scheduler: object, workers: object) -> None:
@@ -410,7 +463,7 @@ def test_a_check_that_did_not_finish_or_found_no_worker_is_asked_again_and_a_sec
         check_once(starting)  # ... and is asked again once one has joined
 
 
-class _Client:
+class _Client(_Watchable):
     """A client for :func:`check_once`: a scheduler that answers ``scheduler``, workers that answer ``run()``."""
 
     def __init__(self, scheduler: object, workers: object, *, run) -> None:  # noqa: ANN001
@@ -420,8 +473,45 @@ class _Client:
     def run_on_scheduler(self, function, *args, callback_timeout=None):  # noqa: ANN001, ANN202
         return self.scheduler_version
 
-    def run(self, function, *args, on_error=None, callback_timeout=None):  # noqa: ANN001, ANN202
+    def run(self, function, *args, workers=None, on_error=None, callback_timeout=None):  # noqa: ANN001, ANN202
+        self.asked = workers
         return self.answer()
+
+
+def test_workers_that_join_after_the_check_are_asked_before_the_next_graph():
+    """A cluster that grows while a job runs (adaptive scaling) brought workers no check had asked:
+    one of another version computed with other code.  Each arrival the scheduler reports is asked
+    before the next graph; one that has left since is not waited for, one too busy is warned of."""
+    import importlib.metadata
+
+    from zarr_vectors.execution.arrivals import WorkerArrivals
+    from zarr_vectors.execution.environment import DISTRIBUTION, check_once
+
+    mine = importlib.metadata.version(DISTRIBUTION)
+    client = _Client(mine, None, run=lambda: {"tcp://a": mine})
+    check_once(client)
+    assert isinstance(client.plugin, WorkerArrivals)
+    client.answer = lambda: pytest.fail("asked with no worker joined")
+    check_once(client)  # nothing joined: nothing asked
+
+    def join(address: str, answer: object) -> None:
+        client.handler((0.0, {"worker": address}))
+        client.answer = lambda: {address: answer}
+
+    join("tcp://gone", ConnectionRefusedError("refused"))
+    check_once(client)
+    assert client.asked == ["tcp://gone"]
+    join("tcp://busy", TimeoutError())
+    with pytest.warns(UserWarning, match=r"workers that joined after its check.*worker tcp://busy \(TimeoutError\)"):
+        check_once(client)
+    join("tcp://same", mine)
+    check_once(client)
+    assert client.asked == ["tcp://same"]
+    join("tcp://old", "0.0.1")
+    for _ in range(2):  # refused, and refused again without asking
+        with pytest.raises(InputError, match=r"joined after its check.*worker tcp://old: 0\.0\.1.*Install"):
+            check_once(client)
+        client.answer = lambda: pytest.fail("a refused client asked again")
 
 
 def test_a_client_run_from_a_source_tree_warns_that_the_cluster_is_not_checked(monkeypatch):

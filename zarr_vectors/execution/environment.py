@@ -5,7 +5,8 @@ distributed's "Error during deserialization of the task graph", in whichever sta
 first; a worker without it fails its tasks; one of another version computes with other
 code, and the store it writes holds bytes of two versions with no error.  Every client is
 asked once, before its first graph or scattered value (:func:`check_once`, called by the
-runner), so a notebook's own ``Client`` is checked as the command line's is.
+runner), so a notebook's own ``Client`` is checked as the command line's is; workers that
+join later are asked before the client's next graph (:mod:`zarr_vectors.execution.arrivals`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import threading
 import time
 import warnings
 import weakref
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,21 +34,44 @@ DISTRIBUTION = "zarr-vectors-dask"
 #: per client already asked: None when its cluster passed, else the message it was refused with
 _VERDICTS: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()
 _ASKING = threading.Lock()  # one check at a time: a second thread waits for the verdict, never passes meanwhile
+#: per client that passed: the workers asked so far, and those the scheduler said joined since
+_WATCHED: weakref.WeakKeyDictionary[Any, _Workers] = weakref.WeakKeyDictionary()
 #: where a warning is not the caller's: this project's packages, and contextlib's frames between them
 _HERE = Path(__file__).resolve()
 _OURS = (str(_HERE.parents[1]) + os.sep, str(_HERE.parents[2] / "pipeline") + os.sep, contextlib.__file__)
 
 
+@dataclass
+class _Workers:
+    """A passed client's workers: those asked so far, and those the scheduler said joined."""
+
+    asked: set[str] = field(default_factory=set)
+    arrived: set[str] = field(default_factory=set)  # added to in the client's event loop
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def arrive(self, *addresses: str) -> None:
+        with self.lock:
+            self.arrived.update(addresses)
+
+    def unasked(self) -> list[str]:
+        with self.lock:
+            return sorted(self.arrived - self.asked)
+
+
 def check_once(client: Any) -> None:
-    """:func:`check_cluster` before ``client``'s first graph or scattered value (the runner's);
-    a refused client is refused again.  A check that did not finish, or that no worker
-    answered (a cluster still starting), is asked again at the next graph.  Graphs computed
-    outside the runner are not checked."""
+    """:func:`check_cluster` before ``client``'s first graph or scattered value (the runner's),
+    and the workers that joined since, before each later one; a refused client is refused
+    again.  A check that did not finish, or that no worker answered (a cluster still
+    starting), is asked again at the next graph.  Graphs computed outside the runner are not
+    checked, nor is a worker that joins while a graph runs until the next graph."""
     if getattr(client, "asynchronous", False):  # its calls return coroutines: only the caller can await them
         return
+    where = f"the scheduler at {client.scheduler.address!r}"
     with _ASKING:
         if client not in _VERDICTS:
-            check_cluster(client, f"the scheduler at {client.scheduler.address!r}")
+            check_cluster(client, where)
+        elif _VERDICTS[client] is None:
+            _check_arrivals(client, where)
     verdict = _VERDICTS.get(client)
     if verdict is not None:
         raise InputError(verdict)
@@ -58,8 +83,9 @@ def check_cluster(client: Any, where: str) -> None:
     Asked through ``importlib.metadata`` (which every Python has: a function of ours could
     not be run where the package is missing), within one ``distributed.comm.timeouts.connect``
     in all.  Only answers refuse: a process that does not answer in time (a worker that died or
-    is busy) is named in a warning and not checked, as workers that join later are not.
-    Versions, not code: two builds of one version pass.
+    is busy) is named in a warning and not checked.  A cluster that passed is watched for
+    workers that join (:mod:`~zarr_vectors.execution.arrivals`), which :func:`check_once` asks
+    before the next graph.  Versions, not code: two builds of one version pass.
     """
     missing = importlib.metadata.PackageNotFoundError
     try:
@@ -82,6 +108,52 @@ def check_cluster(client: Any, where: str) -> None:
         answers.update({f"worker {w}": v for w, v in sorted(workers.items())})
     except Exception as exc:  # noqa: BLE001 - no answer from some worker within the bound
         workers, answers["the workers"] = {}, exc
+    _judge(client, where, mine, answers)
+    if workers or "the workers" in answers:
+        _VERDICTS[client] = None  # passed (silence warned of once); with no worker yet, the next graph asks again
+        watched = _Workers(asked=set(workers))
+        from zarr_vectors.execution.arrivals import watch  # a client exists: distributed is imported
+
+        try:
+            present = watch(client, watched.arrive)
+        except Exception as exc:  # noqa: BLE001 - the check passed; only later workers go unasked
+            warnings.warn(f"{where}: cannot watch for workers that join ({type(exc).__name__}: {exc}), so their "
+                          f"{DISTRIBUTION} version is not checked", stacklevel=_callers_level())
+            return
+        if "the workers" in answers:  # no answer at all, warned of: not asked again one by one
+            watched.asked |= present
+        watched.arrive(*present)  # joined between the check and the watch: asked at the next graph
+        _WATCHED[client] = watched
+
+
+def _check_arrivals(client: Any, where: str) -> None:
+    """Ask the workers that joined since ``client``'s check, as :func:`check_cluster` asks; a worker
+    that has left since is not asked (it runs nothing more)."""
+    watched = _WATCHED.get(client)
+    new = watched.unasked() if watched is not None else []
+    if not new:
+        return
+    watched.asked.update(new)
+    mine = importlib.metadata.version(DISTRIBUTION)
+    timeout = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
+    answers: dict[str, object] = {}
+    try:
+        workers = client.run(importlib.metadata.version, DISTRIBUTION, workers=new, on_error="return",
+                             callback_timeout=timeout)
+        answers.update({f"worker {w}": v for w, v in sorted(workers.items()) if not _left(v)})
+    except Exception as exc:  # noqa: BLE001 - no answer from some worker within the bound
+        answers[f"the workers that joined ({', '.join(new)})"] = exc
+    _judge(client, f"{where} (workers that joined after its check)", mine, answers)
+
+
+def _left(answer: object) -> bool:
+    """Whether a worker's answer says it is gone (its connection refused or closed), not busy."""
+    return isinstance(answer, OSError) and not isinstance(answer, TimeoutError)
+
+
+def _judge(client: Any, where: str, mine: str, answers: dict[str, object]) -> None:
+    """Refuse ``client`` (for good) if an answer is not ``mine``; warn of those that did not answer."""
+    missing = importlib.metadata.PackageNotFoundError
     unanswered = {who: a for who, a in answers.items() if not isinstance(a, (str, missing))}
     if unanswered:
         warnings.warn(f"{where}: no answer within the connect timeout from "
@@ -94,8 +166,6 @@ def check_cluster(client: Any, where: str) -> None:
         _VERDICTS[client] = (f"{where} cannot run this job: the client has {DISTRIBUTION} {mine}, but {said}. Install "
                              f"{DISTRIBUTION}=={mine} in the scheduler's and the workers' environment")
         raise InputError(_VERDICTS[client])
-    if workers or "the workers" in answers:
-        _VERDICTS[client] = None  # passed (silence warned of once); with no worker yet, the next graph asks again
 
 
 def _callers_level() -> int:
