@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -62,6 +63,32 @@ def test_a_bad_row_is_a_problem_not_an_exception() -> None:
     summary = summarize_manifest_rows([good, good[:-1], b"\x01"], 3, first_row=10)
     assert summary.nonempty == 1 and summary.max_fragment == {(0, 0, 0): (1, 10)}
     assert [p.split(":")[0] for p in summary.problems] == ["row 11", "row 12"]
+
+
+def test_a_mode0_fragment_outside_the_format_is_its_rows_problem_as_through_the_decoder() -> None:
+    """The hunt: a mode-0 row naming fragment 2**32 passed the summary (only a negative one was
+    looked for, once for all rows), so levels 1-2 passed a store the reader refuses; its other
+    blocks still counted.  Now each such row is a problem worded as the decoder words it, and
+    left out, whichever path summarises it."""
+    import struct
+
+    def row(*blocks: tuple[tuple[int, int, int], int]) -> bytes:
+        body = b"".join(struct.pack("<3q", *c) + b"\0" + struct.pack("<q", f) for c, f in blocks)
+        return struct.pack("<I", len(blocks)) + body
+
+    good = row(((0, 0, 0), 1))
+    rows = [good, row(((5, 5, 5), 7), ((0, 0, 0), 2**32)), row(((0, 0, 0), -3)), good,
+            row(((6, 6, 6), 2), ((1, 1, 1), 2**40), ((1, 1, 1), -1))]
+    summary = summarize_manifest_rows(rows, 3, first_row=10)
+    assert summary.problems == [
+        "row 11: manifest: block 1 names fragment 4294967296, outside [0, 2**32)",
+        "row 12: manifest: block 0 names fragment -3, outside [0, 2**32)",
+        "row 14: manifest: block 1 names fragment 1099511627776, outside [0, 2**32)",
+    ]
+    assert summary.nonempty == 2 and summary.max_fragment == {(0, 0, 0): (1, 13)}  # bad rows' blocks left out
+    for r in (1, 2, 4):  # the decoder's own words, for the same rows
+        with pytest.raises(Exception, match=re.escape(summary.problems[[1, 2, 4].index(r)].split(": ", 1)[1])):
+            decode_manifest(rows[r], 3)
 
 
 def test_manifest_chunk_coordinates_at_the_int64_extremes_are_summarised(copy_store: Callable[[str], Path]) -> None:

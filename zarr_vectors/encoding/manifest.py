@@ -360,8 +360,8 @@ class ManifestSummary:
     """Many manifest rows reduced to small tables (one per manifests chunk, then merged).
 
     ``max_fragment`` maps each chunk named to the largest fragment named in it and the
-    row naming it; ``problems`` holds one message per row that does not decode (and a
-    negative fragment), so one bad row does not hide the others.
+    row naming it; ``problems`` holds one message per row that does not decode (a fragment
+    outside [0, 2**32) included), so one bad row does not hide the others.
     """
 
     nonempty: int = 0
@@ -381,11 +381,20 @@ def summarize_manifest_rows(rows: Sequence[bytes], sid_ndim: int, *, first_row: 
     out.nonempty = int(np.count_nonzero(counts[fast] > 0))
     if block_row.size:
         frags = blocks["fragment"].astype(np.int64)
-        negative = frags < 0
-        if negative.any():
-            i = int(np.argmax(negative))
-            out.problems.append(f"row {first_row + int(block_row[i])} names negative fragment {int(frags[i])}")
-        _merge_max(out.max_fragment, blocks["chunk"].reshape(len(blocks), sid_ndim), frags, block_row + first_row)
+        chunks = blocks["chunk"].reshape(len(blocks), sid_ndim)
+        outside = (frags < 0) | (frags >= _FRAGMENT_LIMIT)
+        if outside.any():  # as a row through decode_manifest: one problem per bad row, and the row left out
+            at = np.flatnonzero(outside)
+            bad_rows, first = np.unique(block_row[at], return_index=True)  # rows ascend, so do their blocks
+            at = at[first]
+            for r, b, f in zip(bad_rows.tolist(), (at - np.searchsorted(block_row, bad_rows)).tolist(),
+                               frags[at].tolist()):
+                out.problems.append(f"row {first_row + r}: manifest: block {b} names fragment {f}, outside [0, 2**32)")
+            out.nonempty -= len(bad_rows)
+            keep = ~np.isin(block_row, bad_rows)
+            frags, chunks, block_row = frags[keep], chunks[keep], block_row[keep]
+        if block_row.size:
+            _merge_max(out.max_fragment, chunks, frags, block_row + first_row)
     for r in np.flatnonzero(~fast).tolist():
         mv = memoryview(rows[r]).cast("B")
         try:
