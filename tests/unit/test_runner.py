@@ -153,6 +153,10 @@ def test_calls_refuse_an_argument_the_graph_could_read_as_a_key():
     holding_a_reference[0] = dask.delayed(print)()
     with pytest.raises(TypeError, match="neither a graph reference nor a number or array"):
         runner.calls(print, [(holding_a_reference,)])
+    in_a_field = np.empty(1, dtype=[("n", np.int64), ("ref", object)])  # the hunt: passed as a literal
+    in_a_field[0] = (1, dask.delayed(print)())
+    with pytest.raises(TypeError, match="neither a graph reference nor a number or array"):
+        runner.calls(print, [(in_a_field,)])
 
 
 class _StageLog:

@@ -32,12 +32,13 @@ from file_tree import tree
 import zarr_vectors as zv
 from zarr_vectors import links_api
 from zarr_vectors.encoding import frame_single
-from zarr_vectors.errors import ArrayError, EncodingError, InputError, MetadataError
+from zarr_vectors.errors import ArrayError, EncodingError, InputError, MetadataError, StorageObjectError
 from zarr_vectors.sharding import PresenceMismatchError, shard
 from zarr_vectors.sharding.journal import STAGING
 from zarr_vectors.sharding.layout import grid_array_paths
 from zarr_vectors.store.backend import LocalStorage, Storage
 from zarr_vectors.store.codecs import ShardingSpec, crc32c, morton_codes
+from zarr_vectors.store.consolidated import is_consolidated
 from zarr_vectors.store.grid import GridArray
 from zarr_vectors.store.groups import open_store
 
@@ -406,6 +407,26 @@ def test_corrupt_index_crc_names_the_shard(stores, tmp_path):
         zv.read(str(store))
 
 
+@pytest.mark.parametrize("sharded", [False, True])
+@pytest.mark.parametrize("name", ["00", "\u0663", "\u00b2", str(2**62), "9" * 23])
+def test_an_object_named_by_no_cell_is_refused_not_parsed(stores, tmp_path, name, sharded):
+    """The hunt: names were taken by ``str.isdigit``: ``00`` and an Arabic-Indic 3 read as cells 0 and 3
+    (a stray beside them passed the presence check and was deleted unsaid), a superscript 2 or a
+    number past int64 raised a bare ValueError / OverflowError, and shard 2**62 of shape 4 wrapped to
+    shard 0.  Only zarr's spelling of an index inside the array's grid names a cell or shard."""
+    store = copy_of(stores["points"], tmp_path)
+    if sharded:
+        zv.shard_store(str(store), 4)
+    cell = next(p for p in sorted((store / "0/vertices/c").rglob("*")) if p.is_file())
+    stray = store / "0" / "vertices" / "c" / name / "0" / "0"
+    stray.parent.mkdir(parents=True)
+    stray.write_bytes(cell.read_bytes())
+    before = tree(store)
+    with pytest.raises(MetadataError, match=re.escape(f"unexpected object '0/vertices/c/{name}/0/0'")):
+        (zv.unshard_store if sharded else zv.shard_store)(str(store), *(() if sharded else (2,)))
+    assert tree(store) == before
+
+
 def test_index_entry_beyond_the_array_names_the_shard(stores, tmp_path):
     store = copy_of(stores["points"], tmp_path)
     zv.shard_store(str(store), 8)  # one shard, reaching past the array on every axis
@@ -457,6 +478,40 @@ def test_unreconciled_store_refused_untouched(stores, tmp_path, damage):
     assert tree(store) == before
 
 
+@pytest.mark.parametrize("damage", ["empty_cell", "linked_cell", "inner_cell_past_the_data"])
+def test_a_cell_the_pack_refuses_leaves_the_store_as_it_was(stores, tmp_path, damage):
+    """The hunt: damage the presence check cannot see (it compares keys) is refused by the pack
+    tasks, and by then the consolidated copy had been dropped and the staged shards stayed: the
+    repaired store sharded unconsolidated.  The copy now goes just before the first commit, and
+    a failed pack removes what it staged."""
+    store = copy_of(stores["points"], tmp_path)
+    if damage == "inner_cell_past_the_data":
+        zv.shard_store(str(store), 2)
+    zv.consolidate_store(str(store))
+    cell = next(p for p in sorted((store / "0/vertices/c").rglob("*")) if p.is_file())
+    if damage == "empty_cell":
+        cell.write_bytes(b"")
+    elif damage == "linked_cell":
+        twin = tmp_path / "elsewhere"
+        twin.write_bytes(cell.read_bytes())
+        cell.unlink()
+        cell.symlink_to(twin)
+    else:
+        raw = cell.read_bytes()
+        n = 16 * 2**3
+        index = np.frombuffer(raw[-(n + 4) : -4], dtype="<u8").reshape(-1, 2).copy()
+        entry = int(np.flatnonzero(index[:, 0] != np.uint64(2**64 - 1))[0])
+        index[entry, 1] = len(raw) * 10  # within a cell's limit, past the shard's data (CRC kept valid)
+        body = index.tobytes()
+        cell.write_bytes(raw[: -(n + 4)] + body + crc32c(body).to_bytes(4, "little"))
+    before = tree(store)
+    with pytest.raises((EncodingError, StorageObjectError)):
+        (zv.unshard_store if damage == "inner_cell_past_the_data" else zv.shard_store)(str(store), *(
+            () if damage == "inner_cell_past_the_data" else (2,)))
+    assert tree(store) == before
+    assert is_consolidated(Storage(str(store)))
+
+
 def test_unreconciled_sharded_store_refuses_unshard(stores, tmp_path):
     store = copy_of(stores["points"], tmp_path)
     zv.shard_store(str(store), 2)
@@ -498,6 +553,7 @@ def test_crash_during_pack_then_rerun(stores, tmp_path, monkeypatch, reference_s
         return real(storage, jobs, cells_per_batch)
 
     monkeypatch.setattr(shard, "_pack_task", flaky)
+    monkeypatch.setattr(shard, "_drop_staging", lambda storage, failure: None)  # a dead process cleans nothing
     # synchronous: nothing keeps running after the failure (as when the process dies)
     with pytest.raises(RuntimeError, match="worker killed"), dask.config.set(many_tasks, scheduler="sync"):
         zv.shard_store(str(store), 2)

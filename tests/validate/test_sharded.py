@@ -295,6 +295,26 @@ def test_corrupt_shard_is_one_finding_naming_it(sharded: dict[str, Path], copy_o
     assert not {"L3_NONEMPTY_MISSING", "L3_NONEMPTY_EXTRA", "L3_VERTEX_COUNT"} & error_codes(result), result.summary()
 
 
+@pytest.mark.parametrize("name", [str(2**62), "00", "\u0663"])
+def test_a_shard_named_past_the_grid_or_spelled_otherwise_is_not_a_shard(written: dict[str, Path], copy_of: CopyOf,
+                                                                       name: str) -> None:
+    """The hunt: a copy of shard 0 named 2**62 (shard shape 4: 2**62 * 4 wraps int64 to 0) read as shard
+    0's cells, so the store validated clean; ``00`` or an Arabic-Indic 3 read as shards 0 and 3."""
+    store = copy_of(written["points"], "p.zv")
+    zv.shard_store(str(store), 4)
+    stray = store / "0" / "vertices" / "c" / name / "0" / "0"
+    stray.parent.mkdir(parents=True)
+    stray.write_bytes((store / "0/vertices/c/0/0/0").read_bytes())
+    result = validate(str(store), 5)
+    assert_no_crash(result)
+    if name == str(2**62):  # an index zarr could write, of a shard past the array's grid
+        (hit,) = corrupt_findings(result)
+        assert f"0/vertices/c/{name}/0/0: lies outside the array's" in hit.message and not result.ok
+    else:  # no index at all: a stray, as any object that is no chunk
+        assert result.ok and not corrupt_findings(result)
+        assert any(f"unexpected object '0/vertices/c/{name}/0/0'" in w for w in result.warnings), result.summary()
+
+
 def test_index_entry_outside_the_array(written: dict[str, Path], copy_of: CopyOf) -> None:
     """A shard reaching past the array (16x3x64 cells) whose index lists a cell beyond the array's shape."""
     store = copy_of(written["points"], "p.zv")

@@ -476,8 +476,9 @@ def calls(func: Callable[..., Any], arguments: Sequence[Sequence[Any]]) -> list[
 
 
 def _plain_array(value: Any) -> bool:
-    """A numpy array of numbers: a literal (an object array could hold a reference dask would not resolve)."""
-    return isinstance(value, np.ndarray) and value.dtype != object
+    """A numpy array of numbers: a literal (an array with objects, in a field too, could hold a
+    reference dask would not resolve)."""
+    return isinstance(value, np.ndarray) and not value.dtype.hasobject
 
 
 def _graph_of(ref: Delayed) -> tuple[Any, ...]:

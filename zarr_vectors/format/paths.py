@@ -57,6 +57,18 @@ _DELTA_RE = re.compile(r"0|[+-][1-9][0-9]*")
 _CHUNK_COMPONENT_RE = re.compile(r"0|-?[1-9][0-9]*")
 CHUNK_COMPONENT = _CHUNK_COMPONENT_RE.pattern
 """One component of a dotted chunk key as :func:`format_chunk_key` spells it (a regex)."""
+_GRID_INDEX_RE = re.compile(r"0|[1-9][0-9]*")
+
+
+def grid_indices(parts: Sequence[str]) -> tuple[int, ...] | None:
+    """The chunk-grid indices that the components of a stored object's key below ``c/`` spell,
+    or None when they spell none: ASCII digits without leading zeros, as zarr writes them (a
+    cell has one key: ``00`` or ``٣`` beside ``0`` and ``3`` is a stray, not a second name), each
+    below 2**63 (an index past int64 names no cell of any array)."""
+    if not all(_GRID_INDEX_RE.fullmatch(p) for p in parts):
+        return None
+    indices = tuple(int(p) for p in parts)
+    return indices if all(i < 1 << 63 for i in indices) else None
 
 Offsets = Sequence[Sequence[int]]
 

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from zarr_vectors.errors import ArrayError, EncodingError
-from zarr_vectors.format.paths import WORKING_PREFIX
+from zarr_vectors.format.paths import WORKING_PREFIX, grid_indices
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.nodes import check_format, write_nodes
 from zarr_vectors.store.strict_json import load_document
@@ -163,7 +163,7 @@ def _journal_record(key: str, raw: bytes) -> dict[str, Any]:
 def _object_key(key: str) -> bool:
     """``c/<i>/<j>/...``: a cell or shard of the array, never anything beside it."""
     parts = key.split("/")
-    return len(parts) >= 2 and parts[0] == "c" and all(p.isdigit() for p in parts[1:])
+    return len(parts) >= 2 and parts[0] == "c" and grid_indices(parts[1:]) is not None
 
 
 def recover(storage: Storage, names: Sequence[str] | None = None) -> tuple[int, bool]:

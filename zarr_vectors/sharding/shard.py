@@ -126,18 +126,20 @@ def _refuse_task(url: str, *parts: list[str | None]) -> None:
     refuse_unreconciled(url, [p for part in parts for p in part])
 
 
-def _prepare_task(
-    storage: Storage, checked: None, planning: Exception | None, orphans: bool, consolidated: bool
-) -> bool:
+def _prepare_task(storage: Storage, checked: None, planning: Exception | None, orphans: bool) -> None:
     """Once the check passed and the plan was made: drop the orphans of an interrupted pack stage
-    (incomplete, never journaled) and the consolidated copy (before the first change); whether
-    there was one.  The client's look at the store said whether there are any of either (no
-    request to ask again).  A plan that failed is raised here: after the check's verdict, which
-    is the error a refused store gets, and before anything changes."""
+    (incomplete, never journaled; the client's look at the store said whether there are any).
+    A plan that failed is raised here: after the check's verdict, which is the error a refused
+    store gets, and before anything changes."""
     if planning is not None:
         raise planning
     if orphans:
         storage.delete_prefix(STAGING)
+
+
+def _unconsolidate_task(storage: Storage, consolidated: bool) -> bool:
+    """Before the first commit, once every pack task succeeded: drop the consolidated copy (the
+    commits change the documents it copies); whether there was one."""
     return drop_consolidated(storage) if consolidated else False
 
 
@@ -146,8 +148,9 @@ def _after(storage: Storage, *done: Any) -> Storage:
     return storage
 
 
-def _commit_task(storage: Storage, grids: _Opaque, shard_shape: tuple[int, ...] | None) -> int:
-    """Journal and apply the new layout of whole arrays (their documents and keys planned here)."""
+def _commit_task(storage: Storage, grids: _Opaque, shard_shape: tuple[int, ...] | None, unconsolidated: bool) -> int:
+    """Journal and apply the new layout of whole arrays (their documents and keys planned here),
+    once the consolidated copy is gone."""
     commits: list[Commit] = [
         (g.path, target_document(g.doc, shard_shape), new_keys(g, shard_shape)) for g in grids.value
     ]
@@ -327,8 +330,8 @@ def _relayout(url: Any, shard_shape: Any, storage_options: Mapping[str, Any] | N
             )
     todo = [g for g in grids if not in_layout(g, target)]
     shared = runner.share(_Opaque(todo))  # the documents once, for the check and plan tasks
-    # one graph: check and plan -> (the store may change from here) staging and consolidated copy
-    # dropped -> pack; the pack tasks' plan is made beside the check
+    # one graph: check and plan -> stale staging dropped -> pack into staging (a failure leaves the
+    # store as it was: what this run staged is removed); the pack tasks' plan is made beside the check
     cells = sum(len(g.nonempty_chunks) for g in todo)
     size = runner.task_size(cells, min_cells_per_task, tasks_per_thread=1)
     # as many pack tasks as split_by_weight can make of the units, known before they are: every
@@ -336,22 +339,28 @@ def _relayout(url: Any, shard_shape: Any, storage_options: Mapping[str, Any] | N
     count = min(cells, runner.most_runs(cells, size))
     plan = dask.delayed(_plan_task, pure=False)(shared, target, size, count)
     prepared = dask.delayed(_prepare_task, pure=False)(
-        storage, _check_presence(store, todo, shared, min_cells_per_task), dask.delayed(_plan_failure)(plan),
-        orphans, store.consolidated is not None,
-    )  # fmt: skip
+        storage, _check_presence(store, todo, shared, min_cells_per_task), dask.delayed(_plan_failure)(plan), orphans
+    )
     ready = dask.delayed(_after, pure=False)(storage, prepared)
     jobs = runner.calls(_jobs, [(plan, j) for j in range(count)])
-    *packed, had_consolidated = runner.compute(
-        "pack shards" if target is not None else "unpack shards",
-        *runner.calls(_pack_task, [(ready, jobs_j, cells_per_batch) for jobs_j in jobs]), prepared,
-    )  # fmt: skip
+    try:
+        packed = runner.compute(
+            "pack shards" if target is not None else "unpack shards",
+            *runner.calls(_pack_task, [(ready, jobs_j, cells_per_batch) for jobs_j in jobs]),
+        )  # fmt: skip
+    except Exception as exc:  # a cell the pack read refused: the store as it was, staging included
+        if not orphans:  # all it holds is this run's (earlier orphans stay for the next run, as a refusal keeps them)
+            _drop_staging(storage, exc)
+        raise
     # commits only once every pack task succeeded (a graph of its own: a pack task cancelled or lost
     # fails its step instead of being recomputed for a commit); grouped into tasks of a useful size.
     # Their documents travel in the graph: a scattered copy lost with its worker would fail a commit
     # whose packing succeeded
     runs = split_commits([len(g.nonempty_chunks) + 8 for g in todo])
-    committed = [dask.delayed(_commit_task, pure=False)(storage, _Opaque(todo[run]), target) for run in runs]
-    runner.compute("commit", dask.delayed(_finish_task, pure=False)(storage, had_consolidated, *committed))
+    unconsolidated = dask.delayed(_unconsolidate_task, pure=False)(storage, store.consolidated is not None)
+    committed = [dask.delayed(_commit_task, pure=False)(storage, _Opaque(todo[run]), target, unconsolidated)
+                 for run in runs]
+    runner.compute("commit", dask.delayed(_finish_task, pure=False)(storage, unconsolidated, *committed))
     return ShardResult(
         url=storage.url,
         shard_shape=target,
@@ -362,6 +371,15 @@ def _relayout(url: Any, shard_shape: Any, storage_options: Mapping[str, Any] | N
         tasks=sum(1 for p in packed if p["cells"]),
         recovered=recovered,
     )
+
+
+def _drop_staging(storage: Storage, failure: Exception) -> None:
+    """After a failed pack step (its tasks stopped): remove what it staged, which nothing journaled
+    refers to; a removal that fails too is told with the failure, not instead of it."""
+    try:
+        storage.delete_prefix(STAGING)
+    except Exception as exc:  # noqa: BLE001 - the pack's failure is the error; this one goes with it
+        failure.add_note(f"and its staged objects under {STAGING!r} were not removed: {type(exc).__name__}: {exc}")
 
 
 def shard_store(

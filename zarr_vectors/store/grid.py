@@ -31,10 +31,11 @@ from zarr_vectors.errors import (
     EncodingError,
     InconsistentStoreError,
     InputError,
+    InternalError,
     MetadataError,
     ResourceLimitError,
 )
-from zarr_vectors.format.paths import format_chunk_key, parse_chunk_key, parse_chunk_keys
+from zarr_vectors.format.paths import format_chunk_key, grid_indices, parse_chunk_key, parse_chunk_keys
 from zarr_vectors.store.backend import RangeRequest, Storage, map_batched
 from zarr_vectors.store.codecs import Pipeline, ShardingSpec
 from zarr_vectors.store.nodes import array_document, meta_key, require_node, write_node
@@ -59,7 +60,7 @@ def grid_folder(tail: str, ndim: int) -> bool:
     reports them as strays, and a table's chunk listing (``tables.present_chunks``) is not
     concerned."""
     parts = tail.split("/")
-    return tail.endswith("/") or (len(parts) < ndim and all(p.isdigit() for p in parts))
+    return tail.endswith("/") or (len(parts) < ndim and grid_indices(parts) is not None)
 
 
 @dataclass
@@ -201,11 +202,19 @@ class GridArray:
         return self.shard_location(chunk)[0] if self.sharding is not None else self.cell_key(chunk)
 
     def shard_of_key(self, key: str) -> tuple[int, ...]:
-        """Shard indices of a shard object key (relative to the store root)."""
+        """Shard indices of a shard object key (relative to the store root): one of the array's shards."""
+        if self.sharding is None:
+            raise InternalError(f"{self.path}: not sharded, so {key!r} names no shard")
+        shards = [-(-n // s) for n, s in zip(self.shape, self.sharding.shard_shape)]
+        return self._indices_of(key, shards)
+
+    def _indices_of(self, key: str, grid: Sequence[int]) -> tuple[int, ...]:
+        """The indices the object ``key`` names in ``grid`` (cells, or shards); anything else is refused."""
         parts = key[len(self.path) + 3 :].split("/")
-        if len(parts) != self.ndim or not all(p.isdigit() for p in parts):
+        indices = grid_indices(parts) if len(parts) == self.ndim else None
+        if indices is None or any(i >= n for i, n in zip(indices, grid)):
             raise MetadataError(f"unexpected object {key!r} in grid array {self.path}", file=key)
-        return tuple(int(p) for p in parts)
+        return indices
 
     def shard_cell_counts(self) -> dict[tuple[int, ...], int]:
         """Present cells (per ``nonempty_chunks``) of every shard (sharded arrays)."""
@@ -357,13 +366,8 @@ class GridArray:
         prefix = posixpath.join(self.path, "c")
         listed = [rel for rel in self.storage.list_files(prefix) if not grid_folder(rel[len(prefix) + 1 :], self.ndim)]
         if self.sharding is None:
-            keys = []
-            for rel in listed:
-                parts = rel[len(prefix) + 1 :].split("/")
-                if len(parts) != self.ndim or not all(p.isdigit() for p in parts):
-                    raise MetadataError(f"unexpected object {rel!r} in grid array {self.path}", file=rel)
-                keys.append(format_chunk_key([int(p) + o for p, o in zip(parts, self.origin)]))
-            return sort_chunk_keys(keys)
+            cells = (self._indices_of(rel, self.shape) for rel in listed)
+            return sort_chunk_keys(format_chunk_key([i + o for i, o in zip(c, self.origin)]) for c in cells)
         spec = self.sharding
         shards = [self.shard_of_key(rel) for rel in listed]
         start, end = spec.index_range()

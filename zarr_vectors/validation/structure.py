@@ -16,7 +16,7 @@ from typing import Any
 
 from zarr_vectors.encoding import unframe_single
 from zarr_vectors.errors import MetadataError, StorageObjectError
-from zarr_vectors.format.paths import LEVEL_NAME, ROOT_EXTRAS, parse_delta, parse_offsets
+from zarr_vectors.format.paths import LEVEL_NAME, ROOT_EXTRAS, grid_indices, parse_delta, parse_offsets
 from zarr_vectors.format.schema import GRID_KINDS, PLAIN, RAW, ZV_ARRAY_VALUES, discriminator, expected_node, is_int
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.codecs import Pipeline, ShardingSpec
@@ -287,9 +287,7 @@ def parse_cell_key(rel: str, prefix: str, sep: str, ndim: int) -> tuple[int, ...
                 return None
             rel = rel[len(prefix) + len(sep):]
     parts = rel.split(sep)
-    if len(parts) != ndim or not all(p.isdigit() for p in parts):
-        return None
-    return tuple(int(p) for p in parts)
+    return grid_indices(parts) if len(parts) == ndim else None
 
 
 def cell_key(path: str, index: Iterable[int], prefix: str, sep: str) -> str:

@@ -113,11 +113,17 @@ def _shard_cells(node: Node, spec: ShardingSpec, shards: list[tuple[tuple[int, .
     lo_, hi_ = lo[row], hi[row]
     bad = (start < lo_) | (start > hi_) | (nbytes > hi_ - np.minimum(start, hi_))
     coords = np.asarray([shards[g][0] for g in good], dtype=np.int64).reshape(len(good), len(ss))
+    grid = -(-shape // ss)  # shards per axis: a shard past them is refused before its cells are computed
+    for r in np.flatnonzero((coords >= grid).any(axis=1)).tolist():
+        failed[good[r]] = EncodingError(f"{wheres[good[r]]}: lies outside the array's {grid.tolist()} shards")
+    coords = np.minimum(coords, grid - 1)  # (its cells are not kept) no product past int64
     index_of = np.stack(np.unravel_index(entry, spec.shard_shape), axis=1) + coords[row] * ss
     outside = (index_of >= shape).any(axis=1)
     for r in np.unique(row[bad | outside]).tolist():  # shards whose entries point outside the object or the array
         mine = np.flatnonzero(row == r)
         where, position = wheres[good[r]], good[r]
+        if position in failed:
+            continue
         if bad[mine].any():
             failed[position] = _spec_error(spec, indexes[r], int(entry[mine[np.argmax(bad[mine])]]), where, sizes[r])
         else:
