@@ -512,6 +512,24 @@ def test_a_cell_the_pack_refuses_leaves_the_store_as_it_was(stores, tmp_path, da
     assert is_consolidated(Storage(str(store)))
 
 
+@pytest.mark.parametrize("sharded", [False, True])
+def test_every_list_empty_with_cells_on_disk_is_refused_untouched(stores, tmp_path, sharded):
+    """The review: with nothing listed there is no pack task, and the check was reached only through
+    them: the commit then deleted every cell on disk as stale.  The check is asked for itself now."""
+    store = copy_of(stores["points"], tmp_path)
+    if sharded:
+        zv.shard_store(str(store), 2)
+    for path in store.rglob("zarr.json"):
+        d = json.loads(path.read_bytes())
+        if d.get("attributes", {}).get("nonempty_chunks"):
+            d["attributes"]["nonempty_chunks"] = []
+            path.write_bytes(json.dumps(d, indent=2).encode())
+    before = tree(store)
+    with pytest.raises(PresenceMismatchError, match="0/vertices"):
+        zv.unshard_store(str(store)) if sharded else zv.shard_store(str(store), 2)
+    assert tree(store) == before
+
+
 def test_unreconciled_sharded_store_refuses_unshard(stores, tmp_path):
     store = copy_of(stores["points"], tmp_path)
     zv.shard_store(str(store), 2)

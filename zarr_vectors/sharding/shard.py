@@ -25,17 +25,19 @@ the presence lists' lengths; a task beside the check plans which shards each one
    sharded array) must be exactly its ``nonempty_chunks``; one task gathers the
    disagreements and refuses the store (D15), which is left untouched: the presence
    lists are what the packer reads, and after sharding they cannot be rebuilt from a
-   listing any more.  Only then does a task remove stale staging and the root's
-   consolidated copy (:func:`~zarr_vectors.store.consolidated.drop_consolidated`).
+   listing any more.  Only then does a task remove stale staging.
 2. **pack** (tasks): each task owns a group of whole target objects -- whole shards,
    or when unsharding every cell of whole source shards -- reads the source cells
    listed in ``nonempty_chunks`` (each source shard fetched once) and writes the new
    objects under the staging prefix (:mod:`.journal`).  Nothing of the store itself
-   is touched, and two tasks never write the same object.
+   is touched, and two tasks never write the same object.  When a pack task fails
+   (a cell it reads is refused), what the step staged is removed.
 3. **commit** (tasks of whole arrays, a graph of its own once every pack task succeeded):
-   plan each array's new document and keys, journal and apply them
-   (:func:`.journal.commit_arrays`).  A last task
-   removes the staging prefix and writes the consolidated copy again if there was one.
+   a first task drops the root's consolidated copy
+   (:func:`~zarr_vectors.store.consolidated.drop_consolidated`); then each array's new
+   document and keys are planned, journaled and applied (:func:`.journal.commit_arrays`).
+   A last task removes the staging prefix and writes the consolidated copy again if
+   there was one.
 
 Task sizes are the settings ``shard.min-cells-per-task``, ``shard.cells-per-batch`` and
 ``shard.min-cells-per-commit`` (:mod:`zarr_vectors.config`), read when the graph is planned.
@@ -343,10 +345,10 @@ def _relayout(url: Any, shard_shape: Any, storage_options: Mapping[str, Any] | N
     )
     ready = dask.delayed(_after, pure=False)(storage, prepared)
     jobs = runner.calls(_jobs, [(plan, j) for j in range(count)])
-    try:
-        packed = runner.compute(
+    try:  # the check itself is asked for too: with no cell to pack there is no pack task to wait for it
+        *packed, _ = runner.compute(
             "pack shards" if target is not None else "unpack shards",
-            *runner.calls(_pack_task, [(ready, jobs_j, cells_per_batch) for jobs_j in jobs]),
+            *runner.calls(_pack_task, [(ready, jobs_j, cells_per_batch) for jobs_j in jobs]), prepared,
         )  # fmt: skip
     except Exception as exc:  # a cell the pack read refused: the store as it was, staging included
         if not orphans:  # all it holds is this run's (earlier orphans stay for the next run, as a refusal keeps them)
