@@ -334,17 +334,20 @@ def test_a_notebooks_own_client_on_such_a_cluster_is_refused_before_its_first_gr
 
 
 class _Watchable:
-    """What a passed check watches a cluster through: the plugin and topic are taken and kept,
-    and no worker other than those the check asked is there."""
+    """What a passed check watches a cluster through: the plugin is kept, the scheduler's event
+    log is ``events``, and the workers there when the log begins are ``present``."""
+
+    events: list = []  # noqa: RUF012 - replaced per instance before use
+    present: tuple = ()
 
     def register_plugin(self, plugin, name=None):  # noqa: ANN001, ANN202
-        self.plugin = plugin
-
-    def subscribe_topic(self, topic, handler):  # noqa: ANN001, ANN202
-        self.handler = handler
+        self.plugin, self.events = plugin, []
 
     def scheduler_info(self, n_workers=0):  # noqa: ANN001, ANN202
-        return {"workers": {}}
+        return {"workers": dict.fromkeys(self.present, {})}
+
+    def get_events(self, topic):  # noqa: ANN001, ANN202
+        return [(0.0, message) for message in self.events]
 
 
 @pytest.mark.slow
@@ -480,8 +483,9 @@ class _Client(_Watchable):
 
 def test_workers_that_join_after_the_check_are_asked_before_the_next_graph():
     """A cluster that grows while a job runs (adaptive scaling) brought workers no check had asked:
-    one of another version computed with other code.  Each arrival the scheduler reports is asked
-    before the next graph; one that has left since is not waited for, one too busy is warned of."""
+    one of another version computed with other code.  Before each graph the scheduler's log of
+    joins is read and the workers that joined and are still there are asked; one that joined and
+    left is not, one silent is warned of, one that joined before the log began is asked too."""
     import importlib.metadata
 
     from zarr_vectors.execution.arrivals import WorkerArrivals
@@ -489,20 +493,25 @@ def test_workers_that_join_after_the_check_are_asked_before_the_next_graph():
 
     mine = importlib.metadata.version(DISTRIBUTION)
     client = _Client(mine, None, run=lambda: {"tcp://a": mine})
+    client.present = ("tcp://a", "tcp://early")  # joined between the check's question and the log's start
     check_once(client)
-    assert isinstance(client.plugin, WorkerArrivals)
+    assert isinstance(client.plugin, WorkerArrivals) and WorkerArrivals.idempotent
+    client.answer = lambda: {"tcp://early": mine}
+    check_once(client)
+    assert client.asked == ["tcp://early"]
     client.answer = lambda: pytest.fail("asked with no worker joined")
     check_once(client)  # nothing joined: nothing asked
+    check_once(client, joined=False)  # a scattered value: the log is not read
 
     def join(address: str, answer: object) -> None:
-        client.handler((0.0, {"worker": address}))
+        client.events.append({"worker": address, "joined": True})
         client.answer = lambda: {address: answer}
 
-    join("tcp://gone", ConnectionRefusedError("refused"))
-    check_once(client)
-    assert client.asked == ["tcp://gone"]
-    join("tcp://busy", TimeoutError())
-    with pytest.warns(UserWarning, match=r"workers that joined after its check.*worker tcp://busy \(TimeoutError\)"):
+    join("tcp://gone", "0.0.1")
+    client.events.append({"worker": "tcp://gone", "joined": False})
+    check_once(client)  # joined and left: nothing to ask
+    join("tcp://silent", OSError("Timed out trying to connect"))
+    with pytest.warns(UserWarning, match=r"workers that joined after its check.*worker tcp://silent \(OSError\)"):
         check_once(client)
     join("tcp://same", mine)
     check_once(client)

@@ -209,7 +209,7 @@ def test_missing_inner_chunk_of_a_shard_is_refused(store) -> None:
     start, end = spec.index_range()
     index = spec.decode_index(raw[start:end] if end is not None else raw[start:], where=key)
     kept = {}
-    for e in spec.present(index).tolist():
+    for e in spec.present_many(index[None])[1].tolist():
         lo, hi = spec.inner_slice(index, e, where=key, object_size=len(raw))
         if e != entry:
             kept[e] = raw[lo:hi]

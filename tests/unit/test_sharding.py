@@ -164,7 +164,7 @@ def test_format_worked_example():
     assert int.from_bytes(obj[-4:], "little") == crc32c(obj[84:-4])
     assert len(obj) == 84 + 16 * 8 + 4
     decoded = spec.decode_index(obj[-spec.index_nbytes :], where="x")
-    assert spec.present(decoded).tolist() == [0, 4, 7]
+    assert spec.present_many(decoded[None])[1].tolist() == [0, 4, 7]
 
 
 def test_many_indexes_decode_as_each_alone():

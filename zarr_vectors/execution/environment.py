@@ -19,7 +19,7 @@ import threading
 import time
 import warnings
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,43 +34,36 @@ DISTRIBUTION = "zarr-vectors-dask"
 #: per client already asked: None when its cluster passed, else the message it was refused with
 _VERDICTS: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()
 _ASKING = threading.Lock()  # one check at a time: a second thread waits for the verdict, never passes meanwhile
-#: per client that passed: the workers asked so far, and those the scheduler said joined since
-_WATCHED: weakref.WeakKeyDictionary[Any, _Workers] = weakref.WeakKeyDictionary()
+#: per client that passed (its cluster's joins logged): who was asked, who is to be
+_WATCHED: weakref.WeakKeyDictionary[Any, _Watch] = weakref.WeakKeyDictionary()
 #: where a warning is not the caller's: this project's packages, and contextlib's frames between them
 _HERE = Path(__file__).resolve()
 _OURS = (str(_HERE.parents[1]) + os.sep, str(_HERE.parents[2] / "pipeline") + os.sep, contextlib.__file__)
 
 
 @dataclass
-class _Workers:
-    """A passed client's workers: those asked so far, and those the scheduler said joined."""
+class _Watch:
+    """A passed client's cluster: the workers asked so far, and those that joined between the
+    check and the start of the log of joins (which therefore does not name them)."""
 
-    asked: set[str] = field(default_factory=set)
-    arrived: set[str] = field(default_factory=set)  # added to in the client's event loop
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def arrive(self, *addresses: str) -> None:
-        with self.lock:
-            self.arrived.update(addresses)
-
-    def unasked(self) -> list[str]:
-        with self.lock:
-            return sorted(self.arrived - self.asked)
+    asked: set[str]
+    unlogged: set[str]
 
 
-def check_once(client: Any) -> None:
+def check_once(client: Any, *, joined: bool = True) -> None:
     """:func:`check_cluster` before ``client``'s first graph or scattered value (the runner's),
-    and the workers that joined since, before each later one; a refused client is refused
-    again.  A check that did not finish, or that no worker answered (a cluster still
-    starting), is asked again at the next graph.  Graphs computed outside the runner are not
-    checked, nor is a worker that joins while a graph runs until the next graph."""
+    and, with ``joined``, the workers that joined since, before each later graph (a scattered
+    value runs no code); a refused client is refused again.  A check that did not finish, or
+    that no worker answered (a cluster still starting), is asked again at the next graph.
+    Graphs computed outside the runner are not checked, nor is a worker that joins while a
+    graph runs until the next graph."""
     if getattr(client, "asynchronous", False):  # its calls return coroutines: only the caller can await them
         return
     where = f"the scheduler at {client.scheduler.address!r}"
     with _ASKING:
         if client not in _VERDICTS:
             check_cluster(client, where)
-        elif _VERDICTS[client] is None:
+        elif _VERDICTS[client] is None and joined:
             _check_arrivals(client, where)
     verdict = _VERDICTS.get(client)
     if verdict is not None:
@@ -83,9 +76,10 @@ def check_cluster(client: Any, where: str) -> None:
     Asked through ``importlib.metadata`` (which every Python has: a function of ours could
     not be run where the package is missing), within one ``distributed.comm.timeouts.connect``
     in all.  Only answers refuse: a process that does not answer in time (a worker that died or
-    is busy) is named in a warning and not checked.  A cluster that passed is watched for
-    workers that join (:mod:`~zarr_vectors.execution.arrivals`), which :func:`check_once` asks
-    before the next graph.  Versions, not code: two builds of one version pass.
+    is busy) is named in a warning and not checked.  A cluster that passed then logs the
+    workers that join (:mod:`~zarr_vectors.execution.arrivals`: two more requests, not within
+    that bound), which :func:`check_once` asks before the next graph.  Versions, not code: two
+    builds of one version pass.
     """
     missing = importlib.metadata.PackageNotFoundError
     try:
@@ -111,44 +105,45 @@ def check_cluster(client: Any, where: str) -> None:
     _judge(client, where, mine, answers)
     if workers or "the workers" in answers:
         _VERDICTS[client] = None  # passed (silence warned of once); with no worker yet, the next graph asks again
-        watched = _Workers(asked=set(workers))
         from zarr_vectors.execution.arrivals import watch  # a client exists: distributed is imported
 
         try:
-            present = watch(client, watched.arrive)
+            present = watch(client)
         except Exception as exc:  # noqa: BLE001 - the check passed; only later workers go unasked
             warnings.warn(f"{where}: cannot watch for workers that join ({type(exc).__name__}: {exc}), so their "
                           f"{DISTRIBUTION} version is not checked", stacklevel=_callers_level())
             return
-        if "the workers" in answers:  # no answer at all, warned of: not asked again one by one
-            watched.asked |= present
-        watched.arrive(*present)  # joined between the check and the watch: asked at the next graph
-        _WATCHED[client] = watched
+        # no answer at all (warned of): not asked again one by one; a worker that joined between
+        # the check and the log's start is asked at the next graph, as are those the log names
+        asked = set(workers) | (present if "the workers" in answers else set())
+        _WATCHED[client] = _Watch(asked, present - asked)
 
 
 def _check_arrivals(client: Any, where: str) -> None:
-    """Ask the workers that joined since ``client``'s check, as :func:`check_cluster` asks; a worker
-    that has left since is not asked (it runs nothing more)."""
-    watched = _WATCHED.get(client)
-    new = watched.unasked() if watched is not None else []
+    """Ask the workers that joined since ``client``'s check and are still there, as
+    :func:`check_cluster` asks; when none did, the cost is one small request (the log of joins)."""
+    from zarr_vectors.execution.arrivals import joined
+
+    watch = _WATCHED.get(client)
+    if watch is None:
+        return
+    new = sorted((joined(client) | watch.unlogged) - watch.asked)
+    watch.unlogged.clear()
     if not new:
         return
-    watched.asked.update(new)
+    watch.asked.update(new)
     mine = importlib.metadata.version(DISTRIBUTION)
-    timeout = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
+    # the scheduler waits up to a connect timeout for each worker: the client waits longer, so
+    # that an answer comes back for every worker, a silent one included
+    timeout = 2 * parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
     answers: dict[str, object] = {}
     try:
         workers = client.run(importlib.metadata.version, DISTRIBUTION, workers=new, on_error="return",
                              callback_timeout=timeout)
-        answers.update({f"worker {w}": v for w, v in sorted(workers.items()) if not _left(v)})
-    except Exception as exc:  # noqa: BLE001 - no answer from some worker within the bound
+        answers.update({f"worker {w}": v for w, v in sorted(workers.items())})
+    except Exception as exc:  # noqa: BLE001 - no answer within the bound
         answers[f"the workers that joined ({', '.join(new)})"] = exc
     _judge(client, f"{where} (workers that joined after its check)", mine, answers)
-
-
-def _left(answer: object) -> bool:
-    """Whether a worker's answer says it is gone (its connection refused or closed), not busy."""
-    return isinstance(answer, OSError) and not isinstance(answer, TimeoutError)
 
 
 def _judge(client: Any, where: str, mine: str, answers: dict[str, object]) -> None:

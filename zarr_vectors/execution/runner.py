@@ -398,7 +398,7 @@ def share(value: Any) -> Any:
         return None
     client = current_client()
     if client is not None:
-        environment.check_once(client)
+        environment.check_once(client, joined=False)  # data, not code: the workers that joined are asked at the graph
         return client.scatter(value, hash=False)
     return dask.delayed(value, name=f"zv-shared-{uuid.uuid4().hex}", traverse=False)
 

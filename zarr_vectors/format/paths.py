@@ -57,7 +57,7 @@ _DELTA_RE = re.compile(r"0|[+-][1-9][0-9]*")
 _CHUNK_COMPONENT_RE = re.compile(r"0|-?[1-9][0-9]*")
 CHUNK_COMPONENT = _CHUNK_COMPONENT_RE.pattern
 """One component of a dotted chunk key as :func:`format_chunk_key` spells it (a regex)."""
-_GRID_INDEX_RE = re.compile(r"0|[1-9][0-9]*")
+_GRID_INDEX_RE = re.compile(r"0|[1-9][0-9]{0,18}")  # at most 19 digits: int() of any length is never asked
 
 
 def grid_indices(parts: Sequence[str]) -> tuple[int, ...] | None:

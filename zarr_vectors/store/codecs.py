@@ -463,14 +463,16 @@ class ShardingSpec:
             return 0, object_size - self.index_nbytes
         return self.index_nbytes, object_size
 
-    def present(self, index: np.ndarray) -> np.ndarray:
-        """C-order entries of the non-empty inner cells."""
-        return np.flatnonzero(index[:, 0] != _EMPTY)
-
     def present_many(self, indexes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(shard, C-order entry) of the non-empty inner cells of many indexes
         (:meth:`decode_indexes`), shard by shard in entry order."""
         return np.nonzero(indexes[:, :, 0] != _EMPTY)
+
+    def grid_cells(self, rows: np.ndarray, entries: np.ndarray, shards: np.ndarray) -> np.ndarray:
+        """Grid indices (n, D) of inner cells given as (row into ``shards``, C-order entry), where
+        ``shards`` (k, D) are shard indices (small enough that no product passes int64)."""
+        shape = np.asarray(self.shard_shape, dtype=np.int64)
+        return np.stack(np.unravel_index(entries, self.shard_shape), axis=1) + shards[rows] * shape
 
     def inner_slice(self, index: np.ndarray, entry: int, *, where: str, object_size: int | None = None) -> tuple[int, int] | None:
         """``(start, stop)`` of inner cell ``entry`` in the shard object, or None when it is empty."""

@@ -377,7 +377,7 @@ class GridArray:
         indexes, good, failed = spec.decode_indexes([raw for *_, raw in found], [rel for rel, *_ in found])
         row, entry = spec.present_many(indexes)
         coords = np.asarray([found[g][1] for g in good], dtype=np.int64).reshape(len(good), self.ndim)
-        index = np.stack(np.unravel_index(entry, spec.shard_shape), axis=1) + coords[row] * np.asarray(spec.shard_shape)
+        index = spec.grid_cells(row, entry, coords)
         outside = (index >= np.asarray(self.shape, dtype=np.int64)).any(axis=1)
         if outside.any():
             first = int(np.argmax(outside))

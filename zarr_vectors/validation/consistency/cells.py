@@ -104,7 +104,8 @@ def _shard_cells(node: Node, spec: ShardingSpec, shards: list[tuple[tuple[int, .
     ss = np.asarray(spec.shard_shape, dtype=np.int64)
     shards = [s for s in shards if s[3] is not None]  # None: vanished since the listing, nothing present
     wheres = [f"shard {key}" for _, key, _, _ in shards]
-    indexes, good, failed = spec.decode_indexes([raw for *_, raw in shards], wheres)  # type: ignore[misc]
+    indexes, good, refused = spec.decode_indexes([raw for *_, raw in shards], wheres)  # type: ignore[misc]
+    failed: dict[int, ZarrVectorsError] = dict(refused)
     row, entry = spec.present_many(indexes)
     sizes = [shards[g][2] for g in good]
     bounds = np.asarray([spec.data_bounds(n) for n in sizes], dtype=np.int64).reshape(-1, 2)
@@ -117,7 +118,7 @@ def _shard_cells(node: Node, spec: ShardingSpec, shards: list[tuple[tuple[int, .
     for r in np.flatnonzero((coords >= grid).any(axis=1)).tolist():
         failed[good[r]] = EncodingError(f"{wheres[good[r]]}: lies outside the array's {grid.tolist()} shards")
     coords = np.minimum(coords, grid - 1)  # (its cells are not kept) no product past int64
-    index_of = np.stack(np.unravel_index(entry, spec.shard_shape), axis=1) + coords[row] * ss
+    index_of = spec.grid_cells(row, entry, coords)
     outside = (index_of >= shape).any(axis=1)
     for r in np.unique(row[bad | outside]).tolist():  # shards whose entries point outside the object or the array
         mine = np.flatnonzero(row == r)
