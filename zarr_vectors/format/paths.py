@@ -70,6 +70,7 @@ def grid_indices(parts: Sequence[str]) -> tuple[int, ...] | None:
     indices = tuple(int(p) for p in parts)
     return indices if all(i < 1 << 63 for i in indices) else None
 
+
 Offsets = Sequence[Sequence[int]]
 
 

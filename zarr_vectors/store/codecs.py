@@ -21,7 +21,7 @@ import numcodecs
 import numpy as np
 
 from zarr_vectors import config
-from zarr_vectors.errors import EncodingError, InputError, InternalError, MetadataError
+from zarr_vectors.errors import EncodingError, InputError, MetadataError
 from zarr_vectors.format.schema import short
 from zarr_vectors.store.extensions import check_codec_configuration
 from zarr_vectors.store.inflate import inflate_blosc, inflate_gzip, inflate_zstd, too_large
@@ -399,6 +399,42 @@ class ShardingSpec:
 
     def decode_index(self, raw: bytes | memoryview, *, where: str) -> np.ndarray:
         """The (n, 2) u64 index from its stored bytes (index plus CRC), checked."""
+        index = np.frombuffer(self._index_body(raw, where), dtype="<u8").reshape(-1, 2)
+        empty = index == _EMPTY
+        if (empty[:, 0] != empty[:, 1]).any():
+            raise self._half_empty(index, where)
+        return index
+
+    def decode_indexes(
+        self, raws: Sequence[bytes | memoryview], wheres: Sequence[str]
+    ) -> tuple[np.ndarray, list[int], dict[int, EncodingError]]:
+        """Many stored shard indexes at once, checked as :meth:`decode_index` checks one.
+
+        Returns the good ones as one ``(k, cells_per_shard, 2)`` u64 array, their positions in
+        ``raws``, and the error of each bad one by position: a store of 10^5 shards is not 10^5
+        rounds of numpy calls on the client.
+        """
+        good: list[int] = []
+        bodies: list[memoryview] = []
+        failed: dict[int, EncodingError] = {}
+        for i, raw in enumerate(raws):
+            try:
+                bodies.append(self._index_body(raw, wheres[i]))
+            except EncodingError as exc:
+                failed[i] = exc
+                continue
+            good.append(i)
+        indexes = np.frombuffer(b"".join(bodies), dtype="<u8").reshape(len(good), self.cells_per_shard, 2)
+        empty = indexes == _EMPTY
+        half = (empty[:, :, 0] != empty[:, :, 1]).any(axis=1)
+        if half.any():
+            for j in np.flatnonzero(half).tolist():
+                failed[good[j]] = self._half_empty(indexes[j], wheres[good[j]])
+            indexes, good = indexes[~half], [g for g, h in zip(good, half.tolist()) if not h]
+        return indexes, good, dict(sorted(failed.items()))
+
+    def _index_body(self, raw: bytes | memoryview, where: str) -> memoryview:
+        """The entries' bytes of a stored index, its size and CRC32C checked."""
         if len(raw) != self.index_nbytes:
             raise EncodingError(
                 f"{where}: shard index is {len(raw)} bytes, expected {self.index_nbytes} "
@@ -413,49 +449,14 @@ class ShardingSpec:
                     f"{where}: shard index CRC32C mismatch (stored {stored:#010x}, computed {computed:#010x}); "
                     "the shard is corrupt"
                 )
-        index = np.frombuffer(body, dtype="<u8").reshape(-1, 2)
+        return body
+
+    @staticmethod
+    def _half_empty(index: np.ndarray, where: str) -> EncodingError:
+        """The error of an (n, 2) index with an entry empty in one field only (names the first)."""
         empty = index == _EMPTY
-        if (empty[:, 0] != empty[:, 1]).any():
-            e = int(np.argmax(empty[:, 0] != empty[:, 1]))
-            raise EncodingError(f"{where}: shard index entry {e} is half empty {index[e].tolist()}")
-        return index
-
-    def decode_indexes(
-        self, raws: Sequence[bytes | memoryview], wheres: Sequence[str]
-    ) -> tuple[np.ndarray, list[int], dict[int, EncodingError]]:
-        """Many stored shard indexes at once, checked as :meth:`decode_index` checks one.
-
-        Returns the good ones as one ``(k, cells_per_shard, 2)`` u64 array, their positions in
-        ``raws``, and the error of each bad one by position: a store of 10^5 shards is not 10^5
-        rounds of numpy calls on the client.
-        """
-        good: list[int] = []
-        bodies: list[bytes | memoryview] = []
-        failed: dict[int, EncodingError] = {}
-        n = 16 * self.cells_per_shard
-        for i, raw in enumerate(raws):
-            if len(raw) == self.index_nbytes and (
-                not self.index_crc or int.from_bytes(bytes(raw[-4:]), "little") == crc32c(memoryview(raw)[:n])
-            ):
-                good.append(i)
-                bodies.append(memoryview(raw)[:n])
-            else:
-                failed[i] = self._index_error(raw, wheres[i])
-        indexes = np.frombuffer(b"".join(bodies), dtype="<u8").reshape(len(good), self.cells_per_shard, 2)
-        empty = indexes == _EMPTY
-        half = (empty[:, :, 0] != empty[:, :, 1]).any(axis=1)
-        if half.any():
-            for j in np.flatnonzero(half).tolist():
-                failed[good[j]] = self._index_error(raws[good[j]], wheres[good[j]])
-            indexes, good = indexes[~half], [g for g, h in zip(good, half.tolist()) if not h]
-        return indexes, good, dict(sorted(failed.items()))
-
-    def _index_error(self, raw: bytes | memoryview, where: str) -> EncodingError:
-        try:
-            self.decode_index(raw, where=where)
-        except EncodingError as exc:
-            return exc
-        raise InternalError(f"{where}: shard index refused in a batch but accepted alone")
+        e = int(np.argmax(empty[:, 0] != empty[:, 1]))
+        return EncodingError(f"{where}: shard index entry {e} is half empty {index[e].tolist()}")
 
     def data_bounds(self, object_size: int) -> tuple[int, int]:
         """Byte range of a shard object that inner chunks may occupy."""
