@@ -139,8 +139,8 @@ async def gather_bounded(calls: Sequence[Callable[[], Awaitable[T]]], *, limit: 
     """Run the calls concurrently, at most ``limit`` (default ``s3.concurrency``) in flight, results
     in order.  The first failure cancels the calls still running or waiting, and they have ended
     when it is raised: a batch that failed does not go on changing the store, or asking a failing
-    server, behind its error (obstore's requests already handed to its Rust runtime, at most
-    ``limit``, still reach the server)."""
+    server, behind its error (requests already sent, at most ``limit`` -- handed to obstore's Rust
+    runtime, or on s3fs's socket before the cancel -- may still reach the server)."""
     import asyncio  # here: a local store never pays its import
 
     slots = asyncio.Semaphore(max(1, int(config.get("s3.concurrency")) if limit is None else limit))
