@@ -334,20 +334,44 @@ def test_a_notebooks_own_client_on_such_a_cluster_is_refused_before_its_first_gr
 
 
 class _Watchable:
-    """What a passed check watches a cluster through: the plugin is kept, the scheduler's event
-    log is ``events``, and the workers there when the log begins are ``present``."""
+    """What a passed check watches a cluster through: the plugin is kept, the workers there when the
+    log begins are ``present``, :meth:`joins` is the scheduler logging a join (pushed to the
+    subscribed handler) and :meth:`leaves` a departure (in the log ``get_events`` reads).
+    ``run_on_scheduler`` of :func:`arrivals.subscribe` answers as the scheduler would."""
 
-    events: list = []  # noqa: RUF012 - replaced per instance before use
     present: tuple = ()
+    id = "client-1"
+    handler = None
+    clock = 0.0
+    departed: list | None = None
 
     def register_plugin(self, plugin, name=None):  # noqa: ANN001, ANN202
-        self.plugin, self.events = plugin, []
+        self.plugin, self.departed = plugin, []
 
-    def scheduler_info(self, n_workers=0):  # noqa: ANN001, ANN202
-        return {"workers": dict.fromkeys(self.present, {})}
+    def subscribe_topic(self, topic, handler):  # noqa: ANN001, ANN202
+        self.handler = handler
+
+    def subscribed(self, function, client):  # noqa: ANN001, ANN202
+        from zarr_vectors.execution.arrivals import subscribe
+
+        assert function is subscribe and client == self.id
+        return list(self.present), ()
+
+    def joins(self, worker: str) -> None:
+        self.clock += 1
+        if self.handler is not None:
+            self.handler((self.clock, {"worker": worker}))
+
+    def leaves(self, worker: str) -> None:
+        self.clock += 1
+        self.departed.append((self.clock, {"worker": worker}))
 
     def get_events(self, topic):  # noqa: ANN001, ANN202
-        return [(0.0, message) for message in self.events]
+        from zarr_vectors.execution.arrivals import LEFT
+
+        assert topic == LEFT
+        self.read_departures = getattr(self, "read_departures", 0) + 1
+        return list(self.departed)
 
 
 @pytest.mark.slow
@@ -392,7 +416,9 @@ class _Answers(_Watchable):
     def __init__(self, scheduler: object, workers: object) -> None:
         self.scheduler, self.workers = scheduler, workers
 
-    def run_on_scheduler(self, function, *args, callback_timeout=None):  # noqa: ANN001, ANN202
+    def run_on_scheduler(self, function, *args, callback_timeout=None, **kwargs):  # noqa: ANN001, ANN202
+        if kwargs:
+            return self.subscribed(function, **kwargs)
         if isinstance(self.scheduler, BaseException):
             raise self.scheduler
         return self.scheduler
@@ -473,8 +499,8 @@ class _Client(_Watchable):
         self.answer, self.scheduler_version = run, scheduler
         self.scheduler = SimpleNamespace(address="tcp://scheduler")
 
-    def run_on_scheduler(self, function, *args, callback_timeout=None):  # noqa: ANN001, ANN202
-        return self.scheduler_version
+    def run_on_scheduler(self, function, *args, callback_timeout=None, **kwargs):  # noqa: ANN001, ANN202
+        return self.subscribed(function, **kwargs) if kwargs else self.scheduler_version
 
     def run(self, function, *args, workers=None, on_error=None, callback_timeout=None):  # noqa: ANN001, ANN202
         self.asked = workers
@@ -483,9 +509,10 @@ class _Client(_Watchable):
 
 def test_workers_that_join_after_the_check_are_asked_before_the_next_graph():
     """A cluster that grows while a job runs (adaptive scaling) brought workers no check had asked:
-    one of another version computed with other code.  Before each graph the scheduler's log of
-    joins is read and the workers that joined and are still there are asked; one that joined and
-    left is not, one silent is warned of, one that joined before the log began is asked too."""
+    one of another version computed with other code.  The scheduler pushes its log of joins to
+    the client, and before each graph the workers that joined and are still there are asked; one
+    that joined and left is not, one silent is warned of, one that joined before the log began is
+    asked too."""
     import importlib.metadata
 
     from zarr_vectors.execution.arrivals import WorkerArrivals
@@ -501,15 +528,27 @@ def test_workers_that_join_after_the_check_are_asked_before_the_next_graph():
     assert client.asked == ["tcp://early"]
     client.answer = lambda: pytest.fail("asked with no worker joined")
     check_once(client)  # nothing joined: nothing asked
-    check_once(client, joined=False)  # a scattered value: the log is not read
 
     def join(address: str, answer: object) -> None:
-        client.events.append({"worker": address, "joined": True})
+        client.joins(address)
         client.answer = lambda: {address: answer}
 
+    join("tcp://later", mine)
+    client.answer = lambda: pytest.fail("asked before a scattered value")
+    check_once(client, joined=False)  # a scattered value runs no code: nobody asked
+    client.answer = lambda: {"tcp://later": mine}
+    check_once(client)
+    assert client.asked == ["tcp://later"]
     join("tcp://gone", "0.0.1")
-    client.events.append({"worker": "tcp://gone", "joined": False})
+    client.leaves("tcp://gone")
     check_once(client)  # joined and left: nothing to ask
+    reads = client.read_departures
+    check_once(client)
+    assert client.read_departures == reads  # and not read again: no request while nobody joins
+    client.joins("tcp://gone")  # a worker restarted at the same address is another worker
+    client.answer = lambda: {"tcp://gone": mine}
+    check_once(client)
+    assert client.asked == ["tcp://gone"]
     join("tcp://silent", OSError("Timed out trying to connect"))
     with pytest.warns(UserWarning, match=r"workers that joined after its check.*worker tcp://silent \(OSError\)"):
         check_once(client)
@@ -521,6 +560,19 @@ def test_workers_that_join_after_the_check_are_asked_before_the_next_graph():
         with pytest.raises(InputError, match=r"joined after its check.*worker tcp://old: 0\.0\.1.*Install"):
             check_once(client)
         client.answer = lambda: pytest.fail("a refused client asked again")
+
+
+def test_joins_are_kept_by_time_whatever_order_they_arrive_in():
+    """The scheduler pushes every join logged after the subscription, and a push can reach the
+    client before the answer carrying the log so far: the log keeps each worker's latest join."""
+    from zarr_vectors.execution.arrivals import JoinLog, latest
+
+    log = JoinLog()
+    log.pushed((2.0, {"worker": "tcp://a"}))
+    log.pushed((3.0, "not an entry of ours"))
+    log.add([(1.0, {"worker": "tcp://a"}), (1.5, {"worker": "tcp://b"}), ("when?", {"worker": "tcp://c"})])
+    assert log.joins() == {"tcp://a": 2.0, "tcp://b": 1.5}
+    assert latest([(5.0, {"worker": 7}), (4.0, {"worker": "7"})]) == {"7": 5.0}
 
 
 def test_a_client_run_from_a_source_tree_warns_that_the_cluster_is_not_checked(monkeypatch):

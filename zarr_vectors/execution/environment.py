@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import math
 import os
 import sys
 import threading
@@ -43,11 +44,15 @@ _OURS = (str(_HERE.parents[1]) + os.sep, str(_HERE.parents[2] / "pipeline") + os
 
 @dataclass
 class _Watch:
-    """A passed client's cluster: the workers asked so far, and those that joined between the
-    check and the start of the log of joins (which therefore does not name them)."""
+    """A passed client's cluster: the workers asked so far (each with the time of the join it was
+    asked after: a worker restarted at the same address joins again), those that joined between
+    the check and the start of the log of joins (which therefore does not name them), and the
+    client's copy of that log (:class:`~zarr_vectors.execution.arrivals.JoinLog`, typed loosely:
+    distributed is imported only once a client exists)."""
 
-    asked: set[str]
+    asked: dict[str, float]
     unlogged: set[str]
+    log: Any
 
 
 def check_once(client: Any, *, joined: bool = True) -> None:
@@ -78,8 +83,8 @@ def check_cluster(client: Any, where: str) -> None:
     in all.  Only answers refuse: a process that does not answer in time (a worker that died or
     is busy) is named in a warning and not checked.  A cluster that passed then logs the
     workers that join (:mod:`~zarr_vectors.execution.arrivals`: two more requests, not within
-    that bound), which :func:`check_once` asks before the next graph.  Versions, not code: two
-    builds of one version pass.
+    that bound; the scheduler then pushes each join), which :func:`check_once` asks before the
+    next graph.  Versions, not code: two builds of one version pass.
     """
     missing = importlib.metadata.PackageNotFoundError
     try:
@@ -108,7 +113,7 @@ def check_cluster(client: Any, where: str) -> None:
         from zarr_vectors.execution.arrivals import watch  # a client exists: distributed is imported
 
         try:
-            present = watch(client)
+            present, log = watch(client)
         except Exception as exc:  # noqa: BLE001 - the check passed; only later workers go unasked
             warnings.warn(f"{where}: cannot watch for workers that join ({type(exc).__name__}: {exc}), so their "
                           f"{DISTRIBUTION} version is not checked", stacklevel=_callers_level())
@@ -116,22 +121,28 @@ def check_cluster(client: Any, where: str) -> None:
         # no answer at all (warned of): not asked again one by one; a worker that joined between
         # the check and the log's start is asked at the next graph, as are those the log names
         asked = set(workers) | (present if "the workers" in answers else set())
-        _WATCHED[client] = _Watch(asked, present - asked)
+        joins = log.joins()  # a log another client began: joins from before this check's question
+        _WATCHED[client] = _Watch({w: joins.get(w, -math.inf) for w in asked}, present - asked, log)
 
 
 def _check_arrivals(client: Any, where: str) -> None:
     """Ask the workers that joined since ``client``'s check and are still there, as
-    :func:`check_cluster` asks; when none did, the cost is one small request (the log of joins)."""
-    from zarr_vectors.execution.arrivals import joined
+    :func:`check_cluster` asks; when none did, no request (the scheduler pushed the joins)."""
+    from zarr_vectors.execution.arrivals import departures
 
     watch = _WATCHED.get(client)
     if watch is None:
         return
-    new = sorted((joined(client) | watch.unlogged) - watch.asked)
+    joins = {w: t for w, t in watch.log.joins().items() if t > watch.asked.get(w, -math.inf)}
+    joins.update({w: -math.inf for w in watch.unlogged if w not in watch.asked and w not in joins})
+    if not joins:
+        return
+    left = departures(client)  # one that joined and left would make the whole question time out
     watch.unlogged.clear()
+    watch.asked.update(joins)  # asked below, or gone
+    new = sorted(w for w, t in joins.items() if not (w in left and (t == -math.inf or left[w] > t)))
     if not new:
         return
-    watch.asked.update(new)
     mine = importlib.metadata.version(DISTRIBUTION)
     # the scheduler waits up to a connect timeout for each worker: the client waits longer, so
     # that an answer comes back for every worker, a silent one included
