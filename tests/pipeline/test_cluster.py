@@ -334,37 +334,53 @@ def test_a_notebooks_own_client_on_such_a_cluster_is_refused_before_its_first_gr
 
 
 class _Watchable:
-    """What a passed check watches a cluster through: the plugin is kept, the workers there when the
-    log begins are ``present``, :meth:`joins` is the scheduler logging a join (pushed to the
-    subscribed handler) and :meth:`leaves` a departure (in the log ``get_events`` reads).
-    ``run_on_scheduler`` of :func:`arrivals.subscribe` answers as the scheduler would."""
+    """What a check watches a cluster through, as the scheduler and distributed's client would: the
+    plugin is kept, the workers there when the watch begins are ``present`` and the joins already
+    logged ``logged``; :meth:`joins` is the scheduler numbering and logging a join (pushed to the
+    subscribed handler unless the client is ``away``) and :meth:`leaves` a departure (in the log
+    ``get_events`` reads); :meth:`reconnect` is a new connection, to a new scheduler if asked."""
 
     present: tuple = ()
     id = "client-1"
     handler = None
-    clock = 0.0
+    count = 0
+    away = False
+    scheduler_id = "scheduler-1"
+    logged: list | None = None
     departed: list | None = None
+    scheduler_comm = None
 
     def register_plugin(self, plugin, name=None):  # noqa: ANN001, ANN202
-        self.plugin, self.departed = plugin, []
+        self.plugin = plugin
+        self.logged = self.logged if self.logged is not None else []
+        self.departed = self.departed if self.departed is not None else []
 
     def subscribe_topic(self, topic, handler):  # noqa: ANN001, ANN202
-        self.handler = handler
+        self.handler, self.subscribed_at = handler, None
 
     def subscribed(self, function, client):  # noqa: ANN001, ANN202
         from zarr_vectors.execution.arrivals import subscribe
 
         assert function is subscribe and client == self.id
-        return list(self.present), ()
+        assert self.handler is not None  # the handler is in place before the scheduler pushes anything
+        self.away = False
+        return self.scheduler_id, list(self.present), tuple(self.logged)
 
     def joins(self, worker: str) -> None:
-        self.clock += 1
-        if self.handler is not None:
-            self.handler((self.clock, {"worker": worker}))
+        self.count += 1
+        event = (0.0, {"worker": worker, "n": self.count})
+        self.logged.append(event)
+        if not self.away and self.handler is not None:
+            self.handler(event)
 
     def leaves(self, worker: str) -> None:
-        self.clock += 1
-        self.departed.append((self.clock, {"worker": worker}))
+        self.count += 1
+        self.departed.append((0.0, {"worker": worker, "n": self.count}))
+
+    def reconnect(self, *, restarted: bool = False) -> None:
+        self.scheduler_comm = object()
+        if restarted:
+            self.scheduler_id, self.count, self.logged, self.departed = "scheduler-2", 0, [], []
 
     def get_events(self, topic):  # noqa: ANN001, ANN202
         from zarr_vectors.execution.arrivals import LEFT
@@ -511,8 +527,8 @@ def test_workers_that_join_after_the_check_are_asked_before_the_next_graph():
     """A cluster that grows while a job runs (adaptive scaling) brought workers no check had asked:
     one of another version computed with other code.  The scheduler pushes its log of joins to
     the client, and before each graph the workers that joined and are still there are asked; one
-    that joined and left is not, one silent is warned of, one that joined before the log began is
-    asked too."""
+    that joined and left is not, one silent is warned of, one there when the log began that the
+    check did not ask is asked too."""
     import importlib.metadata
 
     from zarr_vectors.execution.arrivals import WorkerArrivals
@@ -520,7 +536,7 @@ def test_workers_that_join_after_the_check_are_asked_before_the_next_graph():
 
     mine = importlib.metadata.version(DISTRIBUTION)
     client = _Client(mine, None, run=lambda: {"tcp://a": mine})
-    client.present = ("tcp://a", "tcp://early")  # joined between the check's question and the log's start
+    client.present = ("tcp://a", "tcp://early")  # there when the log began, not among the check's answers
     check_once(client)
     assert isinstance(client.plugin, WorkerArrivals) and WorkerArrivals.idempotent
     client.answer = lambda: {"tcp://early": mine}
@@ -541,6 +557,7 @@ def test_workers_that_join_after_the_check_are_asked_before_the_next_graph():
     assert client.asked == ["tcp://later"]
     join("tcp://gone", "0.0.1")
     client.leaves("tcp://gone")
+    client.answer = lambda: pytest.fail("asked a worker that left")
     check_once(client)  # joined and left: nothing to ask
     reads = client.read_departures
     check_once(client)
@@ -562,17 +579,124 @@ def test_workers_that_join_after_the_check_are_asked_before_the_next_graph():
         client.answer = lambda: pytest.fail("a refused client asked again")
 
 
-def test_joins_are_kept_by_time_whatever_order_they_arrive_in():
+def test_the_log_of_joins_begins_before_the_workers_are_asked_and_counts_what_it_held():
+    """Review: the log was read after the workers answered, and its joins taken as asked, so a worker
+    restarted at the same address in between passed unasked.  Now the log begins before the question;
+    joins it already held (another client's plugin) are not asked again, later ones are, and a worker
+    there when it began that left before the question is not asked."""
+    import importlib.metadata
+
+    from zarr_vectors.execution.environment import DISTRIBUTION, check_once
+
+    mine = importlib.metadata.version(DISTRIBUTION)
+    client = _Client(mine, None, run=lambda: pytest.fail("the workers asked before the log began"))
+    client.register_plugin(None)
+    client.joins("tcp://a")  # logged before this client's check (another client's plugin)
+    client.joins("tcp://b")
+    client.present = ("tcp://a", "tcp://b")
+
+    def question() -> dict:
+        assert client.plugin is not None and client.handler is not None
+        client.leaves("tcp://b")  # ... between the log's start and the question
+        return {"tcp://a": mine}
+
+    client.handler, client.plugin, client.answer = None, None, question
+    check_once(client)
+    client.answer = lambda: pytest.fail("asked again: a join from before the question, or a worker that left")
+    check_once(client)
+    client.joins("tcp://a")  # restarted at the same address after the question
+    client.answer = lambda: {"tcp://a": "0.0.1"}
+    with pytest.raises(InputError, match="worker tcp://a: 0.0.1"):
+        check_once(client)
+
+
+def test_after_a_reconnection_the_joins_the_client_missed_are_asked():
+    """Review: the scheduler drops pushes while a client's connection is down, and nothing read the log
+    again, so a worker that joined meanwhile was never asked.  After a reconnection the client takes a
+    new snapshot; from a restarted scheduler, every worker there is asked."""
+    import importlib.metadata
+
+    from zarr_vectors.execution.environment import DISTRIBUTION, check_once
+
+    mine = importlib.metadata.version(DISTRIBUTION)
+    client = _Client(mine, None, run=lambda: {"tcp://a": mine})
+    client.present = ("tcp://a",)
+    check_once(client)
+    client.away = True
+    client.joins("tcp://b")  # not pushed: the connection is down
+    client.answer = lambda: pytest.fail("asked with no join pushed")
+    check_once(client)  # the same connection: nothing known
+    client.reconnect()
+    client.answer = lambda: {"tcp://b": mine}
+    check_once(client)
+    assert client.asked == ["tcp://b"]
+    client.reconnect(restarted=True)
+    client.present = ("tcp://a", "tcp://c")
+    client.answer = lambda: {"tcp://a": mine, "tcp://c": mine}
+    check_once(client)
+    assert client.asked == ["tcp://a", "tcp://c"]
+    client.joins("tcp://d")  # the new scheduler's count starts again
+    client.answer = lambda: {"tcp://d": mine}
+    check_once(client)
+    assert client.asked == ["tcp://d"]
+
+
+def test_an_interrupted_question_to_joined_workers_is_asked_again():
+    """Review: the workers that joined were marked asked before the question, so a Ctrl-C during it
+    let them pass for good."""
+    import importlib.metadata
+
+    from zarr_vectors.execution.environment import DISTRIBUTION, check_once
+
+    mine = importlib.metadata.version(DISTRIBUTION)
+    client = _Client(mine, None, run=lambda: {"tcp://a": mine})
+    client.present = ("tcp://a",)
+    check_once(client)
+    client.joins("tcp://old")
+    client.answer = lambda: (_ for _ in ()).throw(KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        check_once(client)
+    client.answer = lambda: {"tcp://old": "0.0.1"}
+    with pytest.raises(InputError, match="worker tcp://old: 0.0.1"):
+        check_once(client)
+
+
+def test_the_scheduler_side_subscription_pushes_every_later_join_and_returns_the_log_so_far():
+    """``arrivals.subscribe`` on a real scheduler, with no subscription sent from the client: it
+    subscribes the client itself (a subscription sent on its own starts later) and returns the
+    scheduler's id, its workers and the log so far; a join logged after it is pushed."""
+    from zarr_vectors.execution.arrivals import JOINED, JoinLog, subscribe
+
+    def log_join(worker: str, n: int) -> None:
+        client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.log_event(JOINED, {"worker": worker, "n": n}))
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        log_join("tcp://before", 1)
+        log = JoinLog()
+        client._event_handlers[JOINED] = log.pushed  # the handler alone, as subscribe_topic sets it, nothing sent
+        scheduler, workers, events = client.run_on_scheduler(subscribe, client=client.id)
+        assert scheduler == cluster.scheduler.id and workers == list(cluster.scheduler.workers)
+        log.add(events)
+        assert log.joins() == {"tcp://before": 1}
+        log_join("tcp://after", 2)
+        wait_for(lambda: log.joins().get("tcp://after") == 2, 30, what="the pushed join")
+        del client._event_handlers[JOINED]
+
+
+def test_joins_are_kept_by_number_whatever_order_they_arrive_in():
     """The scheduler pushes every join logged after the subscription, and a push can reach the
-    client before the answer carrying the log so far: the log keeps each worker's latest join."""
+    client before the answer carrying the log so far: the log keeps each worker's latest join by
+    the plugin's count, not by a clock that may step back."""
     from zarr_vectors.execution.arrivals import JoinLog, latest
 
     log = JoinLog()
-    log.pushed((2.0, {"worker": "tcp://a"}))
+    log.pushed((1.0, {"worker": "tcp://a", "n": 3}))
     log.pushed((3.0, "not an entry of ours"))
-    log.add([(1.0, {"worker": "tcp://a"}), (1.5, {"worker": "tcp://b"}), ("when?", {"worker": "tcp://c"})])
-    assert log.joins() == {"tcp://a": 2.0, "tcp://b": 1.5}
-    assert latest([(5.0, {"worker": 7}), (4.0, {"worker": "7"})]) == {"7": 5.0}
+    log.add([(2.0, {"worker": "tcp://a", "n": 1}), (0.5, {"worker": "tcp://b", "n": 2}),
+             (1.0, {"worker": "tcp://c", "n": "2"}), (1.0, {"worker": "tcp://d", "n": True})])
+    assert log.joins() == {"tcp://a": 3, "tcp://b": 2}
+    assert latest([(5.0, {"worker": 7, "n": 4}), (4.0, {"worker": "7", "n": 5})]) == {"7": 5}
 
 
 def test_a_client_run_from_a_source_tree_warns_that_the_cluster_is_not_checked(monkeypatch):

@@ -44,15 +44,15 @@ _OURS = (str(_HERE.parents[1]) + os.sep, str(_HERE.parents[2] / "pipeline") + os
 
 @dataclass
 class _Watch:
-    """A passed client's cluster: the workers asked so far (each with the time of the join it was
-    asked after: a worker restarted at the same address joins again), those that joined between
-    the check and the start of the log of joins (which therefore does not name them), and the
-    client's copy of that log (:class:`~zarr_vectors.execution.arrivals.JoinLog`, typed loosely:
+    """A passed client's cluster: the workers asked so far, each with the number of the latest
+    join it was asked after (a worker restarted at the same address joins again); those there
+    when the watch began and not asked (each with its latest logged join, 0 if none); and the
+    watch's snapshot (:class:`~zarr_vectors.execution.arrivals.Snapshot`, typed loosely:
     distributed is imported only once a client exists)."""
 
-    asked: dict[str, float]
-    unlogged: set[str]
-    log: Any
+    asked: dict[str, int]
+    unasked: dict[str, int]
+    snapshot: Any
 
 
 def check_once(client: Any, *, joined: bool = True) -> None:
@@ -81,10 +81,11 @@ def check_cluster(client: Any, where: str) -> None:
     Asked through ``importlib.metadata`` (which every Python has: a function of ours could
     not be run where the package is missing), within one ``distributed.comm.timeouts.connect``
     in all.  Only answers refuse: a process that does not answer in time (a worker that died or
-    is busy) is named in a warning and not checked.  A cluster that passed then logs the
-    workers that join (:mod:`~zarr_vectors.execution.arrivals`: two more requests, not within
-    that bound; the scheduler then pushes each join), which :func:`check_once` asks before the
-    next graph.  Versions, not code: two builds of one version pass.
+    is busy) is named in a warning and not checked.  Once the scheduler passed, and before the
+    workers are asked, the scheduler starts logging the workers that join
+    (:mod:`~zarr_vectors.execution.arrivals`: two more requests; it then pushes each join), which
+    :func:`check_once` asks before the next graph.  Versions, not code: two builds of one
+    version pass.
     """
     missing = importlib.metadata.PackageNotFoundError
     try:
@@ -101,6 +102,9 @@ def check_cluster(client: Any, where: str) -> None:
                                                            callback_timeout=max(0.1, deadline - time.monotonic()))
     except Exception as exc:  # noqa: BLE001 - an answer (not installed) or none; sorted out below
         answers["the scheduler"] = exc
+    said = answers["the scheduler"]
+    # the joins' log starts before the workers are asked, so no worker joins unseen in between
+    snapshot = None if isinstance(said, missing) or (isinstance(said, str) and said != mine) else _watch(client, where)
     try:
         workers = client.run(importlib.metadata.version, DISTRIBUTION, on_error="return",
                              callback_timeout=max(0.1, deadline - time.monotonic()))
@@ -109,20 +113,25 @@ def check_cluster(client: Any, where: str) -> None:
         workers, answers["the workers"] = {}, exc
     _judge(client, where, mine, answers)
     if workers or "the workers" in answers:
+        if snapshot is not None:
+            # no answer at all (warned of): not asked again one by one; a worker there when the log
+            # began and not asked is asked at the next graph, as are those that join later
+            present = snapshot.present
+            asked = {w: present.get(w, 0) for w in (present if "the workers" in answers else workers)}
+            _WATCHED[client] = _Watch(asked, {w: n for w, n in present.items() if w not in asked}, snapshot)
         _VERDICTS[client] = None  # passed (silence warned of once); with no worker yet, the next graph asks again
-        from zarr_vectors.execution.arrivals import watch  # a client exists: distributed is imported
 
-        try:
-            present, log = watch(client)
-        except Exception as exc:  # noqa: BLE001 - the check passed; only later workers go unasked
-            warnings.warn(f"{where}: cannot watch for workers that join ({type(exc).__name__}: {exc}), so their "
-                          f"{DISTRIBUTION} version is not checked", stacklevel=_callers_level())
-            return
-        # no answer at all (warned of): not asked again one by one; a worker that joined between
-        # the check and the log's start is asked at the next graph, as are those the log names
-        asked = set(workers) | (present if "the workers" in answers else set())
-        joins = log.joins()  # a log another client began: joins from before this check's question
-        _WATCHED[client] = _Watch({w: joins.get(w, -math.inf) for w in asked}, present - asked, log)
+
+def _watch(client: Any, where: str) -> Any:
+    """The snapshot :func:`arrivals.watch` begins with, or None (warned of: later workers go unasked)."""
+    from zarr_vectors.execution.arrivals import watch  # a client exists: distributed is imported
+
+    try:
+        return watch(client)
+    except Exception as exc:  # noqa: BLE001 - the check goes on; only later workers go unasked
+        warnings.warn(f"{where}: cannot watch for workers that join ({type(exc).__name__}: {exc}), so their "
+                      f"{DISTRIBUTION} version is not checked", stacklevel=_callers_level())
+        return None
 
 
 def _check_arrivals(client: Any, where: str) -> None:
@@ -133,28 +142,44 @@ def _check_arrivals(client: Any, where: str) -> None:
     watch = _WATCHED.get(client)
     if watch is None:
         return
-    joins = {w: t for w, t in watch.log.joins().items() if t > watch.asked.get(w, -math.inf)}
-    joins.update({w: -math.inf for w in watch.unlogged if w not in watch.asked and w not in joins})
+    if getattr(client, "scheduler_comm", None) is not watch.snapshot.comm:
+        _resume(client, where, watch)
+    joins = {w: n for w, n in watch.snapshot.log.joins().items() if n > watch.asked.get(w, -1)}
+    joins.update({w: n for w, n in watch.unasked.items() if w not in watch.asked and w not in joins})
     if not joins:
         return
     left = departures(client)  # one that joined and left would make the whole question time out
-    watch.unlogged.clear()
-    watch.asked.update(joins)  # asked below, or gone
-    new = sorted(w for w, t in joins.items() if not (w in left and (t == -math.inf or left[w] > t)))
-    if not new:
-        return
-    mine = importlib.metadata.version(DISTRIBUTION)
-    # the scheduler waits up to a connect timeout for each worker: the client waits longer, so
-    # that an answer comes back for every worker, a silent one included
-    timeout = 2 * parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
+    new = sorted(w for w, n in joins.items() if left.get(w, 0) <= n)
     answers: dict[str, object] = {}
-    try:
-        workers = client.run(importlib.metadata.version, DISTRIBUTION, workers=new, on_error="return",
-                             callback_timeout=timeout)
-        answers.update({f"worker {w}": v for w, v in sorted(workers.items())})
-    except Exception as exc:  # noqa: BLE001 - no answer within the bound
-        answers[f"the workers that joined ({', '.join(new)})"] = exc
-    _judge(client, f"{where} (workers that joined after its check)", mine, answers)
+    if new:
+        # the scheduler waits up to a connect timeout for each worker: the client waits longer, so
+        # that an answer comes back for every worker, a silent one included
+        timeout = 2 * parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
+        try:
+            workers = client.run(importlib.metadata.version, DISTRIBUTION, workers=new, on_error="return",
+                                 callback_timeout=timeout)
+            answers.update({f"worker {w}": v for w, v in sorted(workers.items())})
+        except Exception as exc:  # noqa: BLE001 - no answer within the bound
+            answers[f"the workers that joined ({', '.join(new)})"] = exc
+    watch.asked.update(joins)  # asked, or gone; not before: an interrupted question is asked again
+    watch.unasked.clear()
+    if answers:
+        _judge(client, f"{where} (workers that joined after its check)", importlib.metadata.version(DISTRIBUTION),
+               answers)
+
+
+def _resume(client: Any, where: str, watch: _Watch) -> None:
+    """After a reconnection (the scheduler dropped the pushes while the client was away), a new
+    snapshot; from a scheduler that is not the one watched (restarted), nothing it holds was asked."""
+    snapshot = _watch(client, where)
+    if snapshot is None:  # warned of; the next graph tries again
+        return
+    if snapshot.scheduler != watch.snapshot.scheduler:
+        watch.asked.clear()
+        watch.unasked = dict(snapshot.present)
+    else:
+        watch.unasked.update({w: n for w, n in snapshot.present.items() if w not in watch.asked})
+    watch.snapshot = snapshot
 
 
 def _judge(client: Any, where: str, mine: str, answers: dict[str, object]) -> None:
