@@ -612,8 +612,8 @@ def test_the_log_of_joins_begins_before_the_workers_are_asked_and_counts_what_it
 
 def test_after_a_reconnection_the_joins_the_client_missed_are_asked():
     """Review: the scheduler drops pushes while a client's connection is down, and nothing read the log
-    again, so a worker that joined meanwhile was never asked.  After a reconnection the client takes a
-    new snapshot; from a restarted scheduler, every worker there is asked."""
+    again, so a worker that joined meanwhile was never asked.  After a reconnection the client asks the
+    scheduler again and takes a new snapshot; from a restarted scheduler, every worker there is asked."""
     import importlib.metadata
 
     from zarr_vectors.execution.environment import DISTRIBUTION, check_once
@@ -639,6 +639,10 @@ def test_after_a_reconnection_the_joins_the_client_missed_are_asked():
     client.answer = lambda: {"tcp://d": mine}
     check_once(client)
     assert client.asked == ["tcp://d"]
+    client.reconnect(restarted=True)
+    client.scheduler_version = "0.0.1"  # restarted from another image
+    with pytest.raises(InputError, match=r"after a reconnection.*the scheduler: 0\.0\.1"):
+        check_once(client)
 
 
 def test_an_interrupted_question_to_joined_workers_is_asked_again():

@@ -169,8 +169,15 @@ def _check_arrivals(client: Any, where: str) -> None:
 
 
 def _resume(client: Any, where: str, watch: _Watch) -> None:
-    """After a reconnection (the scheduler dropped the pushes while the client was away), a new
-    snapshot; from a scheduler that is not the one watched (restarted), nothing it holds was asked."""
+    """After a reconnection (the scheduler dropped the pushes while the client was away), the
+    scheduler asked again (it may have been restarted from another image) and a new snapshot; from
+    a scheduler that is not the one watched, nothing it holds was asked."""
+    timeout = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
+    try:
+        said = client.run_on_scheduler(importlib.metadata.version, DISTRIBUTION, callback_timeout=timeout)
+    except Exception as exc:  # noqa: BLE001 - an answer (not installed) or none
+        said = exc
+    _judge(client, f"{where} (after a reconnection)", importlib.metadata.version(DISTRIBUTION), {"the scheduler": said})
     snapshot = _watch(client, where)
     if snapshot is None:  # warned of; the next graph tries again
         return
