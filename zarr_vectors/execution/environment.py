@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
-import math
 import os
 import sys
 import threading
