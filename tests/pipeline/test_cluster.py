@@ -356,7 +356,7 @@ class _Watchable:
         self.departed = self.departed if self.departed is not None else []
 
     def subscribe_topic(self, topic, handler):  # noqa: ANN001, ANN202
-        self.handler, self.subscribed_at = handler, None
+        self.handler = handler
 
     def subscribed(self, function, client):  # noqa: ANN001, ANN202
         from zarr_vectors.execution.arrivals import subscribe

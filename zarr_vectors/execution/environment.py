@@ -95,13 +95,8 @@ def check_cluster(client: Any, where: str) -> None:
         _VERDICTS[client] = None
         return
     deadline = time.monotonic() + parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
-    answers: dict[str, object] = {}
-    try:
-        answers["the scheduler"] = client.run_on_scheduler(importlib.metadata.version, DISTRIBUTION,
-                                                           callback_timeout=max(0.1, deadline - time.monotonic()))
-    except Exception as exc:  # noqa: BLE001 - an answer (not installed) or none; sorted out below
-        answers["the scheduler"] = exc
-    said = answers["the scheduler"]
+    said = _scheduler_version(client, max(0.1, deadline - time.monotonic()))
+    answers: dict[str, object] = {"the scheduler": said}
     # the joins' log starts before the workers are asked, so no worker joins unseen in between
     snapshot = None if isinstance(said, missing) or (isinstance(said, str) and said != mine) else _watch(client, where)
     try:
@@ -119,6 +114,15 @@ def check_cluster(client: Any, where: str) -> None:
             asked = {w: present.get(w, 0) for w in (present if "the workers" in answers else workers)}
             _WATCHED[client] = _Watch(asked, {w: n for w, n in present.items() if w not in asked}, snapshot)
         _VERDICTS[client] = None  # passed (silence warned of once); with no worker yet, the next graph asks again
+
+
+def _scheduler_version(client: Any, timeout: float) -> object:
+    """The scheduler's answer, its version or the error of asking (not installed, or no answer),
+    which :func:`_judge` sorts out."""
+    try:
+        return client.run_on_scheduler(importlib.metadata.version, DISTRIBUTION, callback_timeout=timeout)
+    except Exception as exc:  # noqa: BLE001 - an answer (not installed) or none
+        return exc
 
 
 def _watch(client: Any, where: str) -> Any:
@@ -144,7 +148,7 @@ def _check_arrivals(client: Any, where: str) -> None:
     if getattr(client, "scheduler_comm", None) is not watch.snapshot.comm:
         _resume(client, where, watch)
     joins = {w: n for w, n in watch.snapshot.log.joins().items() if n > watch.asked.get(w, -1)}
-    joins.update({w: n for w, n in watch.unasked.items() if w not in watch.asked and w not in joins})
+    joins.update({w: n for w, n in watch.unasked.items() if w not in joins})  # never asked: not in ``asked``
     if not joins:
         return
     left = departures(client)  # one that joined and left would make the whole question time out
@@ -171,11 +175,7 @@ def _resume(client: Any, where: str, watch: _Watch) -> None:
     """After a reconnection (the scheduler dropped the pushes while the client was away), the
     scheduler asked again (it may have been restarted from another image) and a new snapshot; from
     a scheduler that is not the one watched, nothing it holds was asked."""
-    timeout = parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s")
-    try:
-        said = client.run_on_scheduler(importlib.metadata.version, DISTRIBUTION, callback_timeout=timeout)
-    except Exception as exc:  # noqa: BLE001 - an answer (not installed) or none
-        said = exc
+    said = _scheduler_version(client, parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s"))
     _judge(client, f"{where} (after a reconnection)", importlib.metadata.version(DISTRIBUTION), {"the scheduler": said})
     snapshot = _watch(client, where)
     if snapshot is None:  # warned of; the next graph tries again
