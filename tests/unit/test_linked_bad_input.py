@@ -362,3 +362,41 @@ def test_good_append_still_works_after_refusals(linked_store):
     data = zv.read(str(path))
     assert len(data.edges) == 7
     assert sorted(data.edge_attributes["w"].tolist()) == [0, 1, 2, 3, 4, 10, 11]
+
+
+# ---------------------------------------------------------------------------
+# the record checks themselves, past their first block and at the edges of the index range
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("width", [3, 6])  # column comparisons, then the row-wise sort
+def test_a_repeated_vertex_far_into_the_records_is_named_by_its_row(width):
+    from zarr_vectors.format import topology
+
+    records = np.arange(50_000 * width, dtype=np.int64).reshape(-1, width)
+    topology.check_distinct(records, what="faces")  # all distinct: passes
+    records[40_123, width - 1] = records[40_123, 0]
+    with pytest.raises(InputError, match="faces row 40223 repeats a vertex"):
+        topology.check_distinct(records, what="faces", first_row=100)
+
+
+@pytest.mark.parametrize(
+    ("bad", "text"),
+    [(-1, "names vertex -1"), (10, "names vertex 10"), (np.iinfo(np.int64).min, "names vertex -9223372036854775808")],
+)
+def test_an_index_out_of_range_is_found_in_a_strided_array(bad, text):
+    from zarr_vectors.format import topology
+
+    records = np.zeros((30_000, 4), dtype=np.int64)[:, ::2]  # not contiguous
+    records[:] = 9  # the largest index allowed
+    topology.check_records(records, 10, what="edges")
+    records[29_999, 1] = bad
+    with pytest.raises(InputError, match=f"edges row 29999 {text}"):
+        topology.check_records(records, 10, what="edges")
+
+
+def test_unsigned_indices_past_the_signed_range_are_refused():
+    from zarr_vectors.format import topology
+
+    records = np.array([[0, 1], [2, np.iinfo(np.uint64).max]], dtype=np.uint64)
+    with pytest.raises(InputError, match="edges row 1 names vertex 18446744073709551615"):
+        topology.check_records(records, 5, what="edges")
+    assert topology.check_records(np.zeros((0, 2), np.int64), 5, what="edges").shape == (0, 2)
