@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 
 from zarr_vectors.encoding import (
     MAX_ITEM_BYTES,
+    FramedItems,
     frame_items,
     frame_single,
+    item_spans,
     unframe_items,
     unframe_single,
 )
@@ -60,6 +62,21 @@ def test_items_round_trip(items: list[bytes]) -> None:
     framed = frame_items(items)
     assert unframe_items(framed) == items
     assert len(framed) == 4 + 4 * len(items) + sum(map(len, items))
+
+
+@given(st.lists(st.lists(st.binary(max_size=20), max_size=8), max_size=4), st.integers(0, 8), st.integers(0, 8))
+def test_framed_items_are_the_items_in_one_buffer(chunks: list[list[bytes]], lo: int, hi: int) -> None:
+    """Spans of each chunk, joined: index, slice, iterate and join give the items themselves."""
+    parts = [item_spans(memoryview(frame_items(c))) for c in chunks]  # a memoryview too
+    joined = FramedItems.concat(parts)
+    items = [i for c in chunks for i in c]
+    assert len(joined) == len(items) and list(joined) == items
+    assert [joined[i] for i in range(len(items))] == items
+    assert list(joined[lo:hi]) == items[lo:hi] and len(joined[lo:hi]) == len(items[lo:hi])
+    again = FramedItems.of(items)
+    assert list(again) == items and FramedItems.of(again) is again
+    for framed, chunk in zip(parts, chunks):
+        assert all(isinstance(i, bytes) for i in framed) and list(framed) == chunk
 
 
 @given(st.binary(max_size=200))

@@ -224,3 +224,81 @@ def test_the_table_on_its_own():
     with pytest.raises(zv.InputError, match="vertex 4"):
         ov.objects_of(4)
 
+
+
+@pytest.mark.parametrize(
+    ("rows", "vertices", "n", "expected"),
+    [
+        ([0, 0, 1, 2], [0, 1, 2, 3], 4, [4, 4, 7, 9]),  # every vertex once, in order: the owners as they are
+        ([0, 1, 2], [0, 2, 3], 4, [4, -1, 7, 9]),  # ascending with a gap: vertex 1 has no owner
+        ([0, 1, 2], [1, 2, 3], 4, [-1, 4, 7, 9]),  # as many pairs as vertices would be, but vertex 0 unowned
+        ([2, 0, 1], [0, 1, 2], 3, [9, 4, 7]),  # pairs out of row order, no vertex shared
+        ([0, 1, 2], [2, 1, 2], 3, [-1, 7, 4]),  # vertex 2 shared by ids 4 and 9
+    ],
+)
+def test_smallest_owner_in_each_of_its_paths(rows, vertices, n, expected):
+    ov = ObjectVertices.from_pairs(np.array([4, 7, 9]), np.array(rows), np.array(vertices), n)
+    got = ov.smallest_owner()
+    np.testing.assert_array_equal(got, expected)
+    assert got.dtype == np.int64 and not np.shares_memory(got, ov.ids)
+
+
+def _rows_one_by_one(fragments, bases, named):
+    """The oracle: each named (cell, fragment)'s rows from FragmentIndex.rows, shifted to global."""
+    rows = [fragments[c].rows(f) + bases[c] for c, f in named]
+    return (np.concatenate(rows) if rows else np.zeros(0, np.int64)), [len(r) for r in rows]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_fragment_rows_equal_each_fragment_read_on_its_own(seed):
+    """Mixed range and explicit fragments, overlapping ranges, empty fragments, repeats, any order."""
+    from importlib import import_module
+
+    read_module = import_module("zarr_vectors.read")
+    rng = np.random.default_rng(seed)
+    cells = sorted({tuple(rng.integers(0, 4, 3).tolist()) for _ in range(rng.integers(1, 6))})
+    counts = rng.integers(1, 30, len(cells))
+    fragments = []
+    for n in counts.tolist():
+        frags = [[n - 1, 0, 0]]  # never ascending by one: stored explicit
+        for _ in range(rng.integers(0, 8)):
+            if rng.random() < 0.5:
+                start = int(rng.integers(0, n))
+                frags.append((start, int(rng.integers(0, n - start + 1))))
+            else:
+                frags.append(rng.integers(0, n, rng.integers(0, 6)))
+        fragments.append(FragmentIndex.from_fragments(frags))
+    bases = np.r_[0, np.cumsum(counts)[:-1]].tolist()
+    table = read_module.VertexTable(
+        cells, dict(zip(cells, bases)), np.zeros((int(counts.sum()), 3), np.float32), {}, fragments, None,
+        counts=counts.astype(np.int64),
+    )
+    picked = rng.integers(0, len(cells), 25).tolist()
+    named = [(0, 0)] + [(c, int(rng.integers(0, fragments[c].num_fragments))) for c in picked]
+    assert not fragments[0].is_range[0]
+    chunks = np.asarray([cells[c] for c, _ in named], dtype=np.int64).reshape(-1, 3)
+    frags = np.asarray([f for _, f in named], dtype=np.int64)
+    rows, n_rows = read_module._fragment_rows(table, chunks, frags)
+    expected_rows, expected_counts = _rows_one_by_one(fragments, bases, named)
+    np.testing.assert_array_equal(rows, expected_rows)
+    np.testing.assert_array_equal(n_rows, expected_counts)
+
+
+def test_fragment_rows_refuse_what_the_cells_do_not_have(zv_config):
+    from importlib import import_module
+
+    read_module = import_module("zarr_vectors.read")
+    overlapping = FragmentIndex.from_ranges(np.zeros(4, np.int64), np.full(4, 1000, np.int64))
+    table = read_module.VertexTable([(0, 0, 0)], {(0, 0, 0): 0}, np.zeros((1000, 3), np.float32), {}, [overlapping],
+                                    None, level="0", counts=np.array([1000]))
+    with pytest.raises(zv.InconsistentStoreError, match="names fragment 4 of chunk 0.0.0, which has 4"):
+        read_module._fragment_rows(table, np.zeros((1, 3), np.int64), np.array([4]))
+    with pytest.raises(zv.InconsistentStoreError, match="names chunk 1.0.0, which has no vertex cell"):
+        read_module._fragment_rows(table, np.array([[1, 0, 0]]), np.array([0]))
+    many = np.zeros(2000, np.int64)  # 2000 blocks naming 1000-row fragments: 2*10^6 rows, 32 MB expanded
+    zv_config("limits.max-decoded-bytes", 16 << 20)
+    with pytest.raises(zv.ResourceLimitError, match="manifests select 2000000 vertex rows"):
+        read_module._fragment_rows(table, np.zeros((2000, 3), np.int64), many)
+    zv_config("limits.max-decoded-bytes", 64 << 20)
+    rows, n_rows = read_module._fragment_rows(table, np.zeros((2000, 3), np.int64), many)
+    assert len(rows) == 2_000_000 and n_rows.sum() == 2_000_000

@@ -368,7 +368,7 @@ def test_vlen_rows_pad_last_chunk(tmp_path):
     last = (tmp_path / "s.zv/0/v/c/2").read_bytes()
     assert last == struct.pack("<II", 2, 1) + b"e" + struct.pack("<I", 0)  # padded with a zero-length item
     stored = read_vlen_rows(store.storage, "0/v")
-    assert stored.num_rows == 5 and stored.rows == rows and stored.row_numbers.tolist() == [0, 1, 2, 3, 4]
+    assert stored.num_rows == 5 and list(stored.rows) == rows and stored.row_numbers.tolist() == [0, 1, 2, 3, 4]
 
 
 # ---------------------------------------------------------------------------
@@ -482,7 +482,7 @@ def test_tables_with_many_chunks_read_the_stored_chunks_found_by_listing(tmp_pat
     rows = [bytes([i % 251]) * (i % 5 + 1) for i in range(200)]
     write_vlen_rows(store.storage, "0/v", rows, compressor=ZSTD_DEFAULT, chunk_rows=2)
     got = read_vlen_rows(store.storage, "0/v")
-    assert got.num_rows == 200 and got.rows == rows and got.row_numbers.tolist() == list(range(200))
+    assert got.num_rows == 200 and list(got.rows) == rows and got.row_numbers.tolist() == list(range(200))
 
 
 @pytest.mark.parametrize("threshold", [0, 1 << 30], ids=["pool", "calling-thread"])

@@ -33,8 +33,10 @@ from zarr_vectors.encoding.ragged import (
 )
 from zarr_vectors.encoding.vlen import (
     MAX_ITEM_BYTES,
+    FramedItems,
     frame_items,
     frame_single,
+    item_spans,
     unframe_items,
     unframe_single,
 )
@@ -44,6 +46,7 @@ __all__ = [
     "MAX_ROWS_WIDTH",
     "MAX_SID_NDIM",
     "FragmentIndex",
+    "FramedItems",
     "ManifestBlock",
     "ManifestSummary",
     "decode_manifest",
@@ -56,6 +59,7 @@ __all__ = [
     "encode_ragged_ints",
     "frame_items",
     "frame_single",
+    "item_spans",
     "lehmer_decode",
     "lehmer_decode_rows",
     "lehmer_encode",

@@ -195,6 +195,14 @@ class FragmentIndex:
         out[~self.is_range] = np.diff(self.csr_offsets)
         return out
 
+    def starts(self) -> np.ndarray:
+        """Where each fragment's rows begin (int64, length F): a range's first row; for an explicit
+        fragment, its first position in ``csr_indices``."""
+        out = np.empty(self.num_fragments, dtype=np.int64)
+        out[self.is_range] = self.range_starts
+        out[~self.is_range] = self.csr_offsets[:-1]
+        return out
+
     def rows(self, f: int) -> np.ndarray:
         """Row indices of fragment ``f``, in order."""
         if not 0 <= f < self.num_fragments:
@@ -222,10 +230,7 @@ class FragmentIndex:
             )
         total = int(counts.sum())
         frag_ids = np.repeat(np.arange(self.num_fragments, dtype=np.int64), counts)
-        base = np.empty(self.num_fragments, dtype=np.int64)
-        base[self.is_range] = self.range_starts
-        base[~self.is_range] = self.csr_offsets[:-1]
-        rows = np.repeat(base - (np.cumsum(counts) - counts), counts) + np.arange(total, dtype=np.int64)
+        rows = np.repeat(self.starts() - (np.cumsum(counts) - counts), counts) + np.arange(total, dtype=np.int64)
         explicit = ~self.is_range[frag_ids]
         rows[explicit] = self.csr_indices[rows[explicit]]
         return frag_ids, rows

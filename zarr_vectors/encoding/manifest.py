@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from zarr_vectors import config
+from zarr_vectors.encoding.vlen import FramedItems
 from zarr_vectors.errors import EncodingError, InputError, ResourceLimitError
 
 MODE_SINGLE = 0
@@ -290,11 +291,11 @@ def _mode0_blocks(
     :func:`_mode0_dtype`, rows in order) with the row each belongs to.  Every other row
     (short, odd-sized or mixed-mode) needs :func:`decode_manifest`.
     """
-    n = len(rows)
+    framed = FramedItems.of(rows)
+    n = len(framed)
     rec = _mode0_dtype(sid_ndim)
-    lens = np.fromiter((len(r) for r in rows), dtype=np.int64, count=n)
-    buf = np.frombuffer(b"".join(rows), dtype=np.uint8)
-    starts = np.cumsum(lens) - lens
+    lens, starts = framed.lengths, framed.starts
+    buf = np.frombuffer(framed.buffer, dtype=np.uint8)
     counts = np.zeros(n, dtype=np.int64)
     long_enough = lens >= 4
     if long_enough.any():
@@ -305,8 +306,12 @@ def _mode0_blocks(
     fast_rows = np.flatnonzero(fast)
     block_row = np.repeat(fast_rows, counts[fast])
     if block_row.size:  # the fast rows' bodies back to back are their records, in row order
-        # joined row by row (a slice each, one copy): a byte mask over the whole chunk took 3x as long
-        bodies = bytearray().join(memoryview(rows[r])[4:] for r in fast_rows.tolist())
+        # joined row by row (a slice of the one buffer each, one copy): a byte mask over the whole
+        # chunk took 3-4x as long, a gather by byte index 1.3x
+        whole = memoryview(framed.buffer)
+        bodies = bytearray().join(
+            whole[s + 4 : s + n] for s, n in zip(starts[fast_rows].tolist(), lens[fast_rows].tolist())
+        )
         blocks = np.frombuffer(bodies, dtype=np.uint8).view(rec)
     else:  # no block: nothing to gather (a record may be wide, an empty gather still allocates its width)
         blocks = np.zeros(0, dtype=rec)

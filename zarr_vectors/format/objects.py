@@ -61,7 +61,7 @@ class ObjectVertices:
     @classmethod
     def from_pairs(cls, ids: np.ndarray, rows: np.ndarray, vertices: np.ndarray, num_vertices: int) -> ObjectVertices:
         """From (object row, vertex) pairs grouped by row (the order manifests are decoded in)."""
-        if len(rows) > 1 and (np.diff(rows) < 0).any():
+        if len(rows) > 1 and (rows[1:] < rows[:-1]).any():
             order = np.argsort(rows, kind="stable")
             rows, vertices = rows[order], vertices[order]
         counts = np.bincount(rows, minlength=len(ids)) if len(rows) else np.zeros(len(ids), np.int64)
@@ -105,12 +105,18 @@ class ObjectVertices:
 
     def smallest_owner(self) -> np.ndarray:
         """Per vertex, the smallest id owning it; -1 where none (:data:`OBJECT_ID_RULE`)."""
-        out = np.full(self.num_vertices, -1, dtype=np.int64)
         owner = np.repeat(self.ids, np.diff(self.offsets))
+        n, index = self.num_vertices, self.indices
         if not len(owner):
-            return out
-        if np.bincount(self.indices, minlength=self.num_vertices).max() <= 1:  # no vertex shared
-            out[self.indices] = owner
+            return np.full(n, -1, dtype=np.int64)
+        # ascending indices share no vertex; n of them in [0, n) are every vertex in order (a
+        # polyline read): one comparison pass instead of a count per vertex
+        ascending = bool((index[1:] > index[:-1]).all())
+        if ascending and len(index) == n and index[0] >= 0 and index[-1] < n:
+            return owner
+        out = np.full(n, -1, dtype=np.int64)
+        if ascending or np.bincount(index, minlength=n).max() <= 1:  # no vertex shared
+            out[index] = owner
             return out
         big = np.iinfo(np.int64).max
         out[:] = big

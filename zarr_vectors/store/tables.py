@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors import config
-from zarr_vectors.encoding import frame_items, unframe_items
+from zarr_vectors.encoding import FramedItems, frame_items, item_spans
 from zarr_vectors.errors import EncodingError, MetadataError, ResourceLimitError
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.codecs import ZSTD_DEFAULT, Pipeline
@@ -211,7 +211,7 @@ class VlenRows:
     """
 
     num_rows: int
-    rows: list[bytes]
+    rows: FramedItems
     row_numbers: np.ndarray
 
 
@@ -235,7 +235,7 @@ def read_vlen_rows(
     pipeline = Pipeline.from_codecs(doc["codecs"], file=file)
     indices = present_chunks(storage, path, n_chunks, 1)
     keys = [_chunk_key(path, (i,)) for i in indices]
-    rows: list[bytes] = []
+    parts: list[FramedItems] = []
     firsts: list[int] = []
     counts: list[int] = []
     for i, key, raw in zip(indices, keys, storage.get_many(keys)):
@@ -243,7 +243,7 @@ def read_vlen_rows(
             continue
         limit = chunk_limit(min(rows_per_chunk, n - i * rows_per_chunk), rows_per_chunk) if chunk_limit else None
         try:
-            items = unframe_items(pipeline.decompress(raw, max_size=limit, where=key))
+            items = item_spans(pipeline.decompress(raw, max_size=limit, where=key))
         except ResourceLimitError:
             raise
         except Exception as exc:
@@ -251,9 +251,10 @@ def read_vlen_rows(
         if len(items) != rows_per_chunk:
             raise EncodingError(f"{key}: chunk holds {len(items)} rows, expected {rows_per_chunk}")
         count = min(rows_per_chunk, n - i * rows_per_chunk)
-        rows.extend(items[:count])
+        parts.append(items[:count])
         firsts.append(i * rows_per_chunk)
         counts.append(count)
+    rows = FramedItems.concat(parts)
     first = np.asarray(firsts, dtype=np.int64)
     lengths = np.asarray(counts, dtype=np.int64)
     numbers = np.repeat(first - (np.cumsum(lengths) - lengths), lengths) + np.arange(len(rows), dtype=np.int64)

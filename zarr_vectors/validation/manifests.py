@@ -16,9 +16,9 @@ from zarr_vectors import config
 from zarr_vectors.encoding import (
     MAX_SID_NDIM,
     ManifestSummary,
+    item_spans,
     merge_manifest_summaries,
     summarize_manifest_rows,
-    unframe_items,
 )
 from zarr_vectors.errors import ResourceLimitError
 from zarr_vectors.execution import runner
@@ -67,7 +67,7 @@ def decode_manifest_chunk(
             return out
         limit = manifest_chunk_bound(count, rows_per_chunk, declared[0], declared[1], sid_ndim)
         try:
-            items = unframe_items(comp.decode(raw, limit=decode_limit(limit), where=key) if comp else raw)
+            items = item_spans(comp.decode(raw, limit=decode_limit(limit), where=key) if comp else raw)
         except ResourceLimitError as exc:
             out.findings.append(make("L1_RESOURCE_LIMIT", path, f"chunk is not decoded: {exc}", cell=cell))
             return out
