@@ -243,6 +243,16 @@ def test_smallest_owner_in_each_of_its_paths(rows, vertices, n, expected):
     assert got.dtype == np.int64 and not np.shares_memory(got, ov.ids)
 
 
+def test_smallest_owner_refuses_a_table_that_does_not_hold_together():
+    """Unreachable from a store (the reader builds the table): still never a silent wrap."""
+    negative = ObjectVertices(np.array([4, 7]), np.array([0, 1, 2]), np.array([-1, 1]), 3)
+    with pytest.raises(ValueError):
+        negative.smallest_owner()
+    short = ObjectVertices(np.array([4, 7]), np.array([0, 2, 4]), np.array([0, 1, 2]), 3)
+    with pytest.raises(ValueError):
+        short.smallest_owner()
+
+
 def _rows_one_by_one(fragments, bases, named):
     """The oracle: each named (cell, fragment)'s rows from FragmentIndex.rows, shifted to global."""
     rows = [fragments[c].rows(f) + bases[c] for c, f in named]
@@ -295,10 +305,10 @@ def test_fragment_rows_refuse_what_the_cells_do_not_have(zv_config):
         read_module._fragment_rows(table, np.zeros((1, 3), np.int64), np.array([4]))
     with pytest.raises(zv.InconsistentStoreError, match="names chunk 1.0.0, which has no vertex cell"):
         read_module._fragment_rows(table, np.array([[1, 0, 0]]), np.array([0]))
-    many = np.zeros(2000, np.int64)  # 2000 blocks naming 1000-row fragments: 2*10^6 rows, 32 MB expanded
-    zv_config("limits.max-decoded-bytes", 16 << 20)
-    with pytest.raises(zv.ResourceLimitError, match="manifests select 2000000 vertex rows"):
-        read_module._fragment_rows(table, np.zeros((2000, 3), np.int64), many)
-    zv_config("limits.max-decoded-bytes", 64 << 20)
-    rows, n_rows = read_module._fragment_rows(table, np.zeros((2000, 3), np.int64), many)
-    assert len(rows) == 2_000_000 and n_rows.sum() == 2_000_000
+    # a cell whose overlapping ranges would expand past the limit is refused, named or not
+    zv_config("limits.max-decoded-bytes", 32 << 10)  # 4 x 1000 rows, 16 bytes each expanded: 64 KB
+    with pytest.raises(zv.ResourceLimitError, match="its 4 fragments select 4000 rows"):
+        read_module._fragment_rows(table, np.array([[1, 0, 0]]), np.array([0]))
+    zv_config("limits.max-decoded-bytes", 1 << 20)
+    rows, n_rows = read_module._fragment_rows(table, np.zeros((3, 3), np.int64), np.array([0, 3, 0]))
+    assert rows.tolist() == list(range(1000)) * 3 and n_rows.tolist() == [1000] * 3

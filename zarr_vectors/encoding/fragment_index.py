@@ -214,11 +214,11 @@ class FragmentIndex:
         e = f - k
         return self.csr_indices[self.csr_offsets[e] : self.csr_offsets[e + 1]]
 
-    def expand(self) -> tuple[np.ndarray, np.ndarray]:
-        """(fragment id, row index) of every selected row, fragments in order.
+    def expanded_counts(self) -> np.ndarray:
+        """:meth:`row_counts`, refused (ResourceLimitError) when every fragment's rows together,
+        expanded, would exceed ``zarr_vectors.limits.max-decoded-bytes``.
 
-        Ranges may overlap, so a small index can select far more rows than its cell holds;
-        the output is held to ``zarr_vectors.limits.max-decoded-bytes`` (ResourceLimitError).
+        Ranges may overlap, so a small index can select far more rows than its cell holds.
         """
         counts = self.row_counts()
         ceiling = int(config.get("limits.max-decoded-bytes"))
@@ -228,6 +228,12 @@ class FragmentIndex:
                 f"{float(counts.sum(dtype=np.float64)):.0f} rows, more than zarr_vectors.limits.max-decoded-bytes "
                 f"({ceiling}) holds expanded"
             )
+        return counts
+
+    def expand(self) -> tuple[np.ndarray, np.ndarray]:
+        """(fragment id, row index) of every selected row, fragments in order; held to the
+        limit of :meth:`expanded_counts`."""
+        counts = self.expanded_counts()
         total = int(counts.sum())
         frag_ids = np.repeat(np.arange(self.num_fragments, dtype=np.int64), counts)
         rows = np.repeat(self.starts() - (np.cumsum(counts) - counts), counts) + np.arange(total, dtype=np.int64)

@@ -310,7 +310,8 @@ def _mode0_blocks(
         # chunk took 3-4x as long, a gather by byte index 1.3x
         whole = memoryview(framed.buffer)
         bodies = bytearray().join(
-            whole[s + 4 : s + n] for s, n in zip(starts[fast_rows].tolist(), lens[fast_rows].tolist())
+            whole[start + 4 : start + length]
+            for start, length in zip(starts[fast_rows].tolist(), lens[fast_rows].tolist())
         )
         blocks = np.frombuffer(bodies, dtype=np.uint8).view(rec)
     else:  # no block: nothing to gather (a record may be wide, an empty gather still allocates its width)

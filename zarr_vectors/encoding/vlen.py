@@ -80,6 +80,7 @@ class FramedItems(Sequence[bytes]):
 
     @classmethod
     def concat(cls, parts: Sequence[FramedItems]) -> FramedItems:
+        """The items of ``parts`` in order, in one buffer (one copy; none for a single part)."""
         if len(parts) == 1:
             return parts[0]
         shift = np.cumsum([0] + [len(p.buffer) for p in parts[:-1]]).tolist()
@@ -95,7 +96,7 @@ class FramedItems(Sequence[bytes]):
 
     def __iter__(self) -> Iterator[bytes]:
         buffer = self.buffer
-        return (buffer[s : s + n] for s, n in zip(self.starts.tolist(), self.lengths.tolist()))
+        return (buffer[start : start + length] for start, length in zip(self.starts.tolist(), self.lengths.tolist()))
 
     @overload
     def __getitem__(self, index: int) -> bytes: ...

@@ -124,10 +124,12 @@ class ObjectVertices:
         n, index = self.num_vertices, self.indices
         if not len(owner):
             return np.full(n, -1, dtype=np.int64)
-        # ascending indices share no vertex; n of them in [0, n) are every vertex in order (a
-        # polyline read): one comparison pass instead of a count per vertex
-        ascending = bool((index[1:] > index[:-1]).all())
-        if ascending and len(index) == n and index[0] >= 0 and index[-1] < n:
+        # ascending indices in [0, n) share no vertex, and n of them are every vertex in order (a
+        # polyline read): one comparison pass instead of a count per vertex.  Anything else (a
+        # table built inconsistently by hand) takes the general path, which refuses it
+        ascending = len(index) == len(owner) and 0 <= index[0] and index[-1] < n
+        ascending = ascending and bool((index[1:] > index[:-1]).all())
+        if ascending and len(index) == n:
             return owner
         out = np.full(n, -1, dtype=np.int64)
         if ascending or np.bincount(index, minlength=n).max() <= 1:  # no vertex shared
