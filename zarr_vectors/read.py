@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.encoding import FragmentIndex
+from zarr_vectors.encoding import FragmentIndex, rows_back_to_back
 from zarr_vectors.errors import EncodingError, InconsistentStoreError, InputError, MetadataError, ResourceLimitError
 from zarr_vectors.format import bounds, points
 from zarr_vectors.format.links import LinkRecords
@@ -393,8 +393,8 @@ def _fragment_rows(table: VertexTable, chunks: np.ndarray, frags: np.ndarray) ->
         )
     if not read.any():
         return np.zeros(0, np.int64), np.zeros(len(chunks), np.int64)
-    # every fragment of every read cell: its rows, and where they start -- a global row for a
-    # range, a position in the cells' explicit rows (``explicit``, made global) otherwise
+    # the read cells' fragments as one index: starts made global (a range's first row, an explicit
+    # fragment's position among every cell's explicit rows), explicit rows made global
     bases = [table.base[cell] for cell in table.cells]
     is_range = np.concatenate([f.is_range for f in table.fragments])
     explicit_sizes = [f.csr_indices.size for f in table.fragments]
@@ -402,16 +402,10 @@ def _fragment_rows(table: VertexTable, chunks: np.ndarray, frags: np.ndarray) ->
     starts = np.concatenate([
         f.starts() + np.where(f.is_range, base, first) for f, base, first in zip(table.fragments, bases, explicit_base)
     ])  # fmt: skip
+    explicit_rows = np.concatenate([f.csr_indices + base for f, base in zip(table.fragments, bases)])
     flat = np.where(read, frag_base[np.maximum(cell_rank, 0)] + frags, 0)
     n_rows = np.where(read, counts[flat], 0)
-    total = int(n_rows.sum())
-    rows = np.repeat(starts[flat] - (np.cumsum(n_rows) - n_rows), n_rows) + np.arange(total, dtype=np.int64)
-    named_explicit = read & ~is_range[flat]
-    if named_explicit.any():
-        explicit = np.concatenate([f.csr_indices + base for f, base in zip(table.fragments, bases)])
-        at = np.repeat(named_explicit, n_rows)
-        rows[at] = explicit[rows[at]]
-    return rows, n_rows
+    return rows_back_to_back(starts[flat], n_rows, read & ~is_range[flat], explicit_rows), n_rows
 
 
 def _object_vertices(table: VertexTable) -> ObjectVertices:

@@ -6,7 +6,7 @@ paths, so every other layer can rely on one exact encoding of each format struct
 
 from __future__ import annotations
 
-from zarr_vectors.encoding.fragment_index import FragmentIndex
+from zarr_vectors.encoding.fragment_index import FragmentIndex, rows_back_to_back
 from zarr_vectors.encoding.lehmer import (
     MAX_ROWS_WIDTH,
     lehmer_decode,
@@ -65,6 +65,7 @@ __all__ = [
     "lehmer_encode",
     "lehmer_encode_rows",
     "merge_manifest_summaries",
+    "rows_back_to_back",
     "summarize_manifest_rows",
     "unframe_items",
     "unframe_single",

@@ -49,6 +49,19 @@ def _int_vector(values: object, name: str) -> np.ndarray:
     return arr.astype(np.int64, copy=False)
 
 
+def rows_back_to_back(
+    starts: np.ndarray, counts: np.ndarray, explicit: np.ndarray, csr_indices: np.ndarray
+) -> np.ndarray:
+    """The rows of fragments one after another (int64): ``counts[i]`` rows from ``starts[i]``
+    (:meth:`FragmentIndex.starts`) -- consecutive rows for a range, for an ``explicit`` fragment
+    the rows ``csr_indices`` holds from that position."""
+    rows = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()), dtype=np.int64)
+    if explicit.any():
+        at = np.repeat(explicit, counts)
+        rows[at] = csr_indices[rows[at]]
+    return rows
+
+
 def _problem(
     is_range: np.ndarray,
     starts: np.ndarray,
@@ -234,12 +247,8 @@ class FragmentIndex:
         """(fragment id, row index) of every selected row, fragments in order; held to the
         limit of :meth:`expanded_counts`."""
         counts = self.expanded_counts()
-        total = int(counts.sum())
         frag_ids = np.repeat(np.arange(self.num_fragments, dtype=np.int64), counts)
-        rows = np.repeat(self.starts() - (np.cumsum(counts) - counts), counts) + np.arange(total, dtype=np.int64)
-        explicit = ~self.is_range[frag_ids]
-        rows[explicit] = self.csr_indices[rows[explicit]]
-        return frag_ids, rows
+        return frag_ids, rows_back_to_back(self.starts(), counts, ~self.is_range, self.csr_indices)
 
     def fragment_rows(self) -> list[np.ndarray]:
         """Row indices of every fragment, in order: :meth:`rows` of each, in one bounded pass."""
