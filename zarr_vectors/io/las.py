@@ -100,15 +100,46 @@ def read(path: str, *, columns: ColumnMap | None = None, storage_options: Mappin
     return geometry_from_frame(pd.concat(blocks, ignore_index=True), path, columns)
 
 
-def _point_format(names: set[str]) -> int:
+def _point_format(path: str, attrs: Mapping[str, np.ndarray]) -> int:
+    """The smallest point format that has every standard dimension named by ``attrs`` and holds
+    their values exactly (classification 0..31 fits format 0's five bits, 0..255 needs 6)."""
     import laspy
 
     standard = {d for f in range(11) for d in laspy.PointFormat(f).dimension_names}
-    wanted = names & standard
+    wanted = sorted(set(attrs) & standard)
+    misfit = None
     for fmt in WRITE_FORMATS:
-        if wanted <= set(laspy.PointFormat(fmt).dimension_names):
+        point_format = laspy.PointFormat(fmt)
+        if not set(wanted) <= set(point_format.dimension_names):
+            continue
+        misfits = [m for k in wanted if (m := _misfit(path, k, attrs[k], point_format.dimension_by_name(k)))]
+        if not misfits:
             return fmt
-    raise InputError(f"no LAS point format holds the dimensions {sorted(wanted)} together")
+        misfit = misfits[0]  # formats come smallest first: the last is the widest that has the dimensions
+    if misfit is not None:
+        raise InputError(misfit)
+    raise InputError(f"no LAS point format holds the dimensions {wanted} together")
+
+
+def _misfit(path: str, name: str, values: np.ndarray, dim: Any) -> str | None:
+    """Why a standard LAS dimension of this name cannot hold the attribute exactly, or None
+    (laspy would cast it: a float ``intensity`` in [0, 1] became 0 everywhere)."""
+    floating = dim.kind.name == "FloatingPoint"
+    if values.dtype.kind == "b" or not len(values) or (floating and values.dtype.kind == "f"):
+        return None  # booleans fit every field; float32 and float64 fit a double
+    v = values.astype(np.float64) if values.dtype.kind in "fc" else values
+    low, high = v.min(), v.max()
+    if values.dtype.kind in "iu":
+        if floating and max(abs(int(low)), abs(int(high))) <= 2**53:
+            return None
+        if not floating and dim.min <= low and high <= dim.max:
+            return None
+    elif not floating and np.isfinite(v).all() and (v == np.round(v)).all() and dim.min <= low and high <= dim.max:
+        return None
+    held = "floating-point numbers" if floating else f"integers {dim.min}..{dim.max}"
+    return (f"{path!r}: attribute {name!r} ({values.dtype}, values {low}..{high}) does not fit LAS's standard "
+            f"{name!r} dimension, which holds {held}: convert it, or give it another name to write it as an "
+            "extra-bytes dimension")
 
 
 def write(path: str, data: Any, *, scale: float = 0.001, **_: Any) -> None:
@@ -127,7 +158,7 @@ def write(path: str, data: Any, *, scale: float = 0.001, **_: Any) -> None:
     if bad:
         raise InputError(f"{path!r}: attributes {bad} have several components; LAS dimensions hold one")
     gp.warn_unstored(path, "LAS", g.object_attributes)  # a point's dimensions; an object has no row
-    fmt = _point_format(set(attrs))
+    fmt = _point_format(path, attrs)
     header = laspy.LasHeader(point_format=fmt, version="1.4" if fmt >= 6 else "1.2")
     low, high = (g.positions.min(axis=0), g.positions.max(axis=0)) if len(g.positions) else (np.zeros(3), np.zeros(3))
     # offset 0 while the coordinates fit the integers (x = X * scale reads back exactly), else the floor of the minimum

@@ -71,3 +71,38 @@ def test_a_file_that_is_not_las_names_itself(tmp_path):
     (tmp_path / "bad.las").write_bytes(b"not a las file at all")
     with pytest.raises(InputError, match=r"bad\.las' cannot be read"):
         las.read(str(tmp_path / "bad.las"))
+
+
+def _points(attributes, n=20):
+    from zarr_vectors.io.types import Geometry
+
+    return Geometry(kind="points", positions=np.random.default_rng(0).uniform(0, 10, (n, 3)), attributes=attributes)
+
+
+@pytest.mark.parametrize(("name", "values", "held"), [
+    ("intensity", np.linspace(0, 1, 20, dtype=np.float32), "integers 0..65535"),  # laspy cast it to 0 everywhere
+    ("intensity", np.full(20, np.nan, dtype=np.float32), "integers 0..65535"),
+    ("intensity", -np.arange(20), "integers 0..65535"),
+    ("classification", np.full(20, 300), "integers 0..255"),  # the widest format's field is named
+    ("return_number", np.arange(20), "integers 0..15"),
+])
+def test_an_attribute_a_standard_dimension_cannot_hold_is_refused_and_nothing_is_written(tmp_path, name, values, held):
+    out = tmp_path / "out.las"
+    with pytest.raises(InputError, match=rf"attribute '{name}' .* standard '{name}' dimension, which holds {held}"):
+        las.write(str(out), _points({name: values}))
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("name", "values", "fmt"), [
+    ("intensity", np.arange(20, dtype=np.float32), 0),  # whole numbers in range: held exactly
+    ("classification", np.arange(20) * 10, 6),  # past format 0's five bits: a format with eight
+    ("gps_time", np.arange(20, dtype=np.float32) / 3, 1),
+    ("gps_time", np.arange(20), 1),
+    ("synthetic", np.ones(20, dtype=bool), 0),
+    ("temperature", np.arange(20, dtype=np.float32) / 7, 0),  # not a standard name: extra bytes
+])
+def test_attributes_are_written_exactly(tmp_path, name, values, fmt):
+    las.write(str(tmp_path / "out.las"), _points({name: values}))
+    back = laspy.read(str(tmp_path / "out.las"))
+    np.testing.assert_array_equal(np.asarray(back[name]), values)
+    assert back.header.point_format.id == fmt
