@@ -69,7 +69,8 @@ def run_demo(
         print(f"embedded Dask cluster: {len(client.scheduler_info()['workers'])} workers; dashboard {client.dashboard_link}")
         from distributed import performance_report
 
-        with performance_report(filename=str(report)), callbacks(TextProgress()):
+        # inline, as `zv build --report` writes it: Bokeh's scripts inside the file, so it opens offline
+        with performance_report(filename=str(report), mode="inline"), callbacks(TextProgress()):
             for spec in jobs:
                 print(f"\nzv build {spec.kind} -> {spec.out}  (stages: {', '.join(spec.stages())})")
                 results.append(run_build(spec))
@@ -80,6 +81,9 @@ def run_demo(
     for spec, result in zip(jobs, results):
         stages = ", ".join(f"{k} {v.get('seconds', 0):.2f}s" for k, v in result.stages.items())
         print(f"  {spec.kind:<7} {spec.out}: {stages}")
+        checked = result.stages["validate"]  # a failed validation raised: this one passed
+        warned = f", {checked['warnings']} warnings" if checked.get("warnings") else ""
+        print(f"          validation (level {checked['level']}): PASS{warned}")
     print(f"  bbox {box}: {len(data):,} points read back; graph: {len(graph.positions):,} vertices, {len(graph.edges):,} edges")
     print(f"  performance report: {report}")
     print(f"  total {time.perf_counter() - t0:.1f} s")
