@@ -868,3 +868,15 @@ def test_zarr_python_reads_our_cells(tmp_path, compressor):
     chunk = chunks[0]
     fi = FragmentIndex.decode(bytes(z[tuple(chunk - origin)]))
     assert fi.num_fragments == 8
+
+
+def test_plan_write_as_the_readme_shows_it():
+    positions = np.random.default_rng(0).uniform(0, 1000, (10_000, 3)).astype("float32")
+    plan = zv.plan_write(positions, options=zv.WriteOptions(chunk_shape=250))
+    summary = plan.summary()
+    assert summary["vertices"] == 10_000 and summary["cells"] == 64 and summary["grid"]["shape"] == [4, 4, 4]
+    assert sum(o["rows"] for o in summary["owners"]) == 10_000
+    # one line, not the arrays and graph references the plan holds
+    owners = len(summary["owners"])
+    assert repr(plan) == (f"WritePlan(10000 vertices in 64 chunks of a 4x4x4 grid, {owners} owner "
+                          f"task{'' if owners == 1 else 's'}, chunk_shape=[250.0, 250.0, 250.0])")

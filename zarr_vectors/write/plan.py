@@ -21,9 +21,10 @@ from zarr_vectors.write import vertices as vx
 from zarr_vectors.write.options import WriteOptions
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class WritePlan:
-    """The inspectable plan of one write (see :func:`plan_write`)."""
+    """The inspectable plan of one write (see :func:`plan_write`): :meth:`summary` as plain data,
+    a one-line ``repr`` (the input blocks and arrays it holds are not for reading)."""
 
     options: WriteOptions
     spec: vx.VertexSpec
@@ -34,6 +35,12 @@ class WritePlan:
     @property
     def num_vertices(self) -> int:
         return int(self.vertices.counts.sum())
+
+    def __repr__(self) -> str:
+        plan, owners = self.vertices, len(self.vertices.owners)
+        return (f"WritePlan({self.num_vertices} vertices in {len(plan.cells)} chunks of a "
+                f"{'x'.join(map(str, plan.grid_shape))} grid, {owners} owner task{'' if owners == 1 else 's'}, "
+                f"chunk_shape={list(self.spec.chunk_shape)})")
 
     def check(self) -> dict[str, bool]:
         """The plan's invariants: owners are disjoint runs of whole cells and every occupied
