@@ -523,9 +523,12 @@ def test_sharded_level0_is_read_through_its_shards(tmp_path):
     for s in (sharded, plain):
         zv.write_points(str(s), SMALL_POS, object_ids=SMALL_IDS, **KW)
     zv.shard_store(str(sharded), 2)
-    for s in (sharded, plain):
-        zv.build_pyramid(str(s), factors=[(2, 2)], sparsity_seed=5)
+    said = {s: str(zv.build_pyramid(str(s), factors=[(2, 2)], sparsity_seed=5)) for s in (sharded, plain)}
     assert validate(str(sharded), 5).ok
+    # what it leaves unsharded is said, not left to be found
+    note = "level 0 is sharded, but the new levels and level 0's cross-level links are written unsharded"
+    assert note in said[sharded]
+    assert "note:" not in said[plain] and said[plain].splitlines()[0].endswith(": 1 level built")
     # the new level and the level-0 cross-level family are written unsharded: the same bytes as from
     # the unsharded store (shard again afterwards: sharding is the last writer step)
     new = {k: v for k, v in tree(plain).items() if k.startswith(("1/", "0/links/"))}
@@ -612,3 +615,14 @@ def test_family_reconcile_checks_the_writers_reports_against_a_listing(tmp_path)
     array_doc = json.loads((store / "0" / "links" / "+1" / "0.0.0" / "zarr.json").read_text())
     assert array_doc["attributes"]["nonempty_chunks"] == ["0.0.0"]
     assert link_family_policy(zv.open_store(str(store)).level(0), 1) == policy
+
+
+def test_a_rebuild_says_which_levels_it_replaced(tmp_path):
+    store = tmp_path / "p.zv"
+    zv.write_points(str(store), SMALL_POS, **KW)
+    first = zv.build_pyramid(str(store), factors=[2, 2])
+    assert first.replaced == () and str(first).splitlines()[0].endswith(": 2 levels built")
+    again = zv.build_pyramid(str(store), factors=[2])
+    assert again.replaced == (1, 2)
+    assert str(again).splitlines()[0].endswith(": 1 level built (replacing levels 1, 2)")
+    assert zv.open_store(str(store)).level_numbers() == [0, 1] and validate(str(store), 5).ok

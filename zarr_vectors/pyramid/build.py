@@ -107,9 +107,14 @@ class PyramidResult:
     cross_level_storage: str
     cross_level_depth: int
     families: list[tuple[int, int, int]]  # (level, delta, records)
+    replaced: tuple[int, ...] = ()  # levels >= 1 the store held before: the build replaced them
+    left_unsharded: bool = False  # level 0 is sharded, what the build wrote is not (shard again)
 
     def __str__(self) -> str:
-        lines = [f"pyramid of {self.url}: {len(self.levels)} new level(s)"]
+        n = len(self.levels)
+        was = f" (replacing level{'s' if len(self.replaced) > 1 else ''} {', '.join(map(str, self.replaced))})" \
+            if self.replaced else ""
+        lines = [f"pyramid of {self.url}: {n} level{'s' if n != 1 else ''} built{was}"]
         for lv in self.levels:
             kept = f", {lv.objects_kept} objects kept" if lv.objects_kept is not None else ""
             lines.append(
@@ -118,6 +123,9 @@ class PyramidResult:
             )
         fams = ", ".join(f"{lv}/links/{format_delta(d)} ({n})" for lv, d, n in self.families) or "none"
         lines.append(f"  cross-level ({self.cross_level_storage}, depth {self.cross_level_depth}): {fams}")
+        if self.left_unsharded:
+            lines.append("  note: level 0 is sharded, but the new levels and level 0's cross-level links are written "
+                         "unsharded: shard the store again (zv shard, shard_store) to shard them")
         return "\n".join(lines)
 
 
@@ -547,4 +555,6 @@ def build_pyramid(
                 raise
             levels.append(result)
             families += fams
-    return PyramidResult(plan.store.url, levels, plan.cross_level_storage, plan.cross_level_depth, families)
+    sharded = any(grid.sharding is not None for grid in plan.base.grids.values())
+    return PyramidResult(plan.store.url, levels, plan.cross_level_storage, plan.cross_level_depth, families,
+                         replaced=plan.replaced_levels, left_unsharded=sharded)

@@ -319,6 +319,7 @@ class PyramidPlan:
     tasks_per_thread: int  # bin/map groups per worker thread (``zarr_vectors.pyramid.tasks-per-thread``)
     aggregation: tuple[tuple[str, str], ...]  # (vertex attribute, reduction) the coarse levels carry (D22)
     removes: tuple[str, ...]  # storage prefixes removed once every check passed
+    replaced_levels: tuple[int, ...] = ()  # levels >= 1 the store holds now, which the build replaces
 
     @property
     def max_delta(self) -> int:
@@ -362,6 +363,7 @@ def plan_pyramid(
             "object index (use sparsity factor 1)"
         )
     removes = _replaced(store, base.level, top)
+    replaced_levels = tuple(n for n in store.level_numbers(top) if n >= 1)
     base.grids = dict(zip(read_here, base.level.arrays(read_here)))  # from the snapshot, as checked
     base.level = replace(base.level, snapshot=None)  # the build writes into level 0: it asks storage again
     return PyramidPlan(
@@ -376,6 +378,7 @@ def plan_pyramid(
         tasks_per_thread=int(config.get("pyramid.tasks-per-thread")),
         aggregation=aggregation,
         removes=removes,
+        replaced_levels=replaced_levels,
     )
 
 
