@@ -579,8 +579,10 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("paths", nargs="+", metavar="INPUT... OUT",
                        help="input files, format by extension (see below), then the store")
     build_args.add_arguments(build)
-    build.add_argument("--chunk-shape", default="250", help="chunk edge(s), e.g. 250 or 250,250,100")
-    build.add_argument("--bin-shape", help="bin edge(s) (must divide the chunk shape)")
+    build.add_argument("--chunk-shape", default="250",
+                       help="chunk edge(s), e.g. 250 or 250,250,100 (default: %(default)s)")
+    build.add_argument("--bin-shape", help="bin edge(s) (must divide the chunk shape; default: the chunk shape, "
+                                           "one bin per chunk)")
     build.add_argument("--pyramid", action="append", metavar="FACTOR[,SPARSITY]", help="add a coarser level; repeatable")
     _aggregate_arg(build)
     build.add_argument("--shard-shape", metavar="N", help="shard the grid arrays at the end: N cells per shard "
@@ -589,9 +591,12 @@ def build_parser() -> argparse.ArgumentParser:
                        "zarr.json at the end (zarr readers open the store with one read)")
     build.add_argument("--validate", type=int, choices=range(1, 6), metavar="LEVEL", help="validate at the end")
     build.add_argument("--directed", action="store_true", help="graph: directed edges")
-    build.add_argument("--link-store", choices=["canonical", "duplicate"], default="canonical")
+    build.add_argument("--link-store", choices=["canonical", "duplicate"], default="canonical",
+                       help="graph and mesh: canonical stores each link once, duplicate once per chunk it "
+                            "touches (default: %(default)s)")
     build.add_argument("--overwrite", action="store_true", help="replace an existing store")
-    build.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
+    build.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+                       help="an fsspec / S3 option for the store and inputs, e.g. endpoint_url=http://...; repeatable")
     build.add_argument("--json", action="store_true", help="print a machine-readable summary")
     build.add_argument("--dry-run", action="store_true", help="print the plan (owners, cells, rows) and stop")
     build.add_argument("--detach", action="store_true", help="submit to the cluster and return a job id")
@@ -601,8 +606,9 @@ def build_parser() -> argparse.ArgumentParser:
     build.set_defaults(func=_build)
     status = sub.add_parser("status", help="state of a build job (by job id or store)")
     status.add_argument("job", help="job id printed by --detach, or the store path / URL")
-    status.add_argument("--json", action="store_true")
-    status.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
+    status.add_argument("--json", action="store_true", help="print the job's state as one JSON object")
+    status.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="an fsspec / S3 option for the store, e.g. endpoint_url=http://...; repeatable")
     status.set_defaults(func=_status)
     shard = sub.add_parser("shard", help="repack a store's grid arrays into sharding_indexed shards (or back)")
     _store_args(shard)

@@ -68,5 +68,6 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--bbox", metavar="x0,y0,z0,x1,y1,z1", help="draw only what lies in this box (inclusive)")
     p.add_argument("--color-by", metavar="NAME", help="colour by this vertex attribute")
     p.add_argument("--object-id", type=int, action="append", metavar="ID", help="draw only this object; repeatable")
-    p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="an fsspec / S3 option for the store, e.g. endpoint_url=http://...; repeatable")
     p.set_defaults(func=_plot)

@@ -14,7 +14,7 @@ from typing import TextIO
 
 
 class TextProgress:
-    """``stage [#####-----] done/total  elapsed`` redrawn on a terminal; ``stage  N tasks  elapsed``
+    """``stage [#####-----] done/total  elapsed`` redrawn on a terminal; ``stage  N task(s)  elapsed``
     once per stage elsewhere (``bars`` decides: default, whether the stream is a terminal)."""
 
     def __init__(self, stream: TextIO | None = None, width: int = 30, *, bars: bool | None = None) -> None:
@@ -44,7 +44,8 @@ class TextProgress:
             self._draw()
             self.stream.write("\n")
         else:
-            self.stream.write(f"{self._stage:<16} {self._total} tasks {elapsed:6.1f}s\n")
+            tasks = f"{self._total:>5} task{'' if self._total == 1 else 's'}"
+            self.stream.write(f"{self._stage:<24} {tasks:<11} {elapsed:6.1f}s\n")
         self.stream.flush()
         self.stages.append((stage, self._total, elapsed))
 
@@ -52,7 +53,7 @@ class TextProgress:
         filled = self.width * self._done // self._total if self._total else self.width
         bar = "#" * filled + "-" * (self.width - filled)
         elapsed = time.perf_counter() - self._start
-        self.stream.write(f"\r{self._stage:<16} [{bar}] {self._done}/{self._total} {elapsed:6.1f}s")
+        self.stream.write(f"\r{self._stage:<24} [{bar}] {self._done}/{self._total} {elapsed:6.1f}s")
         self.stream.flush()
 
 

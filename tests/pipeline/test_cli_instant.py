@@ -162,15 +162,20 @@ def test_progress_bars_only_on_a_terminal():
 
     for stream, bars in ((io.StringIO(), False), (Terminal(), True)):
         progress = TextProgress(stream)
-        for stage in ("scan", "write vertices"):
-            progress.on_stage_start(stage, 3)
-            for _ in range(3):
+        for stage, tasks in (("scan", 3), ("pyramid level 1: layout", 1), ("write vertices", 1200)):
+            progress.on_stage_start(stage, tasks)
+            for _ in range(tasks):
                 progress.on_task_end(stage)
             progress.on_stage_end(stage)
         text = stream.getvalue()
         assert ("\r" in text) is bars
-        if not bars:
-            assert re.fullmatch(r"scan +3 tasks +\d+\.\ds\nwrite vertices +3 tasks +\d+\.\ds\n", text), text
+        if not bars:  # one line a step, columns aligned for the steps' longest names and counts
+            lines = text.splitlines()
+            assert [line[:30] for line in lines] == ["scan                         3",
+                                                     "pyramid level 1: layout      1",
+                                                     "write vertices            1200"], text
+            assert [line[30:37] for line in lines] == [" tasks ", " task  ", " tasks "], text
+            assert all(re.fullmatch(r" +\d+\.\ds", line[37:]) for line in lines), text
         else:
             assert "[##############################] 3/3" in text
 

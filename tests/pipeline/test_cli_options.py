@@ -61,7 +61,7 @@ def test_text_output_progress_and_report(tmp_path, cli, scheduler, table):
     assert run.rc == 0, run.err
     # not a terminal: one plain line per runner step when it ends (no redrawn bars)
     assert "\r" not in run.err and "[" not in run.err
-    steps = dict(re.findall(r"^(\S.*?) +(\d+) tasks +[\d.]+s$", run.err, re.M))
+    steps = dict(re.findall(r"^(\S.*?) +(\d+) tasks? +[\d.]+s$", run.err, re.M))
     assert {"scan", "write vertices", "reconcile"} <= set(steps) and all(int(n) > 0 for n in steps.values())
     assert "dask dashboard: http" in run.err
     assert f"performance report: {report}" in run.out

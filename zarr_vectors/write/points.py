@@ -39,7 +39,7 @@ class WriteResult:
         links = f", {self.num_links} links" if self.num_links else ""
         return (
             f"{self.kind}: {self.num_vertices} vertices{links} in {self.num_cells} chunks "
-            f"({self.num_tasks} write tasks) -> {self.url}"
+            f"({self.num_tasks} write task{'' if self.num_tasks == 1 else 's'}) -> {self.url}"
         )
 
 
