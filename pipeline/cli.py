@@ -210,6 +210,22 @@ def _floats(text: str | None, option: str = "") -> list[float] | None:
                          f"got {text!r}") from None
 
 
+def parse_bbox(text: str | None, command: str) -> list[list[float]] | None:
+    """``--bbox x0,y0,z0,x1,y1,z1`` -> ``[[x0, y0, z0], [x1, y1, z1]]``: an even count of numbers,
+    the minimum corner first (the reader checks the corners against the store's dimension)."""
+    values = _floats(text, "--bbox")
+    if values is None:
+        return None
+    if len(values) % 2:
+        raise SystemExit(f"zv {command}: error: --bbox expects 2 x D numbers (the minimum corner, then the maximum), "
+                         f"got {len(values)}: {text!r}")
+    half = len(values) // 2
+    lo, hi = values[:half], values[half:]
+    if any(a > b for a, b in zip(lo, hi)):
+        raise SystemExit(f"zv {command}: error: --bbox {text!r}: a minimum exceeds its maximum")
+    return [lo, hi]
+
+
 def _shape(text: str | None) -> float | list[float] | None:
     """One number applies to every axis; several give one per axis."""
     values = _floats(text)

@@ -28,7 +28,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--level", type=int, default=0, metavar="N", help="pyramid level (default: %(default)s)")
     p.add_argument("--bbox", metavar="X0,Y0,Z0,X1,Y1,Z1", help="keep what lies in this box (inclusive)")
     p.add_argument("--object-id", type=int, nargs="+", action="extend", metavar="ID",
-                   help="keep the vertices of these objects (and the records among them)")
+                   help="keep the vertices of these objects (and the records among them): --object-id 3 7, "
+                        "or repeated")
     p.add_argument("--overwrite", action="store_true",
                    help="replace OUT and the files a write puts beside it (for OUT=t.parquet: t.edges.parquet, "
                         "t.faces.parquet, t.objects.parquet; for g.edgelist: g.vertices.csv, g.objects.csv); "
@@ -36,15 +37,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                    help="fsspec storage option of the store; repeatable")
     p.set_defaults(func=run)
-
-
-def _bbox(text: str | None) -> list[list[float]] | None:
-    from pipeline.cli import _floats
-
-    values = _floats(text, "--bbox")
-    if values is not None and (len(values) % 2 or not values):
-        raise SystemExit(f"zv export: error: --bbox expects 2 x D numbers (min corner then max corner), got {text!r}")
-    return None if values is None else [values[: len(values) // 2], values[len(values) // 2 :]]
 
 
 @contextlib.contextmanager
@@ -84,7 +76,9 @@ def _export(args: argparse.Namespace, options: dict) -> int:
     from zarr_vectors.store.groups import open_store
     from zarr_vectors.store.kinds import store_kind
 
-    box = _bbox(args.bbox)
+    from pipeline.cli import parse_bbox
+
+    box = parse_bbox(args.bbox, "export")
     fmt = registry.format_for(args.out)
     if fmt.write is None:
         raise SystemExit(f"zv export: error: {args.out!r}: {fmt.name} files can be read, not written")
@@ -101,7 +95,7 @@ def _export(args: argparse.Namespace, options: dict) -> int:
     kind = registry.build_kind(store_kind(store).kind)
     if kind not in {registry.build_kind(k) for k in fmt.kinds}:
         raise SystemExit(f"zv export: error: {args.out!r}: a {fmt.name} file holds {', '.join(fmt.kinds)}; "
-                         f"the store is a {kind}")
+                         f"the store's kind is {kind}")
     if args.level not in store.level_numbers():
         raise SystemExit(f"zv export: error: --level {args.level}: the store has levels {store.level_numbers()}")
     data = read_store(args.store, level=args.level, bbox=box, storage_options=options)

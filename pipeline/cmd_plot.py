@@ -12,33 +12,17 @@ import sys
 from typing import Any
 
 
-def _bbox(text: str | None) -> list[list[float]] | None:
-    """``x0,y0,z0,x1,y1,z1`` -> ``[[x0, y0, z0], [x1, y1, z1]]`` (an even count of numbers, mins first)."""
-    if text is None:
-        return None
-    try:
-        values = [float(v) for v in text.split(",")]
-    except ValueError:
-        values = []
-    if not values or len(values) % 2:
-        raise ValueError(f"--bbox expects MIN...,MAX... (e.g. 0,0,0,100,100,100), got {text!r}")
-    half = len(values) // 2
-    lo, hi = values[:half], values[half:]
-    if any(a > b for a, b in zip(lo, hi)):
-        raise ValueError(f"--bbox {text!r}: a minimum exceeds its maximum")
-    return [lo, hi]
-
-
 def _plot(args: argparse.Namespace) -> int:
-    from pipeline.cli import _storage_options
+    from pipeline.cli import _storage_options, parse_bbox
 
     try:
         if args.level < 0:
             raise ValueError(f"--level must be >= 0, got {args.level}")
-        box = _bbox(args.bbox)
+        box = parse_bbox(args.bbox, "plot")
         options = _storage_options(args.storage_option)
     except (ValueError, SystemExit) as exc:
-        print(f"zv plot: error: {str(exc).removeprefix('zv: error: ')}", file=sys.stderr)
+        print(f"zv plot: error: {str(exc).removeprefix('zv: error: ').removeprefix('zv plot: error: ')}",
+              file=sys.stderr)
         return 2
     from zarr_vectors.errors import ZarrVectorsError
     from zarr_vectors.plot import save_plot
@@ -67,7 +51,8 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--level", type=int, default=0, help="pyramid level (default: %(default)s)")
     p.add_argument("--bbox", metavar="x0,y0,z0,x1,y1,z1", help="draw only what lies in this box (inclusive)")
     p.add_argument("--color-by", metavar="NAME", help="colour by this vertex attribute")
-    p.add_argument("--object-id", type=int, action="append", metavar="ID", help="draw only this object; repeatable")
+    p.add_argument("--object-id", type=int, nargs="+", action="extend", metavar="ID",
+                   help="draw only these objects (--object-id 3 7, or repeated)")
     p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                    help="an fsspec / S3 option for the store, e.g. endpoint_url=http://...; repeatable")
     p.set_defaults(func=_plot)

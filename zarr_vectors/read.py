@@ -135,6 +135,9 @@ def _bbox(bbox: Any, ndim: int) -> tuple[np.ndarray, np.ndarray] | None:
         b = np.asarray(bbox, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise InputError(f"bbox must be [min[{ndim}], max[{ndim}]] numbers, found {bbox!r}") from exc
+    if b.ndim == 2 and b.shape[0] == 2 and b.shape[1] != ndim:
+        raise InputError(f"bbox corners hold {b.shape[1]} numbers each, but the store's positions are {ndim}-D: "
+                         f"give [min[{ndim}], max[{ndim}]], found {bbox!r}")
     if b.shape != (2, ndim) or np.isnan(b).any() or (b[0] > b[1]).any():
         raise InputError(f"bbox must be [min[{ndim}], max[{ndim}]] with min <= max, found {bbox!r}")
     return b[0], b[1]

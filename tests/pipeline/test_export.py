@@ -143,9 +143,12 @@ def test_export_filters_and_refusals(tmp_path, cli):
     want = df[(df[["x", "y", "z"]] <= 50).all(axis=1) & df["object_id"].isin([1, 3])]
     assert len(part) == len(want) > 0 and set(part["object_id"]) <= {1, 3}
     for argv, message in [
-        (("export", store, tmp_path / "x.graphml"), "a graphml file holds graph; the store is a points"),
+        (("export", store, tmp_path / "x.graphml"), "a graphml file holds graph; the store's kind is points"),
         (("export", store, tmp_path / "x.txt"), "unknown file format"),
         (("export", store, tmp_path / "x.csv", "--bbox", "1,2,3"), "--bbox expects 2 x D numbers"),
+        (("export", store, tmp_path / "x.csv", "--bbox", "0,0,0,100"),  # corners of 2: the store is 3-D
+         "bbox corners hold 2 numbers each, but the store's positions are 3-D"),
+        (("export", store, tmp_path / "x.csv", "--bbox", "0,0,0,-1,1,1"), "a minimum exceeds its maximum"),
         (("export", store, tmp_path / "x.csv", "--level", "4"), "--level 4: the store has levels [0]"),
         (("export", store, tmp_path / "box.csv"), "exists; pass --overwrite"),
         (("export", tmp_path / "nothing.zv", tmp_path / "y.csv"), "zv export: error:"),

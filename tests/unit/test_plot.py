@@ -123,3 +123,14 @@ def test_many_points_become_a_density(stores, tmp_path):
     out = tmp_path / "density.png"
     fig.savefig(out)
     assert_nontrivial(out)
+
+
+def test_object_ids_are_given_as_to_export_either_way(stores, monkeypatch):
+    """``--object-id 1 3`` and ``--object-id 1 --object-id 3`` ask the same (as ``zv export`` takes them)."""
+    from pipeline.cli import main
+
+    asked = []  # the command imports save_plot when it runs: the stand-in records what it was asked
+    monkeypatch.setattr("zarr_vectors.plot.save_plot", lambda store, out, **kw: asked.append(kw["objects"]) or out)
+    assert main(["plot", str(stores["points"]), "--object-id", "1", "3", "--out", "a.png"]) == 0
+    assert main(["plot", str(stores["points"]), "--object-id", "1", "--object-id", "3", "--out", "b.png"]) == 0
+    assert asked == [[1, 3], [1, 3]]

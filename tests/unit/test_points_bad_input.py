@@ -337,19 +337,19 @@ def test_overwrite_with_good_input_replaces(existing):
 # reading
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    "bbox",
+    ("bbox", "message"),
     [
-        [[0, 0], [1, 1]],
-        [[0, 0, 0, 0], [1, 1, 1, 1]],
-        [[5, 0, 0], [1, 1, 1]],
-        [[np.nan, 0, 0], [1, 1, 1]],
-        [0, 0, 0, 1, 1, 1],
-        "everything",
+        ([[0, 0], [1, 1]], r"bbox corners hold 2 numbers each, but the store's positions are 3-D"),
+        ([[0, 0, 0, 0], [1, 1, 1, 1]], r"bbox corners hold 4 numbers each, but the store's positions are 3-D"),
+        ([[5, 0, 0], [1, 1, 1]], r"bbox must be \[min\[3\], max\[3\]\] with min <= max"),
+        ([[np.nan, 0, 0], [1, 1, 1]], r"bbox must be \[min\[3\], max\[3\]\] with min <= max"),
+        ([0, 0, 0, 1, 1, 1], r"bbox must be \[min\[3\], max\[3\]\] with min <= max"),
+        ("everything", r"bbox must be \[min\[3\], max\[3\]\] numbers"),
     ],
 )
-def test_bad_bbox_on_read(existing, bbox):
+def test_bad_bbox_on_read(existing, bbox, message):
     path, _ = existing
-    with pytest.raises(InputError, match=r"bbox must be \[min\[3\], max\[3\]\]"):
+    with pytest.raises(InputError, match=message):
         zv.read(str(path), bbox=bbox)
 
 
