@@ -676,8 +676,8 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, StorageRequestError):  # e.g. the summary after a build: the command failed, not its input
             print(f"zv {args.command}: {describe(exc)}", file=sys.stderr)
             return 1
-        if isinstance(exc, ZarrVectorsError):
-            print(f"zv: error: {exc}", file=sys.stderr)
+        if isinstance(exc, ZarrVectorsError):  # named by its command, as each command's own errors are
+            print(f"zv {args.command}: error: {exc}", file=sys.stderr)
             return 2
         raise
 

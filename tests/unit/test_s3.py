@@ -401,7 +401,7 @@ def test_storage_options_of_the_wrong_form_are_bad_input_not_a_crash(options, me
         zv.read("s3://b/p.zv", storage_options=options)
     assert str(info.value).startswith(message)
     rc, err = _cli(["info", "s3://b/p.zv", *[f"--storage-option={k}={v}" for k, v in options.items()]], capsys)
-    assert rc == 2 and err.startswith(f"zv: error: {message}") and len(err.strip().splitlines()) == 1, err
+    assert rc == 2 and err.startswith(f"zv info: error: {message}") and len(err.strip().splitlines()) == 1, err
 
 
 def test_a_scheme_whose_package_is_missing_is_bad_input(capsys):
@@ -410,4 +410,4 @@ def test_a_scheme_whose_package_is_missing_is_bad_input(capsys):
     with pytest.raises(InputError, match=f"^{message}"):
         zv.read("gs://b/p.zv")
     rc, err = _cli(["info", "gs://b/p.zv"], capsys)
-    assert rc == 2 and err.startswith(f"zv: error: {message}") and len(err.strip().splitlines()) == 1, err
+    assert rc == 2 and err.startswith(f"zv info: error: {message}") and len(err.strip().splitlines()) == 1, err
