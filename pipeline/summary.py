@@ -53,6 +53,18 @@ def attributes(level: Level) -> list[str]:
     return [f"{n} ({g.attributes.get('dtype', '?')})" for n, g in zip(names, grids)]
 
 
+def link_attributes(level: Level) -> list[str]:
+    """``name (dtype)`` of each per-link attribute (edge or face), from its first delta-0 array."""
+    from zarr_vectors.store.link_family import list_link_attribute_names
+
+    out = []
+    for name in list_link_attribute_names(level):
+        segments = level.children(f"link_attributes/{name}/0")
+        dtype = level.array(f"link_attributes/{name}/0/{segments[0]}").attributes.get("dtype", "?") if segments else "?"
+        out.append(f"{name} ({dtype})")
+    return out
+
+
 def levels_summary(store: ZVStore) -> list[str]:
     """One line per level: its counts (what a build prints at its end); the levels read side by side."""
     return store.storage.overlap(lambda n: f"level {n}: {level_counts(store.level(n))}", store.level_numbers())
@@ -78,6 +90,9 @@ def info_lines(store: ZVStore, object_sizes: Mapping[str, int]) -> list[str]:
         lines.append(f"level {n}:        {level_counts(level)}; {files} files, {size(nbytes)}")
         lines.append(f"  arrays:       {', '.join(level.meta.arrays_present)}")
         lines.append(f"  attributes:   {', '.join(attributes(level)) or 'none'}")
+        per_link = link_attributes(level)
+        if per_link:
+            lines.append(f"  link attrs:   {', '.join(per_link)}")
         lines.append(f"  sharding:     {sharding(level)}")
         for name, (count, total) in sorted(arrays.items()):
             lines.append(f"  {name:<22}{count:>8} files {size(total):>12}")

@@ -194,6 +194,20 @@ def test_info_names_attributes_and_sharding(tmp_path, cli):
     assert len(files) == 9 and re.search(r"^  vertices +9 files ", run.out, re.M)
 
 
+def test_info_names_edge_attributes(tmp_path, cli):
+    out = tmp_path / "g.zv"
+    rng = np.random.default_rng(0)
+    edges = np.stack([np.arange(199), np.arange(1, 200)], 1)
+    zv.write_graph(str(out), rng.random((200, 3)) * 100, edges, chunk_shape=25.0,
+                   edge_attributes={"weight": rng.random(199).astype("f4"), "kind": np.arange(199, dtype="i2")})
+    run = cli("info", out)
+    assert run.rc == 0, run.err
+    assert re.search(r"^  link attrs: +kind \(int16\), weight \(float32\)$", run.out, re.M), run.out
+    points = tmp_path / "p.zv"
+    zv.write_points(str(points), rng.random((50, 3)) * 100, chunk_shape=25.0)
+    assert "link attrs" not in cli("info", points).out
+
+
 def test_validate_prints_the_missing_cell_before_what_it_breaks(tmp_path, cli):
     out = tmp_path / "g.zv"
     rng = np.random.default_rng(0)
