@@ -30,6 +30,9 @@ def test_result_shape(base_stores: dict[str, Path]) -> None:
     assert all(line[0] in "12345" and line[1:3] == ": " for line in result.passed)
     assert any("L4_POINT_OUTSIDE_BIN" in line for line in result.passed)
     assert "PASS" in result.summary()
+    # the verdict and counts in one line, not every passed rule
+    assert repr(result) == (f"ValidationResult(level=5, store={str(base_stores['points'])!r}, ok=True, 0 errors, "
+                            f"0 warnings, {len(result.passed)} passed)")
     doc = result.to_json()
     assert set(doc) == {"ok", "level", "errors", "warnings", "passed", "findings"}
 

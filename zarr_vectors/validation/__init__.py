@@ -25,9 +25,10 @@ __all__ = ["CATALOGUE", "Finding", "ValidationResult", "validate"]
 LEVEL_NAMES = {1: "structure", 2: "metadata", 3: "consistency", 4: "conformance", 5: "multi-resolution"}
 
 
-@dataclass
+@dataclass(repr=False)
 class ValidationResult:
-    """What :func:`validate` returns: string lists (D6) plus the structured findings."""
+    """What :func:`validate` returns: string lists (D6) plus the structured findings; its
+    ``repr`` is the verdict and the counts (``summary()`` lists the findings)."""
 
     level: int
     store: str = ""
@@ -40,6 +41,10 @@ class ValidationResult:
     @property
     def ok(self) -> bool:
         return not self.errors
+
+    def __repr__(self) -> str:
+        return (f"ValidationResult(level={self.level}, store={self.store!r}, ok={self.ok}, "
+                f"{len(self.errors)} errors, {len(self.warnings)} warnings, {len(self.passed)} passed)")
 
     def codes(self, severity: str | None = None) -> list[str]:
         return [f.code for f in self.findings if severity is None or f.severity == severity]
