@@ -206,10 +206,23 @@ def preflight(spec: BuildSpec, *, resume: bool = False) -> tuple[int, list[str]]
     size = sum(_input_size(path, spec.storage_options, spec.kind) for path in spec.inputs)
     existing = [] if resume else storage.list_dir("")
     if existing and not spec.overwrite:
-        raise StoreExistsError(f"{spec.out!r} already exists; pass --overwrite to replace it (or --resume to "
-                               "finish the job that was writing it)")
+        raise StoreExistsError(f"{spec.out!r} already exists; pass --overwrite to replace it{_unfinished_job(spec)}")
     refuse_foreign_entries(storage, existing)
     return size, inputs.check_inputs(spec, size)
+
+
+def _unfinished_job(spec: BuildSpec) -> str:
+    """The ``--resume`` hint for an existing store, when its journal says a job stopped while writing
+    it; nothing for a finished job's store, a store without a journal or a damaged one."""
+    try:
+        state = Journal.load(spec.out, spec.storage_options)
+    except zv.ZarrVectorsError:  # a damaged journal: the refusal says only what is certain
+        return ""
+    if state is None or state["status"] == "done":
+        return ""
+    unfinished = [name for name, stage in state["stages"].items() if stage.get("status") != "done"]
+    where = f" in its {unfinished[0]} stage" if unfinished else ""
+    return f" (or --resume to finish job {state['job_id']}, whose journal says {state['status']}{where})"
 
 
 class JournalProgress:

@@ -247,3 +247,26 @@ def test_a_damaged_journal_is_bad_input_naming_it(tmp_path, content):
     run = subprocess.run([sys.executable, "-m", "pipeline.cli", "status", str(tmp_path / "s.zv")],
                          capture_output=True, text=True, timeout=120, env=env)
     assert run.returncode == 2 and "is damaged" in run.stderr and "Traceback" not in run.stderr, run.stderr
+
+
+def test_an_existing_store_suggests_resume_only_for_a_job_that_did_not_finish(tmp_path, cli):
+    """Regression (new-user trial): a finished store was refused with '(or --resume to finish the job
+    that was writing it)'; only a journal that says a job stopped earns the hint."""
+    from pipeline_helpers import points_frame
+
+    table, out = tmp_path / "pts.parquet", tmp_path / "s.zv"
+    points_frame(200, seed=5).to_parquet(table, index=False)
+    assert cli("build", "points", table, out, "--chunk-shape", "25").rc == 0
+    again = cli("build", "points", table, out, "--chunk-shape", "25")
+    assert again.rc == 2 and "already exists; pass --overwrite to replace it" in again.err
+    assert "--resume" not in again.err, again.err
+    journal = tmp_path / "s.zv.zvjob.json"
+    state = json.loads(journal.read_bytes())
+    state["status"], state["stages"]["write"]["status"] = "failed", "failed"
+    journal.write_text(json.dumps(state))
+    stopped = cli("build", "points", table, out, "--chunk-shape", "25")
+    assert stopped.rc == 2
+    assert f"(or --resume to finish job {state['job_id']}, whose journal says failed in its write stage)" in stopped.err
+    journal.write_bytes(b"not json")  # damaged: the refusal says only what is certain
+    damaged = cli("build", "points", table, out, "--chunk-shape", "25")
+    assert damaged.rc == 2 and "already exists" in damaged.err and "--resume" not in damaged.err
