@@ -134,3 +134,22 @@ def test_object_ids_are_given_as_to_export_either_way(stores, monkeypatch):
     assert main(["plot", str(stores["points"]), "--object-id", "1", "3", "--out", "a.png"]) == 0
     assert main(["plot", str(stores["points"]), "--object-id", "1", "--object-id", "3", "--out", "b.png"]) == 0
     assert asked == [[1, 3], [1, 3]]
+
+
+def test_a_coarse_mesh_level_is_drawn_as_its_points_and_says_so(tmp_path):
+    """Regression (new-user trial): a mesh's coarse level holds metavertices and no faces, and its
+    picture was three empty panels (a flat mesh's side views collapsed to overlapping labels)."""
+    grid = np.mgrid[0:20, 0:20].reshape(2, -1).T
+    pos = np.column_stack([grid * 5.0, np.zeros(len(grid))]).astype(np.float32)  # flat: z = 0
+    faces = np.array([[i * 20 + j, i * 20 + j + 1, (i + 1) * 20 + j] for i in range(19) for j in range(19)])
+    store = tmp_path / "m.zv"
+    zv.write_mesh(str(store), pos, faces, chunk_shape=25.0, bounds=[[0, 0, -1], [100, 100, 1]])
+    zv.build_pyramid(str(store), factors=[2])
+    assert len(zv.read(str(store), level=1).faces) == 0
+    fig = plot_level(store, level=1)
+    assert fig._suptitle.get_text().endswith("(no faces at this level: drawn as points)")
+    for ax in fig.axes:
+        assert ax.collections and len(ax.collections[0].get_offsets()) > 0  # the metavertices
+        lo, hi = ax.get_ylim()
+        assert hi - lo > 1  # the flat z axis keeps a margin: a strip, not a line
+    assert "no faces" not in plot_level(store, level=0)._suptitle.get_text()

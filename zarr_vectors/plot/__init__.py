@@ -90,10 +90,21 @@ def _polyline_pairs(data: VectorData) -> np.ndarray:
     return np.column_stack([first, first + 1]).astype(np.int64)
 
 
+def _has_records(data: VectorData) -> bool:
+    """Whether a linked kind's level has what joins its vertices (faces, edges, polyline runs)."""
+    if data.kind in POLYLINE_KINDS:
+        return len(_polyline_pairs(data)) > 0
+    if data.kind == "mesh":
+        return data.faces is not None and len(data.faces) > 0
+    return data.kind not in LINKED_KINDS or (data.edges is not None and len(data.edges) > 0)
+
+
 def _draw(ax: Any, data: VectorData, keep: np.ndarray, values: np.ndarray | None, projection: str) -> Any:
     a, b = PROJECTIONS[projection]
     pos = data.positions
     xy = np.ascontiguousarray(pos[:, [a, b]], dtype=np.float64)
+    if not _has_records(data):  # a coarse level of a linked kind holds metavertices only
+        return draw.points(ax, xy[keep], values[keep] if values is not None else None)
     if data.kind in POLYLINE_KINDS:
         pairs = _polyline_pairs(data)
         pairs = pairs[keep[pairs].all(axis=1)]
@@ -119,7 +130,10 @@ def _frame(ax: Any, data: VectorData, keep: np.ndarray, projection: str) -> None
     if keep.any():
         sel = data.positions[keep]
         lo, hi = sel[:, [a, b]].min(axis=0).astype(np.float64), sel[:, [a, b]].max(axis=0).astype(np.float64)
-        pad = np.maximum((hi - lo) * 0.03, 1e-9)
+        # a flat axis (a height field seen edge-on, one point) gets a margin from the other axis,
+        # so the panel is a strip rather than collapsed to a line of overlapping tick labels
+        span = float((hi - lo).max())
+        pad = np.maximum((hi - lo) * 0.03, 0.03 * span if span > 0 else 1.0)
         ax.set_xlim(lo[0] - pad[0], hi[0] + pad[0])
         ax.set_ylim(lo[1] - pad[1], hi[1] + pad[1])
 
@@ -163,6 +177,9 @@ def plot_level(
         label = color_by if color_by is not None else "points per bin (log)"
         fig.colorbar(mappable, ax=axes, label=label, shrink=0.85)
     title = f"{Path(str(url).rstrip('/')).name} level {level}: {data.kind}, {int(keep.sum()):,} vertices"
+    if not _has_records(data):
+        joins = {"mesh": "faces"}.get(data.kind, "lines" if data.kind in POLYLINE_KINDS else "edges")
+        title += f" (no {joins} at this level: drawn as points)"
     if ax is None:
         fig.suptitle(title)
     else:
