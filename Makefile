@@ -16,17 +16,23 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# the package alone for the demo; the test tools (moto, linkml, jupyter...: most of the
+# download) only for the tests
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@
 
-venv: $(VENV)/.installed
+venv: $(VENV)/.installed-test
 
 demo: $(VENV)/.installed
 	$(BIN)/zv demo
 
 # pytest exits 5 when it collected no tests: that must fail, never pass silently.
-test: $(VENV)/.installed
+test: $(VENV)/.installed-test
 	@$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
