@@ -56,13 +56,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.format_help = format_help  # type: ignore[method-assign]
 
 
+#: the file formats' kind names (the library's) where ``zv build`` spells them otherwise
+CLI_KINDS = {"streamline": "streamlines", "polyline": "polylines"}
+
+
 def formats_text() -> str:
     from zarr_vectors.io import registry
 
     lines = ["input formats (by extension):"]
     for fmt in registry.formats():
         if fmt.read is not None:
-            lines.append(f"  {', '.join(fmt.extensions):<24} {fmt.description}\n  {'':<24}   holds: {', '.join(fmt.kinds)}")
+            kinds = ", ".join(CLI_KINDS.get(k, k) for k in fmt.kinds)  # as zv build names them
+            lines.append(f"  {', '.join(fmt.extensions):<24} {fmt.description}\n  {'':<24}   holds: {kinds}")
     return "\n".join(lines) + "\n"
 
 

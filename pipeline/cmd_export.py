@@ -111,7 +111,8 @@ def _export(args: argparse.Namespace, options: dict) -> int:
                     print(f"zv export: warning: {w.message}", file=sys.stderr)
                 else:
                     warnings.showwarning(w.message, w.category, w.filename, w.lineno)
-    records = data.faces if data.faces is not None else data.edges
-    print(f"{args.out}: {len(data.positions)} vertices" + (f", {len(records)} records" if records is not None else "")
+    records = f", {len(data.faces)} faces" if data.faces is not None else \
+        f", {len(data.edges)} edges" if data.edges is not None else ""
+    print(f"{args.out}: {len(data.positions)} vertices{records}"
           + (f", {len(data.offsets) - 1} polylines" if data.offsets is not None else "") + f" ({fmt.name})")
     return 0

@@ -34,8 +34,10 @@ def level_counts(level: Level) -> str:
     parts = [f"{level.meta.vertex_count} vertices"]
     if "links" in level.meta.arrays_present:
         counts = family_counts(level, 0)
-        if counts is not None:
-            parts.append(f"{counts.num_links} links")
+        if counts is not None:  # a mesh's records are its faces, a graph's and a skeleton's its edges
+            kinds = set(level.store.root.geometry_types)
+            noun = "faces" if kinds == {"mesh"} else "edges" if kinds <= {"graph", "skeleton"} else "links"
+            parts.append(f"{counts.num_links} {noun}")
     vertices = level.array("vertices")
     parts.append(f"{len(vertices.nonempty_chunks)} chunks")
     return ", ".join(parts)
