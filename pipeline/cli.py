@@ -303,12 +303,12 @@ def _build(args: argparse.Namespace) -> int:
     except ZarrVectorsError as exc:
         print(f"zv build: error: {exc}", file=sys.stderr)
         return 2
-    for line in warnings:
-        print(f"zv build: warning: {line}", file=sys.stderr)
     choice = choose(work_bytes=input_bytes, what="input", needs_cluster="--report" if args.report else None,
                     **_cluster_choice(args))
-    if not args.json:
+    if not args.json:  # where it runs is the first line, as for every command
         print(choice.line(), file=sys.stderr)
+    for line in warnings:
+        print(f"zv build: warning: {line}", file=sys.stderr)
     with session(choice) as client:
         if not args.json and client is not None:
             print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr)

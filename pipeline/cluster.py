@@ -168,7 +168,9 @@ def connect(
             failed = current_client()
             if failed is not None and failed is not before:  # it made itself the process's client and
                 failed.close()  # scheduler before it failed: every later graph went to a dead scheduler
-            raise InputError(f"cannot connect to {where}: {type(exc).__name__}: {exc}") from exc
+            waited = dask.config.get("distributed.comm.timeouts.connect")
+            raise InputError(f"cannot connect to {where} (tried for distributed.comm.timeouts.connect, {waited}): "
+                             f"{type(exc).__name__}: {exc}") from exc
         with client:
             check_cluster(client, where)
             yield client

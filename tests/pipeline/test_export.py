@@ -114,6 +114,9 @@ def test_graph_exports_build_the_same_store(tmp_path, cli):
     run = cli("build", "graph", tmp_path / "v.csv", tmp_path / "e.parquet", store, "--chunk-shape", "25", "--json")
     assert run.rc == 0, run.err
     assert "'name' (" in run.err and "cannot be stored" in run.err  # named, not dropped silently
+    text = cli("build", "graph", tmp_path / "v.csv", tmp_path / "e.parquet", tmp_path / "t.zv", "--chunk-shape", "25")
+    assert text.rc == 0 and text.err.splitlines()[0].startswith("running on ")  # where first, then the warning
+    assert "cannot be stored" in text.err.splitlines()[1], text.err
     data = zv.read(str(store))
     assert sorted(data.attributes) == ["id", "mass"]  # input ids kept: results map back to input rows
     assert {tuple(p) for p in np.sort(data.attributes["id"][data.edges], axis=1)} == \
