@@ -27,16 +27,45 @@ RAW_AXES = ("X", "Y", "Z")  # the stored integers; the positions are their scale
 WRITE_FORMATS = (0, 1, 2, 3, 6, 7, 8)
 
 
+#: the most points a LAZ file may claim per stored byte: far past any real compression (a few
+#: bytes a point), so a header claiming billions of points in kilobytes is refused, not planned
+LAZ_POINTS_PER_BYTE = 64
+
+
 def _open(path: str, opts: Mapping[str, Any]) -> Any:
     import fsspec
     import laspy
 
-    handle = fsspec.open(path, "rb", **opts).open()
+    opened = fsspec.open(path, "rb", **opts)
+    handle = opened.open()
     try:
-        return laspy.open(handle, closefd=True)
+        reader = laspy.open(handle, closefd=True)
     except Exception as exc:
         handle.close()
         raise unreadable(path, exc) from exc
+    try:
+        _check_header(path, reader.header, opened.fs.size(opened.path))
+    except BaseException:
+        reader.close()
+        raise
+    return reader
+
+
+def _check_header(path: str, header: Any, size: int) -> None:
+    """Refuse a header whose points cannot be what the file holds: a zero or non-finite scale
+    (every point would collapse onto the offset), or more points than its bytes can store (a
+    truncated file; a count of billions planned into as many read ranges)."""
+    scales = np.asarray(header.scales, dtype=np.float64)
+    if not (np.isfinite(scales).all() and (scales != 0).all()):
+        raise InputError(f"{path!r}: the LAS header's scales {scales.tolist()} are not finite non-zero numbers; "
+                         "every coordinate would be lost")
+    count, room = int(header.point_count), size - int(header.offset_to_point_data)
+    if header.are_points_compressed:
+        if count > LAZ_POINTS_PER_BYTE * max(room, 0):
+            raise InputError(f"{path!r}: the LAZ header claims {count} points, more than its {size} bytes can hold")
+    elif count * int(header.point_format.size) > room:
+        raise InputError(f"{path!r}: the LAS header claims {count} points of {header.point_format.size} bytes, "
+                         f"but the file has {max(room, 0)} bytes of points (truncated?)")
 
 
 def _columns(points: Any) -> dict[str, np.ndarray]:

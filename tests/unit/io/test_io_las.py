@@ -106,3 +106,33 @@ def test_attributes_are_written_exactly(tmp_path, name, values, fmt):
     back = laspy.read(str(tmp_path / "out.las"))
     np.testing.assert_array_equal(np.asarray(back[name]), values)
     assert back.header.point_format.id == fmt
+
+
+def _patched(path, offset, data):
+    raw = bytearray(path.read_bytes())
+    raw[offset:offset + len(data)] = data
+    path.write_bytes(bytes(raw))
+
+
+@pytest.mark.parametrize("suffix", [".las", ".laz"])
+def test_a_header_that_cannot_be_the_file_is_refused_before_any_read(tmp_path, suffix):
+    """Regression (hunt): a zero scale read every point as the offset; a truncated file ended in
+    laspy's ValueError; a 35 KB file claiming 4.3e9 points was planned into 2,148 read ranges."""
+    import struct
+
+    path = tmp_path / f"c{suffix}"
+    _cloud(path)
+    good = path.read_bytes()
+    _patched(path, 131, struct.pack("<3d", 0.0, 0.0, 0.0))  # the x, y, z scale factors
+    with pytest.raises(InputError, match=r"scales \[0\.0, 0\.0, 0\.0\] are not finite non-zero"):
+        las.frame([str(path)])
+    path.write_bytes(good)
+    _patched(path, 107, struct.pack("<I", 0xFFFFFFF0))  # the (legacy) point count
+    with pytest.raises(InputError, match=r"claims 4294967280 points"):
+        las.frame([str(path)])
+    with pytest.raises(InputError, match=r"claims 4294967280 points"):
+        las.read(str(path))
+    if suffix == ".las":
+        path.write_bytes(good[: len(good) // 2])
+        with pytest.raises(InputError, match=r"claims 50 points of \d+ bytes, but the file has \d+ bytes of points"):
+            las.frame([str(path)])
