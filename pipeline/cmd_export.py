@@ -15,6 +15,7 @@ import os
 import sys
 import warnings
 from collections.abc import Iterator
+from typing import Any
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -37,6 +38,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                    help="fsspec storage option of the store; repeatable")
     p.set_defaults(func=run)
+
+
+def _graph_options(fmt: Any, store: Any, level: int) -> dict[str, Any]:
+    """``directed`` from the level's links policy, for a writer that takes it (GraphML): a directed
+    graph exported as undirected lost its edges' direction."""
+    import inspect
+
+    from zarr_vectors.store.link_family import family_document
+
+    if "directed" not in inspect.signature(fmt.write).parameters:
+        return {}
+    doc = family_document(store.level(level), 0)
+    return {"directed": bool(((doc or {}).get("attributes") or {}).get("directed", False))}
 
 
 @contextlib.contextmanager
@@ -104,7 +118,7 @@ def _export(args: argparse.Namespace, options: dict) -> int:
     with warnings.catch_warnings(record=True) as caught, _replacing(outputs, existing):
         warnings.simplefilter("always", UserWarning)  # what the format cannot hold, said as build says it
         try:
-            fmt.write(args.out, data)
+            fmt.write(args.out, data, **_graph_options(fmt, store, args.level))
         finally:  # said even when the write then fails
             for w in caught:
                 if issubclass(w.category, UserWarning):

@@ -364,3 +364,26 @@ def test_a_failed_overwrite_keeps_the_old_export_and_odd_outputs_are_refused(tmp
     assert sorted(p.name for p in tmp_path.glob("u.*")) == ["u.NPZ", "u.edges.NPZ"]
     run = cli("export", good, tmp_path / "u.NPZ")
     assert run.rc == 2 and "--overwrite" in run.err, run.err
+
+
+@pytest.mark.parametrize("directed", [True, False])
+def test_graphml_export_keeps_every_edge_and_its_direction(tmp_path, cli, directed):
+    """Regression (hunt): a directed graph of 4 edges (1->2 twice, 2->1, 2->3) was exported as an
+    undirected GraphML of 2 edges while the command said "4 edges"."""
+    pd.DataFrame({"id": [1, 2, 3], "x": [0.0, 1, 2], "y": [0.0, 1, 2], "z": [0.0, 1, 2]}).to_csv(tmp_path / "v.csv",
+                                                                                           index=False)
+    pd.DataFrame({"src": [1, 2, 2, 1], "dst": [2, 1, 3, 2], "w": [0.5, 0.7, 0.9, 0.1]}).to_csv(tmp_path / "e.csv",
+                                                                                        index=False)
+    store, out = tmp_path / "g.zv", tmp_path / "g.graphml"
+    flags = ["--directed"] if directed else []
+    assert cli("build", "graph", tmp_path / "v.csv", tmp_path / "e.csv", store, *flags).rc == 0
+    run = cli("export", store, out)
+    assert run.rc == 0 and "4 edges" in run.out, run.err
+    graph = nx.read_graphml(out)
+    assert graph.is_directed() is directed and graph.number_of_edges() == 4
+    got = sorted((int(u), int(v), round(w, 3)) for u, v, w in graph.edges(data="w"))
+    want = [(1, 2, 0.1), (1, 2, 0.5), (2, 1, 0.7), (2, 3, 0.9)]
+    assert got == (want if directed else sorted((min(u, v), max(u, v), w) for u, v, w in want))
+    again = tmp_path / "again.zv"
+    assert cli("build", "graph", out, again, *flags).rc == 0
+    assert len(zv.read(str(again)).edges) == 4

@@ -75,7 +75,8 @@ def _plain(values: np.ndarray) -> list[Any]:
 
 def write(path: str, data: Any, *, directed: bool = False, **_: Any) -> None:
     """Nodes keyed by their kept ids (else row numbers) with ``x, y, z``, ``object_id`` and the
-    attributes as data keys; edges with their attributes."""
+    attributes as data keys; every edge with its attributes, directed as ``directed`` says
+    (``zv export`` passes the store's links policy)."""
     import networkx as nx
 
     g = as_geometry(data)
@@ -86,7 +87,9 @@ def write(path: str, data: Any, *, directed: bool = False, **_: Any) -> None:
         raise InputError(f"{path!r}: attributes {bad} have several components; GraphML keys hold one value")
     gp.warn_unstored(path, "GraphML", g.object_attributes)  # keys are on nodes and edges, not on objects
     ids = vertex_ids(g)
-    graph = nx.DiGraph() if directed else nx.Graph()
+    # a multigraph: every edge record is one GraphML edge (a plain Graph merged repeated pairs,
+    # and undirected A-B and B-A)
+    graph = nx.MultiDiGraph() if directed else nx.MultiGraph()
     axes = list(g.axes) if len(g.axes) == g.positions.shape[1] else ["x", "y", "z"][: g.positions.shape[1]]
     node_data = {a: _plain(g.positions[:, i]) for i, a in enumerate(axes)}
     if g.object_ids is not None:
