@@ -387,3 +387,20 @@ def test_graphml_export_keeps_every_edge_and_its_direction(tmp_path, cli, direct
     again = tmp_path / "again.zv"
     assert cli("build", "graph", out, again, *flags).rc == 0
     assert len(zv.read(str(again)).edges) == 4
+
+
+@pytest.mark.parametrize(("kind", "vertices", "message"), [
+    ("points", "x,y,z,object_id\n1,2,3,1.5\n4,5,6,7\n", "column 'object_id': 1.5 is not a whole number"),
+    ("points", "x,y,z,object_id\n1,2,3,1e23\n4,5,6,7\n", "column 'object_id': 1e+23 is not a whole number"),
+    ("points", "x,y,z\n1,2,3\nfoo,5,6\n", "columns 'x', 'y', 'z': cannot be read as float"),
+    ("graph", "id,x,y,z\n1.5,0,0,0\n2,1,1,1\n3,2,2,2\n", "column 'id': 1.5 is not a whole number"),
+])
+def test_build_refuses_values_a_column_cannot_hold(tmp_path, cli, kind, vertices, message):
+    """Regression (hunt): object id 1.5 was stored as 1, vertex id 1.5 was matched by edges naming 1, and
+    text in a coordinate column ended in an untyped ValueError naming no column."""
+    (tmp_path / "v.csv").write_text(vertices)
+    (tmp_path / "e.edgelist").write_text("1 2\n2 3\n")
+    inputs = [tmp_path / "v.csv"] + ([tmp_path / "e.edgelist"] if kind == "graph" else [])
+    run = cli("build", kind, *inputs, tmp_path / "s.zv")
+    assert run.rc == 2 and f"InputError: {message}" in run.err, run.err
+    assert not (tmp_path / "s.zv").exists()
