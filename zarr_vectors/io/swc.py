@@ -55,6 +55,14 @@ def read(path: str, **options: Any) -> Geometry:
     if (integral != np.round(integral)).any():
         row = int(np.argwhere(integral != np.round(integral))[0, 0])
         raise gp.input_error(path, f"data line {row + 1}: sample number, type and parent must be integers")
+    # the integer types they are kept in: a cast past them wrapped (parent 1e20 became a root)
+    for column, what, dtype in ((0, "sample number", np.int64), (6, "parent", np.int64), (1, "type", np.int32)):
+        info = np.iinfo(dtype)
+        outside = ~((table[:, column] >= info.min) & (table[:, column] < -float(info.min)))
+        if outside.any():
+            row = int(np.argmax(outside))
+            raise gp.input_error(path, f"data line {row + 1}: {what} {table[row, column]:g} is outside the "
+                                       f"{np.dtype(dtype).name} range")
     ids = table[:, 0].astype(np.int64)
     parents = _parent_rows(ids, table[:, 6].astype(np.int64), path)
     object_ids = _trees(ids, parents, path)

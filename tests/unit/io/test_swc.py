@@ -97,8 +97,13 @@ def test_swc_extra_columns_are_attributes_and_others_are_named_on_write(tmp_path
         ("1 1 0 0 0 1\n", r"SWC lines have 6 values; 7 expected"),
         ("1 1 0 0 0 1 -1\n2 1 0 0\n", r"not an SWC table of numbers"),
         ("1.5 1 0 0 0 1 -1\n", r"data line 1: sample number, type and parent must be integers"),
+        # past the integer types they are kept in: the casts wrapped (hunt), parent 1e20 made a root
+        ("1 1 0 0 0 1 -1\n2 1 1 0 0 1 1e20\n", r"data line 2: parent 1e\+20 is outside the int64 range"),
+        ("1e30 1 0 0 0 1 -1\n", r"data line 1: sample number 1e\+30 is outside the int64 range"),
+        ("1 99999999999 0 0 0 1 -1\n", r"data line 1: type 1e\+11 is outside the int32 range"),
     ],
-    ids=["missing-parent", "cycle", "repeated", "short", "ragged", "fractional"],
+    ids=["missing-parent", "cycle", "repeated", "short", "ragged", "fractional", "parent-past-int64",
+         "id-past-int64", "type-past-int32"],
 )
 def test_swc_broken_files_are_refused_naming_file_and_sample(tmp_path, text, problem):
     (tmp_path / "bad.swc").write_text(text)
