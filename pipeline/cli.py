@@ -442,8 +442,8 @@ def _status(args: argparse.Namespace) -> int:
             try:
                 known = json.loads(index.read_text())
                 target, options = str(known["store"]), options or dict(known["storage_options"] or {})
-            except (OSError, ValueError, TypeError, KeyError) as exc:
-                raise InputError(f"the job index {str(index)!r} is damaged ({type(exc).__name__}: {exc})") from exc
+            except (OSError, ValueError, TypeError, KeyError, RecursionError) as exc:
+                raise InputError(f"the job index {str(index)!r} is damaged ({type(exc).__name__}: {exc})") from None
         state = job_status(target, options)
         planned = _stages_of(state)
     except ZarrVectorsError as exc:

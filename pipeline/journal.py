@@ -131,8 +131,8 @@ def _checked_state(raw: bytes, url: str) -> dict[str, Any]:
     foreign file beside a store must not end ``zv status`` or ``--resume`` in a traceback."""
     try:
         state = json.loads(raw)
-    except ValueError as exc:
-        raise InputError(f"the job journal {url!r} is damaged: not JSON ({exc})") from None
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the parser goes
+        raise InputError(f"the job journal {url!r} is damaged: not JSON ({type(exc).__name__}: {exc})") from None
     shapes = {"job_id": str, "status": str, "spec": dict, "stages": dict}
     wrong = [k for k, kind in shapes.items() if not isinstance(state, dict) or not isinstance(state.get(k), kind)]
     if not wrong and not all(isinstance(v, dict) for v in state["stages"].values()):

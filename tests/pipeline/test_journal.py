@@ -230,7 +230,8 @@ def test_zv_build_reports_a_journal_it_could_not_save_on_one_line(tmp_path, cli,
 
 
 @pytest.mark.parametrize("content", [b"not json", b"[]", b"{}", b'{"job_id": "a", "status": "done", "spec": {}, '
-                                     b'"stages": {"write": 3}}'], ids=["text", "list", "empty", "bad-stage"])
+                                     b'"stages": {"write": 3}}', b"[" * 100_000 + b"]" * 100_000],
+                         ids=["text", "list", "empty", "bad-stage", "nested-past-the-parser"])
 def test_a_damaged_journal_is_bad_input_naming_it(tmp_path, content):
     """Regression (hunt): ``zv status`` on a damaged journal ended in a JSONDecodeError, TypeError
     or KeyError traceback, and ``--resume`` in "job failed" (exit 1)."""
