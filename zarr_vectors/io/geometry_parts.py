@@ -46,7 +46,7 @@ def parsing(path: str, what: str, errors: tuple[type[BaseException], ...]) -> It
     with os_errors(path):
         try:
             yield
-        except OSError:
+        except (OSError, InputError):  # ours already names the file and what is wrong
             raise
         except errors as exc:
             raise input_error(path, f"not a readable {what} ({type(exc).__name__}: {exc})") from exc

@@ -54,8 +54,8 @@ def read(path: str, **options: Any) -> Geometry:
     counts = _widths(bodies)
     try:
         index = np.array(_CORNER_TAIL.sub("", " ".join(bodies)).split(), dtype=np.int64)
-    except ValueError as exc:
-        raise gp.input_error(path, f"a face has a vertex index that is not an integer ({exc})") from exc
+    except (ValueError, OverflowError) as exc:  # OverflowError: an index past int64
+        raise gp.input_error(path, f"a face has a vertex index that is not an int64 integer ({exc})") from exc
     if len(index) != counts.sum():
         raise gp.input_error(path, "a face line is malformed")
     if (index == 0).any():

@@ -15,6 +15,8 @@ components become properties ``name_0``, ``name_1``, ...; 64-bit integers are wr
 
 from __future__ import annotations
 
+import os
+
 from typing import Any
 
 import numpy as np
@@ -81,13 +83,42 @@ def _load(path: str) -> Any:
     import plyfile
 
     with gp.os_errors(path), open(path, "rb") as f:
-        ascii_file = b"format ascii" in f.read(256)
+        head = f.read(_HEADER_BYTES)
+        size = os.fstat(f.fileno()).st_size
+    ascii_file = b"format ascii" in head[:256]
+    _check_counts(path, head, size, ascii_file)
     if not ascii_file:
         try:
             return plyfile.PlyData.read(path, known_list_len={"face": dict.fromkeys(_FACE_LISTS, 3)})
         except _parse_errors():
             pass  # not all triangles: read below row by row (a broken file fails there too)
     return plyfile.PlyData.read(path)
+
+
+_HEADER_BYTES = 1 << 16  # a PLY header is text of a few lines; one longer is left to plyfile to refuse
+_TYPE_BYTES = {"char": 1, "int8": 1, "uchar": 1, "uint8": 1, "short": 2, "int16": 2, "ushort": 2, "uint16": 2,
+               "int": 4, "int32": 4, "uint": 4, "uint32": 4, "float": 4, "float32": 4, "double": 8, "float64": 8}
+
+
+def _check_counts(path: str, head: bytes, size: int, ascii_file: bool) -> None:
+    """Refuse element counts the file's bytes cannot hold, before plyfile allocates them: a
+    190-byte ASCII file declaring 4e9 vertices asked numpy for 44.7 GiB.  The least a row
+    takes: each property's bytes in a binary file (a list its count), two characters (a digit
+    and a separator) a property in an ASCII one."""
+    end = head.find(b"end_header")
+    if end < 0:
+        return  # no header in the first bytes: plyfile names what is wrong
+    body = size - (head.find(b"\n", end) + 1)
+    need, rows = 0, None
+    for words in (line.split() for line in head[:end].decode("ascii", "replace").splitlines()):
+        if len(words) == 3 and words[0] == "element" and words[2].isdigit():
+            rows = (words[1], int(words[2]))
+        elif len(words) >= 3 and words[0] == "property" and rows is not None:
+            kind = words[2] if words[1] == "list" else words[1]
+            need += rows[1] * (2 if ascii_file else _TYPE_BYTES.get(kind, 1))
+            if need > body:
+                raise gp.input_error(path, f"declares {rows[1]} rows of element {rows[0]!r}, more than the "
+                                           f"{max(body, 0)} bytes after its header can hold")
 
 
 def _parse_errors() -> tuple[type[BaseException], ...]:

@@ -64,6 +64,20 @@ def test_ply_read_gives_plyfile_arrays_and_names_what_it_cannot_keep(tmp_path, t
     assert sorted(got.dropped) == ["edge", "face.texcoord"]
 
 
+@pytest.mark.parametrize("fmt", ["ascii", "binary_little_endian"])
+def test_ply_counts_the_file_cannot_hold_are_refused_before_any_allocation(tmp_path, fmt):
+    """Regression (hunt): a 190-byte ASCII PLY declaring 4e9 vertices asked numpy for 44.7 GiB."""
+    head = (f"ply\nformat {fmt} 1.0\nelement vertex 4000000000\nproperty float x\nproperty float y\n"
+            "property float z\nend_header\n").encode()
+    (tmp_path / "big.ply").write_bytes(head + (b"1 2 3\n" if fmt == "ascii" else struct.pack("<3f", 1, 2, 3)))
+    with pytest.raises(InputError, match=r"big\.ply: declares 4000000000 rows of element 'vertex', more than the "
+                                         r"\d+ bytes after its header can hold"):
+        ply.read(str(tmp_path / "big.ply"))
+    exact = head.replace(b"4000000000", b"1")  # the count its bytes hold: read
+    (tmp_path / "one.ply").write_bytes(exact + (b"1 2 3\n" if fmt == "ascii" else struct.pack("<3f", 1, 2, 3)))
+    assert ply.read(str(tmp_path / "one.ply")).positions.tolist() == [[1.0, 2.0, 3.0]]
+
+
 def test_ply_without_faces_is_a_point_cloud_and_is_written_back_as_one(tmp_path):
     import plyfile
 
@@ -208,6 +222,9 @@ def test_obj_bad_index_is_refused(tmp_path):
     (tmp_path / "far.obj").write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 7\n")
     with pytest.raises(InputError, match=r"far\.obj: face 0 refers to vertex 6, but the file has 3 vertices"):
         obj.read(str(tmp_path / "far.obj"))
+    (tmp_path / "huge.obj").write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 99999999999999999999999\n")
+    with pytest.raises(InputError, match=r"huge\.obj: a face has a vertex index that is not an int64 integer"):
+        obj.read(str(tmp_path / "huge.obj"))  # an OverflowError traceback before (hunt)
 
 
 # ---------------------------------------------------------------------------
