@@ -38,6 +38,7 @@ from zarr_vectors import config
 from zarr_vectors.errors import InputError
 from zarr_vectors.io import registry
 from zarr_vectors.io.columns import ID_ATTRIBUTE, ColumnMap, dropped_warning
+from zarr_vectors.io.tables import column_values
 from zarr_vectors.io.types import Geometry
 
 
@@ -188,34 +189,10 @@ def _same_names(mappings: Sequence[Mapping[str, Any]], what: str, paths: list[st
 
 
 def _column_block(part: Any, names: Sequence[str], dtype: Any, rows: int) -> np.ndarray:
-    """One partition's columns as a numpy block: (rows,) for one name, (rows, k) for several.
-
-    A value the dtype cannot hold is an InputError naming the column, never a cast: ids that
-    are not whole numbers (1.5 became 1), missing values, text in a number column."""
+    """One partition's columns as a numpy block: (rows,) for one name, (rows, k) for several
+    (a value the dtype cannot hold is an InputError naming the column: :func:`column_values`)."""
     _check_rows(part, rows)
-    frame = part[list(names)]
-    dtype = np.dtype(dtype)
-    if dtype.kind in "iu" and any(frame[c].dtype.kind not in "iu" for c in names):
-        _check_whole(frame, names)
-    try:
-        block = frame.to_numpy(dtype=dtype)
-    except (ValueError, TypeError, OverflowError) as exc:
-        raise InputError(f"column{'s' if len(names) > 1 else ''} {', '.join(map(repr, names))}: cannot be read as "
-                         f"{dtype.name} ({type(exc).__name__}: {exc})") from None
-    return block[:, 0] if len(names) == 1 else block
-
-
-def _check_whole(frame: Any, names: Sequence[str]) -> None:
-    """Integer columns (ids) given as other numbers must hold whole numbers in the int64 range."""
-    for c in names:
-        try:
-            values = frame[c].to_numpy(dtype=np.float64, na_value=np.nan)
-        except (ValueError, TypeError) as exc:
-            raise InputError(f"column {c!r}: cannot be read as integers ({type(exc).__name__}: {exc})") from None
-        bad = ~np.isfinite(values) | (values != np.round(values)) | (np.abs(values) >= 2.0**63)
-        if bad.any():
-            raise InputError(f"column {c!r}: {float(values[bad][0])} is not a whole number in the int64 range "
-                             "(ids and object ids are integers)")
+    return column_values(part, names, dtype)
 
 
 def _check_rows(part: Any, rows: int) -> None:

@@ -33,6 +33,37 @@ def unreadable(path: str, exc: BaseException) -> InputError:
     return InputError(f"{path!r} cannot be read: {type(exc).__name__}: {lines[-1] if lines else ''}".rstrip(": "))
 
 
+def column_values(frame: Any, names: Sequence[str], dtype: Any, where: str = "") -> np.ndarray:
+    """Columns of a pandas frame as one numpy block, (rows,) for one name, (rows, k) for several.
+
+    A value the dtype cannot hold is an InputError naming the column (and ``where``), never a
+    cast: ids that are not whole numbers (1.5 became 1), missing values, text in a number column."""
+    frame = frame[list(names)]
+    dtype = np.dtype(dtype)
+    at = f"{where!r}: " if where else ""
+    if dtype.kind in "iu" and any(frame[c].dtype.kind not in "iu" for c in names):
+        _check_whole(frame, names, at)
+    try:
+        block = frame.to_numpy(dtype=dtype)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise InputError(f"{at}column{'s' if len(names) > 1 else ''} {', '.join(map(repr, names))}: cannot be read "
+                         f"as {dtype.name} ({type(exc).__name__}: {exc})") from None
+    return block[:, 0] if len(names) == 1 else block
+
+
+def _check_whole(frame: Any, names: Sequence[str], at: str) -> None:
+    """Integer columns (ids) given as other numbers must hold whole numbers in the int64 range."""
+    for c in names:
+        try:
+            values = frame[c].to_numpy(dtype=np.float64, na_value=np.nan)
+        except (ValueError, TypeError) as exc:
+            raise InputError(f"{at}column {c!r}: cannot be read as integers ({type(exc).__name__}: {exc})") from None
+        bad = ~np.isfinite(values) | (values != np.round(values)) | (np.abs(values) >= 2.0**63)
+        if bad.any():
+            raise InputError(f"{at}column {c!r}: {float(values[bad][0])} is not a whole number in the int64 range "
+                             "(ids and object ids are integers)")
+
+
 def geometry_from_frame(df: Any, where: str, columns: ColumnMap | None = None) -> Geometry:
     """A vertex table (pandas) as point geometry: positions, object ids, ids, attributes, dropped."""
     columns = columns or ColumnMap()
@@ -48,8 +79,9 @@ def geometry_from_frame(df: Any, where: str, columns: ColumnMap | None = None) -
         attributes[ID_ATTRIBUTE] = ids
     return Geometry(
         kind="points",
-        positions=df[axes].to_numpy(dtype=np.float32 if all(df[a].dtype == np.float32 for a in axes) else np.float64),
-        object_ids=df[oid].to_numpy(dtype=np.int64) if oid else None,
+        positions=column_values(df, axes, np.float32 if all(df[a].dtype == np.float32 for a in axes) else np.float64,
+                                where),
+        object_ids=column_values(df, [oid], np.int64, where) if oid else None,
         attributes=attributes,
         ids=ids,
         axes=tuple(axes),

@@ -140,3 +140,18 @@ def test_edge_list_writes_object_attributes_beside_its_vertices(tmp_path):
     edgelist.write(str(tmp_path / "g.edgelist"), g)
     back = pd.read_csv(tmp_path / "g.objects.csv")
     assert back.to_dict("list") == {"object_id": [0, 1], "w": [1.5, 2.5]}
+
+
+@pytest.mark.parametrize(("frame", "message"), [
+    ({"x": [1.0, 2.0], "y": [0.0, 0.0], "z": [0.0, 0.0], "object_id": [1.5, 2.0]},
+     r"'f\.csv': column 'object_id': 1\.5 is not a whole number in the int64 range"),
+    ({"x": ["1", "foo"], "y": [0.0, 0.0], "z": [0.0, 0.0]},
+     r"'f\.csv': columns 'x', 'y', 'z': cannot be read as float64 \(ValueError: could not convert string"),
+])
+def test_a_whole_file_table_refuses_values_its_columns_cannot_hold(frame, message):
+    """Regression (hunt): the whole-file path (GraphML, small tables) cast object id 1.5 to 1 and ended
+    a text coordinate in an untyped ValueError."""
+    from zarr_vectors.io.tables import geometry_from_frame
+
+    with pytest.raises(InputError, match=message):
+        geometry_from_frame(pd.DataFrame(frame), "f.csv")
