@@ -41,6 +41,9 @@ def column_values(frame: Any, names: Sequence[str], dtype: Any, where: str = "")
     frame = frame[list(names)]
     dtype = np.dtype(dtype)
     at = f"{where!r}: " if where else ""
+    complex_columns = [c for c in names if getattr(frame[c].dtype, "kind", "") == "c"]
+    if complex_columns and dtype.kind != "c":  # numpy would drop the imaginary parts with a warning
+        raise InputError(f"{at}column {complex_columns[0]!r} holds complex numbers; {dtype.name} expected")
     if dtype.kind in "iu" and any(frame[c].dtype.kind not in "iu" for c in names):
         _check_whole(frame, names, at)
     try:
