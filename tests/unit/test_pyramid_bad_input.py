@@ -169,3 +169,24 @@ def test_an_array_the_build_does_not_read_is_left_to_the_validator(store, rel):
     assert meta.read_bytes() == edited
     report = validate(str(store), 5)
     assert not report.ok and any(rel in str(e) for e in report.errors), [str(e) for e in report.errors][:5]
+
+
+@pytest.mark.parametrize("array", ["vertices", "vertex_fragments"])
+def test_a_cell_that_inflates_past_its_level_is_refused_at_its_bound(store, array):
+    """Regression (hunt): the bin tasks decoded cells with only the global ceiling, so a 30 KB cell
+    inflating to 1 GB took the build to 2 GB of memory before 'not a whole number of rows'; a reader
+    refused the same cell from the level's vertex_count at once."""
+    import struct
+
+    import numcodecs
+
+    from zarr_vectors.errors import ResourceLimitError
+
+    cell = next(p for p in sorted((store / "0" / array / "c").rglob("*")) if p.is_file())
+    n = 50_000_000  # far past 300 vertices' rows, far below the global ceiling
+    payload = np.zeros(n + 8, np.uint8)
+    payload[:8] = np.frombuffer(struct.pack("<II", 1, n), np.uint8)
+    cell.write_bytes(numcodecs.Zstd(level=3).encode(payload))
+    with pytest.raises(ResourceLimitError, match=rf"{array}/c/.*: declares {n + 8} decoded bytes, more than \d+ "
+                                                 r"bytes, the most it may hold"):
+        zv.build_pyramid(str(store), factors=[2])

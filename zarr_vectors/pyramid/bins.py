@@ -20,6 +20,7 @@ import numpy as np
 
 from zarr_vectors.encoding import FragmentIndex
 from zarr_vectors.errors import EncodingError
+from zarr_vectors.format import bounds as cell_bounds
 from zarr_vectors.format.coarsen import (
     BinGrid,
     CellPartials,
@@ -87,10 +88,13 @@ class AttributeSpec:
         dtype = np.dtype(grid.attributes["dtype"]).newbyteorder("<")
         return cls(name, grid, dtype, tuple(int(v) for v in grid.attributes.get("row_shape", [])), reduction)
 
+    @property
+    def row_bytes(self) -> int:
+        return self.dtype.itemsize * (int(np.prod(self.row_shape)) if self.row_shape else 1)
+
     def rows(self, raw: bytes, n: int, chunk: tuple[int, ...]) -> np.ndarray:
         """A cell's attribute rows; there must be one per vertex row."""
-        width = int(np.prod(self.row_shape)) if self.row_shape else 1
-        size = self.dtype.itemsize * width
+        size = self.row_bytes
         if len(raw) != n * size:
             raise EncodingError(
                 f"{self.grid.path} cell {format_chunk_key(chunk)}: {len(raw)} bytes, the vertex cell's {n} rows "
@@ -109,6 +113,7 @@ class BinParams:
     grid: BinGrid
     objects: bool
     attributes: tuple[AttributeSpec, ...] = ()
+    max_rows: int | None = None  # the source level's vertex_count: no cell holds more (the decode bound)
 
 
 def _surviving_rows(
@@ -155,7 +160,13 @@ def bin_group(
         requests += [(fragments, c) for c in chunks]
     attr_at = len(requests)
     requests += [(a.grid, c) for a in params.attributes for c in chunks]
-    payloads = read_cells_many(requests)
+    # each cell decoded no further than the level's rows allow, as a reader bounds it (a 30 KB cell
+    # that inflates to gigabytes is refused at its bound, not after filling memory)
+    limits = [cell_bounds.rows_bound(params.max_rows, dtype.itemsize * ndim)] * len(chunks)
+    if params.objects:
+        limits += [cell_bounds.fragment_index_bound(params.max_rows)] * len(chunks)
+    limits += [cell_bounds.rows_bound(params.max_rows, a.row_bytes) for a in params.attributes for _ in chunks]
+    payloads = read_cells_many(requests, max_payload_bytes=limits)
     attr_parts: list[list[np.ndarray]] = [[] for _ in params.attributes]
     row_bytes = dtype.itemsize * ndim
     pos_parts, cell_parts, row_parts = [], [], []

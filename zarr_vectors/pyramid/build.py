@@ -287,7 +287,8 @@ class _Builder:
         carried = tuple(
             AttributeSpec.of(name, src.array(f"vertex_attributes/{name}"), how) for name, how in plan.aggregation
         )
-        params = BinParams(self.ndim, store_dtype(vertices), src.chunk_shape, grid, plan.has_objects, carried)
+        params = BinParams(self.ndim, store_dtype(vertices), src.chunk_shape, grid, plan.has_objects, carried,
+                           max_rows=src.level.meta.vertex_count)
         # groups of whole source cells, by rows where a built level knows them, else by cell count
         weights = src.counts if src.counts is not None else np.ones(len(src.cells), dtype=np.int64)
         groups = runner.task_runs(weights, 1, tasks_per_thread=plan.tasks_per_thread)
