@@ -8,6 +8,8 @@ and the tree's children are exactly the nodes one segment below a path.
 
 from __future__ import annotations
 
+import math
+
 from typing import Any
 
 from hypothesis import example, given
@@ -46,6 +48,12 @@ def test_a_list_called_clean_has_no_key_finding(listed: list[str], shape: list[i
         assert not slow.findings, [f.line() for f in slow.findings]
     fast = Report()
     _check_nonempty(node, fast)
+    cells = math.prod(shape)
+    if len(listed) > cells:  # longer than the grid: said once, and the entries checked are the first cells + 1
+        slow = Report()
+        _nonempty_findings(node, listed[: cells + 1], len(shape), origin_of(node), shape, slow)
+        assert slow.findings  # a repeat, a stray or a malformed key is among them
+        assert any(f"lists {len(listed)} cells, more than the {cells}" in f.line() for f in fast.findings)
     assert {f.line() for f in fast.findings} >= {f.line() for f in slow.findings}
 
 

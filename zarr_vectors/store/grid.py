@@ -18,6 +18,8 @@ is refused: ``unshard_store`` first (``shard_store`` packs whole shards itself).
 
 from __future__ import annotations
 
+import math
+
 import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -314,6 +316,16 @@ class GridArray:
         if not keys:
             return []
         file = meta_key(self.path)
+        cells = math.prod(self.shape)
+        if len(keys) > cells:
+            # a repeat, a stray or a malformed key lies among the first cells + 1 (no more distinct cells
+            # exist): those are checked and the one found named, millions never parsed
+            self._check_keys(keys[: cells + 1], file)
+            raise InconsistentStoreError(f"{file}#/attributes/nonempty_chunks: lists {len(keys)} cells, more than the "
+                                         f"{cells} of the array's shape {list(self.shape)}")
+        return self._check_keys(keys, file)
+
+    def _check_keys(self, keys: list[Any], file: str) -> list[Chunk]:
         try:
             coords = parse_chunk_keys(keys, self.ndim)
         except InputError:

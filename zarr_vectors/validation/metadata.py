@@ -431,6 +431,13 @@ def _check_nonempty(node: Any, report: Report) -> None:
     shape = node.doc.get("shape")
     origin = origin_of(node)
     ndim = len(shape) if isinstance(shape, list) else None
+    cells = math.prod(shape) if ndim and all(isinstance(v, int) and v >= 0 for v in shape) else None
+    if cells is not None and len(keys) > cells:
+        # more than the grid holds: repeats or strays. Said once; the entries checked one by one are the
+        # first cells + 1, among which one is wrong (not millions of findings over millions of keys)
+        report.add(make("L2_NONEMPTY_CHUNKS", node.path, f"nonempty_chunks lists {len(keys)} cells, more than the "
+                        f"{cells} of the array's shape {shape}", pointer="/attributes/nonempty_chunks"))
+        keys = keys[: cells + 1]
     if not _nonempty_clean(keys, ndim, origin, shape):
         _nonempty_findings(node, keys, ndim, origin, shape, report)
     if keys != sorted(keys):
