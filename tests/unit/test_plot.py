@@ -90,6 +90,8 @@ def test_filters_reach_the_reader_and_ax_is_used(stores):
     assert len(plot_level(stores["graph"], projections=["xz"]).axes) == 1
     with pytest.raises(InputError, match="no such vertex attribute"):
         plot_level(stores["graph"], color_by="height")
+    with pytest.raises(InputError, match=r"object id\(s\) \[7, 9\] are not in the level's object index"):
+        plot_level(stores["points"], objects=[1, 7, 9])  # an empty picture before (hunt); export refuses them too
     with pytest.raises(InputError, match="choose from"):
         plot_level(stores["graph"], projections=["xw"])
 

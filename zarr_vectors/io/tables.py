@@ -46,6 +46,10 @@ def column_values(frame: Any, names: Sequence[str], dtype: Any, where: str = "")
         raise InputError(f"{at}column {complex_columns[0]!r} holds complex numbers; {dtype.name} expected")
     if dtype.kind in "iu" and any(frame[c].dtype.kind not in "iu" for c in names):
         _check_whole(frame, names, at)
+    for c in names:  # unsigned values past the signed type wrapped (2**64 - 1 became -1)
+        if dtype.kind == "i" and getattr(frame[c].dtype, "kind", "") == "u" and len(frame) and \
+                int(frame[c].max()) > np.iinfo(dtype).max:
+            raise InputError(f"{at}column {c!r}: {int(frame[c].max())} is past the {dtype.name} range")
     try:
         block = frame.to_numpy(dtype=dtype)
     except (ValueError, TypeError, OverflowError) as exc:

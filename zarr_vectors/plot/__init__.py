@@ -67,6 +67,11 @@ def _kept(data: VectorData, objects: Sequence[int] | None) -> np.ndarray:
     if objects is None:
         return np.ones(n, dtype=bool)
     wanted = np.asarray(list(objects), dtype=np.int64)
+    known = data.object_vertices.ids if data.object_vertices is not None else \
+        np.unique(data.object_ids) if data.object_ids is not None else None
+    unknown = np.setdiff1d(wanted, known) if known is not None else np.zeros(0, np.int64)
+    if unknown.size:  # as zv export refuses them: an empty picture would say nothing about why
+        raise InputError(f"objects: object id(s) {unknown.tolist()} are not in the level's object index")
     if data.object_vertices is not None:
         ov = data.object_vertices
         owner = np.repeat(ov.ids, np.diff(ov.offsets))  # the object of each (object, vertex) pair
