@@ -280,7 +280,7 @@ def _read_vertex_table(
     base = dict(zip(cells, np.r_[0, np.cumsum(counts)[:-1]].astype(int).tolist())) if cells else {}
     positions = np.concatenate(pos_parts) if pos_parts else np.zeros((0, ndim), dtype)
     coarsening = lvl.meta.coarsening_method
-    if points.placement_checked(point_cloud, objects is not None, coarsening, len(vertices.shape), ndim):
+    if points.chunk_placement_checked(coarsening, len(vertices.shape), ndim):
         _check_placement(vertices.path, positions, counts, cells, lvl.chunk_shape)
     attributes: dict[str, np.ndarray] = {}
     for (name, grid), parts in zip(attr_grids.items(), per_grid[1:]):

@@ -399,9 +399,30 @@ def test_a_null_coarsening_method_is_an_uncoarsened_level_to_both(store) -> None
     assert "L4_POINT_OUTSIDE_BIN" in validator_errors(path)
 
 
+@pytest.mark.parametrize("name", ["points_ids", "graph", "mesh", "skeleton", "polylines"])
+def test_a_vertex_moved_out_of_its_chunk_is_refused_for_every_kind(store, name: str) -> None:
+    """Regression (hunt): in a point cloud with object ids or a graph, a cell's vertices moved far away
+    read back whole while a bbox read of where they lie missed them, and the validator passed it."""
+    path = store(name)
+    g = grid(path, "0/vertices")
+    dtype = np.dtype(doc(path, "0/vertices")["attributes"].get("dtype", "float32")).newbyteorder("<")
+    cell = listed(path, "0/vertices")[0]
+    rows = np.frombuffer(g.read_cell(cell), dtype).reshape(-1, 3).copy()
+    rows[:] = 1e6  # far outside every chunk of the store
+    g.write_cells({cell: rows.tobytes()}, record_presence=False)
+    read_fails(path, InconsistentStoreError, f"0/vertices cell {format_chunk_key(cell)}", "outside the cell's chunk")
+    findings = [f for f in validate(str(path), 4).findings if f.code == "L4_POINT_OUTSIDE_BIN"]
+    assert [f.cell for f in findings] == [format_chunk_key(cell)], findings
+    assert "outside the cell's chunk (row 0" in findings[0].message  # no bins named where fragments are not bins
+
+
 def test_placement_is_checked_where_the_format_states_it(store) -> None:
-    """Object-id point clouds and other kinds place vertices by object or record, not by bin: no check there."""
-    from zarr_vectors.format.points import placement_checked
+    """Every kind's uncoarsened level holds its vertices in their chunks; only point clouds without
+    object ids hold them in the bins their fragments stand for."""
+    from zarr_vectors.format.points import chunk_placement_checked, placement_checked
+
+    assert chunk_placement_checked("none", 3, 3) and chunk_placement_checked(None, 3, 3)
+    assert not chunk_placement_checked("grid_metavertex", 3, 3) and not chunk_placement_checked(None, 4, 3)
 
     assert placement_checked(True, False, "none", 3, 3) and placement_checked(True, False, None, 3, 3)
     assert not placement_checked(True, True, "none", 3, 3)

@@ -108,17 +108,22 @@ def _strip_cells(
 PLACEMENT_TOLERANCE = 1e-6
 
 
+def chunk_placement_checked(coarsening_method: object, cell_rank: int, position_width: int) -> bool:
+    """Whether a level's vertices must lie in the chunk their cell stands for: every kind's
+    uncoarsened level (``coarsening_method`` absent, null or ``"none"``), where a cell key has
+    one coordinate per position axis (not a level chunked along an attribute axis too).  Every
+    writer places a vertex in a cell by its position, and a bbox read prunes by cell: a vertex
+    outside its cell's chunk reads back whole but is missed by a read of the box it lies in."""
+    return coarsening_method in (None, "none") and cell_rank == position_width
+
+
 def placement_checked(
     point_cloud: bool, has_objects: bool, coarsening_method: object, cell_rank: int, position_width: int
 ) -> bool:
-    """Whether a level's vertices must lie in the box their cell (and fragment) stands for.
-
-    The spec states it for point clouds without object ids, whose fragments are bins, at
-    uncoarsened levels (``coarsening_method`` absent, null or ``"none"``), where a cell key
-    has one coordinate per position axis (not on a level chunked along an attribute axis
-    too); the validator (level 4) and the reader check it exactly there.
-    """
-    return point_cloud and not has_objects and coarsening_method in (None, "none") and cell_rank == position_width
+    """Whether a level's vertices must also lie in the bin their fragment stands for: point clouds
+    without object ids, whose fragments are bins, where :func:`chunk_placement_checked` holds
+    (the spec states it there); the validator (level 4) checks it exactly there."""
+    return point_cloud and not has_objects and chunk_placement_checked(coarsening_method, cell_rank, position_width)
 
 
 def box_bounds(

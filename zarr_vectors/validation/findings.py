@@ -198,8 +198,8 @@ RULES: list[Rule] = [
                                              "delta-0 link width, object index and link_fragments, and level 0 has no "
                                              "geometry_index "
                                              "(D19; else the reader refuses the store)"),
-        ("L4_POINT_OUTSIDE_BIN", _E, "point clouds: every vertex lies inside the bin its fragment claims "
-                                     "(every chunk)"),
+        ("L4_POINT_OUTSIDE_BIN", _E, "uncoarsened levels: each vertex lies in its cell's chunk (point clouds "
+                                     "without ids: in its fragment's bin)"),
         ("L4_CHECK_CRASHED", _E, "a level-4 check raised an exception (reported, never swallowed)"),
     ),
     *_rules(

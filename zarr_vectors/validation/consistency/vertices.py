@@ -245,7 +245,8 @@ def _check_chunk(positions: np.ndarray, c: Chunk, spec: VertexLevelSpec, key: st
         return True
     i = int(np.argmax(outside))
     out.append(make("L4_POINT_OUTSIDE_BIN", spec.vertices.path if spec.vertices else spec.path,
-                    f"{int(outside.sum())} vertices lie outside the cell's chunk, so outside every bin of it "
+                    f"{int(outside.sum())} vertices lie outside the cell's chunk"
+                    f"{', so outside every bin of it' if spec.bin_check else ''} "
                     f"(row {i} at {positions[i].tolist()}, chunk [{lo.tolist()}, {hi.tolist()}))", cell=key))
     return False
 
