@@ -85,12 +85,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace, options: dict) -> int:
+    from pipeline.cli import parse_bbox
     from zarr_vectors.io import registry, select
     from zarr_vectors.read import read as read_store
     from zarr_vectors.store.groups import open_store
     from zarr_vectors.store.kinds import store_kind
-
-    from pipeline.cli import parse_bbox
 
     box = parse_bbox(args.bbox, "export")
     fmt = registry.format_for(args.out)

@@ -9,7 +9,6 @@ and the tree's children are exactly the nodes one segment below a path.
 from __future__ import annotations
 
 import math
-
 from typing import Any
 
 from hypothesis import example, given

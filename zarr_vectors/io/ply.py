@@ -16,7 +16,6 @@ components become properties ``name_0``, ``name_1``, ...; 64-bit integers are wr
 from __future__ import annotations
 
 import os
-
 from typing import Any
 
 import numpy as np

@@ -19,7 +19,6 @@ is refused: ``unshard_store`` first (``shard_store`` packs whole shards itself).
 from __future__ import annotations
 
 import math
-
 import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
