@@ -95,35 +95,34 @@ def _polyline_pairs(data: VectorData) -> np.ndarray:
     return np.column_stack([first, first + 1]).astype(np.int64)
 
 
-def _has_records(data: VectorData) -> bool:
-    """Whether a linked kind's level has what joins its vertices (faces, edges, polyline runs)."""
+def _records(data: VectorData) -> np.ndarray | None:
+    """What joins the level's vertices, as rows of vertex indices: a polyline kind's consecutive
+    pairs, a mesh's faces, a graph's or skeleton's edges (empty on a coarse level, which holds
+    metavertices only); None for a point cloud.  Built once, for every projection."""
     if data.kind in POLYLINE_KINDS:
-        return len(_polyline_pairs(data)) > 0
+        return _polyline_pairs(data)
     if data.kind == "mesh":
-        return data.faces is not None and len(data.faces) > 0
-    return data.kind not in LINKED_KINDS or (data.edges is not None and len(data.edges) > 0)
+        return np.asarray(data.faces, dtype=np.int64) if data.faces is not None else np.zeros((0, 3), np.int64)
+    if data.kind in LINKED_KINDS:
+        return np.asarray(data.edges, dtype=np.int64) if data.edges is not None else np.zeros((0, 2), np.int64)
+    return None
 
 
-def _draw(ax: Any, data: VectorData, keep: np.ndarray, values: np.ndarray | None, projection: str) -> Any:
+def _draw(ax: Any, data: VectorData, keep: np.ndarray, values: np.ndarray | None, projection: str,
+          records: np.ndarray | None) -> Any:  # fmt: skip
     a, b = PROJECTIONS[projection]
     pos = data.positions
     xy = np.ascontiguousarray(pos[:, [a, b]], dtype=np.float64)
-    if not _has_records(data):  # a coarse level of a linked kind holds metavertices only
+    if records is None or not len(records):
         return draw.points(ax, xy[keep], values[keep] if values is not None else None)
+    kept = records[keep[records].all(axis=1)]
     if data.kind in POLYLINE_KINDS:
-        pairs = _polyline_pairs(data)
-        pairs = pairs[keep[pairs].all(axis=1)]
-        return draw.segments(ax, xy, pairs, values, None if values is not None else draw.direction_rgb(pos, pairs))
-    if data.kind == "mesh" and data.faces is not None:
-        tris = np.asarray(data.faces, dtype=np.int64)
-        tris = tris[keep[tris].all(axis=1)]
+        return draw.segments(ax, xy, kept, values, None if values is not None else draw.direction_rgb(pos, kept))
+    if data.kind == "mesh":
         depth_axis = ({0, 1, 2} - {a, b}).pop() if pos.shape[1] == 3 else 0
         depth = pos[:, depth_axis].astype(np.float64) if pos.shape[1] == 3 else np.zeros(len(pos))
-        return draw.faces(ax, xy, depth, depth_axis, pos, tris, values)
-    if data.kind in LINKED_KINDS and data.edges is not None and len(data.edges):
-        pairs = np.asarray(data.edges, dtype=np.int64)
-        return draw.segments(ax, xy, pairs[keep[pairs].all(axis=1)], values)
-    return draw.points(ax, xy[keep], values[keep] if values is not None else None)
+        return draw.faces(ax, xy, depth, depth_axis, pos, kept, values)
+    return draw.segments(ax, xy, kept, values)
 
 
 def _frame(ax: Any, data: VectorData, keep: np.ndarray, projection: str) -> None:
@@ -174,15 +173,15 @@ def plot_level(
 
         fig = Figure(figsize=(4.6 * len(chosen) + (0.8 if values is not None else 0), 4.8), layout="constrained")
         axes = list(np.atleast_1d(fig.subplots(1, len(chosen))))
-    mappable = None
+    mappable, records = None, _records(data)
     for a, projection in zip(axes, chosen):
-        mappable = _draw(a, data, keep, values, projection) or mappable
+        mappable = _draw(a, data, keep, values, projection, records) or mappable
         _frame(a, data, keep, projection)
     if mappable is not None:
         label = color_by if color_by is not None else "points per bin (log)"
         fig.colorbar(mappable, ax=axes, label=label, shrink=0.85)
     title = f"{Path(str(url).rstrip('/')).name} level {level}: {data.kind}, {int(keep.sum()):,} vertices"
-    if not _has_records(data):
+    if records is not None and not len(records):
         joins = {"mesh": "faces"}.get(data.kind, "lines" if data.kind in POLYLINE_KINDS else "edges")
         title += f" (no {joins} at this level: drawn as points)"
     if ax is None:
