@@ -11,8 +11,17 @@ import pytest
 from file_tree import tree
 
 import zarr_vectors as zv
+from zarr_vectors.errors import (
+    InconsistentStoreError,
+    InputError,
+    PresenceMismatchError,
+    StoreNotFoundError,
+    UnsupportedLayoutError,
+)
+from zarr_vectors.format.paths import format_chunk_key, parse_chunk_key
+from zarr_vectors.store.backend import Storage
+from zarr_vectors.store.grid import GridArray
 from zarr_vectors.validation import validate
-from zarr_vectors.errors import InputError, PresenceMismatchError, StoreNotFoundError, UnsupportedLayoutError
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 
@@ -190,3 +199,34 @@ def test_a_cell_that_inflates_past_its_level_is_refused_at_its_bound(store, arra
     with pytest.raises(ResourceLimitError, match=rf"{array}/c/.*: declares {n + 8} decoded bytes, more than \d+ "
                                                  r"bytes, the most it may hold"):
         zv.build_pyramid(str(store), factors=[2])
+
+
+@pytest.mark.parametrize("claimed", [299, 301])
+def test_a_vertex_count_its_cells_do_not_hold_is_refused(store, claimed):
+    """Regression (hunt): level 0 claiming 299 or 301 vertices over 300 rows built a pyramid and
+    exited 0, where a reader refuses the level; the build now checks what its bin tasks read."""
+    doc = json.loads((store / "0" / "zarr.json").read_text())
+    doc["attributes"]["zarr_vectors_level"]["vertex_count"] = claimed
+    (store / "0" / "zarr.json").write_text(json.dumps(doc))
+    before = tree(store)
+    with pytest.raises(InconsistentStoreError, match=f"0/zarr.json: vertex_count is {claimed}, the level's vertex "
+                                                     "cells hold 300 rows"):
+        zv.build_pyramid(str(store), factors=[2])
+    assert tree(store) == before  # the existing pyramid is kept
+
+
+def test_vertices_outside_their_cells_chunk_are_refused(store):
+    """Regression (hunt): a level-0 cell whose vertices lie outside its chunk (a root chunk_shape
+    rewritten, a cell swapped) was binned as if in place and the build exited 0; a reader refuses
+    the cell (the chunk rule), and so does the build, before anything is removed."""
+    vertices = GridArray.open(Storage(str(store)), "0/vertices")
+    cell = parse_chunk_key(json.loads((store / "0" / "vertices" / "zarr.json").read_text())
+                           ["attributes"]["nonempty_chunks"][0])
+    rows = np.frombuffer(vertices.read_cell(cell), "<f8").reshape(-1, 3).copy()
+    rows[:, 0] += 1000.0  # ten chunks away
+    vertices.write_cells({cell: rows.tobytes()}, record_presence=False)
+    before = tree(store)
+    with pytest.raises(InconsistentStoreError, match=f"0/vertices cell {format_chunk_key(cell)}: vertices lie "
+                                                     "outside the cell's chunk"):
+        zv.build_pyramid(str(store), factors=[2])
+    assert tree(store) == before

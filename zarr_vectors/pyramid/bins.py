@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.encoding import FragmentIndex
-from zarr_vectors.errors import EncodingError
+from zarr_vectors.errors import EncodingError, InconsistentStoreError
 from zarr_vectors.format import bounds as cell_bounds
 from zarr_vectors.format.coarsen import (
     BinGrid,
@@ -34,6 +34,7 @@ from zarr_vectors.format.coarsen import (
 )
 from zarr_vectors.format.crosslevel import fragment_sequences
 from zarr_vectors.format.paths import format_chunk_key
+from zarr_vectors.read import check_placement
 from zarr_vectors.store.grid import GridArray, read_cells_many
 
 __all__ = [
@@ -71,6 +72,7 @@ class BinState:
     frag_offsets: np.ndarray  # (F + 1,) CSR into frag_members
     frag_members: np.ndarray  # vertex numbers (index into the m vertices), fragment row order
     attributes: dict[str, np.ndarray]  # per vertex attribute, its partial reduction per partial row
+    rows_read: int  # every row of the group's cells, surviving or not
 
 
 @dataclass(frozen=True, eq=False)
@@ -112,8 +114,10 @@ class BinParams:
     chunk_shape: tuple[float, ...]  # the source level's
     grid: BinGrid
     objects: bool
-    attributes: tuple[AttributeSpec, ...] = ()
-    max_rows: int | None = None  # the source level's vertex_count: no cell holds more (the decode bound)
+    attributes: tuple[AttributeSpec, ...]
+    level_path: str  # the source level's, for messages
+    vertex_count: int  # the source level's: no cell holds more (the decode bound), its cells hold exactly so many
+    placement_checked: bool  # its vertices must lie in their cells' chunks (format/points.chunk_placement_checked)
 
 
 def _surviving_rows(
@@ -162,23 +166,26 @@ def bin_group(
     requests += [(a.grid, c) for a in params.attributes for c in chunks]
     # each cell decoded no further than the level's rows allow, as a reader bounds it (a 30 KB cell
     # that inflates to gigabytes is refused at its bound, not after filling memory)
-    limits = [cell_bounds.rows_bound(params.max_rows, dtype.itemsize * ndim)] * len(chunks)
+    limits = [cell_bounds.rows_bound(params.vertex_count, dtype.itemsize * ndim)] * len(chunks)
     if params.objects:
-        limits += [cell_bounds.fragment_index_bound(params.max_rows)] * len(chunks)
-    limits += [cell_bounds.rows_bound(params.max_rows, a.row_bytes) for a in params.attributes for _ in chunks]
+        limits += [cell_bounds.fragment_index_bound(params.vertex_count)] * len(chunks)
+    limits += [cell_bounds.rows_bound(params.vertex_count, a.row_bytes) for a in params.attributes for _ in chunks]
     payloads = read_cells_many(requests, max_payload_bytes=limits)
     attr_parts: list[list[np.ndarray]] = [[] for _ in params.attributes]
     row_bytes = dtype.itemsize * ndim
     pos_parts, cell_parts, row_parts = [], [], []
     f_cell, f_id, f_len, members = [], [], [], []
     bounds = np.searchsorted(frag_cell, first_rank + np.arange(len(chunks) + 1)) if params.objects else None
-    m = 0
+    m = rows_read = 0
     for ci, chunk in enumerate(chunks):
         raw = payloads[ci]
         if len(raw) % row_bytes:
             raise EncodingError(f"{vertices.path} cell {format_chunk_key(chunk)}: not a whole number of rows")
         pos = np.frombuffer(raw, dtype=dtype).reshape(-1, ndim)
         n = len(pos)
+        rows_read += n
+        if params.placement_checked:  # as a reader refuses the cell, so does the build
+            check_placement(vertices.path, pos, [n], [chunk], params.chunk_shape)
         if not params.objects:
             rows = np.arange(n, dtype=np.int64)
         else:
@@ -230,17 +237,29 @@ def bin_group(
         frag_offsets=offsets,
         frag_members=np.concatenate(members) if members else np.zeros(0, np.int64),
         attributes=reduced,
+        rows_read=rows_read,
     )
 
 
-def partial_rows(state: BinState) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, dict[str, np.ndarray]]:
-    """A group's partial sums, vertex count and attribute partials: all the combine task needs of it."""
+def partial_rows(
+    state: BinState,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, dict[str, np.ndarray], int]:
+    """A group's partial sums, surviving vertex count, attribute partials and rows read: all the
+    combine task needs of it."""
     p = state.partials
-    return p.keys, p.sums, p.counts, int(state.rows.size), state.attributes
+    return p.keys, p.sums, p.counts, int(state.rows.size), state.attributes, state.rows_read
 
 
 def combine(params: BinParams, chunk_shape: tuple[float, ...], *parts: tuple[Any, ...]) -> MetavertexLayout:
-    """The level's metavertices and their attributes from every group's partial rows, in cell order."""
+    """The level's metavertices and their attributes from every group's partial rows, in cell order.
+
+    The source's cells must hold its ``vertex_count`` rows, as a reader of the level requires."""
+    read = sum(p[5] for p in parts)
+    if read != params.vertex_count:
+        raise InconsistentStoreError(
+            f"{params.level_path}/zarr.json: vertex_count is {params.vertex_count}, the level's vertex cells hold "
+            f"{read} rows"
+        )
     keys, sums, counts, inverse = combine_partials(
         [p[0] for p in parts], [p[1] for p in parts], [p[2] for p in parts], params.ndim
     )

@@ -39,6 +39,7 @@ from zarr_vectors.format.coarsen import BinGrid, MetavertexLayout
 from zarr_vectors.format.crosslevel import compose_parents
 from zarr_vectors.format.metadata import LevelMetadata, RootMetadata
 from zarr_vectors.format.paths import format_chunk_key, format_delta
+from zarr_vectors.format.points import chunk_placement_checked
 from zarr_vectors.pyramid.bins import (
     AttributeSpec,
     BinParams,
@@ -287,8 +288,11 @@ class _Builder:
         carried = tuple(
             AttributeSpec.of(name, src.array(f"vertex_attributes/{name}"), how) for name, how in plan.aggregation
         )
-        params = BinParams(self.ndim, store_dtype(vertices), src.chunk_shape, grid, plan.has_objects, carried,
-                           max_rows=src.level.meta.vertex_count)
+        meta = src.level.meta
+        params = BinParams(
+            self.ndim, store_dtype(vertices), src.chunk_shape, grid, plan.has_objects, carried, src.level.path,
+            meta.vertex_count, chunk_placement_checked(meta.coarsening_method, len(vertices.shape), self.ndim),
+        )  # fmt: skip
         # groups of whole source cells, by rows where a built level knows them, else by cell count
         weights = src.counts if src.counts is not None else np.ones(len(src.cells), dtype=np.int64)
         groups = runner.task_runs(weights, 1, tasks_per_thread=plan.tasks_per_thread)
