@@ -12,6 +12,8 @@ import warnings
 
 import numpy as np
 
+from zarr_vectors.io.columns import TEXT_ENCODING
+
 
 def local_csv(path: str) -> bool:
     """A plain (uncompressed, comma-separated) CSV file on this machine."""
@@ -21,7 +23,7 @@ def local_csv(path: str) -> bool:
 
 def csv_header(path: str) -> list[str]:
     """The column names of a local CSV (its first line)."""
-    with open(path.removeprefix("file://"), encoding="utf-8", errors="replace") as f:
+    with open(path.removeprefix("file://"), encoding=TEXT_ENCODING, errors="replace") as f:
         return [name.strip().strip('"') for name in f.readline().rstrip("\r\n").split(",")]
 
 

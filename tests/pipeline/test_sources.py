@@ -110,6 +110,26 @@ def test_csv_and_npz_tables(tmp_path):
     assert sorted(npz.attributes) == ["label"] and npz.attributes["label"].dtype == df["label"].dtype
 
 
+def test_a_csv_with_a_byte_order_mark_reads_as_without(tmp_path):
+    """Regression (hunt): a spreadsheet's "CSV UTF-8" starts with a byte-order mark, which became part
+    of the first column's name ('\ufeffx'), so the table had no x column; every CSV reader (the
+    dataframe's and the small-job's) now drops it."""
+    from pipeline.columns import csv_header, read_csv_whole, read_numeric_csv
+
+    df = points_frame(200, seed=4)
+    df.to_csv(tmp_path / "plain.csv", index=False)
+    (tmp_path / "bom.csv").write_bytes(b"\xef\xbb\xbf" + (tmp_path / "plain.csv").read_bytes())
+    plain, bom = str(tmp_path / "plain.csv"), str(tmp_path / "bom.csv")
+    assert csv_header(bom) == csv_header(plain) == list(df.columns)
+    for whole in (read_numeric_csv, read_csv_whole):
+        got, want = whole(bom), whole(plain)
+        assert list(got) == list(want)
+        for name in want:
+            np.testing.assert_array_equal(got[name], want[name])
+    lazy = sources.vertex_table(sources.read_table(bom))
+    np.testing.assert_array_equal(lazy.positions.compute(scheduler="sync"), df[["x", "y", "z"]].to_numpy())
+
+
 @pytest.mark.parametrize("name, message", [
     ("a.txt", "unknown file format"),
 ])

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.errors import InputError
-from zarr_vectors.io.columns import ColumnMap
+from zarr_vectors.io.columns import TEXT_ENCODING, ColumnMap
 from zarr_vectors.io.tables import remote_options, table_frames, unreadable
 from zarr_vectors.io.types import FileFormat, Geometry, as_geometry
 
@@ -41,7 +41,7 @@ def _names(path: str, opts: Mapping[str, Any]) -> list[str]:
 
     header: list[str] | None = None
     try:
-        with fsspec.open(path, "rt", **opts) as f:
+        with fsspec.open(path, "rt", encoding=TEXT_ENCODING, **opts) as f:
             for line in f:
                 text = line.strip()
                 if not text:

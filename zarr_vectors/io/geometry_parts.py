@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.errors import InputError
+from zarr_vectors.io.columns import TEXT_ENCODING
 from zarr_vectors.io.registry import build_kind
 from zarr_vectors.io.types import Geometry, as_geometry
 
@@ -55,6 +56,20 @@ def parsing(path: str, what: str, errors: tuple[type[BaseException], ...]) -> It
 def read_bytes(path: str) -> bytes:
     with os_errors(path), open(path, "rb") as f:
         return f.read()
+
+
+def read_text(path: str, what: str, errors: str = "strict") -> str:
+    """A text format's file as UTF-8 text with ``\n`` line ends: a leading byte-order mark is
+    dropped (TEXT_ENCODING) and CR LF or lone CR (classic Mac) line ends become ``\n``, which
+    the parsers split lines on -- a lone CR otherwise made one line of the file, and a comment
+    on it took every line after."""
+    try:
+        text = read_bytes(path).decode(TEXT_ENCODING, errors)
+    except UnicodeDecodeError as exc:
+        raise input_error(path, f"not a text {what} file ({exc.reason} at byte {exc.start})") from exc
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
 
 
 def checked_faces(faces: np.ndarray, n_vertices: int, path: str) -> np.ndarray:

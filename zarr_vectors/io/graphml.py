@@ -47,6 +47,10 @@ def read(path: str, *, columns: ColumnMap | None = None, storage_options: Mappin
     except Exception as exc:  # ParseError, NetworkXError for a file that is not GraphML
         raise unreadable(path, exc) from exc
     nodes = list(graph.nodes)
+    bare = [n for n in nodes if not graph.nodes[n]]
+    if bare:  # networkx adds the nodes an edge names; the file declares none of them with a position
+        raise InputError(f"{path!r}: {len(bare)} node(s) without any data, not even a position, among them "
+                         f"{bare[:5]!r} (an edge naming a node the file does not declare makes one)")
     row = {n: i for i, n in enumerate(nodes)}
     vertices = _records([dict(graph.nodes[n]) for n in nodes], len(nodes))
     if ID_ATTRIBUTE in vertices.columns:

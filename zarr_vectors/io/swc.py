@@ -40,11 +40,11 @@ from zarr_vectors.io.types import FileFormat, Geometry, as_geometry
 def read(path: str, **options: Any) -> Geometry:
     """Read an SWC file (no options)."""
     gp.no_options(path, "SWC read", options)
-    text = gp.read_bytes(path)
+    text = gp.read_text(path, "SWC", errors="replace")  # a comment may be in any 8-bit encoding
     with warnings.catch_warnings():  # numpy warns on an empty file; that is an empty skeleton here
         warnings.simplefilter("ignore", UserWarning)
         try:
-            table = np.loadtxt(io.BytesIO(text), comments="#", ndmin=2, dtype=np.float64)
+            table = np.loadtxt(io.StringIO(text), comments="#", ndmin=2, dtype=np.float64)
         except ValueError as exc:
             raise gp.input_error(path, f"not an SWC table of numbers ({exc})") from exc
     if table.size == 0:

@@ -50,6 +50,21 @@ def test_graphml_that_is_not_xml_names_the_file(tmp_path):
         graphml.read(str(tmp_path / "bad.graphml"))
 
 
+def test_graphml_edge_to_an_undeclared_node_is_named(tmp_path):
+    """Regression (hunt): networkx adds the node an edge names; undeclared, it has no position, and the
+    build failed later on 'positions row 2 is not finite', which named neither the node nor the edge."""
+    g = nx.Graph()
+    g.add_node("a", x=1.0, y=2.0, z=3.0)
+    g.add_node("b", x=4.0, y=5.0, z=6.0)
+    nx.write_graphml(g, tmp_path / "ok.graphml")
+    text = (tmp_path / "ok.graphml").read_text()
+    (tmp_path / "bad.graphml").write_text(text.replace("</graph>", '<edge source="a" target="q"/></graph>'))
+    assert len(graphml.read(str(tmp_path / "ok.graphml")).positions) == 2
+    with pytest.raises(InputError, match=r"bad\.graphml': 1 node\(s\) without any data, not even a position, "
+                                         r"among them \['q'\] \(an edge naming a node the file does not declare"):
+        graphml.read(str(tmp_path / "bad.graphml"))
+
+
 def test_edge_list_with_vertex_table(tmp_path):
     pd.DataFrame({"id": [3, 8, 9], "x": [0.0, 1.0, 2.0], "y": [0.0, 0.5, 1.0]}).to_csv(tmp_path / "v.csv", index=False)
     (tmp_path / "e.edgelist").write_text("# src dst weight\n3 8 0.5\n8,9,1.5\n\n# a comment\n9\t3 2.5\n")
@@ -63,6 +78,21 @@ def test_edge_list_with_vertex_table(tmp_path):
     (tmp_path / "bad.edgelist").write_text("3 99\n")
     with pytest.raises(InputError, match=r"edge 0 names vertex id\(s\) \[3, 99\]"):
         edgelist.read(str(tmp_path / "bad.edgelist"), vertices=str(tmp_path / "v.csv"))
+
+
+@pytest.mark.parametrize("first", ["# src dst weight\n", ""])
+def test_edge_list_and_vertex_table_with_byte_order_marks(tmp_path, first):
+    """Regression: a byte-order mark before an edge list's header comment hid the comment, so the
+    first line's four fields named columns src, dst, weight, weight_2 and the edges got a weight_2
+    of NaNs; a mark before the first edge or the vertex table's header is not data either."""
+    bom = b"\xef\xbb\xbf"
+    (tmp_path / "v.csv").write_bytes(bom + b"id,x,y\n3,0.0,0.0\n8,1.0,0.5\n9,2.0,1.0\n")
+    (tmp_path / "e.edgelist").write_bytes(bom + f"{first}3 8 0.5\n8 9 1.5\n".encode())
+    g = edgelist.read(str(tmp_path / "e.edgelist"), vertices=str(tmp_path / "v.csv"))
+    np.testing.assert_array_equal(g.edges, [[0, 1], [1, 2]])
+    assert sorted(g.edge_attributes) == ["weight"]  # the header comment read, not a 4-field first line
+    np.testing.assert_array_equal(g.edge_attributes["weight"], [0.5, 1.5])
+    np.testing.assert_array_equal(g.positions, [[0.0, 0.0], [1.0, 0.5], [2.0, 1.0]])
 
 
 def test_selecting_objects_keeps_their_vertices_and_the_records_among_them():

@@ -205,6 +205,19 @@ def test_obj_read_honours_corner_forms_negative_indices_polygons_and_names_the_r
     assert sorted(got.dropped) == ["o", "usemtl", "vn", "vt"]
 
 
+@pytest.mark.parametrize("bom, end", [(b"\xef\xbb\xbf", b"\n"), (b"", b"\r"), (b"", b"\r\n"), (b"\xef\xbb\xbf", b"\r")])
+def test_obj_with_a_byte_order_mark_or_other_line_ends_reads_as_the_plain_file(tmp_path, bom, end):
+    """Regression (hunt): a byte-order mark hid the first ``v`` line (a vertex lost, silently, or its
+    faces refused), and lone CR line ends (classic Mac) made one line of the file, whose first
+    comment took every line after it."""
+    (tmp_path / "plain.obj").write_text(OBJ_TEXT)
+    (tmp_path / "other.obj").write_bytes(bom + OBJ_TEXT.encode().replace(b"\n", end))
+    plain, other = obj.read(str(tmp_path / "plain.obj")), obj.read(str(tmp_path / "other.obj"))
+    np.testing.assert_array_equal(other.positions, plain.positions)
+    np.testing.assert_array_equal(other.faces, plain.faces)
+    assert len(plain.positions) == 5 and sorted(other.dropped) == sorted(plain.dropped)
+
+
 def test_obj_written_reads_back_by_hand(tmp_path):
     ply_path = tmp_path / "m.ply"
     plyfile_mesh(ply_path)

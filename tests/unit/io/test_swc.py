@@ -45,6 +45,24 @@ def test_swc_read_keeps_sample_numbers_types_radii_and_trees(tmp_path):
     np.testing.assert_array_equal(got.object_ids, [0, 0, 0, 0, 1, 1])
 
 
+@pytest.mark.parametrize("bom, end", [(b"\xef\xbb\xbf", b"\n"), (b"", b"\r"), (b"", b"\r\n")])
+def test_swc_with_a_byte_order_mark_or_other_line_ends_reads_as_the_plain_file(tmp_path, bom, end):
+    """Regression (hunt): a byte-order mark made the first line unreadable, and with lone CR line ends
+    (classic Mac) the first comment took the whole file: an empty skeleton, silently."""
+    (tmp_path / "plain.swc").write_text(SWC_TEXT)
+    (tmp_path / "other.swc").write_bytes(bom + SWC_TEXT.encode().replace(b"\n", end))
+    plain, other = swc.read(str(tmp_path / "plain.swc")), swc.read(str(tmp_path / "other.swc"))
+    assert len(plain.positions) == 6
+    for name in ("ids", "positions", "edges", "object_ids"):
+        np.testing.assert_array_equal(getattr(other, name), getattr(plain, name))
+
+
+def test_swc_comments_in_another_encoding_are_comments(tmp_path):
+    """Comments are free text: a Latin-1 byte (an old tool's 'µm') is not a reason to refuse the file."""
+    (tmp_path / "l1.swc").write_bytes("# units: \u00b5m\n".encode("latin-1") + SWC_TEXT.encode())
+    np.testing.assert_array_equal(swc.read(str(tmp_path / "l1.swc")).positions, ROWS[:, 2:5])
+
+
 def test_swc_written_reads_back_with_loadtxt(tmp_path):
     (tmp_path / "n.swc").write_text(SWC_TEXT)
     swc.write(str(tmp_path / "back.swc"), swc.read(str(tmp_path / "n.swc")))
