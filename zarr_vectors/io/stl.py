@@ -21,6 +21,7 @@ present, else computed from the corners; polygons are fanned into triangles.
 
 from __future__ import annotations
 
+import codecs
 import re
 from typing import Any
 
@@ -41,15 +42,16 @@ def read(path: str, **options: Any) -> Geometry:
     gp.no_options(path, "STL read", options)
     raw = gp.read_bytes(path)
     declared = int(np.frombuffer(raw, "<u4", 1, 80)[0]) if len(raw) >= HEADER_BYTES else -1
+    # an editor's UTF-8 byte-order mark before "solid" still makes a text file
+    ascii_start = raw.removeprefix(codecs.BOM_UTF8).lstrip()[:5].lower() == b"solid"
     if declared >= 0 and len(raw) == HEADER_BYTES + declared * RECORD.itemsize:
         records = np.frombuffer(raw, RECORD, declared, HEADER_BYTES)
         corners, normals = records["corners"], records["normal"]
         extra = {"attribute": records["attribute"].copy()} if records["attribute"].any() else {}
-    elif raw.lstrip()[:5].lower() == b"solid" and b"endsolid" in raw[-4096:]:
+    elif ascii_start and b"endsolid" in raw[-4096:]:
         corners, normals = _ascii(raw, path)
         extra = {}
     else:
-        ascii_start = raw.lstrip()[:5].lower() == b"solid"
         binary = (
             f"binary STL truncated or padded: its header declares {declared} triangles "
             f"({HEADER_BYTES + declared * RECORD.itemsize} bytes), the file has {len(raw)} bytes"

@@ -294,6 +294,19 @@ def test_stl_truncated_binary_is_refused_with_the_sizes(tmp_path):
         stl.read(str(tmp_path / "cut.stl"))
 
 
+@pytest.mark.parametrize("bom, end", [(b"\xef\xbb\xbf", b"\n"), (b"", b"\r"), (b"\xef\xbb\xbf", b"\r\n")])
+def test_ascii_stl_with_a_byte_order_mark_or_other_line_ends_reads_as_the_plain_file(tmp_path, bom, end):
+    """Regression: a byte-order mark before 'solid' made the file binary to the reader, refused as
+    'binary STL truncated ... declares 824193056 triangles'."""
+    hand_binary_stl(tmp_path / "m.stl")
+    stl.write(str(tmp_path / "plain.stl"), stl.read(str(tmp_path / "m.stl")), ascii=True)
+    (tmp_path / "other.stl").write_bytes(bom + (tmp_path / "plain.stl").read_bytes().replace(b"\n", end))
+    plain, other = stl.read(str(tmp_path / "plain.stl")), stl.read(str(tmp_path / "other.stl"))
+    np.testing.assert_array_equal(other.positions, plain.positions)
+    np.testing.assert_array_equal(other.faces, plain.faces)
+    assert len(plain.faces) == len(TRI)
+
+
 def test_stl_truncated_binary_whose_header_says_solid_is_not_read_as_empty_ascii(tmp_path):
     hand_binary_stl(tmp_path / "cut.stl")
     raw = (tmp_path / "cut.stl").read_bytes()
