@@ -281,7 +281,7 @@ def _read_vertex_table(
     positions = np.concatenate(pos_parts) if pos_parts else np.zeros((0, ndim), dtype)
     coarsening = lvl.meta.coarsening_method
     if points.chunk_placement_checked(coarsening, len(vertices.shape), ndim):
-        check_placement(vertices.path, positions, counts, cells, lvl.chunk_shape)
+        points.check_chunk_placement(vertices.path, positions, counts, cells, lvl.chunk_shape)
     attributes: dict[str, np.ndarray] = {}
     for (name, grid), parts in zip(attr_grids.items(), per_grid[1:]):
         a_dtype = np.dtype(grid.attributes["dtype"]).newbyteorder("<")
@@ -305,25 +305,6 @@ def _read_vertex_table(
             fragments.append(_fragment_index(p, n, f"{where} cell {format_chunk_key(c)}", lvl.meta.fragments_tile))
     return VertexTable(cells, base, positions, attributes, fragments, objects, lvl.path,
                        np.asarray(counts, dtype=np.int64), np.asarray(lvl.chunk_shape, dtype=np.float64), box)
-
-
-def check_placement(
-    path: str, positions: np.ndarray, counts: list[int], cells: list[tuple[int, ...]], chunk_shape: tuple[float, ...]
-) -> None:
-    """Every vertex lies in its cell's chunk, where the format says so
-    (:func:`~zarr_vectors.format.points.chunk_placement_checked`): a cell swapped for another of as
-    many rows would otherwise read back as another place's points (validation level 4)."""
-    if not cells:
-        return
-    shape = np.asarray(chunk_shape, dtype=np.float64)
-    bad = points.cells_outside_chunks(positions, np.asarray(counts, dtype=np.int64), np.asarray(cells), shape)
-    if bad.size:
-        c = cells[int(bad[0])]
-        lo = np.asarray(c, dtype=np.float64) * shape
-        raise InconsistentStoreError(
-            f"{path} cell {format_chunk_key(c)}: vertices lie outside the cell's chunk [{lo.tolist()}, "
-            f"{(lo + shape).tolist()}) ({len(bad)} such cell(s) read)"
-        )
 
 
 def _vertex_family_limits(

@@ -201,10 +201,20 @@ def test_a_cell_that_inflates_past_its_level_is_refused_at_its_bound(store, arra
         zv.build_pyramid(str(store), factors=[2])
 
 
+@pytest.fixture(params=["graph with ids", "points"])
+def either(request, store, tmp_path) -> Path:
+    """The graph store with object ids and a pyramid, or a point cloud without ids (300 vertices each)."""
+    if request.param == "points":
+        store = tmp_path / "p.zv"
+        zv.write_points(str(store), np.random.default_rng(2).uniform(-30, 70, (300, 3)), chunk_shape=100, bin_shape=50)
+    return store
+
+
 @pytest.mark.parametrize("claimed", [299, 301])
-def test_a_vertex_count_its_cells_do_not_hold_is_refused(store, claimed):
+def test_a_vertex_count_its_cells_do_not_hold_is_refused(either, claimed):
     """Regression (hunt): level 0 claiming 299 or 301 vertices over 300 rows built a pyramid and
     exited 0, where a reader refuses the level; the build now checks what its bin tasks read."""
+    store = either
     doc = json.loads((store / "0" / "zarr.json").read_text())
     doc["attributes"]["zarr_vectors_level"]["vertex_count"] = claimed
     (store / "0" / "zarr.json").write_text(json.dumps(doc))
@@ -215,10 +225,11 @@ def test_a_vertex_count_its_cells_do_not_hold_is_refused(store, claimed):
     assert tree(store) == before  # the existing pyramid is kept
 
 
-def test_vertices_outside_their_cells_chunk_are_refused(store):
+def test_vertices_outside_their_cells_chunk_are_refused(either):
     """Regression (hunt): a level-0 cell whose vertices lie outside its chunk (a root chunk_shape
     rewritten, a cell swapped) was binned as if in place and the build exited 0; a reader refuses
     the cell (the chunk rule), and so does the build, before anything is removed."""
+    store = either
     vertices = GridArray.open(Storage(str(store)), "0/vertices")
     cell = parse_chunk_key(json.loads((store / "0" / "vertices" / "zarr.json").read_text())
                            ["attributes"]["nonempty_chunks"][0])

@@ -6,13 +6,14 @@ single-process call and every worker of a cluster job.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from zarr_vectors.encoding import FragmentIndex
-
+from zarr_vectors.errors import InconsistentStoreError
+from zarr_vectors.format.paths import format_chunk_key
 
 #: chunk coordinates at or beyond this (in magnitude) would wrap in int64 arithmetic
 MAX_CHUNK_COORD = 2.0**62
@@ -159,6 +160,27 @@ def cells_outside_chunks(
         high[:, d] = np.fmax.reduceat(column, starts)
     lo, hi, tol = box_bounds(np.asarray(chunks, dtype=np.float64)[used], np.asarray(chunk_shape, dtype=np.float64))
     return used[((low < lo - tol) | (high >= hi + tol)).any(axis=1)]
+
+
+def check_chunk_placement(
+    where: str, positions: np.ndarray, counts: Sequence[int], cells: Sequence[tuple[int, ...]],
+    chunk_shape: Sequence[float],
+) -> None:
+    """Refuse cells (``counts`` consecutive rows each, at ``cells``) whose vertices leave their
+    chunk, naming the first, where :func:`chunk_placement_checked` holds: a cell swapped for
+    another of as many rows would otherwise read back as another place's points (the reader and
+    the pyramid's bin tasks; the validator reports the same as ``L4_POINT_OUTSIDE_BIN``)."""
+    if not len(cells):
+        return
+    shape = np.asarray(chunk_shape, dtype=np.float64)
+    bad = cells_outside_chunks(positions, np.asarray(counts, dtype=np.int64), np.asarray(cells), shape)
+    if bad.size:
+        c = cells[int(bad[0])]
+        lo = np.asarray(c, dtype=np.float64) * shape
+        raise InconsistentStoreError(
+            f"{where} cell {format_chunk_key(c)}: vertices lie outside the cell's chunk [{lo.tolist()}, "
+            f"{(lo + shape).tolist()}) ({len(bad)} such cell(s) read)"
+        )
 
 
 def take_rows(values: np.ndarray, index: np.ndarray) -> np.ndarray:

@@ -34,7 +34,7 @@ from zarr_vectors.format.coarsen import (
 )
 from zarr_vectors.format.crosslevel import fragment_sequences
 from zarr_vectors.format.paths import format_chunk_key
-from zarr_vectors.read import check_placement
+from zarr_vectors.format.points import check_chunk_placement
 from zarr_vectors.store.grid import GridArray, read_cells_many
 
 __all__ = [
@@ -177,6 +177,7 @@ def bin_group(
     f_cell, f_id, f_len, members = [], [], [], []
     bounds = np.searchsorted(frag_cell, first_rank + np.arange(len(chunks) + 1)) if params.objects else None
     m = rows_read = 0
+    whole: list[np.ndarray] = []  # every row of every cell, for the chunk rule
     for ci, chunk in enumerate(chunks):
         raw = payloads[ci]
         if len(raw) % row_bytes:
@@ -184,8 +185,8 @@ def bin_group(
         pos = np.frombuffer(raw, dtype=dtype).reshape(-1, ndim)
         n = len(pos)
         rows_read += n
-        if params.placement_checked:  # as a reader refuses the cell, so does the build
-            check_placement(vertices.path, pos, [n], [chunk], params.chunk_shape)
+        if params.placement_checked:
+            whole.append(pos)  # before any row is left out
         if not params.objects:
             rows = np.arange(n, dtype=np.int64)
         else:
@@ -215,6 +216,9 @@ def bin_group(
         positions = pos_parts[0]
     else:
         positions = np.concatenate(pos_parts) if pos_parts else np.zeros((0, ndim), dtype)
+    if whole:  # as a reader refuses such a cell, so does the build; without objects every row survives
+        every = np.concatenate(whole) if params.objects else positions
+        check_chunk_placement(vertices.path, every, [len(p) for p in whole], chunks, params.chunk_shape)
     vertex_cell = np.concatenate(cell_parts) if cell_parts else np.zeros(0, np.int64)
     partials = cell_partials(positions, vertex_cell, cells, params.chunk_shape, params.grid)
     reduced = {
