@@ -18,9 +18,9 @@ import numpy as np
 from zarr_vectors.errors import InputError
 
 DEFAULT_AXES = ("x", "y", "z")
-#: text tables (CSV, TSV, edge lists) are UTF-8; a leading byte-order mark, which spreadsheet
-#: programs write in "CSV UTF-8", is not part of the first column's name or header comment
-#: (pandas' parsers drop it themselves; this is for the lines read as Python text)
+#: text inputs (tables, edge lists, OBJ, SWC) are UTF-8; a leading byte-order mark, which
+#: spreadsheet programs write in "CSV UTF-8", is not part of the first column's name or line
+#: (pandas' parsers drop it themselves; this is for what is read as Python text)
 TEXT_ENCODING = "utf-8-sig"
 #: the attribute under which a graph, mesh or skeleton input's own vertex ids are kept
 ID_ATTRIBUTE = "id"

@@ -8,6 +8,7 @@ format cannot hold.  Pure numpy: the format libraries are imported by their modu
 
 from __future__ import annotations
 
+import codecs
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -58,15 +59,18 @@ def read_bytes(path: str) -> bytes:
         return f.read()
 
 
-def read_text(path: str, what: str, errors: str = "strict") -> str:
-    """A text format's file as UTF-8 text with ``\n`` line ends: a leading byte-order mark is
-    dropped (TEXT_ENCODING) and CR LF or lone CR (classic Mac) line ends become ``\n``, which
-    the parsers split lines on -- a lone CR otherwise made one line of the file, and a comment
-    on it took every line after."""
+def read_text(path: str, what: str, fallback: str | None = None) -> str:
+    r"""A text format's file as text with ``\n`` line ends: UTF-8 without a leading byte-order
+    mark (TEXT_ENCODING), else the ``fallback`` encoding if one is given, and CR LF or lone CR
+    (classic Mac) line ends as ``\n``, which the parsers split lines on -- a lone CR otherwise
+    made one line of the file, and a comment on it took every line after."""
+    raw = read_bytes(path)
     try:
-        text = read_bytes(path).decode(TEXT_ENCODING, errors)
+        text = raw.decode(TEXT_ENCODING)
     except UnicodeDecodeError as exc:
-        raise input_error(path, f"not a text {what} file ({exc.reason} at byte {exc.start})") from exc
+        if fallback is None:
+            raise input_error(path, f"not a text {what} file ({exc.reason} at byte {exc.start})") from exc
+        text = raw.removeprefix(codecs.BOM_UTF8).decode(fallback)
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     return text

@@ -1,11 +1,12 @@
 """GraphML graphs (networkx).
 
-Node positions are node data keys (``x, y[, z]`` or ``--position-columns``); every other
-numeric or boolean node key is a vertex attribute, every numeric edge key an edge
-attribute (NaN where a node or edge lacks the key), and keys holding anything else are
-named in ``dropped``.  Integer node ids are kept as the vertex attribute ``id``; other
-ids (text) are named in ``dropped`` as ``node id`` and the node's position in the file
-is kept instead, so results map back to the input's nodes either way.
+Node positions are node data keys (``x, y[, z]`` or ``--position-columns``), which every
+node must have (or a key default); every other numeric or boolean node key is a vertex
+attribute, every numeric edge key an edge attribute (the key's default where a node or
+edge lacks it, else NaN), and keys holding anything else are named in ``dropped``.
+Integer node ids are kept as the vertex attribute ``id``; other ids (text) are named in
+``dropped`` as ``node id`` and the node's position in the file is kept instead, so results
+map back to the input's nodes either way.
 """
 
 from __future__ import annotations
@@ -47,22 +48,25 @@ def read(path: str, *, columns: ColumnMap | None = None, storage_options: Mappin
     except Exception as exc:  # ParseError, NetworkXError for a file that is not GraphML
         raise unreadable(path, exc) from exc
     nodes = list(graph.nodes)
-    bare = [n for n in nodes if not graph.nodes[n]]
-    if bare:  # networkx adds the nodes an edge names; the file declares none of them with a position
-        raise InputError(f"{path!r}: {len(bare)} node(s) without any data, not even a position, among them "
-                         f"{bare[:5]!r} (an edge naming a node the file does not declare makes one)")
     row = {n: i for i, n in enumerate(nodes)}
-    vertices = _records([dict(graph.nodes[n]) for n in nodes], len(nodes))
+    # a key's <default> holds where a node or edge has no value of its own; networkx keeps the
+    # defaults aside (graph.graph["node_default"]), it does not fill them in
+    node_default, edge_default = (dict(graph.graph.get(k) or {}) for k in ("node_default", "edge_default"))
+    vertices = _records([{**node_default, **graph.nodes[n]} for n in nodes], len(nodes))
     if ID_ATTRIBUTE in vertices.columns:
         raise InputError(f"{path!r}: a node data key is named {ID_ATTRIBUTE!r}, the attribute that keeps node ids")
     ids = _integer_ids(nodes)
     vertices[ID_ATTRIBUTE] = ids if ids is not None else np.arange(len(nodes), dtype=np.int64)
     g = geometry_from_frame(vertices, path, columns)
+    unplaced = [n for n in nodes if any(a not in node_default and a not in graph.nodes[n] for a in g.axes)]
+    if unplaced:  # NaN rows otherwise, refused later without naming a node
+        raise InputError(f"{path!r}: {len(unplaced)} node(s) without a position ({', '.join(g.axes)}), among them "
+                         f"{unplaced[:5]!r}: declared without one, or named only by an edge (networkx then adds it)")
     g.kind = "graph"
     dropped = list(g.dropped) + ([] if ids is not None else ["node id"])  # text ids: the row number is kept
     pairs = list(graph.edges(data=True))
     g.edges = np.asarray([(row[u], row[v]) for u, v, _ in pairs], dtype=np.int64).reshape(-1, 2)
-    edge_data = _records([d for _, _, d in pairs], len(pairs))
+    edge_data = _records([{**edge_default, **d} for _, _, d in pairs], len(pairs))
     for key in edge_data.columns:
         values = edge_data[key]
         if storable(values.dtype):  # a key some edges lack reads as NaN there, as for nodes

@@ -27,7 +27,7 @@ from zarr_vectors.io import geometry_parts as gp
 from zarr_vectors.io.types import FileFormat, Geometry
 
 _COMMENT = re.compile(r"#[^\n]*")
-_BLANKS = re.compile(r"[ \t\r\f\v]+")
+_BLANKS = re.compile(r"[ \t\f\v]+")  # line ends are \n alone (gp.read_text)
 _EDGES = re.compile(r"^ | $", re.MULTILINE)  # after _BLANKS a line has at most one space at either end
 _V = re.compile(r"^v (.*)$", re.MULTILINE)
 _F = re.compile(r"^f (.*)$", re.MULTILINE)

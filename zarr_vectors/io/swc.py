@@ -40,7 +40,7 @@ from zarr_vectors.io.types import FileFormat, Geometry, as_geometry
 def read(path: str, **options: Any) -> Geometry:
     """Read an SWC file (no options)."""
     gp.no_options(path, "SWC read", options)
-    text = gp.read_text(path, "SWC", errors="replace")  # a comment may be in any 8-bit encoding
+    text = gp.read_text(path, "SWC", fallback="latin-1")  # as numpy read bytes: old tools write Latin-1
     with warnings.catch_warnings():  # numpy warns on an empty file; that is an empty skeleton here
         warnings.simplefilter("ignore", UserWarning)
         try:

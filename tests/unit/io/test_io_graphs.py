@@ -60,9 +60,36 @@ def test_graphml_edge_to_an_undeclared_node_is_named(tmp_path):
     text = (tmp_path / "ok.graphml").read_text()
     (tmp_path / "bad.graphml").write_text(text.replace("</graph>", '<edge source="a" target="q"/></graph>'))
     assert len(graphml.read(str(tmp_path / "ok.graphml")).positions) == 2
-    with pytest.raises(InputError, match=r"bad\.graphml': 1 node\(s\) without any data, not even a position, "
-                                         r"among them \['q'\] \(an edge naming a node the file does not declare"):
+    with pytest.raises(InputError, match=r"bad\.graphml': 1 node\(s\) without a position \(x, y, z\), among them "
+                                         r"\['q'\]: declared without one, or named only by an edge"):
         graphml.read(str(tmp_path / "bad.graphml"))
+    (tmp_path / "bare.graphml").write_text(text.replace("</graph>", '<node id="c"><data key="d0">1.0</data></node>'
+                                                                    "</graph>"))
+    with pytest.raises(InputError, match=r"1 node\(s\) without a position \(x, y, z\), among them \['c'\]"):
+        graphml.read(str(tmp_path / "bare.graphml"))  # declared, with an x but no y or z
+
+
+GRAPHML_DEFAULTS = """<?xml version="1.0" encoding="UTF-8"?>
+<graphml xmlns="http://graphml.graphdrawing.org/xmlns">
+<key id="x" for="node" attr.name="x" attr.type="double"><default>0.5</default></key>
+<key id="y" for="node" attr.name="y" attr.type="double"><default>0.25</default></key>
+<key id="z" for="node" attr.name="z" attr.type="double"/>
+<key id="w" for="edge" attr.name="weight" attr.type="double"><default>2.5</default></key>
+<graph edgedefault="undirected">
+<node id="0"><data key="z">1</data></node>
+<node id="1"><data key="x">4</data><data key="y">5</data><data key="z">6</data></node>
+<edge source="0" target="1"/><edge source="1" target="0"><data key="w">1</data></edge>
+</graph></graphml>
+"""
+
+
+def test_graphml_key_defaults_fill_what_a_node_or_edge_lacks(tmp_path):
+    """Regression (review): networkx keeps a key's <default> aside rather than filling it in, so an
+    edge without its own weight read as NaN and a node whose position came from defaults had none."""
+    (tmp_path / "d.graphml").write_text(GRAPHML_DEFAULTS)
+    g = graphml.read(str(tmp_path / "d.graphml"))
+    np.testing.assert_array_equal(g.positions, [[0.5, 0.25, 1.0], [4.0, 5.0, 6.0]])
+    np.testing.assert_array_equal(g.edge_attributes["weight"], [2.5, 1.0])
 
 
 def test_edge_list_with_vertex_table(tmp_path):

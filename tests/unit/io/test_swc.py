@@ -57,10 +57,18 @@ def test_swc_with_a_byte_order_mark_or_other_line_ends_reads_as_the_plain_file(t
         np.testing.assert_array_equal(getattr(other, name), getattr(plain, name))
 
 
-def test_swc_comments_in_another_encoding_are_comments(tmp_path):
-    """Comments are free text: a Latin-1 byte (an old tool's 'µm') is not a reason to refuse the file."""
-    (tmp_path / "l1.swc").write_bytes("# units: \u00b5m\n".encode("latin-1") + SWC_TEXT.encode())
+@pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"])
+def test_swc_in_latin_1_reads_as_before(tmp_path, bom):
+    """A file that is not UTF-8 reads as Latin-1, as numpy read the bytes before: a comment's 'µm'
+    or a no-break space between values (an old tool's) is not a reason to refuse it, with or
+    without a byte-order mark."""
+    text = "# units: \u00b5m\n" + SWC_TEXT.replace("10 1 0.0", "10\u00a01 0.0")
+    (tmp_path / "l1.swc").write_bytes(bom + text.encode("latin-1"))
     np.testing.assert_array_equal(swc.read(str(tmp_path / "l1.swc")).positions, ROWS[:, 2:5])
+    (tmp_path / "unit.swc").write_bytes(("1 1 0 0 0 1\u00b5 -1\n").encode("latin-1"))
+    with pytest.raises(InputError, match=r"unit\.swc: not an SWC table of numbers \(could not convert "
+                                         r"string '1\u00b5'"):
+        swc.read(str(tmp_path / "unit.swc"))  # in a value it is no number, and named as the file has it
 
 
 def test_swc_written_reads_back_with_loadtxt(tmp_path):
