@@ -41,13 +41,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _graph_options(fmt: Any, store: Any, level: int) -> dict[str, Any]:
-    """``directed`` from the level's links policy, for a writer that takes it (GraphML): a directed
+    """``directed`` from the level's links policy, for a format that records it (GraphML): a directed
     graph exported as undirected lost its edges' direction."""
-    import inspect
-
     from zarr_vectors.store.link_family import family_document
 
-    if "directed" not in inspect.signature(fmt.write).parameters:
+    if not fmt.records_direction:
         return {}
     doc = family_document(store.level(level), 0)
     return {"directed": bool(((doc or {}).get("attributes") or {}).get("directed", False))}

@@ -113,4 +113,5 @@ def write(path: str, data: Any, *, directed: bool = False, **_: Any) -> None:
     nx.write_graphml(graph, path)
 
 
-FORMAT = FileFormat("graphml", (".graphml",), ("graph",), read, write, "GraphML graph (networkx)")
+FORMAT = FileFormat("graphml", (".graphml",), ("graph",), read, write, "GraphML graph (networkx)",
+                    records_direction=True)

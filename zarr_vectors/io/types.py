@@ -71,6 +71,9 @@ class FileFormat:
     #: the other files a write of ``path`` may create beside it (tables' edges and objects,
     #: an edge list's vertex table), so that a caller can refuse or clear them with ``path``
     companions: Callable[[str], tuple[str, ...]] = _alone
+    #: the file says whether its edges are directed: the writer takes ``directed`` (the
+    #: store's links policy), and an export that left it out would lose the direction
+    records_direction: bool = False
 
     def matches(self, path: str) -> bool:
         return path.lower().rstrip("/").endswith(self.extensions)

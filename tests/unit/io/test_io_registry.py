@@ -35,3 +35,15 @@ def test_unknown_names_and_kinds_are_refused_naming_the_file():
         registry.format_for("c.las", "graph")
     assert registry.format_for("g.graphml", "graph").name == "graphml"
     assert registry.build_kind("point_cloud") == "points" and registry.build_kind("streamline") == "streamlines"
+
+
+def test_a_format_records_direction_exactly_when_its_writer_takes_it():
+    """``zv export`` passes the store's links policy as ``directed`` to the formats that say they
+    record it; a writer taking it unasked, or a format claiming it without a writer that takes it,
+    would lose a graph's direction or fail the export."""
+    import inspect
+
+    for fmt in registry.formats():
+        takes = fmt.write is not None and "directed" in inspect.signature(fmt.write).parameters
+        assert fmt.records_direction == takes, fmt.name
+    assert registry.by_name("graphml").records_direction
