@@ -160,6 +160,8 @@ def test_bad_chunk_or_bin_shape(tmp_path, kw, text):
         ({"rgb": np.zeros((4, 3), "u1")}, ["attribute 'rgb'", "(4, 3)", "expected (5,) or (5, channels)"]),
         ({"w": np.zeros(6)}, ["attribute 'w'", "(6,)"]),
         ({"cube": np.zeros((5, 2, 2))}, ["attribute 'cube'", "(5, 2, 2)"]),
+        # regression (hunt): a TRK or TRX column of no values wrote a store no reader opens
+        ({"none": np.zeros((5, 0))}, ["attribute 'none'", "(5, 0)", "at least one channel"]),
         ({"label": np.array(["a"] * 5)}, ["attribute 'label'", "unsupported dtype <U1"]),
         ({"z": np.zeros(5, "c8")}, ["attribute 'z'", "unsupported dtype complex64"]),
         ({"o": np.array([None] * 5)}, ["attribute 'o'", "unsupported dtype object"]),
@@ -212,13 +214,16 @@ def test_object_attribute_wrong_length(tmp_path):
     )
 
 
-def test_object_attribute_wrong_rank(tmp_path):
+@pytest.mark.parametrize("shape", [(5, 2, 2), (5, 0)])
+def test_object_attribute_wrong_rank(tmp_path, shape):
+    """(5, 0): regression (hunt), a TRK or TRX per-streamline column of no values built a store
+    whose object attribute array had a chunk length 0, which no reader opens."""
     refuses(
         tmp_path,
         InputError,
-        "object attribute 'w' must be 1-D or 2-D",
+        "object attribute 'w' must be 1-D or 2-D with at least one channel",
         object_ids=np.arange(5),
-        object_attributes={"w": np.ones((5, 2, 2))},
+        object_attributes={"w": np.ones(shape)},
     )
 
 

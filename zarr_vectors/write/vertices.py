@@ -235,8 +235,9 @@ def normalise_vertex_inputs(
     for name, value in (attributes or {}).items():
         check_name(name, "attribute")
         arr = value if is_dask_array(value) else np.asarray(value)
-        if arr.ndim not in (1, 2) or arr.shape[0] != n:
-            raise InputError(f"attribute {name!r} has shape {tuple(arr.shape)}; expected ({n},) or ({n}, channels)")
+        if arr.ndim not in (1, 2) or arr.shape[0] != n or (arr.ndim == 2 and arr.shape[1] < 1):
+            raise InputError(f"attribute {name!r} has shape {tuple(arr.shape)}; expected ({n},) or ({n}, channels), "
+                             "at least one channel")
         if arr.dtype.kind not in ATTRIBUTE_KINDS:
             raise InputError(f"attribute {name!r} has unsupported dtype {arr.dtype} (numeric or bool only)")
         dtype = arr.dtype.newbyteorder("<") if arr.dtype.byteorder == ">" else arr.dtype
@@ -658,8 +659,9 @@ def check_object_attributes(values: Mapping[str, Any] | None, *, has_ids: bool) 
         if not has_ids:
             raise InputError("object_attributes need object_ids")
         arr = np.asarray(value)
-        if arr.ndim not in (1, 2):
-            raise InputError(f"object attribute {name!r} must be 1-D or 2-D, found shape {arr.shape}")
+        if arr.ndim not in (1, 2) or (arr.ndim == 2 and arr.shape[1] < 1):
+            raise InputError(f"object attribute {name!r} must be 1-D or 2-D with at least one channel, found shape "
+                             f"{arr.shape}")
         absence_fill(arr.dtype, name)
         out[name] = arr
     return out
