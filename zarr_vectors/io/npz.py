@@ -23,14 +23,22 @@ def _table(path: str, opts: Mapping[str, Any]) -> Any:
         with fsspec.open(path, "rb", **opts) as f, np.load(f, allow_pickle=False) as data:
             for key in data.files:
                 arr = data[key]
+                if arr.dtype.names is not None:
+                    raise InputError(f"{path!r}: array {key!r} has fields {list(arr.dtype.names)}; NPZ inputs hold "
+                                     "plain 1-D columns or a 2-D 'positions'")
                 if arr.ndim == 2 and key == "positions":
                     names = DEFAULT_AXES if arr.shape[1] <= 3 else [f"d{i}" for i in range(arr.shape[1])]
-                    columns.update({names[i]: arr[:, i] for i in range(arr.shape[1])})
+                    parts = {names[i]: arr[:, i] for i in range(arr.shape[1])}
                 elif arr.ndim == 1:
-                    columns[key] = arr
+                    parts = {key: arr}
                 else:
                     raise InputError(f"{path!r}: array {key!r} has shape {arr.shape}; NPZ inputs hold 1-D "
                                      "columns or a 2-D 'positions'")
+                clash = sorted(set(parts) & set(columns))
+                if clash:  # which one won depended on the members' order
+                    raise InputError(f"{path!r}: column(s) {clash} given twice: as a 1-D array and as a column of "
+                                     "the 2-D 'positions'")
+                columns.update(parts)
     except InputError:
         raise
     except Exception as exc:  # not a zip, a truncated member, pickled objects

@@ -69,6 +69,23 @@ def test_column_mapping_renames_roles_and_names_missing_columns(tmp_path):
         csv.read(str(tmp_path / "v.csv"))
 
 
+@pytest.mark.parametrize("first", ["positions", "x"])
+def test_npz_column_given_twice_is_refused(tmp_path, first):
+    """Regression (hunt): a 1-D 'x' beside a 2-D 'positions' replaced positions[:, 0], or not,
+    by the members' order, silently."""
+    members = {"positions": np.arange(12.0).reshape(4, 3), "x": np.arange(100.0, 104.0)}
+    np.savez(tmp_path / "t.npz", **{k: members[k] for k in (first, *(set(members) - {first}))})
+    with pytest.raises(InputError, match=r"t\.npz': column\(s\) \['x'\] given twice"):
+        npz.read(str(tmp_path / "t.npz"))
+
+
+def test_npz_structured_array_is_refused(tmp_path):
+    """Regression (hunt): a structured member ended in a dask ValueError traceback."""
+    np.savez(tmp_path / "s.npz", x=np.zeros(2), y=np.zeros(2), s=np.zeros(2, dtype=[("p", "f8"), ("q", "i4")]))
+    with pytest.raises(InputError, match=r"s\.npz': array 's' has fields \['p', 'q'\]"):
+        npz.read(str(tmp_path / "s.npz"))
+
+
 def test_corrupt_parquet_and_npz_name_the_file(tmp_path):
     (tmp_path / "bad.parquet").write_bytes(b"PAR1 but not really")
     (tmp_path / "bad.npz").write_bytes(b"no zip")
