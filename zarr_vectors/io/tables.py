@@ -37,7 +37,8 @@ def column_values(frame: Any, names: Sequence[str], dtype: Any, where: str = "")
     """Columns of a pandas frame as one numpy block, (rows,) for one name, (rows, k) for several.
 
     A value the dtype cannot hold is an InputError naming the column (and ``where``), never a
-    cast: ids that are not whole numbers (1.5 became 1), missing values, text in a number column."""
+    cast: ids that are not whole numbers (1.5 became 1), missing values (a boolean null became
+    False), text in a number column."""
     frame = frame[list(names)]
     dtype = np.dtype(dtype)
     at = f"{where!r}: " if where else ""
@@ -46,6 +47,10 @@ def column_values(frame: Any, names: Sequence[str], dtype: Any, where: str = "")
         raise InputError(f"{at}column {complex_columns[0]!r} holds complex numbers; {dtype.name} expected")
     if dtype.kind in "iu" and any(frame[c].dtype.kind not in "iu" for c in names):
         _check_whole(frame, names, at)
+    if dtype.kind == "b":  # a null in a boolean column (object dtype in pandas) became False
+        for c in names:
+            if frame[c].isna().any():
+                raise InputError(f"{at}column {c!r} has missing values, which a boolean column cannot hold")
     for c in names:  # unsigned values past the signed type wrapped (2**64 - 1 became -1)
         if dtype.kind == "i" and getattr(frame[c].dtype, "kind", "") == "u" and len(frame) and \
                 int(frame[c].max()) > np.iinfo(dtype).max:

@@ -176,3 +176,21 @@ def test_a_whole_file_table_refuses_values_its_columns_cannot_hold(frame, messag
 
     with pytest.raises(InputError, match=message):
         geometry_from_frame(pd.DataFrame(frame), "f.csv")
+
+
+def test_a_boolean_column_with_nulls_is_refused_not_read_as_false(tmp_path):
+    """Regression (hunt): a Parquet boolean column with nulls (object dtype in pandas, bool in the
+    schema dask plans with) stored [True, None, False, True] as [True, False, False, True]."""
+    from pipeline import sources
+    from zarr_vectors.io.tables import column_values
+
+    table = pa.table({"x": [0.0, 1.0, 2.0, 3.0], "y": [0.0] * 4, "z": [0.0] * 4,
+                      "b": pa.array([True, None, False, True], pa.bool_())})
+    pq.write_table(table, tmp_path / "n.parquet")
+    vertices = sources.vertex_table(sources.read_table(str(tmp_path / "n.parquet")))
+    with pytest.raises(InputError, match=r"column 'b' has missing values, which a boolean column cannot hold"):
+        vertices.attributes["b"].compute(scheduler="sync")
+    frame = pd.DataFrame({"b": [True, None, False]}, dtype=object)
+    with pytest.raises(InputError, match=r"'f\.parquet': column 'b' has missing values"):
+        column_values(frame, ["b"], bool, "f.parquet")
+    np.testing.assert_array_equal(column_values(frame.dropna(), ["b"], bool), [True, False])
