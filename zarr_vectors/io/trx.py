@@ -60,9 +60,13 @@ def read(path: str, **options: Any) -> Geometry:
     objects = {k: gp.per_row(v) for k, v in trx.data_per_streamline.items()}
     dropped = []
     for name, members in trx.groups.items():
-        members = np.asarray(members, dtype=np.int64)
-        if len(members) and (members.min() < 0 or members.max() >= n_lines):
-            raise gp.input_error(path, f"group {name!r} lists streamline {members.max()} of {n_lines}")
+        members = np.asarray(members)
+        if members.dtype.kind not in "iu":  # a float index was truncated (2.7 became 2)
+            raise gp.input_error(path, f"group {name!r} lists streamlines as {members.dtype}, not integers")
+        members = members.astype(np.int64)
+        outside = members[(members < 0) | (members >= n_lines)]
+        if len(outside):
+            raise gp.input_error(path, f"group {name!r} lists streamline {outside[0]}, of {n_lines} (0..{n_lines - 1})")
         inside = np.zeros(n_lines, dtype=np.uint8)  # uint8, not bool: object attributes need an absence value
         inside[members] = 1
         objects[GROUP + name] = inside
@@ -80,11 +84,20 @@ def read(path: str, **options: Any) -> Geometry:
 
 
 def _parts(seq: Any, n_vertices: int, path: str) -> tuple[np.ndarray, np.ndarray]:
-    """(data, offsets with the end appended) of a TRX ArraySequence, the data still memory-mapped."""
-    data = seq._data
-    offsets = np.r_[np.asarray(seq._offsets, dtype=np.int64), n_vertices]
-    if len(data) != n_vertices or (np.diff(offsets) < 0).any() or offsets[0] != 0:
-        raise gp.input_error(path, f"offsets do not cut the {n_vertices} vertices ({len(data)} rows)")
+    """(data, offsets with the end appended) of a TRX ArraySequence, the data still memory-mapped.
+
+    The offsets file ends with the vertex count; trx-python keeps the starts and the lengths
+    it computed from the whole file, so a last offset other than the header's count shows as
+    a length that the starts and the count do not give (the last line was read 2 rows long)."""
+    data, starts = seq._data, np.asarray(seq._offsets)
+    if starts.dtype.kind not in "iu":  # float offsets were truncated (2.5 became 2)
+        raise gp.input_error(path, f"offsets are {starts.dtype}, not integers")
+    offsets = np.r_[starts.astype(np.int64), n_vertices]
+    lengths = np.asarray(seq._lengths, dtype=np.int64)
+    if len(data) != n_vertices or (np.diff(offsets) < 0).any() or offsets[0] != 0 or \
+            not np.array_equal(np.diff(offsets), lengths):
+        raise gp.input_error(path, f"offsets do not cut the {n_vertices} vertices ({len(data)} rows): the "
+                                   "offsets file must rise from 0 to the header's NB_VERTICES")
     return data, offsets
 
 

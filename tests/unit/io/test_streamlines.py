@@ -179,6 +179,33 @@ def test_trx_written_reads_back_with_trx_python(tmp_path):
     assert_trx_back(tmp_path / "back.trx")
 
 
+def _trx_member_changed(tmp_path, name: str, new_name: str, values) -> str:
+    """A TRX directory (trx-python reads one like the zip) with member ``name`` replaced by ``new_name``."""
+    import zipfile
+
+    trx_file(tmp_path / "t.trx")
+    with zipfile.ZipFile(tmp_path / "t.trx") as z:
+        z.extractall(tmp_path / "d.trx")
+    (tmp_path / "d.trx" / name).unlink()
+    (tmp_path / "d.trx" / new_name).write_bytes(np.asarray(values).tobytes())
+    return str(tmp_path / "d.trx")
+
+
+@pytest.mark.parametrize(("name", "new_name", "values", "message"), [
+    # the offsets end at 10 of the header's 11 vertices: the last line was read 2 rows long, trx-python's 1
+    ("offsets.uint32", "offsets.uint32", np.array([0, 4, 6, 10], np.uint32), "offsets do not cut the 11 vertices"),
+    ("offsets.uint32", "offsets.float32", np.array([0, 4.5, 6, 11], np.float32), "offsets are float32, not integers"),
+    ("groups/CST.uint32", "groups/CST.float32", np.array([0.9, 2.7], np.float32),
+     "group 'CST' lists streamlines as float32, not integers"),  # was members 0 and 2
+    ("groups/CST.uint32", "groups/CST.int32", np.array([0, -1], np.int32), r"group 'CST' lists streamline -1, of 3"),
+])
+def test_trx_offsets_and_groups_that_are_not_whole_indices_are_refused(tmp_path, name, new_name, values, message):
+    """Regression (hunt): each of these read as other lines or other groups than the file's, silently."""
+    path = _trx_member_changed(tmp_path, name, new_name, values)
+    with pytest.raises(InputError, match=message):
+        trx.read(path)
+
+
 def test_trx_broken_is_refused(tmp_path):
     (tmp_path / "bad.trx").write_bytes(b"PK\x03\x04 not really a zip")
     with pytest.raises(InputError, match=r"bad\.trx: not a readable TRX file"):
