@@ -5,7 +5,8 @@ coordinate-system transform is not applied) and the first ``NIFTI_INTENT_TRIANGL
 array the faces; every other data array with one row per vertex is a vertex attribute,
 named by its ``Name`` metadata (else ``<intent>_<index>``).  Arrays that fit neither
 are named in ``Geometry.dropped``.  A GIfTI file without a pointset (functional data
-only) is refused.
+only) is refused, as are a pointset not (vertices, 3), triangles not integer (triangles,
+3), two attributes of one name, and external data outside the file's folder.
 
 Write: float32 positions, int32 triangles (polygons fanned), and each vertex attribute
 as a ``NIFTI_INTENT_NONE`` array named by its ``Name`` metadata, in a type GIfTI holds
@@ -15,6 +16,9 @@ integers beyond int32 are named in a warning.
 
 from __future__ import annotations
 
+import os
+import re
+import stat
 from typing import Any
 
 import numpy as np
@@ -24,6 +28,31 @@ from zarr_vectors.io.types import FileFormat, Geometry
 
 POINTSET = "NIFTI_INTENT_POINTSET"
 TRIANGLE = "NIFTI_INTENT_TRIANGLE"
+_EXTERNAL = re.compile(rb"""ExternalFileName\s*=\s*(?:"([^"]*)"|'([^']*)')""")
+
+
+def _check_external_files(path: str) -> None:
+    """A data array stored in an external file (``ExternalFileBinary``) may name only a regular
+    file in the GIfTI's folder or below: nibabel opens whatever the name says (``/dev/zero``,
+    a file elsewhere on the machine), up to the sizes the file declares.  A name not read
+    here as plain text (quoted otherwise, XML entities) resolves to nothing and is refused."""
+    raw = gp.read_bytes(path)
+    folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+    at = raw.find(b"ExternalFileName")
+    while at >= 0:
+        match = _EXTERNAL.match(raw, at)
+        name = (match.group(1) if match.group(1) is not None else match.group(2)).decode("utf-8", "replace") \
+            if match else None
+        if name != "":  # nibabel writes an empty name for arrays stored inline
+            target = os.path.realpath(os.path.join(folder, name or "\0"))
+            try:
+                regular = os.path.commonpath([target, folder]) == folder and stat.S_ISREG(os.stat(target).st_mode)
+            except (OSError, ValueError):
+                regular = False
+            if not regular:
+                raise gp.input_error(path, f"a data array's external file {name!r} is not a regular file in the "
+                                           "GIfTI's folder")
+        at = raw.find(b"ExternalFileName", at + 1)
 
 
 def read(path: str, **options: Any) -> Geometry:
@@ -32,6 +61,7 @@ def read(path: str, **options: Any) -> Geometry:
     from nibabel.nifti1 import intent_codes
 
     gp.no_options(path, "GIfTI read", options)
+    _check_external_files(path)
     # nibabel's XML parser raises many types (ExpatError, ValueError, KeyError, ...)
     with gp.parsing(path, "GIfTI file", (Exception,)):
         image = gifti.GiftiImage.from_filename(path)
@@ -39,20 +69,34 @@ def read(path: str, **options: Any) -> Geometry:
     point = next((i for i, (intent, _) in enumerate(arrays) if intent == POINTSET), None)
     if point is None:
         raise gp.input_error(path, "has no NIFTI_INTENT_POINTSET array: not a surface")
-    positions = np.asarray(arrays[point][1].data)
+    positions = _native(arrays[point][1].data)
+    if positions.ndim != 2 or positions.shape[1] != 3 or positions.dtype.kind not in "iuf":
+        raise gp.input_error(path, f"the pointset is {positions.dtype} of shape {positions.shape}; a GIfTI surface's "
+                                   "is numbers of shape (vertices, 3)")
     triangle = next((i for i, (intent, _) in enumerate(arrays) if intent == TRIANGLE), None)
-    faces = np.asarray(arrays[triangle][1].data) if triangle is not None else None
+    faces = _native(arrays[triangle][1].data) if triangle is not None else None
+    if faces is not None and (faces.ndim != 2 or faces.shape[1] != 3 or faces.dtype.kind not in "iu"):
+        raise gp.input_error(path, f"the triangles are {faces.dtype} of shape {faces.shape}; a GIfTI surface's are "
+                                   "integers of shape (triangles, 3)")  # float indices were truncated
     attributes, dropped = {}, []
     for i, (intent, darray) in enumerate(arrays):
         if i in (point, triangle):
             continue
         name = darray.meta.get("Name") or f"{intent}_{i}"
-        values = np.asarray(darray.data)
+        values = _native(darray.data)
         if values.ndim in (1, 2) and len(values) == len(positions) and values.dtype.kind in "biuf":
+            if name in attributes:  # the last one replaced the first
+                raise gp.input_error(path, f"two per-vertex data arrays are named {name!r}")
             attributes[name] = values
         else:
             dropped.append(name)
     return gp.mesh_geometry(path, positions, faces, attributes=attributes, dropped=dropped)
+
+
+def _native(data: Any) -> np.ndarray:
+    """A data array in this machine's byte order (``Endian="BigEndian"`` arrays come as ``>f4``)."""
+    values = np.asarray(data)
+    return values.astype(values.dtype.newbyteorder("=")) if values.dtype.byteorder not in ("=", "|") else values
 
 
 def write(path: str, data: Any, **options: Any) -> None:

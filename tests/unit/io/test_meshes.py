@@ -377,6 +377,73 @@ def test_gifti_without_pointset_or_broken_is_refused(tmp_path):
         gifti.read(str(tmp_path / "x.gii"))
 
 
+def _gifti(path: Path, *arrays) -> str:
+    from nibabel import gifti as nib_gifti
+
+    nib_gifti.GiftiImage(darrays=[
+        nib_gifti.GiftiDataArray(values, intent=intent, meta=nib_gifti.GiftiMetaData(Name=name) if name else None)
+        for values, intent, name in arrays
+    ]).to_filename(str(path))  # fmt: skip
+    return str(path)
+
+
+@pytest.mark.parametrize(("arrays", "message"), [
+    # the last 'thick' replaced the first, silently
+    ([(POS, "NIFTI_INTENT_POINTSET", None), (TRI.astype(np.int32), "NIFTI_INTENT_TRIANGLE", None),
+      (THICKNESS, "NIFTI_INTENT_SHAPE", "thick"), (THICKNESS + 1, "NIFTI_INTENT_SHAPE", "thick")],
+     "two per-vertex data arrays are named 'thick'"),
+    # an IndexError before; (n, 2) and (n, 4) were stored as 2-D and 4-D meshes
+    ([(POS.ravel(), "NIFTI_INTENT_POINTSET", None)], r"the pointset is float32 of shape \(\d+,\); a GIfTI surface's"),
+    ([(POS[:, :2].copy(), "NIFTI_INTENT_POINTSET", None)], r"the pointset is float32 of shape \(\d+, 2\)"),
+    # float corner indices were truncated (1.7 became 1)
+    ([(POS, "NIFTI_INTENT_POINTSET", None), (TRI.astype(np.float32) + 0.5, "NIFTI_INTENT_TRIANGLE", None)],
+     r"the triangles are float32 of shape \(\d+, 3\); a GIfTI surface's are integers"),
+])
+def test_gifti_arrays_a_surface_cannot_have_are_refused(tmp_path, arrays, message):
+    """Regressions (hunt): each read as something other than the file says, or ended in a traceback."""
+    with pytest.raises(InputError, match=message):
+        gifti.read(_gifti(tmp_path / "s.surf.gii", *arrays))
+
+
+def _first_array_data(text: str) -> str:
+    return re.search(r"<Data>([^<]*)</Data>", text).group(1)
+
+
+def test_gifti_big_endian_arrays_read_as_the_little_endian_file(tmp_path):
+    """Regression (hunt): an Endian="BigEndian" pointset, valid GIfTI, failed at the write on '>f4'."""
+    import base64
+    import zlib
+
+    _gifti(tmp_path / "le.surf.gii", (POS, "NIFTI_INTENT_POINTSET", None),
+           (TRI.astype(np.int32), "NIFTI_INTENT_TRIANGLE", None))
+    text = (tmp_path / "le.surf.gii").read_text()
+    big = base64.b64encode(zlib.compress(POS.astype(">f4").tobytes())).decode()
+    text = text.replace('Endian="LittleEndian"', 'Endian="BigEndian"', 1).replace(_first_array_data(text), big, 1)
+    (tmp_path / "be.surf.gii").write_text(text)
+    got = gifti.read(str(tmp_path / "be.surf.gii"))
+    assert got.positions.dtype.byteorder in "=|"
+    np.testing.assert_array_equal(got.positions, POS)
+    stored = through_store(tmp_path, got)
+    assert face_set(stored.positions, stored.faces) == face_set(POS, TRI)
+
+
+def test_gifti_external_data_only_from_a_regular_file_beside_it(tmp_path):
+    """Regression (hunt): an ExternalFileBinary array naming /dev/zero with a large Dim0 read
+    1.6 GB before failing; nibabel opens whatever path the file names."""
+    (tmp_path / "data.bin").write_bytes(POS.astype("<f4").tobytes())
+    _gifti(tmp_path / "inline.surf.gii", (POS, "NIFTI_INTENT_POINTSET", None))
+    text = (tmp_path / "inline.surf.gii").read_text()
+    text = text.replace('Encoding="GZipBase64Binary"', 'Encoding="ExternalFileBinary"', 1) \
+        .replace('ExternalFileName=""', 'ExternalFileName="data.bin"', 1).replace(_first_array_data(text), "", 1)
+    (tmp_path / "ext.surf.gii").write_text(text)
+    np.testing.assert_array_equal(gifti.read(str(tmp_path / "ext.surf.gii")).positions, POS)
+    for name in ("/dev/zero", "../outside.bin", "missing.bin"):
+        (tmp_path / "bad.surf.gii").write_text(text.replace('"data.bin"', f'"{name}"'))
+        with pytest.raises(InputError, match=rf"bad\.surf\.gii: a data array's external file '{re.escape(name)}' is "
+                                             "not a regular file in the GIfTI's folder"):
+            gifti.read(str(tmp_path / "bad.surf.gii"))
+
+
 def test_freesurfer_read_and_written_back_with_nibabel(tmp_path):
     from nibabel.freesurfer import read_geometry, write_geometry
 
