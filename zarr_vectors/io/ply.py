@@ -66,6 +66,9 @@ def read(path: str, **options: Any) -> Geometry:
             faces, polygon = gp.polygon_faces(corners.reshape(-1).astype(np.int64), counts, path)
             face_attributes = {k: v[polygon] for k, v in face_scalars.items()}
             if len(polygon) != len(counts):
+                if "polygon" in face_attributes:  # it was written over, silently
+                    raise gp.input_error(path, "a face property is named 'polygon', the attribute that names each "
+                                               "fanned triangle's input face")
                 face_attributes["polygon"] = polygon
     return gp.mesh_geometry(
         path, positions, faces, attributes=vertex_scalars, face_attributes=face_attributes, dropped=dropped
@@ -82,10 +85,17 @@ def _load(path: str) -> Any:
     import plyfile
 
     with gp.os_errors(path), open(path, "rb") as f:
-        head = f.read(_HEADER_BYTES)
+        head = f.read(1 << 16)
+        header = _header_lines(head)
+        if header is None and len(head) == 1 << 16:  # a long header (comments): read on, up to the bound
+            head += f.read(_HEADER_BYTES - len(head))
+            header = _header_lines(head)
+            if header is None and len(head) == _HEADER_BYTES:
+                raise gp.input_error(path, f"no end_header line in its first {_HEADER_BYTES} bytes")
         size = os.fstat(f.fileno()).st_size
-    ascii_file = b"format ascii" in head[:256]
-    _check_counts(path, head, size, ascii_file)
+    ascii_file = header is not None and any(line.split()[:2] == [b"format", b"ascii"] for line in header[0])
+    if header is not None:  # else no header at all: plyfile names what is wrong
+        _check_counts(path, header, size, ascii_file)
     if not ascii_file:
         try:
             return plyfile.PlyData.read(path, known_list_len={"face": dict.fromkeys(_FACE_LISTS, 3)})
@@ -94,22 +104,32 @@ def _load(path: str) -> Any:
     return plyfile.PlyData.read(path)
 
 
-_HEADER_BYTES = 1 << 16  # a PLY header is text of a few lines; one longer is left to plyfile to refuse
+_HEADER_BYTES = 1 << 24  # a PLY header is text of a few lines: the most of a file read to find its end
 _TYPE_BYTES = {"char": 1, "int8": 1, "uchar": 1, "uint8": 1, "short": 2, "int16": 2, "ushort": 2, "uint16": 2,
                "int": 4, "int32": 4, "uint": 4, "uint32": 4, "float": 4, "float32": 4, "double": 8, "float64": 8}
 
 
-def _check_counts(path: str, head: bytes, size: int, ascii_file: bool) -> None:
+def _header_lines(head: bytes) -> tuple[list[bytes], int] | None:
+    """The header's lines before ``end_header`` and the bytes up to its end (None: no such
+    line in ``head``): the line itself, not the words anywhere (``comment end_header`` hid
+    the counts from the check below)."""
+    at = 0
+    while (stop := head.find(b"\n", at)) >= 0:
+        if head[at:stop].strip() == b"end_header":
+            return head[:at].splitlines(), stop + 1
+        at = stop + 1
+    return None
+
+
+def _check_counts(path: str, header: tuple[list[bytes], int], size: int, ascii_file: bool) -> None:
     """Refuse element counts the file's bytes cannot hold, before plyfile allocates them: a
     190-byte ASCII file declaring 4e9 vertices asked numpy for 44.7 GiB.  The least a row
     takes: each property's bytes in a binary file (a list its count), two characters (a digit
     and a separator) a property in an ASCII one."""
-    end = head.find(b"end_header")
-    if end < 0:
-        return  # no header in the first bytes: plyfile names what is wrong
-    body = size - (head.find(b"\n", end) + 1)
+    lines, header_bytes = header
+    body = size - header_bytes
     need, rows = 0, None
-    for words in (line.split() for line in head[:end].decode("ascii", "replace").splitlines()):
+    for words in (line.decode("ascii", "replace").split() for line in lines):
         if len(words) == 3 and words[0] == "element" and words[2].isdigit():
             rows = (words[1], int(words[2]))
         elif len(words) >= 3 and words[0] == "property" and rows is not None:

@@ -76,6 +76,15 @@ def test_ply_counts_the_file_cannot_hold_are_refused_before_any_allocation(tmp_p
     exact = head.replace(b"4000000000", b"1")  # the count its bytes hold: read
     (tmp_path / "one.ply").write_bytes(exact + (b"1 2 3\n" if fmt == "ascii" else struct.pack("<3f", 1, 2, 3)))
     assert ply.read(str(tmp_path / "one.ply")).positions.tolist() == [[1.0, 2.0, 3.0]]
+    # regression (hunt): the check looked for the words, so a comment naming them, or a header
+    # past its first 64 KiB, let plyfile ask numpy for the 44.7 GiB again
+    for name, hidden in (("comment.ply", b"ply\ncomment end_header\n"), ("long.ply", b"ply\n" + b"comment x\n" * 8000)):
+        (tmp_path / name).write_bytes(head.replace(b"ply\n", hidden, 1) + b"1 2 3\n")
+        with pytest.raises(InputError, match=r"declares 4000000000 rows of element 'vertex'"):
+            ply.read(str(tmp_path / name))
+        (tmp_path / name).write_bytes(exact.replace(b"ply\n", hidden, 1)
+                                      + (b"1 2 3\n" if fmt == "ascii" else struct.pack("<3f", 1, 2, 3)))
+        assert ply.read(str(tmp_path / name)).positions.tolist() == [[1.0, 2.0, 3.0]]
 
 
 def test_ply_without_faces_is_a_point_cloud_and_is_written_back_as_one(tmp_path):
@@ -103,6 +112,14 @@ def test_ply_mixed_polygons_are_fanned_and_mapped_back_to_their_face(tmp_path):
     got = ply.read(str(tmp_path / "q.ply"))
     np.testing.assert_array_equal(got.faces, [[0, 1, 3], [0, 3, 2], [1, 4, 3]])
     np.testing.assert_array_equal(got.edge_attributes["polygon"], [0, 0, 1])
+    # regression (hunt): a face property of that name was written over, [100, 200] became [0, 0, 1]
+    named = np.empty(2, [("vertex_indices", object), ("polygon", "i4")])
+    named["vertex_indices"], named["polygon"] = face["vertex_indices"], [100, 200]
+    plyfile.PlyData([plyfile.PlyElement.describe(vertex, "vertex"), plyfile.PlyElement.describe(named, "face")]).write(
+        str(tmp_path / "p.ply")
+    )
+    with pytest.raises(InputError, match=r"p\.ply: a face property is named 'polygon'"):
+        ply.read(str(tmp_path / "p.ply"))
 
 
 @pytest.mark.parametrize("text", [False, True], ids=["binary", "ascii"])
