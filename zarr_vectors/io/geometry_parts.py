@@ -44,7 +44,9 @@ def os_errors(path: str, doing: str = "read") -> Iterator[None]:
 @contextmanager
 def parsing(path: str, what: str, errors: tuple[type[BaseException], ...]) -> Iterator[None]:
     """A format library reading ``path``: its parse ``errors`` as "not a readable <what>",
-    an OS failure as "cannot be read", both InputErrors naming the file."""
+    an OS failure as "cannot be read", both InputErrors naming the file; so is a MemoryError
+    (the libraries allocate what a header or record count says before reading it: a TRK
+    streamline of 2**31 points in a small file)."""
     with os_errors(path):
         try:
             yield
@@ -52,6 +54,9 @@ def parsing(path: str, what: str, errors: tuple[type[BaseException], ...]) -> It
             raise
         except errors as exc:
             raise input_error(path, f"not a readable {what} ({type(exc).__name__}: {exc})") from exc
+        except MemoryError as exc:
+            raise input_error(path, f"not a readable {what}: reading it asks for more memory than there is (a count "
+                                    "in it larger than its data, or a file too large for this machine)") from exc
 
 
 def read_bytes(path: str) -> bytes:

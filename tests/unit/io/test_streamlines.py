@@ -106,6 +106,33 @@ def test_trk_corrupt_header_is_refused_naming_the_file(tmp_path):
         trk.read(str(tmp_path / "t.trk"), space="vox")
 
 
+def test_trk_streamline_longer_than_memory_is_refused_naming_the_file(tmp_path):
+    """Regression (hunt): a first streamline declaring 2**31 - 1 points made nibabel allocate
+    ~26 GB before reading: a MemoryError traceback, exit 1.  Run in a child process whose
+    address space is capped at 2 GB, so the allocation fails the same way on any machine."""
+    import subprocess
+    import sys
+    import textwrap
+
+    nib_trk(tmp_path / "t.trk")
+    raw = bytearray((tmp_path / "t.trk").read_bytes())
+    raw[1000:1004] = (2**31 - 1).to_bytes(4, "little")  # the first streamline's point count
+    (tmp_path / "huge.trk").write_bytes(bytes(raw))
+    child = textwrap.dedent(f"""
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+        from zarr_vectors.errors import InputError
+        from zarr_vectors.io import trk
+        try:
+            trk.read({str(tmp_path / "huge.trk")!r})
+        except InputError as exc:
+            print("InputError:", exc)
+    """)
+    run = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "huge.trk: not a readable TRK file: reading it asks for more memory than there is" in run.stdout, run.stdout
+
+
 # ---------------------------------------------------------------------------
 # TCK
 # ---------------------------------------------------------------------------
