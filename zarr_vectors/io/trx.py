@@ -54,6 +54,8 @@ def read(path: str, **options: Any) -> Geometry:
         trx._uncompressed_folder_handle = None
     n_lines = int(trx.header["NB_STREAMLINES"])
     positions, offsets = _parts(trx.streamlines, int(trx.header["NB_VERTICES"]), path)
+    if positions.dtype == np.float16:  # TRX allows it; a store's positions are float32 or float64
+        positions = positions.astype(np.float32)
     if len(offsets) != n_lines + 1:
         raise gp.input_error(path, f"header declares {n_lines} streamlines, the offsets hold {len(offsets) - 1}")
     attributes = {k: gp.per_row(_parts(v, len(positions), path)[0]) for k, v in trx.data_per_vertex.items()}

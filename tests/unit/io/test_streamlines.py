@@ -233,6 +233,16 @@ def test_trx_offsets_and_groups_that_are_not_whole_indices_are_refused(tmp_path,
         trx.read(path)
 
 
+def test_trx_float16_positions_read_as_float32(tmp_path):
+    """Regression (hunt): TRX allows float16 positions; the write refused their dtype."""
+    half = POS.astype(np.float16)
+    path = _trx_member_changed(tmp_path, "positions.3.float32", "positions.3.float16", half)
+    got = trx.read(path)
+    assert got.positions.dtype == np.float32
+    np.testing.assert_array_equal(got.positions, half.astype(np.float32))
+    np.testing.assert_array_equal(through_store(tmp_path, got).offsets, OFFSETS)
+
+
 def test_trx_broken_is_refused(tmp_path):
     (tmp_path / "bad.trx").write_bytes(b"PK\x03\x04 not really a zip")
     with pytest.raises(InputError, match=r"bad\.trx: not a readable TRX file"):
