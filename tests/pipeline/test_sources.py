@@ -308,6 +308,28 @@ def test_tractograms_built_together_keep_their_per_streamline_data(tmp_path, cli
     np.testing.assert_array_equal(data.object_attributes["w"], [1, 2, 3, 10, 20, 30])
 
 
+def test_a_reader_warning_is_a_line_of_the_build(tmp_path, cli):
+    """A reader's UserWarning (a TCK whose count: its streamlines do not match) is said as
+    'zv build: warning:', like the dropped columns, and lands in --json's warnings."""
+    import json
+
+    from nibabel.streamlines import Tractogram
+    from nibabel.streamlines.tck import TckFile
+
+    rng = np.random.default_rng(6)
+    lines = [rng.uniform(0, 100, (3 + k, 3)).astype(np.float32) for k in range(2)]
+    TckFile(Tractogram(lines, affine_to_rasmm=np.eye(4))).save(str(tmp_path / "t.tck"))
+    raw = (tmp_path / "t.tck").read_bytes()
+    (tmp_path / "t.tck").write_bytes(raw.replace(b"count: 0000000002", b"count: 0000000005"))
+    run = cli("build", "streamlines", tmp_path / "t.tck", tmp_path / "t.zv", "--chunk-shape", "250")
+    assert run.rc == 0, run.err
+    assert "zv build: warning: " in run.err and "t.tck: its header says count: 5, the file holds 2" in run.err
+    (tmp_path / "j.tck").write_bytes((tmp_path / "t.tck").read_bytes())  # not the file this process read last
+    run = cli("build", "streamlines", tmp_path / "j.tck", tmp_path / "j.zv", "--chunk-shape", "250", "--json")
+    assert run.rc == 0, run.err
+    assert any("count: 5" in w for w in json.loads(run.out.strip().splitlines()[-1])["warnings"])
+
+
 def test_files_whose_object_attributes_differ_are_refused(tmp_path, cli):
     rng = np.random.default_rng(6)
     _trk(tmp_path / "t0.trk", [rng.uniform(0, 100, (4, 3)).astype(np.float32)], np.array([1.0], np.float32))

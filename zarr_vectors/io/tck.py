@@ -8,6 +8,7 @@ attribute and object attribute is named in a warning.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from zarr_vectors.io import geometry_parts as gp
@@ -18,7 +19,15 @@ from zarr_vectors.io.types import FileFormat, Geometry
 def read(path: str, **options: Any) -> Geometry:
     """Read a TCK file (no options)."""
     gp.no_options(path, "TCK read", options)
-    return tractograms.geometry(path, tractograms.load(path, "TCK").tractogram)
+    tck = tractograms.load(path, "TCK")
+    geometry = tractograms.geometry(path, tck.tractogram)
+    declared = str(tck.header.get("count", "")).strip()
+    held = len(geometry.offsets) - 1
+    if declared.isdigit() and int(declared) != held:  # nibabel skips empty streamlines and reads past the count
+        warnings.warn(f"{path}: its header says count: {int(declared)}, the file holds {held} streamlines: a stale "
+                      "count, or empty streamlines, which are skipped (the streamlines after one are numbered lower)",
+                      UserWarning, stacklevel=2)
+    return geometry
 
 
 def write(path: str, data: Any, **options: Any) -> None:

@@ -150,6 +150,24 @@ def test_tck_read_and_written_back_with_nibabel(tmp_path):
     assert_same_lines(nib.streamlines.load(str(tmp_path / "back.tck")).streamlines, exact=True)
 
 
+def test_tck_count_other_than_the_streamlines_read_is_warned_of(tmp_path):
+    """Regression (hunt): nibabel skips an empty streamline (two delimiters in a row) and ignores
+    the header's count, so the streamlines after it were numbered one lower, silently."""
+    from nibabel.streamlines.tck import TckFile
+
+    TckFile(nib_tractogram(with_data=False)).save(str(tmp_path / "t.tck"))
+    raw = (tmp_path / "t.tck").read_bytes()
+    assert b"count: 0000000003\n" in raw
+    nan_row = np.full(3, np.nan, "<f4").tobytes()
+    first_end = raw.index(nan_row) + len(nan_row)
+    empty = raw[:first_end] + nan_row + raw[first_end:]  # an empty second streamline: MRtrix counts it
+    (tmp_path / "e.tck").write_bytes(empty.replace(b"count: 0000000003", b"count: 0000000004"))
+    with pytest.warns(UserWarning, match=r"e\.tck: its header says count: 4, the file holds 3 streamlines: a stale "
+                                         r"count, or empty streamlines"):
+        got = tck.read(str(tmp_path / "e.tck"))
+    np.testing.assert_array_equal(got.offsets, OFFSETS)
+
+
 # ---------------------------------------------------------------------------
 # TRX
 # ---------------------------------------------------------------------------
