@@ -26,6 +26,8 @@ space from ``reference`` (a NIfTI image or TRK file), else ``affine`` / ``dimens
 from __future__ import annotations
 
 import os
+import shutil
+import stat
 from typing import Any
 
 import numpy as np
@@ -42,11 +44,9 @@ def read(path: str, **options: Any) -> Geometry:
     """Read a TRX file or directory, memory-mapped (no options)."""
     import zipfile
 
-    import trx.trx_file_memmap as tmm
-
     gp.no_options(path, "TRX read", options)
     with gp.parsing(path, "TRX file", (*tractograms.PARSE_ERRORS, TypeError, zipfile.BadZipFile)):
-        trx = tmm.load(path)
+        trx = _load(path)
     if trx._uncompressed_folder_handle is not None and os.name == "posix":
         # a deflated zip was extracted to a temporary directory: removed now, its files
         # stay readable through the memory maps (POSIX) and their space is freed with them
@@ -83,6 +83,42 @@ def read(path: str, **options: Any) -> Geometry:
     return gp.streamline_geometry(
         path, positions, offsets, attributes=attributes, object_attributes=objects, dropped=dropped
     )
+
+
+def _load(path: str) -> Any:
+    """trx-python's TrxFile of ``path``.  trx-python maps every member read-write (``r+``), so
+    a TRX its reader may not write (a shared, read-only dataset) fails on PermissionError; such a
+    file is read from a copy in trx-python's temporary folder, as a deflated one always is."""
+    import zipfile
+
+    import trx.trx_file_memmap as tmm
+
+    try:
+        return tmm.load(path)
+    except PermissionError:
+        if not os.access(path, os.R_OK):  # not ours to read at all
+            raise
+    copy = tmm.get_trx_tmp_dir()
+    try:
+        if os.path.isdir(path):
+            shutil.copytree(path, copy.name, dirs_exist_ok=True, copy_function=_copy_regular)
+        else:
+            with zipfile.ZipFile(path) as zf:
+                zf.extractall(copy.name)
+        trx = tmm.load_from_directory(copy.name)
+    except BaseException:
+        copy.cleanup()
+        raise
+    trx._uncompressed_folder_handle = copy  # removed by read(), as a deflated file's is
+    return trx
+
+
+def _copy_regular(source: str, target: str) -> str:
+    """Copy one member of a TRX directory, refusing anything but a regular file (a link to
+    /dev/zero would be copied forever)."""
+    if not stat.S_ISREG(os.stat(source).st_mode):
+        raise ValueError(f"member {source!r} is not a regular file")
+    return shutil.copyfile(source, target)
 
 
 def _parts(seq: Any, n_vertices: int, path: str) -> tuple[np.ndarray, np.ndarray]:

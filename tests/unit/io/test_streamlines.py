@@ -261,6 +261,49 @@ def test_trx_float16_positions_read_as_float32(tmp_path):
     np.testing.assert_array_equal(through_store(tmp_path, got).offsets, OFFSETS)
 
 
+@pytest.mark.parametrize("form", ["zip", "directory"])
+def test_a_trx_its_reader_may_not_write_is_read_from_a_copy(tmp_path, monkeypatch, form):
+    """Regression (hunt): trx-python maps every member read-write, so a TRX on a read-only share
+    failed for any user but root ('Permission denied').  The refusal is simulated here (root may
+    write anything); the copy goes to trx-python's temporary folder and is removed after the read,
+    and a directory member that is not a regular file is not copied."""
+    import zipfile
+
+    import trx.trx_file_memmap as tmm
+
+    trx_file(tmp_path / "t.trx")
+    path = tmp_path / "t.trx"
+    if form == "directory":
+        with zipfile.ZipFile(path) as z:
+            z.extractall(tmp_path / "d.trx")
+        path = tmp_path / "d.trx"
+    monkeypatch.setenv("TRX_TMPDIR", str(tmp_path / "scratch"))
+    (tmp_path / "scratch").mkdir()
+    real = tmm.load
+
+    def read_only(name, *args, **kwargs):
+        if str(name) == str(path):
+            raise PermissionError(13, "Permission denied", str(name))
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(tmm, "load", read_only)
+    copies: list[str] = []
+    real_directory = tmm.load_from_directory
+    monkeypatch.setattr(tmm, "load_from_directory", lambda d: copies.append(d) or real_directory(d))
+    got = trx.read(str(path))
+    assert len(copies) == 1 and copies[0].startswith(str(tmp_path / "scratch"))
+    np.testing.assert_array_equal(got.positions, POS)
+    np.testing.assert_array_equal(got.offsets, OFFSETS)
+    np.testing.assert_array_equal(got.object_attributes["group.CST"], [1, 0, 1])
+    assert not any((tmp_path / "scratch").rglob("*.float32"))  # the copy is gone, its maps still read
+    if form == "directory":
+        (tmp_path / "d.trx" / "dps" / "weight.float32").unlink()
+        (tmp_path / "d.trx" / "dps" / "weight.float32").symlink_to("/dev/zero")
+        with pytest.raises(InputError, match=r"d\.trx: not a readable TRX file \(ValueError: member .* is not a "
+                                             "regular file"):
+            trx.read(str(path))
+
+
 def test_trx_broken_is_refused(tmp_path):
     (tmp_path / "bad.trx").write_bytes(b"PK\x03\x04 not really a zip")
     with pytest.raises(InputError, match=r"bad\.trx: not a readable TRX file"):
