@@ -120,6 +120,8 @@ def _require(present: Sequence[str], names: Sequence[str], where: str, option: s
 
 
 def dropped_warning(where: str, dropped: Sequence[str], dtypes: Mapping[str, Any] | None = None) -> str:
-    """The one line that names columns a build could not store."""
+    """The one line that names what a build could not store: table columns that are not numbers
+    (their types shown), and what a file reader named (lists, other elements, arrays of another
+    length, data of an empty group)."""
     shown = ", ".join(f"{c!r} ({dtypes[c]})" if dtypes and c in dtypes else repr(c) for c in dropped)
-    return f"{where}: column(s) {shown} cannot be stored (not numeric) and are left out"
+    return f"{where}: {shown} cannot be stored as attributes and {'is' if len(dropped) == 1 else 'are'} left out"
