@@ -60,7 +60,7 @@ def read(path: str, **options: Any) -> Geometry:
         raise gp.input_error(path, f"header declares {n_lines} streamlines, the offsets hold {len(offsets) - 1}")
     attributes = {k: gp.per_row(_parts(v, len(positions), path)[0]) for k, v in trx.data_per_vertex.items()}
     objects = {k: gp.per_row(v) for k, v in trx.data_per_streamline.items()}
-    dropped = []
+    dropped = _passed_over(path, trx)
     for name, members in trx.groups.items():
         members = np.asarray(members)
         if members.dtype.kind not in "iu":  # a float index was truncated (2.7 became 2)
@@ -83,6 +83,25 @@ def read(path: str, **options: Any) -> Geometry:
     return gp.streamline_geometry(
         path, positions, offsets, attributes=attributes, object_attributes=objects, dropped=dropped
     )
+
+
+def _passed_over(path: str, trx: Any) -> list[str]:
+    """The members trx-python passed over -- an unknown folder or data type, which it logs as an
+    error or skips without a word -- as ``member <name>``, for ``Geometry.dropped``."""
+    import zipfile
+
+    if os.path.isdir(path):
+        names = [os.path.relpath(os.path.join(folder, f), path).replace(os.sep, "/")
+                 for folder, _, files in os.walk(path) for f in files]
+    else:
+        with zipfile.ZipFile(path) as zf:
+            names = [n for n in zf.namelist() if not n.endswith("/")]
+    read = {("", "header"), ("", "positions"), ("", "offsets")}
+    read |= {("dpv", k) for k in trx.data_per_vertex} | {("dps", k) for k in trx.data_per_streamline}
+    read |= {("groups", k) for k in trx.groups}
+    read |= {(f"dpg/{g}", k) for g, data in trx.data_per_group.items() for k in data}
+    # a member's key is its name up to the first dot, as trx-python reads it (name[.dim].dtype)
+    return [f"member {n}" for n in names if (n.rpartition("/")[0], n.rpartition("/")[2].split(".")[0]) not in read]
 
 
 def _load(path: str) -> Any:

@@ -251,6 +251,18 @@ def test_trx_offsets_and_groups_that_are_not_whole_indices_are_refused(tmp_path,
         trx.read(path)
 
 
+def test_trx_members_trx_python_passes_over_are_named(tmp_path):
+    """Regression (hunt): a member in an unknown folder, or of an unknown data type, was left out
+    with only trx-python's log line (or none): nothing is dropped silently."""
+    path = _trx_member_changed(tmp_path, "dps/weight.float32", "dps/weight.float32", WEIGHT)
+    assert not [d for d in trx.read(path).dropped if d.startswith("member")]
+    (tmp_path / "d.trx" / "dvp").mkdir()
+    (tmp_path / "d.trx" / "dvp" / "fa2.float32").write_bytes(FA.tobytes())  # a misspelt dpv
+    got = trx.read(path)
+    assert [d for d in got.dropped if d.startswith("member")] == ["member dvp/fa2.float32"]
+    assert sorted(got.object_attributes) == ["dpg.CST.colour", "dpg.CST.mean_fa", "group.CST", "group.empty", "weight"]
+
+
 def test_trx_float16_positions_read_as_float32(tmp_path):
     """Regression (hunt): TRX allows float16 positions; the write refused their dtype."""
     half = POS.astype(np.float16)
