@@ -133,21 +133,26 @@ def _store_bytes(storage) -> int | None:  # noqa: ANN001 - zarr_vectors.store.ba
 
 
 @contextlib.contextmanager
-def _said() -> Iterator[list[str]]:
-    """The UserWarnings raised in the block, as lines (each once, in order); other warnings are
-    shown as Python shows them."""
+def user_warnings() -> Iterator[list[str]]:
+    """The UserWarnings raised in the block -- what a reader or writer says of a file (a TCK
+    count its streamlines do not match, what a format cannot hold) -- as lines a command says
+    as its own; the list is filled when the block ends, also when it raises.  Other warnings are
+    shown as Python shows them, once the recording has stopped: shown inside it they were
+    recorded again, and a loop over the record never ended."""
     import warnings
 
     lines: list[str] = []
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", UserWarning)
-        try:
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UserWarning)
             yield lines
-        finally:
-            lines.extend(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, UserWarning)))
-    for w in caught:
-        if not issubclass(w.category, UserWarning):
-            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    finally:
+        for w in caught:
+            if issubclass(w.category, UserWarning):
+                lines.append(str(w.message))
+            else:
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
 def _cluster_choice(args: argparse.Namespace) -> dict:
@@ -317,7 +322,7 @@ def _build(args: argparse.Namespace) -> int:
         print(exc, file=sys.stderr)
         return 2
     try:  # usage errors, unreadable inputs, missing columns, an unreachable or existing store
-        with _said() as said:  # what a reader warns of (a TCK count its file does not hold) is a line of ours
+        with user_warnings() as said:  # what a reader warns of is a line of ours
             input_bytes, warnings = preflight(spec, resume=args.resume or args.dry_run)
         warnings = said + warnings
     except ZarrVectorsError as exc:

@@ -13,7 +13,6 @@ import argparse
 import contextlib
 import os
 import sys
-import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -112,16 +111,15 @@ def _export(args: argparse.Namespace, options: dict) -> int:
     data = read_store(args.store, level=args.level, bbox=box, storage_options=options)
     if args.object_id:
         data = select.objects(data, args.object_id)
-    with warnings.catch_warnings(record=True) as caught, _replacing(outputs, existing):
-        warnings.simplefilter("always", UserWarning)  # what the format cannot hold, said as build says it
-        try:
+    from pipeline.cli import user_warnings
+
+    said: list[str] = []
+    try:  # what the format cannot hold, said as build says it
+        with user_warnings() as said, _replacing(outputs, existing):
             fmt.write(args.out, data, **_graph_options(fmt, store, args.level))
-        finally:  # said even when the write then fails
-            for w in caught:
-                if issubclass(w.category, UserWarning):
-                    print(f"zv export: warning: {w.message}", file=sys.stderr)
-                else:
-                    warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    finally:  # said even when the write then fails
+        for line in said:
+            print(f"zv export: warning: {line}", file=sys.stderr)
     records = f", {len(data.faces)} faces" if data.faces is not None else \
         f", {len(data.edges)} edges" if data.edges is not None else ""
     print(f"{args.out}: {len(data.positions)} vertices{records}"

@@ -329,6 +329,34 @@ def test_overwrite_covers_the_files_beside_out_and_compressed_tables_keep_their_
     assert len(empty) == 0 and list(empty.columns) == ["x", "y", "z", "object_id", "normal_0", "normal_1", "normal_2"]
 
 
+@pytest.mark.timeout(60)
+def test_export_says_a_writers_warnings_and_shows_the_others(tmp_path, cli, monkeypatch):
+    """Regression (review): export showed a writer's non-UserWarning while still recording them, so
+    it was recorded again and the loop over the record never ended (a FutureWarning hung the
+    export); it is now shown once the recording stops, and the UserWarning is a line of ours."""
+    import dataclasses
+    import warnings
+
+    from zarr_vectors.io import registry
+
+    store = tmp_path / "p.zv"
+    zv.write_points(str(store), np.random.default_rng(8).uniform(0, 100, (50, 3)), chunk_shape=50.0)
+    fmt = registry.by_name("csv")
+
+    def noisy(path, data, **options):
+        warnings.warn("a library will change", FutureWarning, stacklevel=1)
+        warnings.warn(f"{path}: CSV cannot hold something", UserWarning, stacklevel=1)
+        return fmt.write(path, data, **options)
+
+    monkeypatch.setattr(registry, "format_for", lambda path, kind=None: dataclasses.replace(fmt, write=noisy))
+    with pytest.warns(FutureWarning) as shown:  # shown to Python's warning machinery: pytest records it here
+        run = cli("export", store, tmp_path / "p.csv")
+    assert run.rc == 0, run.err
+    assert f"zv export: warning: {tmp_path / 'p.csv'}: CSV cannot hold something" in run.err
+    assert [str(w.message) for w in shown if w.category is FutureWarning] == ["a library will change"]
+    assert "a library will change" not in run.err  # not one of our lines
+
+
 def test_a_failed_overwrite_keeps_the_old_export_and_odd_outputs_are_refused(tmp_path, cli):
     """``--overwrite`` once removed the old companions before a write that could still fail;
     a dangling link, a folder and ``.NPZ`` (which ``np.savez`` renamed ``.NPZ.npz``) slipped
