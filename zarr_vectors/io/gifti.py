@@ -28,7 +28,7 @@ from zarr_vectors.io.types import FileFormat, Geometry
 
 POINTSET = "NIFTI_INTENT_POINTSET"
 TRIANGLE = "NIFTI_INTENT_TRIANGLE"
-_EXTERNAL = re.compile(rb"""ExternalFileName\s*=\s*(?:"([^"]*)"|'([^']*)')""")
+_EXTERNAL = re.compile(rb"""ExternalFileName\s*=\s*(["'])(.*?)\1""", re.DOTALL)
 
 
 def _check_external_files(path: str) -> None:
@@ -41,8 +41,7 @@ def _check_external_files(path: str) -> None:
     at = raw.find(b"ExternalFileName")
     while at >= 0:
         match = _EXTERNAL.match(raw, at)
-        name = (match.group(1) if match.group(1) is not None else match.group(2)).decode("utf-8", "replace") \
-            if match else None
+        name = match.group(2).decode("utf-8", "replace") if match else None
         if name != "":  # nibabel writes an empty name for arrays stored inline
             target = os.path.realpath(os.path.join(folder, name or "\0"))
             try:

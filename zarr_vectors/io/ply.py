@@ -85,9 +85,9 @@ def _load(path: str) -> Any:
     import plyfile
 
     with gp.os_errors(path), open(path, "rb") as f:
-        head = f.read(1 << 16)
+        head = f.read(_FIRST_READ)
         header = _header_lines(head)
-        if header is None and len(head) == 1 << 16:  # a long header (comments): read on, up to the bound
+        if header is None and len(head) == _FIRST_READ:  # a long header (comments): read on, up to the bound
             head += f.read(_HEADER_BYTES - len(head))
             header = _header_lines(head)
             if header is None and len(head) == _HEADER_BYTES:
@@ -104,7 +104,8 @@ def _load(path: str) -> Any:
     return plyfile.PlyData.read(path)
 
 
-_HEADER_BYTES = 1 << 24  # a PLY header is text of a few lines: the most of a file read to find its end
+_FIRST_READ = 1 << 16  # a PLY header is text of a few lines: most end within this
+_HEADER_BYTES = 1 << 24  # the most of a file read to find its end
 _TYPE_BYTES = {"char": 1, "int8": 1, "uchar": 1, "uint8": 1, "short": 2, "int16": 2, "ushort": 2, "uint16": 2,
                "int": 4, "int32": 4, "uint": 4, "uint32": 4, "float": 4, "float32": 4, "double": 8, "float64": 8}
 

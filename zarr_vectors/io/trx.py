@@ -150,9 +150,8 @@ def _parts(seq: Any, n_vertices: int, path: str) -> tuple[np.ndarray, np.ndarray
     if starts.dtype.kind not in "iu":  # float offsets were truncated (2.5 became 2)
         raise gp.input_error(path, f"offsets are {starts.dtype}, not integers")
     offsets = np.r_[starts.astype(np.int64), n_vertices]
-    lengths = np.asarray(seq._lengths, dtype=np.int64)
-    if len(data) != n_vertices or (np.diff(offsets) < 0).any() or offsets[0] != 0 or \
-            not np.array_equal(np.diff(offsets), lengths):
+    # trx-python's lengths are unsigned: equal to them, the steps cannot fall either
+    if len(data) != n_vertices or offsets[0] != 0 or not np.array_equal(np.diff(offsets), seq._lengths):
         raise gp.input_error(path, f"offsets do not cut the {n_vertices} vertices ({len(data)} rows): the "
                                    "offsets file must rise from 0 to the header's NB_VERTICES")
     return data, offsets
