@@ -6,7 +6,8 @@ array the faces; every other data array with one row per vertex is a vertex attr
 named by its ``Name`` metadata (else ``<intent>_<index>``).  Arrays that fit neither
 are named in ``Geometry.dropped``.  A GIfTI file without a pointset (functional data
 only) is refused, as are a pointset not (vertices, 3), triangles not integer (triangles,
-3), two attributes of one name, and external data outside the file's folder.
+3), two attributes of one name, external data outside the file's folder, and compressed
+data that inflates to more than its array declares.
 
 Write: float32 positions, int32 triangles (polygons fanned), and each vertex attribute
 as a ``NIFTI_INTENT_NONE`` array named by its ``Name`` metadata, in a type GIfTI holds
@@ -16,10 +17,16 @@ integers beyond int32 are named in a warning.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import math
 import os
 import re
 import stat
+import zlib
+from collections.abc import Iterator
 from typing import Any
+from xml.etree import ElementTree
 
 import numpy as np
 
@@ -29,14 +36,15 @@ from zarr_vectors.io.types import FileFormat, Geometry
 POINTSET = "NIFTI_INTENT_POINTSET"
 TRIANGLE = "NIFTI_INTENT_TRIANGLE"
 _EXTERNAL = re.compile(rb"""ExternalFileName\s*=\s*(["'])(.*?)\1""", re.DOTALL)
+_INFLATE_STEP = 16 << 20  # bytes of output per step of the bounded inflate
+_XML_FEED = 1 << 20  # bytes of XML per step of the size check's parse
 
 
-def _check_external_files(path: str) -> None:
+def _check_external_files(path: str, raw: bytes) -> None:
     """A data array stored in an external file (``ExternalFileBinary``) may name only a regular
     file in the GIfTI's folder or below: nibabel opens whatever the name says (``/dev/zero``,
     a file elsewhere on the machine), up to the sizes the file declares.  A name not read
     here as plain text (quoted otherwise, XML entities) resolves to nothing and is refused."""
-    raw = gp.read_bytes(path)
     folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
     at = raw.find(b"ExternalFileName")
     while at >= 0:
@@ -54,13 +62,67 @@ def _check_external_files(path: str) -> None:
         at = raw.find(b"ExternalFileName", at + 1)
 
 
+def _check_inflated_sizes(path: str, raw: bytes) -> None:
+    """Each ``GZipBase64Binary`` array inflates to no more than its ``Dim``s and ``DataType``
+    declare, checked in bounded steps: nibabel inflates an array whole before it compares, so
+    1.5 MB of deflated zeros took 1.5 GB (twice: it copies the result)."""
+    for name, deflated, declared in _deflated_arrays(raw):
+        _bounded_inflate(path, deflated, declared, name)
+
+
+def _deflated_arrays(raw: bytes) -> Iterator[tuple[str, bytes, int]]:
+    """(name, deflated bytes, declared size) of each compressed array, in document order, up to
+    the first thing this pass cannot read (a syntax error, an unknown type, bad dims or
+    base64), where nibabel stops too."""
+    from nibabel.gifti.util import gifti_encoding_codes
+    from nibabel.nifti1 import data_type_codes
+
+    parser = ElementTree.XMLPullParser(events=("end",))
+    try:
+        for start in range(0, max(len(raw), 1), _XML_FEED):
+            parser.feed(raw[start : start + _XML_FEED])
+            for _, element in parser.read_events():  # raises at the first syntax error, after what precedes it
+                if element.tag != "DataArray":
+                    continue
+                attrs, data = element.attrib, element.find("Data")
+                # nibabel's defaults: data without an Encoding is deflated, of DataType "none"
+                compressed = gifti_encoding_codes.label[attrs.get("Encoding", "B64GZ")] == "B64GZ"
+                if compressed and data is not None and data.text:
+                    dims = [int(attrs[f"Dim{i}"]) for i in range(int(attrs.get("Dimensionality", 0)))]
+                    declared = max(0, math.prod(dims)) * data_type_codes.dtype[attrs.get("DataType", "none")].itemsize
+                    meta = (m for m in element.iter("MD") if m.findtext("Name") == "Name")
+                    name = next((m.findtext("Value") for m in meta), None) or attrs.get("Intent", "?")
+                    yield name, base64.b64decode(data.text), declared
+                element.clear()
+    except (ElementTree.ParseError, KeyError, ValueError, binascii.Error):
+        return
+
+
+def _bounded_inflate(path: str, deflated: bytes, declared: int, name: str) -> None:
+    inflater, pending, total = zlib.decompressobj(), deflated, 0
+    try:
+        while not inflater.eof:
+            piece = inflater.decompress(pending, _INFLATE_STEP)
+            total += len(piece)
+            if total > declared:
+                raise gp.input_error(path, f"data array {name!r} inflates to more than the {declared:,} bytes its "
+                                           "Dim and DataType attributes declare")
+            pending = inflater.unconsumed_tail
+            if not piece and not pending:
+                return
+    except zlib.error:  # nibabel's inflate stops at the same byte, and says so
+        return
+
+
 def read(path: str, **options: Any) -> Geometry:
     """Read a GIfTI surface's vertices, triangles and per-vertex arrays (no options)."""
     from nibabel import gifti
     from nibabel.nifti1 import intent_codes
 
     gp.no_options(path, "GIfTI read", options)
-    _check_external_files(path)
+    raw = gp.read_bytes(path)
+    _check_external_files(path, raw)
+    _check_inflated_sizes(path, raw)
     # nibabel's XML parser raises many types (ExpatError, ValueError, KeyError, ...)
     with gp.parsing(path, "GIfTI file", (Exception,)):
         image = gifti.GiftiImage.from_filename(path)

@@ -51,3 +51,26 @@ def vertex_set(positions, attributes=None) -> list[tuple]:
     positions = np.asarray(positions, np.float64)
     columns = [np.asarray(v, np.float64).reshape(len(positions), -1) for _, v in sorted((attributes or {}).items())]
     return sorted(map(tuple, np.concatenate([positions, *columns], axis=1).tolist()))
+
+
+def read_in_capped_child(module: str, path: Path, cap: int) -> str:
+    """``zarr_vectors.io.<module>.read(path)`` in a child process whose address space is capped
+    at ``cap`` bytes, so an allocation beyond it fails the same way on any machine; its stdout,
+    where an InputError is printed as ``InputError: <message>``."""
+    import subprocess
+    import sys
+    import textwrap
+
+    child = textwrap.dedent(f"""
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, ({cap}, {cap}))
+        from zarr_vectors.errors import InputError
+        from zarr_vectors.io import {module}
+        try:
+            {module}.read({str(path)!r})
+        except InputError as exc:
+            print("InputError:", exc)
+    """)
+    run = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return run.stdout

@@ -9,13 +9,15 @@ vertex and face enumeration order.  Broken files are InputErrors naming the file
 
 from __future__ import annotations
 
+import base64
 import re
 import struct
+import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
-from geometry_roundtrip import face_set, through_store, vertex_set
+from geometry_roundtrip import face_set, read_in_capped_child, through_store, vertex_set
 
 from zarr_vectors.errors import InputError
 from zarr_vectors.io import freesurfer, gifti, obj, ply, stl
@@ -428,9 +430,6 @@ def _first_array_data(text: str) -> str:
 
 def test_gifti_big_endian_arrays_read_as_the_little_endian_file(tmp_path):
     """Regression (hunt): an Endian="BigEndian" pointset, valid GIfTI, failed at the write on '>f4'."""
-    import base64
-    import zlib
-
     _gifti(tmp_path / "le.surf.gii", (POS, "NIFTI_INTENT_POINTSET", None),
            (TRI.astype(np.int32), "NIFTI_INTENT_TRIANGLE", None))
     text = (tmp_path / "le.surf.gii").read_text()
@@ -459,6 +458,39 @@ def test_gifti_external_data_only_from_a_regular_file_beside_it(tmp_path):
         with pytest.raises(InputError, match=rf"bad\.surf\.gii: a data array's external file '{re.escape(name)}' is "
                                              "not a regular file in the GIfTI's folder"):
             gifti.read(str(tmp_path / "bad.surf.gii"))
+
+
+def _deflated_zeros(mib: int) -> bytes:
+    """A zlib stream of ``mib`` MiB of zeros, made in milliseconds: after a full flush the
+    compressor's state is reset, so every further MiB is the same bytes; the Adler-32 of n zeros
+    is (n mod 65521) << 16 | 1."""
+    block = bytes(1 << 20)
+    deflate = zlib.compressobj(9)
+    first = deflate.compress(block) + deflate.flush(zlib.Z_FULL_FLUSH)
+    again = deflate.compress(block) + deflate.flush(zlib.Z_FULL_FLUSH)
+    end = deflate.flush()[:-4]
+    return first + again * (mib - 1) + end + (((mib << 20) % 65521) << 16 | 1).to_bytes(4, "big")
+
+
+def test_gifti_deflated_array_larger_than_declared_is_refused_in_bounded_memory(tmp_path):
+    """Regression (hunt): 1.5 MB of deflated zeros as a 4 x 3 pointset took nibabel 3 GB (it
+    inflates a whole array, then copies it) before its reshape failed.  The child's address
+    space is capped at 1 GiB, below what the 1.5 GiB array inflates to."""
+    assert zlib.decompress(_deflated_zeros(3)) == bytes(3 << 20)
+    _gifti(tmp_path / "ok.surf.gii", (POS, "NIFTI_INTENT_POINTSET", None), (THICKNESS, "NIFTI_INTENT_SHAPE", "thick"))
+    text = (tmp_path / "ok.surf.gii").read_text()
+    bomb = base64.b64encode(_deflated_zeros(1536)).decode()
+    (tmp_path / "bomb.surf.gii").write_text(text.replace(_first_array_data(text), bomb, 1))
+    out = read_in_capped_child("gifti", tmp_path / "bomb.surf.gii", 1 << 30)
+    assert (f"bomb.surf.gii: data array 'NIFTI_INTENT_POINTSET' inflates to more than the {POS.nbytes:,} bytes its "
+            "Dim and DataType attributes declare") in out, out
+    # a declared size one value short of the data is refused by the same check; the file as written reads
+    head, _, tail = text.rpartition(f'Dim0="{len(THICKNESS)}"')  # the last array's
+    short = f'{head}Dim0="{len(THICKNESS) - 1}"{tail}'
+    (tmp_path / "short.surf.gii").write_text(short)
+    with pytest.raises(InputError, match=r"data array 'thick' inflates to more than the \d+ bytes"):
+        gifti.read(str(tmp_path / "short.surf.gii"))
+    np.testing.assert_array_equal(gifti.read(str(tmp_path / "ok.surf.gii")).attributes["thick"], THICKNESS)
 
 
 def test_freesurfer_read_and_written_back_with_nibabel(tmp_path):
