@@ -36,11 +36,36 @@ def read(path: str, *, space: str = "rasmm", **options: Any) -> Geometry:
     if space not in SPACES:
         raise gp.input_error(path, f"space must be one of {', '.join(SPACES)}, found {space!r}")
     trk = tractograms.load(path, "TRK")
+    _check_names(path, trk.header)
     geometry = tractograms.geometry(path, trk.tractogram)
     if space == "voxmm":
         to_voxmm = np.linalg.inv(get_affine_trackvis_to_rasmm(trk.header))
         geometry.positions = apply_affine(to_voxmm, geometry.positions).astype(np.float32)
     return geometry
+
+
+def _check_names(path: str, header: Any) -> None:
+    """Each scalar and property name at most once, and no more values named than the header
+    counts: nibabel maps a name to its columns in a dict, so a name given twice kept only its
+    last columns, a name ``scalars`` / ``properties`` lost its columns to the unnamed ones,
+    which nibabel files under it, and a name past the count got no columns."""
+    from nibabel.streamlines.trk import Field, decode_value_from_name
+
+    for kind, names, total, unnamed in (
+        ("scalar", header["scalar_name"], header[Field.NB_SCALARS_PER_POINT], "scalars"),
+        ("property", header["property_name"], header[Field.NB_PROPERTIES_PER_STREAMLINE], "properties"),
+    ):
+        if total <= 0:  # nibabel reads no names then
+            continue
+        counts = [decode_value_from_name(name) for name in names]
+        named, values = [name for name, count in counts if count > 0], sum(count for _, count in counts)
+        if values > total:
+            raise gp.input_error(path, f"the {kind} names declare {values} values, the header's count is {total}")
+        if values < total:
+            named.append(unnamed)
+        twice = sorted({name for name in named if named.count(name) > 1})
+        if twice:
+            raise gp.input_error(path, f"{kind} name {twice[0]!r} is given twice; TRK names each {kind} once")
 
 
 def write(

@@ -13,7 +13,7 @@ import itertools
 
 import numpy as np
 import pytest
-from geometry_roundtrip import through_store
+from geometry_roundtrip import read_in_capped_child, through_store
 
 from zarr_vectors.errors import InputError
 from zarr_vectors.io import tck, trk, trx
@@ -106,31 +106,49 @@ def test_trk_corrupt_header_is_refused_naming_the_file(tmp_path):
         trk.read(str(tmp_path / "t.trk"), space="vox")
 
 
+def _trk_named(tmp_path, renames: dict[int, bytes]) -> str:
+    """A TRK of scalars a, b and properties p, q, with the 20-byte name fields at the given
+    header offsets replaced (scalar names start at byte 38, property names at 240)."""
+    from nibabel.streamlines import Tractogram, TrkFile
+
+    tractogram = Tractogram(
+        lines(), data_per_point={"a": [v[:, None] for v in lines(FA)], "b": [v[:, None] + 10 for v in lines(FA)]},
+        data_per_streamline={"p": WEIGHT[:, None], "q": WEIGHT[:, None] + 5}, affine_to_rasmm=np.eye(4),
+    )  # fmt: skip
+    TrkFile(tractogram).save(str(tmp_path / "names.trk"))
+    raw = bytearray((tmp_path / "names.trk").read_bytes())
+    for at, name in renames.items():
+        raw[at : at + 20] = name.ljust(20, b"\0")
+    (tmp_path / "renamed.trk").write_bytes(bytes(raw))
+    return str(tmp_path / "renamed.trk")
+
+
+@pytest.mark.parametrize(("renames", "message"), [
+    ({58: b"a"}, "scalar name 'a' is given twice"),  # nibabel kept b's values under 'a'
+    ({260: b"p"}, "property name 'p' is given twice"),
+    ({38: b"scalars", 58: b""}, "scalar name 'scalars' is given twice"),  # the unnamed column is 'scalars' too
+    ({38: b"a\x002"}, "the scalar names declare 3 values, the header's count is 2"),  # 'b' got no column
+])
+def test_trk_names_that_lose_values_are_refused(tmp_path, renames, message):
+    """Regression (hunt): nibabel maps names to columns in a dict; these files read with some
+    values gone, silently (or as a zero-width attribute the write refused without naming the file)."""
+    with pytest.raises(InputError, match=rf"renamed\.trk: {message}"):
+        trk.read(_trk_named(tmp_path, renames))
+    got = trk.read(_trk_named(tmp_path, {}))
+    np.testing.assert_array_equal(got.attributes["b"].ravel(), FA.astype(np.float32) + 10)
+    np.testing.assert_array_equal(got.object_attributes["q"].ravel(), WEIGHT.astype(np.float32) + 5)
+
+
 def test_trk_streamline_longer_than_memory_is_refused_naming_the_file(tmp_path):
     """Regression (hunt): a first streamline declaring 2**31 - 1 points made nibabel allocate
     ~26 GB before reading: a MemoryError traceback, exit 1.  Run in a child process whose
     address space is capped at 2 GB, so the allocation fails the same way on any machine."""
-    import subprocess
-    import sys
-    import textwrap
-
     nib_trk(tmp_path / "t.trk")
     raw = bytearray((tmp_path / "t.trk").read_bytes())
     raw[1000:1004] = (2**31 - 1).to_bytes(4, "little")  # the first streamline's point count
     (tmp_path / "huge.trk").write_bytes(bytes(raw))
-    child = textwrap.dedent(f"""
-        import resource
-        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
-        from zarr_vectors.errors import InputError
-        from zarr_vectors.io import trk
-        try:
-            trk.read({str(tmp_path / "huge.trk")!r})
-        except InputError as exc:
-            print("InputError:", exc)
-    """)
-    run = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120, check=False)
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert "huge.trk: not a readable TRK file: reading it asks for more memory than there is" in run.stdout, run.stdout
+    out = read_in_capped_child("trk", tmp_path / "huge.trk", 2 << 30)
+    assert "huge.trk: not a readable TRK file: reading it asks for more memory than there is" in out, out
 
 
 # ---------------------------------------------------------------------------
