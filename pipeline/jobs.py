@@ -329,6 +329,9 @@ def _run_stages(spec: BuildSpec, journal: Journal, previous: dict[str, Any] | No
                                traceback=traceback.format_exc(limit=5))
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
+            if stage == "write" and isinstance(exc, InputError) and not any(p in str(exc) for p in spec.inputs):
+                # the writer checks arrays ("positions row 1 is not finite"): say where they came from
+                exc.add_note(f"input: {', '.join(spec.inputs)}")
             raise StageFailedError(stage, exc, step=step) from exc
         journal.update(stage, status="done", seconds=round(time.perf_counter() - t0, 3), **details,
                        requests=tally.to_json())

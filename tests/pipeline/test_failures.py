@@ -103,6 +103,23 @@ def assert_one_failure_line(err: str, stage: str, kind: str, message: str) -> No
     assert "Traceback" not in err
 
 
+def test_data_refused_by_the_writer_names_the_input_file(tmp_path, cli):
+    """Regression (hunt): the writer's checks name an array and row, not the file the data
+    came from; the build's failure line now names the inputs too (once: a reader's own
+    message already names its file)."""
+    (tmp_path / "nan.csv").write_text("x,y,z,w\n1,2,3,4\nnan,2,3,5\n")
+    run = cli("build", "points", tmp_path / "nan.csv", tmp_path / "a.zv")
+    assert run.rc == 2
+    assert_one_failure_line(run.err, "write", "InputError", "positions row 1 is not finite (NaN or infinity); "
+                            f"nothing was written; input: {tmp_path / 'nan.csv'}")
+    (tmp_path / "flat.ply").write_text("ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\n"
+                                       "property float z\nelement face 0\nproperty list uchar int vertex_indices\n"
+                                       "end_header\n0 0 0\n1 0 0\n0 1 0\n")
+    run = cli("build", "mesh", tmp_path / "flat.ply", tmp_path / "b.zv")
+    assert_one_failure_line(run.err, "write", "InputError", f"{str(tmp_path / 'flat.ply')!r}: holds no faces")
+    assert run.err.count("flat.ply") == 1, run.err
+
+
 def test_a_stage_failure_is_one_line_and_crosses_processes():
     """A detached job's StageFailedError is pickled back to the scheduler; distributed's
     cancellation reports span lines; an empty message still says what it was."""
