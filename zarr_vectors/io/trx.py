@@ -25,9 +25,12 @@ space from ``reference`` (a NIfTI image or TRK file), else ``affine`` / ``dimens
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -40,6 +43,48 @@ GROUP = "group."
 DPG = "dpg."
 
 
+class _LastResortExceptTrx(logging.Handler):
+    """On a root logger that has no handler: drops trx-python's own records and hands every
+    other record that meets no other handler to ``logging.lastResort``, as before."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import trx
+
+        self._package = os.path.dirname(trx.__file__) + os.sep
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.pathname.startswith(self._package):
+            return
+        logger: logging.Logger | None = logging.getLogger(record.name)
+        while logger is not None:  # the handlers this record met besides this one (logging's own count)
+            if any(h is not self for h in logger.handlers):
+                return
+            logger = logger.parent if logger.propagate else None
+        if logging.lastResort is not None and record.levelno >= logging.lastResort.level:
+            logging.lastResort.handle(record)
+
+
+@contextmanager
+def _root_unset() -> Iterator[None]:
+    """trx-python logs through ``logging.error()`` and its kin, which call ``logging.basicConfig()``
+    when the root logger has no handler: reading a TRX printed ``ERROR:root:...`` beside the
+    read's own warning (which names the members it passed over), and a read or a write left every
+    library's records printed that way in the user's process for good.  A root logger without
+    handlers is lent one while trx-python runs; a configured one is the user's choice."""
+    root = logging.getLogger()
+    if root.handlers:
+        yield
+        return
+    handler = _LastResortExceptTrx()
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+
+
+@_root_unset()
 def read(path: str, **options: Any) -> Geometry:
     """Read a TRX file or directory, memory-mapped (no options)."""
     import zipfile
@@ -157,6 +202,7 @@ def _parts(seq: Any, n_vertices: int, path: str) -> tuple[np.ndarray, np.ndarray
     return data, offsets
 
 
+@_root_unset()
 def write(
     path: str,
     data: Any,

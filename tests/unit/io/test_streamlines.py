@@ -281,6 +281,40 @@ def test_trx_members_trx_python_passes_over_are_named(tmp_path):
     assert sorted(got.object_attributes) == ["dpg.CST.colour", "dpg.CST.mean_fa", "group.CST", "group.empty", "weight"]
 
 
+def test_trx_read_and_write_leave_an_unconfigured_logging_unconfigured(tmp_path):
+    """Regression: trx-python's ``logging.error()`` on a member it passes over (and a
+    ``logging.debug()`` in its constructor, on write) configured the root logger
+    (``basicConfig``): ``ERROR:root:`` on stderr beside our own warning, and every later record
+    of any library printed that way.  A fresh process, so logging starts unconfigured;
+    a record of another logger during the read still reaches stderr as it would have."""
+    import subprocess
+    import sys
+    import textwrap
+
+    path = _trx_member_changed(tmp_path, "dps/weight.float32", "dps/weight.float32", WEIGHT)
+    (tmp_path / "d.trx" / "dvp").mkdir()
+    (tmp_path / "d.trx" / "dvp" / "fa2.float32").write_bytes(FA.tobytes())
+    child = textwrap.dedent(f"""
+        import logging
+        import trx.trx_file_memmap as tmm
+        from zarr_vectors.io import trx
+
+        load = tmm.load_from_directory
+        def load_logging_elsewhere(*args, **kwargs):
+            logging.getLogger("elsewhere").warning("a record of another library")
+            return load(*args, **kwargs)
+        tmm.load_from_directory = load_logging_elsewhere
+        got = trx.read({path!r})
+        tmm.load_from_directory = load
+        trx.write({str(tmp_path / "back.trx")!r}, got)  # trx-python's constructor logs too
+        print(got.dropped, logging.getLogger().handlers)
+    """)
+    run = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == "('member dvp/fa2.float32',) []", run.stdout
+    assert run.stderr == "a record of another library\n", run.stderr
+
+
 def test_trx_float16_positions_read_as_float32(tmp_path):
     """Regression (hunt): TRX allows float16 positions; the write refused their dtype."""
     half = POS.astype(np.float16)
