@@ -66,6 +66,21 @@ def test_graph_edges_out_of_range(tmp_path, edges, texts):
     refuses(tmp_path, "graph", InputError, *texts, edges=np.array(edges))
 
 
+@pytest.mark.parametrize("kind", ["graph", "mesh", "skeleton", "polyline"])
+def test_positions_are_checked_before_the_records_measured_against_them(tmp_path, kind):
+    """Regression (hunt): 1-D positions were reported as the records' fault ("faces ... outside
+    0..-1", "parents must have shape (0,)", "offsets must end at 0")."""
+    refuses(tmp_path, kind, InputError, "positions must have shape (n, ndim), found (6,)", positions=POS[:, 0])
+    refuses(tmp_path, kind, InputError, "positions is not an array of numbers", positions=[[0, 0, 0], [1, 1]])
+
+
+def test_ragged_records_and_attribute_mappings_are_named(tmp_path):
+    """Regressions (hunt): numpy's "inhomogeneous shape" ValueError, an AttributeError on a list."""
+    refuses(tmp_path, "mesh", InputError, "faces is not an array of numbers", faces=[[0, 1, 2], [0, 1, 2, 3]])
+    refuses(tmp_path, "graph", InputError, "edge_attributes must be a mapping of names to columns, found list",
+            edge_attributes=[("w", np.ones(5))])
+
+
 def test_dask_records_are_checked_per_block_before_anything_is_written(tmp_path):
     import dask.array as da
 

@@ -873,6 +873,8 @@ def test_zarr_python_reads_our_cells(tmp_path, compressor):
 def test_plan_write_as_the_readme_shows_it():
     positions = np.random.default_rng(0).uniform(0, 1000, (10_000, 3)).astype("float32")
     plan = zv.plan_write(positions, options=zv.WriteOptions(chunk_shape=250))
+    with pytest.raises(zv.InputError, match="plan_write: options must be a WriteOptions, found NoneType"):
+        zv.plan_write(positions, options=None)  # regression (hunt): AttributeError
     summary = plan.summary()
     assert summary["vertices"] == 10_000 and summary["cells"] == 64 and summary["grid"]["shape"] == [4, 4, 4]
     assert sum(o["rows"] for o in summary["owners"]) == 10_000

@@ -106,7 +106,10 @@ def test_points_on_the_bounds_are_inside(tmp_path):
 
 @pytest.mark.parametrize(
     ("bounds", "text"),
-    [([[0, 0], [1, 1]], "bounds must be [min[3], max[3]]"), ([[5, 0, 0], [1, 1, 1]], "min <= max"), ([[0, 0, np.nan], [1, 1, 1]], "bounds")],
+    [([[0, 0], [1, 1]], "bounds must be [min[3], max[3]]"), ([[5, 0, 0], [1, 1, 1]], "min <= max"),
+     ([[0, 0, np.nan], [1, 1, 1]], "bounds"),
+     # regressions (hunt): numpy's own errors, naming no argument
+     ("abc", "bounds is not an array of numbers"), ({"lo": 0}, "bounds is not an array of numbers")],
 )
 def test_bad_bounds_argument(tmp_path, bounds, text):
     refuses(tmp_path, InputError, text, bounds=bounds)
@@ -119,6 +122,7 @@ def test_bad_bounds_argument(tmp_path, bounds, text):
         (POS.astype("f2"), "positions dtype float16 is unsupported"),
         (POS[:, 0], "positions must have shape (n, ndim)"),
         (np.zeros((3, 0)), "positions must have shape (n, ndim)"),
+        ([[0, 0, 0], [1, 1]], "positions is not an array of numbers"),  # regression (hunt): numpy's ValueError
     ],
 )
 def test_bad_positions_array(tmp_path, positions, text):
@@ -145,6 +149,12 @@ def test_empty_positions(tmp_path):
         ({"bin_shape": 100}, "does not divide chunk_shape"),
         ({"bin_shape": [25, 25, -25]}, "bin_shape entries must be finite and > 0"),
         ({"bin_shape": 0.01}, "bins per chunk exceeds"),
+        # regressions (hunt): Python's TypeError / ValueError, or a string or bool taken as a number
+        ({"chunk_shape": None}, "chunk_shape must be a number or one number per axis, found None"),
+        ({"chunk_shape": [50, "a", 50]}, "chunk_shape must be a number or one number per axis"),
+        ({"chunk_shape": "50"}, "chunk_shape must be a number or one number per axis, found '50'"),
+        ({"chunk_shape": True}, "chunk_shape must be a number or one number per axis, found True"),
+        ({"bin_shape": [25, None, 25]}, "bin_shape must be a number or one number per axis"),
     ],
 )
 def test_bad_chunk_or_bin_shape(tmp_path, kw, text):
@@ -169,6 +179,15 @@ def test_bad_chunk_or_bin_shape(tmp_path, kw, text):
         ({"": np.zeros(5)}, ["invalid attribute name ''"]),
         ({"a\tb": np.zeros(5)}, ["invalid attribute name 'a\\tb'", "no control character"]),
         ({"a\x00": np.zeros(5)}, ["invalid attribute name 'a\\x00'"]),
+        # regressions (hunt): written and validated, never read back (listings skip '.tmp-' names) ...
+        ({".tmp-mass": np.zeros(5)}, ["invalid attribute name '.tmp-mass'", "names beginning '.tmp-'"]),
+        # ... or failing half-way through the write, leaving an empty store that read and validated
+        ({"zarr.json": np.zeros(5)}, ["invalid attribute name 'zarr.json'"]),
+        ({"\ud800": np.zeros(5)}, ["not encodable as UTF-8"]),
+        ({"y" * 256: np.zeros(5)}, ["256 bytes in UTF-8, more than the 255"]),
+        ({"é" * 128: np.zeros(5)}, ["256 bytes in UTF-8"]),
+        # float128 passed the dtype-kind check into a store no reader opens
+        ({"ld": np.zeros(5, np.longdouble)}, ["attribute 'ld'", f"unsupported dtype {np.dtype(np.longdouble)}"]),
     ],
 )
 def test_bad_vertex_attribute(tmp_path, attributes, texts):
@@ -238,6 +257,44 @@ def test_object_attribute_without_absence_sentinel_names_it(tmp_path):
 
 def test_unsupported_compressor(tmp_path):
     refuses(tmp_path, InputError, "unsupported compressor 'lz4'", compressor="lz4")
+    refuses(tmp_path, InputError, "unsupported compressor {'id': 'zstd'}", compressor={"id": "zstd"})
+    # regression (hunt): a MetadataError pointing into '<argument>'
+    refuses(tmp_path, InputError, "compressor {'name': 'zstd', 'configuration': {'level': 99}}: ",
+            compressor={"name": "zstd", "configuration": {"level": 99}})
+
+
+def test_gzip_compressor_by_name_as_documented(tmp_path):
+    """Regression (hunt): WriteOptions said "gzip"; only the codec object was taken."""
+    zv.write_points(str(tmp_path / "g.zv"), POS, chunk_shape=50, compressor="gzip")
+    codecs = json.loads((tmp_path / "g.zv" / "0" / "vertices" / "zarr.json").read_text())["codecs"]
+    assert {"name": "gzip", "configuration": {"level": 5}} in codecs
+    np.testing.assert_array_equal(np.sort(zv.read(str(tmp_path / "g.zv")).positions, axis=0), np.sort(POS, axis=0))
+
+
+@pytest.mark.parametrize(("kw", "text"), [
+    ({"attributes": [("a", np.zeros(5))]}, "attributes must be a mapping of names to columns, found list"),
+    ({"storage_options": 5}, "storage_options must be a mapping of option names to values, found 5"),
+    ({"compressor": 5}, "compressor must be a name, a codec object or None, found 5"),
+])  # fmt: skip
+def test_arguments_of_the_wrong_type_are_named(tmp_path, kw, text):
+    """Regressions (hunt): AttributeError / TypeError from deep inside, naming no argument."""
+    refuses(tmp_path, InputError, text, **kw)
+
+
+@pytest.mark.parametrize("url", [None, b"/tmp/x.zv"])
+def test_a_store_url_that_is_no_string_or_path_is_named(tmp_path, url):
+    with pytest.raises(InputError, match="a store URL is a string or a path, found"):
+        zv.write_points(url, POS, chunk_shape=50)
+
+
+def test_a_store_path_below_a_file_is_named(tmp_path):
+    """Regression (hunt): NotADirectoryError from the first write, naming a temporary file."""
+    (tmp_path / "data.csv").write_text("x")
+    with pytest.raises(InputError, match=r"data\.csv/out\.zv' is below '.*data\.csv', which is not a directory"):
+        zv.write_points(str(tmp_path / "data.csv" / "out.zv"), POS, chunk_shape=50)
+    with pytest.raises(InputError, match=r"data\.csv' is not a directory"):
+        zv.write_points(str(tmp_path / "data.csv"), POS, chunk_shape=50, overwrite=True)
+    assert sorted(os.listdir(tmp_path)) == ["data.csv"] and (tmp_path / "data.csv").read_text() == "x"
 
 
 # ---------------------------------------------------------------------------
@@ -305,7 +362,8 @@ def test_overwrite_with_oversized_cell_keeps_the_old_store(existing, monkeypatch
     assert tree(path) == before
 
 
-@pytest.mark.parametrize("stranger", ["notes.txt", "sub/keep.txt", ".git/HEAD", "01/x"])
+@pytest.mark.parametrize("stranger", ["notes.txt", "sub/keep.txt", ".git/HEAD", "01/x",
+                                      "0/results.csv", "1/run/log.txt"])  # a folder of numbered runs
 def test_overwrite_never_empties_what_is_not_a_store(tmp_path, stranger):
     """Regression (hunt): ``overwrite`` deleted whatever the path held -- pointed at a project
     directory it emptied it, the build's own input included.  A store's top holds its levels,
@@ -313,10 +371,31 @@ def test_overwrite_never_empties_what_is_not_a_store(tmp_path, stranger):
     path = tmp_path / "here"
     (path / stranger).parent.mkdir(parents=True, exist_ok=True)
     (path / stranger).write_text("keep")
-    (path / "0").mkdir()  # with a level beside it, as a store written into a used directory would have
+    (path / "0").mkdir(exist_ok=True)  # with a level beside it, as a store written into a used directory would have
     with pytest.raises(InputError, match=r"which no Zarr Vectors store holds: not deleting it"):
         zv.write_points(str(path), POS, chunk_shape=50, overwrite=True)
     assert (path / stranger).read_text() == "keep"
+
+
+@pytest.mark.parametrize("value", ["False", "no", 1, None])
+def test_overwrite_takes_only_true_or_false(existing, value):
+    """Regression (hunt): any truthy value -- ``overwrite="False"`` -- replaced the store."""
+    path, before = existing
+    with pytest.raises(InputError, match=f"overwrite must be True or False, found {value!r}"):
+        zv.write_points(str(path), POS[:2], chunk_shape=10, overwrite=value)
+    assert tree(path) == before
+
+
+def test_overwrite_never_empties_another_zarr(tmp_path):
+    """Regression (hunt): an OME-Zarr image has a root zarr.json and numbered levels, as a store
+    does; ``overwrite=True`` deleted it."""
+    image = zarr.open_group(str(tmp_path / "image.ome.zarr"), mode="w")
+    image.attrs["ome"] = {"multiscales": [{"datasets": [{"path": "0"}]}]}
+    image.create_array("0", shape=(8, 8), dtype="u1")[:] = 7
+    before = tree(tmp_path / "image.ome.zarr")
+    with pytest.raises(InputError, match=r"holds 'zarr.json \(not a Zarr Vectors root document\)'"):
+        zv.write_points(str(tmp_path / "image.ome.zarr"), POS, chunk_shape=50, overwrite=True)
+    assert tree(tmp_path / "image.ome.zarr") == before
 
 
 def test_overwrite_replaces_a_half_written_store(tmp_path):

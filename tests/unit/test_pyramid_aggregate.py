@@ -129,6 +129,8 @@ def test_bad_aggregate_arguments_are_refused_before_writing(tmp_path):
         zv.build_pyramid(str(store), factors=[2], aggregate={"nope": "mean"})
     with pytest.raises(InputError, match="must be one of"):
         zv.build_pyramid(str(store), factors=[2], aggregate={"w": "median"})
+    with pytest.raises(InputError, match="aggregate must map vertex attribute names to reductions, found 'mean'"):
+        zv.build_pyramid(str(store), factors=[2], aggregate="mean")  # regression (hunt): dict()'s ValueError
     assert zv.open_store(str(store)).level_numbers() == [0]
 
 

@@ -93,6 +93,8 @@ def test_open_store_and_get_resolution_level(tmp_path):
     assert level.bin_shape == (5.0, 5.0)  # from the NGFF translation x 2
     with pytest.raises(InputError, match=r"no level 3 \(levels: \[0\]\)"):
         zv.get_resolution_level(store, 3)
+    # regression (hunt): given a store's path, as open_store is, it raised AttributeError
+    assert zv.get_resolution_level(str(tmp_path / "s.zv"), 0).meta == level.meta
 
 
 def test_open_store_accepts_storage_and_file_url(tmp_path):

@@ -24,6 +24,7 @@ __all__ = [
     "LEVEL_NAME",
     "ROOT_EXTRAS",
     "SELF_SEGMENT",
+    "TEMP_PREFIX",
     "WORKING_PREFIX",
     "format_chunk_key",
     "format_delta",
@@ -48,6 +49,13 @@ ROOT_EXTRAS = ("parametric", "headers")
 
 WORKING_PREFIX = ".zv-"
 """This implementation's own working entries in a store (the sharder's staging area)."""
+
+TEMP_PREFIX = ".tmp-"
+"""A local or fsspec write's temporary file beside its object, renamed over it when whole:
+listings and walks skip such names, so no node of a store may take one."""
+
+MAX_NAME_BYTES = 255
+"""Longest path segment, in UTF-8 bytes, the common file systems hold (ext4, XFS, APFS, NTFS)."""
 
 SELF_SEGMENT = "self"
 """The offsets segment of a ``link_width == 1`` family: no other endpoint to locate."""
@@ -170,11 +178,24 @@ def check_name(name: object, what: str) -> str:
     """A name that becomes one path segment of the store (an attribute's): not empty, no ``/``,
     not ``.`` or ``..``, and no control character -- a tab or a NUL in a key is one that
     obstore cannot list and some file systems cannot hold, so a write failed half-way (or
-    untyped) where it is refused here."""
+    untyped) where it is refused here; nor one the store cannot hold or would not list again:
+    not UTF-8 (a lone surrogate), longer than :data:`MAX_NAME_BYTES`, ``zarr.json`` (its
+    group's own document) or a :data:`TEMP_PREFIX` name (written, validated, never read)."""
     if not isinstance(name, str) or not name or "/" in name or name in (".", "..") or \
             any(c < " " or c == "\x7f" for c in name):
         raise InputError(f"invalid {what} name {name!r}: a name is one path segment of the store "
                          "(not empty, no '/', not '.' or '..', no control character)")
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InputError(f"invalid {what} name {name!r}: not encodable as UTF-8 (a lone surrogate), as every "
+                         "store key is") from None
+    if size > MAX_NAME_BYTES:
+        raise InputError(f"invalid {what} name {name[:40]!r}...: {size} bytes in UTF-8, more than the "
+                         f"{MAX_NAME_BYTES} a file system holds in one path segment")
+    if name == "zarr.json" or name.startswith(TEMP_PREFIX):
+        raise InputError(f"invalid {what} name {name!r}: 'zarr.json' and names beginning {TEMP_PREFIX!r} are the "
+                         "store's own (a group's document, a write's temporary files)")
     return name
 
 

@@ -271,6 +271,13 @@ FLOAT_DTYPES = ("float16", "float32", "float64")
 INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 ATTRIBUTE_DTYPES = ("bool", *INT_DTYPES, *FLOAT_DTYPES)
 """Names a grid attribute's ``dtype`` may take (numpy names, always stored little endian)."""
+
+
+def attribute_dtype_problem(dtype: Any) -> str | None:
+    """What keeps values of ``dtype`` (either byte order) from being an attribute, or None: a
+    check of the ``kind`` alone let float128 into a store that no reader opens."""
+    dt = np.dtype(dtype)
+    return None if dt.name in ATTRIBUTE_DTYPES else f"unsupported dtype {dt} (one of {', '.join(ATTRIBUTE_DTYPES)})"
 MAX_ROW_BYTES = 2**32 - 1
 """Largest row a grid cell can hold: the vlen framing's u32 item length (§2.2)."""
 

@@ -118,6 +118,8 @@ def _check_scale(scale: Any, ndim: int, i: int) -> tuple[int, ...]:
 def _aggregation(level: Level, aggregate: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
     """Each level-0 vertex attribute's reduction (D22): as asked, else by dtype; unknown names refused."""
     names = sorted(n for n in level.children("vertex_attributes"))
+    if aggregate is not None and not isinstance(aggregate, Mapping):
+        raise InputError(f"aggregate must map vertex attribute names to reductions, found {aggregate!r}")
     asked = dict(aggregate or {})
     unknown = sorted(set(asked) - set(names))
     if unknown:

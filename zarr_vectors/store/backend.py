@@ -36,6 +36,7 @@ from zarr_vectors.errors import (
     StorageRequestError,
     ZarrVectorsError,
 )
+from zarr_vectors.format.paths import TEMP_PREFIX
 from zarr_vectors.store.accounting import ContextExecutor, count_contract
 from zarr_vectors.store.localfs import Listing, SafeRoot
 
@@ -191,7 +192,9 @@ class RangeRequest(NamedTuple):
 
 def _split_url(url: str | os.PathLike[str]) -> tuple[str, str]:
     """Return ``(protocol, root path)`` for a local path or an fsspec URL."""
-    text = os.fspath(url)
+    text = os.fspath(url) if isinstance(url, (str, os.PathLike)) else None
+    if not isinstance(text, str):
+        raise InputError(f"a store URL is a string or a path, found {type(url).__name__}: {url!r}")
     if not text:
         raise InputError("store URL is empty")
     if "://" not in text:
@@ -461,6 +464,16 @@ class LocalStorage(Storage):
     def full_path(self, key: str) -> str:
         return self._fs.path(key)
 
+    def probe(self) -> None:
+        """A store's path must be a directory, or be made one: a path at or below a regular file
+        (``data.csv/out.zv``) is said now, not as ``NotADirectoryError`` from the first write."""
+        path = self.root
+        while not os.path.lexists(path) and os.path.dirname(path) != path:
+            path = os.path.dirname(path)
+        if os.path.lexists(path) and not os.path.isdir(path):
+            where = "is" if path == self.root else f"is below {path!r}, which is"
+            raise InputError(f"store path {self.url!r} {where} not a directory")
+
     def get(self, key: str) -> bytes | None:
         return self._fs.read(key)
 
@@ -479,7 +492,7 @@ class LocalStorage(Storage):
         return self._fs.parent(key) and os.path.lexists(self._fs.path(key))
 
     def list_dir(self, prefix: str) -> list[str]:
-        return sorted(n for n in self._fs.list_dir(prefix) if n and not n.startswith(".tmp-"))
+        return sorted(n for n in self._fs.list_dir(prefix) if n and not n.startswith(TEMP_PREFIX))
 
     def list_files(self, prefix: str) -> list[str]:
         return sorted(self._fs.walk(prefix).sizes)
@@ -491,7 +504,7 @@ class LocalStorage(Storage):
         return self._fs.walk()
 
     def put(self, key: str, data: bytes) -> None:
-        fd, tmp = self._fs.create_temp(key, f".tmp-{uuid.uuid4().hex}")
+        fd, tmp = self._fs.create_temp(key, f"{TEMP_PREFIX}{uuid.uuid4().hex}")
         try:
             view = memoryview(data)
             while view:

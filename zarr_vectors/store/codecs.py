@@ -39,6 +39,8 @@ BLOSC_DEFAULT: dict[str, Any] = {
         "blocksize": 0,
     },
 }
+GZIP_DEFAULT: dict[str, Any] = {"name": "gzip", "configuration": {"level": 5}}
+_SHORT_NAMES = {"zstd": ZSTD_DEFAULT, "blosc": BLOSC_DEFAULT, "gzip": GZIP_DEFAULT}
 _BLOSC_SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 
 
@@ -46,16 +48,17 @@ def compressor_config(compressor: str | dict[str, Any] | None) -> dict[str, Any]
     """Normalise the user's ``compressor`` argument to a codec JSON object (or None)."""
     if compressor is None or compressor == "none":
         return None
-    if compressor == "zstd":
-        return ZSTD_DEFAULT
-    if compressor == "blosc":
-        return BLOSC_DEFAULT
-    if isinstance(compressor, dict) and compressor.get("name") in ("zstd", "blosc", "gzip"):
-        Compressor.from_config(compressor, file="<argument>")  # validates
+    if isinstance(compressor, str) and compressor in _SHORT_NAMES:
+        return _SHORT_NAMES[compressor]
+    if isinstance(compressor, dict) and compressor.get("name") in _SHORT_NAMES:
+        try:
+            Compressor.from_config(compressor, file="<argument>")  # validates
+        except MetadataError as exc:
+            raise InputError(f"compressor {compressor!r}: {exc}") from None
         return compressor
     raise InputError(
-        f"unsupported compressor {compressor!r}: use 'zstd' (default), 'blosc', 'none', "
-        "or a zstd/blosc/gzip codec object"
+        f"unsupported compressor {compressor!r}: use 'zstd' (default), 'blosc', 'gzip', 'none', or a Zarr v3 "
+        "codec object {'name': 'zstd' | 'blosc' | 'gzip', 'configuration': {...}}"
     )
 
 

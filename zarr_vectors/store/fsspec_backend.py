@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from zarr_vectors import config
 from zarr_vectors.errors import InputError, StorageRequestError, StoreNotFoundError, ZarrVectorsError
+from zarr_vectors.format.paths import TEMP_PREFIX
 from zarr_vectors.store.backend import (
     BODY_STEP,
     Storage,
@@ -272,7 +273,7 @@ class FsspecStorage(Storage):
             except (FileNotFoundError, NotADirectoryError):
                 return []
         names = [posixpath.basename(str(e).rstrip("/")) for e in self._below(path, entries)]
-        return sorted(n for n in names if n and not n.startswith(".tmp-"))
+        return sorted(n for n in names if n and not n.startswith(TEMP_PREFIX))
 
     @_fsspec_listing
     def list_files(self, prefix: str) -> list[str]:

@@ -21,7 +21,7 @@ from zarr_vectors.errors import (
     ZarrVectorsError,
 )
 from zarr_vectors.format.metadata import GEOMETRY_TYPES, LevelMetadata, RootMetadata
-from zarr_vectors.format.paths import LEVEL_NAME, ROOT_EXTRAS, WORKING_PREFIX
+from zarr_vectors.format.paths import LEVEL_FAMILIES, LEVEL_NAME, ROOT_EXTRAS, WORKING_PREFIX
 from zarr_vectors.format.schema import KNOWN_CAPABILITIES, PLAIN, Expected, expected_node
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.consolidated import check_level_copy, inline_entries
@@ -361,8 +361,9 @@ def _opened(storage: Storage, raw: bytes | None) -> ZVStore:
     return ZVStore(storage, RootMetadata.from_attributes(attrs, file="zarr.json"), consolidated=inline_entries(doc))
 
 
-def get_resolution_level(store: ZVStore, level: int) -> Level:
-    return store.level(level)
+def get_resolution_level(store: ZVStore | str | os.PathLike[str], level: int) -> Level:
+    """Level ``level`` of ``store``: an open store, or the URL or path of one (opened here)."""
+    return (store if isinstance(store, ZVStore) else open_store(store)).level(level)
 
 
 def prepare_location(storage: Storage, *, overwrite: bool) -> None:
@@ -386,16 +387,35 @@ def prepare_location(storage: Storage, *, overwrite: bool) -> None:
 
 
 def refuse_foreign_entries(storage: Storage, names: Sequence[str]) -> None:
-    """Refuse to overwrite a location whose top holds what no store holds (``names``, its
+    """Refuse to overwrite a location that holds what no store holds (``names``, its top's
     listing): a wrong path -- a home or project directory, an input's folder -- is not emptied.
-    A half-written store passes: levels, ``zarr.json`` and our working entries only."""
+    A store passes: levels, ``zarr.json`` and our working entries only, its root document a Zarr
+    Vectors one -- or, for a write stopped before that document, each level folder holding only
+    a level's nodes: a folder of numbered runs, or an OME-Zarr image, has the same top names."""
     ours = ("zarr.json", *ROOT_EXTRAS)
     foreign = [n for n in names if not (LEVEL_NAME.fullmatch(n) or n in ours or n.startswith(WORKING_PREFIX))]
+    if not foreign:
+        foreign = _foreign_below(storage, names)
     if foreign:
         raise InputError(
             f"{storage.url!r} holds {', '.join(map(repr, foreign[:3]))}{' ...' if len(foreign) > 3 else ''}, "
             "which no Zarr Vectors store holds: not deleting it to overwrite (is this the store's path?)"
         )
+
+
+def _foreign_below(storage: Storage, names: Sequence[str]) -> list[str]:
+    """What a location whose top names are a store's holds that no store does (one GET, or one
+    listing per level folder, made only to overwrite)."""
+    if "zarr.json" in names:
+        try:
+            attrs = load_document(storage.get("zarr.json") or b"", file="zarr.json").get("attributes")
+        except MetadataError:
+            attrs = None
+        ours = isinstance(attrs, dict) and "zarr_vectors" in attrs
+        return [] if ours else ["zarr.json (not a Zarr Vectors root document)"]
+    levels = [n for n in names if LEVEL_NAME.fullmatch(n)]
+    return [f"{level}/{name}" for level, below in zip(levels, storage.list_dirs(levels)) for name in below
+            if name != "zarr.json" and name not in LEVEL_FAMILIES]
 
 
 def create_store(

@@ -28,6 +28,7 @@ from zarr_vectors.errors import ArrayError, EncodingError, InputError
 from zarr_vectors.format import bounds
 from zarr_vectors.format.links import Chunk, LinkPartition, LinkPolicy, OffsetsT
 from zarr_vectors.format.paths import format_chunk_key, link_attributes_group_path
+from zarr_vectors.format.schema import attribute_dtype_problem
 from zarr_vectors.store.codecs import ZSTD_DEFAULT, compressor_config
 from zarr_vectors.store.grid import GridArray, read_cells_many, write_cells_many
 from zarr_vectors.store.groups import Level
@@ -49,8 +50,6 @@ from zarr_vectors.store.link_family import (
     require_policy,
 )
 from zarr_vectors.store.nodes import group_document, read_node, write_node
-
-_ATTRIBUTE_KINDS = "biuf"
 
 
 @dataclass(frozen=True)
@@ -208,8 +207,8 @@ def attribute_values(values: ArrayLike, name: str) -> np.ndarray:
     arr = np.asarray(values)
     if arr.ndim == 0:
         raise InputError(f"link attribute {name!r}: values must have one row per link record")
-    if arr.dtype.kind not in _ATTRIBUTE_KINDS:
-        raise InputError(f"link attribute {name!r}: dtype {arr.dtype} is not bool, integer or float")
+    if problem := attribute_dtype_problem(arr.dtype):
+        raise InputError(f"link attribute {name!r} has {problem}")
     return np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<"))
 
 
@@ -233,8 +232,8 @@ def compose_link_attribute(
     """``created`` with the link attribute ``name``: one array per offsets array, on its grid
     (what :func:`create_link_attribute_arrays` would create; nothing is written)."""
     dt = np.dtype(dtype).newbyteorder("<")
-    if dt.kind not in _ATTRIBUTE_KINDS:
-        raise InputError(f"link attribute {name!r}: dtype {dt} is not bool, integer or float")
+    if problem := attribute_dtype_problem(dt):
+        raise InputError(f"link attribute {name!r} has {problem}")
     comp = compressor_config(compressor)
     shape = tuple(int(x) for x in row_shape)
     if any(x < 1 for x in shape):
@@ -313,8 +312,8 @@ def create_link_attribute_arrays(
     """
     policy = require_policy(level, delta)
     dt = np.dtype(dtype).newbyteorder("<")
-    if dt.kind not in _ATTRIBUTE_KINDS:
-        raise InputError(f"link attribute {name!r}: dtype {dt} is not bool, integer or float")
+    if problem := attribute_dtype_problem(dt):
+        raise InputError(f"link attribute {name!r} has {problem}")
     if partition is not None:
         check_partition_policy(level, partition)
         segments = list(zip(partition.segments, partition.segment_offsets))

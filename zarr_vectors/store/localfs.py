@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 from zarr_vectors import config
 from zarr_vectors.errors import ResourceLimitError, StorageObjectError
+from zarr_vectors.format.paths import TEMP_PREFIX
 
 __all__ = ["Listing", "SafeRoot", "check_key", "kind_of"]
 
@@ -240,7 +241,7 @@ class SafeRoot:
                     continue
                 lead = f"{dkey}/" if dkey else ""
                 for entry in entries:
-                    if entry.name.startswith(".tmp-"):
+                    if entry.name.startswith(TEMP_PREFIX):
                         continue
                     key = lead + entry.name
                     if entry.is_dir(follow_symlinks=False):

@@ -31,6 +31,7 @@ from obstore.store import S3Store
 
 from zarr_vectors import config
 from zarr_vectors.errors import InputError, StorageRequestError, StoreNotFoundError
+from zarr_vectors.format.paths import TEMP_PREFIX
 from zarr_vectors.store.backend import (
     BODY_STEP,
     Storage,
@@ -269,7 +270,7 @@ class ObstoreStorage(Storage):
         itself = (self._list_prefix(prefix) or "").rstrip("/")
         names = [posixpath.basename(p.rstrip("/")) for p in found["common_prefixes"]]
         names += [posixpath.basename(o["path"]) for o in found["objects"] if o["path"] != itself]
-        return sorted(n for n in set(names) if n and not n.startswith(".tmp-"))
+        return sorted(n for n in set(names) if n and not n.startswith(TEMP_PREFIX))
 
     async def _delimited(self, client: S3Store, prefix: str) -> Any:
         """One delimited listing, ended after ``zarr_vectors.s3.listing-timeout`` seconds, its

@@ -43,6 +43,7 @@ from zarr_vectors.format.coarsen import unique_sorted
 from zarr_vectors.format.links import LinkCounts, LinkPartition, make_policy, partition_records_by_rank
 from zarr_vectors.format.paths import check_name, format_offsets, intra_offsets
 from zarr_vectors.format.points import stable_order, take_rows
+from zarr_vectors.format.schema import attribute_dtype_problem
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.groups import Level, create_store, empty_level
 from zarr_vectors.store.link_cells import (
@@ -78,7 +79,7 @@ def _records_in(records: Any, n: int, *, what: str, width: int | None = None) ->
     if is_dask_array(records):
         topology.check_record_shape(records, what=what, width=width)
         return records
-    return topology.check_records(records, n, what=what, width=width)
+    return topology.check_records(vx.input_array(records, what, dask=False), n, what=what, width=width)
 
 
 def _check_policy(directed: Any, store: Any) -> None:
@@ -91,14 +92,14 @@ def _check_policy(directed: Any, store: Any) -> None:
 def _check_record_attributes(values: Mapping[str, Any] | None, m: int, what: str) -> dict[str, Any]:
     """Attribute columns (numpy or dask), one row per record."""
     out = {}
-    for name, value in (values or {}).items():
+    for name, value in vx.mapping_argument(values, what.replace(" ", "_") + "s").items():  # the argument
         check_name(name, what)
-        arr = value if is_dask_array(value) else np.asarray(value)
+        arr = vx.input_array(value, f"{what} {name!r}")
         if arr.ndim not in (1, 2) or arr.shape[0] != m or (arr.ndim == 2 and arr.shape[1] < 1):
             raise InputError(f"{what} {name!r} has shape {arr.shape}; expected ({m},) or ({m}, channels), one row "
                              "per record and at least one channel")
-        if arr.dtype.kind not in vx.ATTRIBUTE_KINDS:
-            raise InputError(f"{what} {name!r} has unsupported dtype {arr.dtype} (numeric or bool only)")
+        if problem := attribute_dtype_problem(arr.dtype):
+            raise InputError(f"{what} {name!r} has {problem}")
         out[name] = arr
     return out
 
@@ -456,7 +457,8 @@ def write_graph(
     """
     opts = WriteOptions.resolve("write_graph", options, shared)
     _check_policy(directed, store)
-    n = int(np.shape(positions)[0]) if np.ndim(positions) == 2 else 0
+    positions = vx.check_positions(positions)  # first: the record checks count its rows
+    n = int(positions.shape[0])
     rec = _records_in(edges, n, what="edges", width=2)
     return write_linked(
         url, "graph", positions,
@@ -485,7 +487,8 @@ def write_mesh(
     ``faces`` numpy or dask, as the edges of :func:`write_graph`.
     """
     opts = WriteOptions.resolve("write_mesh", options, shared)
-    n = int(np.shape(positions)[0]) if np.ndim(positions) == 2 else 0
+    positions = vx.check_positions(positions)  # first: the record checks count its rows
+    n = int(positions.shape[0])
     rec = _records_in(faces, n, what="faces")
     if rec.shape[1] < 3:
         raise InputError(f"faces must have at least 3 vertices each, found {rec.shape[1]}")
@@ -539,8 +542,8 @@ def write_skeleton(
     depth-first order.
     """
     opts = WriteOptions.resolve("write_skeleton", options, shared)
-    pos = positions if is_dask_array(positions) else np.asarray(positions)
-    n = int(pos.shape[0]) if pos.ndim == 2 else 0
+    pos = vx.check_positions(positions)  # first: the parents are checked against its rows
+    n = int(pos.shape[0])
     par = topology.check_parents(parents, n)
     order = topology.depth_first_order(par)
     rank = np.empty(n, dtype=np.int64)
@@ -611,7 +614,8 @@ def write_polylines(
     opts = WriteOptions.resolve("write_polylines", options, shared)
     if kind not in ("polyline", "streamline", "line"):
         raise InputError(f"kind must be 'polyline', 'streamline' or 'line', found {kind!r}")
-    n = int(np.shape(positions)[0]) if np.ndim(positions) == 2 else 0
+    positions = vx.check_positions(positions)  # first: the record checks count its rows
+    n = int(positions.shape[0])
     off = topology.check_offsets(offsets, n, exact_length=2 if kind == "line" else None)
     ids = _polyline_ids(off, positions)
 

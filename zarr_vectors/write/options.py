@@ -32,9 +32,10 @@ class WriteOptions:
 
     ``chunk_shape`` per axis (or one value for all); ``bin_shape`` the base bin, dividing
     the chunk (default: the chunk); ``bounds`` ``[[lo...], [hi...]]`` the data must fit
-    (default: the data's extent); ``compressor`` ``"zstd"`` / ``"gzip"`` / ``"blosc"``,
-    a numcodecs config or None; ``storage_options`` for fsspec (e.g. an S3
-    ``endpoint_url``); ``overwrite`` replaces an existing store, after every check passed.
+    (default: the data's extent); ``compressor`` ``"zstd"`` / ``"gzip"`` / ``"blosc"`` /
+    ``"none"``, a Zarr v3 codec object (``{"name": "zstd", "configuration": {"level": 3}}``)
+    or None; ``storage_options`` for the storage backend (e.g. an S3 ``endpoint_url``);
+    ``overwrite`` (True or False) replaces an existing store, after every check passed.
     """
 
     chunk_shape: Sequence[float] | float
@@ -43,6 +44,16 @@ class WriteOptions:
     compressor: str | dict[str, Any] | None = "zstd"
     storage_options: Mapping[str, Any] | None = None
     overwrite: bool = False
+
+    def __post_init__(self) -> None:
+        """The settings' types, checked where they are given: ``overwrite="False"`` deleted a store."""
+        if not isinstance(self.overwrite, bool):
+            raise InputError(f"overwrite must be True or False, found {self.overwrite!r}")
+        if self.storage_options is not None and not isinstance(self.storage_options, Mapping):
+            raise InputError(f"storage_options must be a mapping of option names to values, found "
+                             f"{self.storage_options!r}")
+        if self.compressor is not None and not isinstance(self.compressor, (str, Mapping)):
+            raise InputError(f"compressor must be a name, a codec object or None, found {self.compressor!r}")
 
     @classmethod
     def resolve(cls, writer: str, options: WriteOptions | None, keywords: Mapping[str, Any]) -> WriteOptions:

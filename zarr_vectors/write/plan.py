@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.errors import InternalError
+from zarr_vectors.errors import InputError, InternalError
 from zarr_vectors.format.paths import format_chunk_key
 from zarr_vectors.write import vertices as vx
 from zarr_vectors.write.options import WriteOptions
@@ -94,6 +94,8 @@ def plan_write(
     set by the kinds whose vertices always belong to objects (object 0 without ids).
     Every check of the arguments, the bounds and the 4 GiB cell runs here.
     """
+    if not isinstance(options, WriteOptions):
+        raise InputError(f"plan_write: options must be a WriteOptions, found {type(options).__name__}")
     spec, blocks = vx.normalise_vertex_inputs(
         positions,
         chunk_shape=options.chunk_shape,

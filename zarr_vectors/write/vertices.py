@@ -18,10 +18,11 @@ indices into ``(chunk, vi)`` endpoints.
 from __future__ import annotations
 
 import math
+import numbers
 import posixpath
 import sys
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -36,6 +37,7 @@ from zarr_vectors.execution.runner import current_client, task_runs
 from zarr_vectors.format.objects import absence_fill, object_attribute_attributes
 from zarr_vectors.format.paths import check_name, format_chunk_key
 from zarr_vectors.format.points import cells_and_bins, chunk_coords, column_extent, stable_order, take_rows
+from zarr_vectors.format.schema import attribute_dtype_problem
 from zarr_vectors.reconcile import confirm_presence
 from zarr_vectors.store.codecs import compressor_config
 from zarr_vectors.store.grid import MAX_CELL_BYTES, GridArray, write_cells_many
@@ -46,7 +48,6 @@ FragmentMode = Literal["bins", "objects", "runs"]
 
 MAX_BINS_PER_CHUNK = 1 << 20
 MAX_OBJECT_ID = (1 << 26) - 1
-ATTRIBUTE_KINDS = "biuf"
 DENSE_GRID_LIMIT = 1 << 22  # grids up to this many cells are counted with bincount / a lookup table
 
 
@@ -68,6 +69,38 @@ def is_dask_array(x: Any) -> bool:
     """
     module = sys.modules.get("dask.array")
     return module is not None and isinstance(x, module.Array)
+
+
+def input_array(value: Any, what: str, dtype: Any = None, *, dask: bool = True) -> Any:
+    """``value`` as a numpy array (a dask array as it is, where ``dask``): a ragged list, a
+    string or another value numpy cannot make an array of numbers from is an InputError naming
+    the argument, not numpy's own error."""
+    if dask and is_dask_array(value):
+        return value
+    try:
+        arr = np.asarray(value, dtype=dtype)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{what} is not an array of numbers ({exc})") from None
+    return arr
+
+
+def check_positions(positions: Any) -> Any:
+    """``positions`` as an (n, ndim) float32 or float64 array (numpy, or dask as it is)."""
+    pos = input_array(positions, "positions")
+    if pos.ndim != 2 or pos.shape[1] < 1:
+        raise InputError(f"positions must have shape (n, ndim), found {tuple(pos.shape)}")
+    if pos.dtype not in (np.float32, np.float64):
+        raise InputError(f"positions dtype {pos.dtype} is unsupported: pass float32 or float64")
+    return pos
+
+
+def mapping_argument(value: Any, what: str) -> Mapping[str, Any]:
+    """``value`` (None: empty) as the mapping of names to columns it must be."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InputError(f"{what} must be a mapping of names to columns, found {type(value).__name__}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -148,7 +181,11 @@ def block_bounds(lengths: Sequence[int]) -> list[int]:
 
 
 def shape_tuple(value: Sequence[float] | float, ndim: int, what: str) -> tuple[float, ...]:
-    values = (value,) * ndim if np.isscalar(value) else tuple(value)  # type: ignore[arg-type]
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
+    values = (value,) * ndim if np.isscalar(value) else tuple(value) if isinstance(value, Iterable) else None
+    if values is None or not all(isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_)) for v in values):
+        raise InputError(f"{what} must be a number or one number per axis, found {value!r}")
     if len(values) != ndim:
         raise InputError(f"{what} has {len(values)} entries but positions have {ndim} columns")
     out = tuple(float(v) for v in values)
@@ -196,16 +233,12 @@ def normalise_vertex_inputs(
     without ids, every vertex belongs to object 0.  ``breaks`` (bool per vertex)
     forces a new fragment to start at the flagged rows (skeleton roots).
     """
-    pos = positions if is_dask_array(positions) else np.asarray(positions)
-    if pos.ndim != 2 or pos.shape[1] < 1:
-        raise InputError(f"positions must have shape (n, ndim), found {tuple(pos.shape)}")
-    if pos.dtype not in (np.float32, np.float64):
-        raise InputError(f"positions dtype {pos.dtype} is unsupported: pass float32 or float64")
+    pos = check_positions(positions)
     n, ndim = int(pos.shape[0]), int(pos.shape[1])
     cs, bs, bpc = grid_shapes(chunk_shape, bin_shape, ndim)
     declared = None
     if bounds is not None:
-        b = np.asarray(bounds, dtype=np.float64)
+        b = input_array(bounds, "bounds", np.float64)
         if b.shape != (2, ndim) or not np.isfinite(b).all() or (b[0] > b[1]).any():
             raise InputError(f"bounds must be [min[{ndim}], max[{ndim}]] with min <= max, found {bounds!r}")
         declared = (tuple(b[0].tolist()), tuple(b[1].tolist()))
@@ -218,7 +251,7 @@ def normalise_vertex_inputs(
     mode = mode or ("objects" if object_ids is not None else "bins")
     ids_in: Any = None
     if object_ids is not None:
-        ids_in = object_ids if is_dask_array(object_ids) else np.asarray(object_ids)
+        ids_in = input_array(object_ids, "object_ids")
         if ids_in.ndim != 1 or ids_in.shape[0] != n:
             raise InputError(f"object_ids must have shape ({n},), found {tuple(ids_in.shape)}")
         if ids_in.dtype.kind not in "iu":
@@ -232,14 +265,14 @@ def normalise_vertex_inputs(
 
     attrs_spec: dict[str, tuple[np.dtype, tuple[int, ...]]] = {}
     attrs_in: dict[str, Any] = {}
-    for name, value in (attributes or {}).items():
+    for name, value in mapping_argument(attributes, "attributes").items():
         check_name(name, "attribute")
-        arr = value if is_dask_array(value) else np.asarray(value)
+        arr = input_array(value, f"attribute {name!r}")
         if arr.ndim not in (1, 2) or arr.shape[0] != n or (arr.ndim == 2 and arr.shape[1] < 1):
             raise InputError(f"attribute {name!r} has shape {tuple(arr.shape)}; expected ({n},) or ({n}, channels), "
                              "at least one channel")
-        if arr.dtype.kind not in ATTRIBUTE_KINDS:
-            raise InputError(f"attribute {name!r} has unsupported dtype {arr.dtype} (numeric or bool only)")
+        if problem := attribute_dtype_problem(arr.dtype):
+            raise InputError(f"attribute {name!r} has {problem}")
         dtype = arr.dtype.newbyteorder("<") if arr.dtype.byteorder == ">" else arr.dtype
         attrs_spec[name] = (np.dtype(dtype), tuple(arr.shape[1:]))
         attrs_in[name] = arr.astype(dtype)
@@ -654,15 +687,17 @@ def write_graph(
 # ---------------------------------------------------------------------------
 def check_object_attributes(values: Mapping[str, Any] | None, *, has_ids: bool) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
-    for name, value in (values or {}).items():
+    for name, value in mapping_argument(values, "object_attributes").items():
         check_name(name, "object attribute")
         if not has_ids:
             raise InputError("object_attributes need object_ids")
-        arr = np.asarray(value)
+        arr = input_array(value, f"object attribute {name!r}", dask=False)
         if arr.ndim not in (1, 2) or (arr.ndim == 2 and arr.shape[1] < 1):
             raise InputError(f"object attribute {name!r} must be 1-D or 2-D with at least one channel, found shape "
                              f"{arr.shape}")
         absence_fill(arr.dtype, name)
+        if problem := attribute_dtype_problem(arr.dtype):
+            raise InputError(f"object attribute {name!r} has {problem}")
         out[name] = arr
     return out
 
