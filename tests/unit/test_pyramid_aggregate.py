@@ -105,6 +105,29 @@ def test_partials_combine_to_the_whole_reduction():
             np.testing.assert_allclose(got[b], want[how], err_msg=how)
 
 
+@pytest.mark.parametrize(("dtype", "base"), [("uint64", 2**64 - 5000), ("int64", 2**63 - 5000), ("int64", -(2**63)),
+                                           ("uint64", 0), ("int32", 2**31 - 5000), ("int8", -128)])
+def test_an_integer_mean_is_the_rounded_exact_mean_near_the_type_limits(tmp_path, dtype, base):
+    """Regression (hunt): float64 sums of uint64 values near 2**64 made a mean of 2**64, which
+    wrapped to 0 (int64: to INT64_MIN) and was written with success.  Checked against Python's
+    exact integers, rounded half to even as np.rint rounds a mean."""
+    rng = np.random.default_rng(1)
+    info = np.iinfo(dtype)
+    values = np.asarray(base, dtype) + rng.integers(0, min(4000, info.max - base + 1), (60, 2)).astype(dtype)
+    part = rng.integers(0, 10, 60)
+    bin_of_part = np.arange(10) // 3
+    counts = np.bincount(bin_of_part[part], minlength=4)
+    got = combine_reduced(reduce_rows(values, part, 10, "mean"), bin_of_part, 4, counts, "mean", np.dtype(dtype))
+    assert got.dtype == np.dtype(dtype)
+    for b in range(4):
+        rows = values[bin_of_part[part] == b].astype(object)
+        for c in range(2):
+            total, n = int(sum(rows[:, c])), len(rows)
+            q, r = divmod(total, n)
+            want = q + (1 if 2 * r > n or (2 * r == n and q % 2) else 0)
+            assert int(got[b, c]) == want, (b, c)
+
+
 def test_validator_finds_a_corrupted_member_and_the_reader_refuses_it(tmp_path):
     store = tmp_path / "s.zv"
     tiny(store)

@@ -75,22 +75,45 @@ def _group_starts(group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order, np.flatnonzero(new)
 
 
+def _integer_mean(dtype: np.dtype) -> type[np.integer] | None:
+    """The 64-bit type an integer mean's partial min and max travel as (None: a float or bool mean)."""
+    kind = np.dtype(dtype).kind
+    return np.int64 if kind == "i" else np.uint64 if kind == "u" else None
+
+
+def _above(values: np.ndarray, low: np.ndarray) -> np.ndarray:
+    """``values - low`` (64-bit integers, ``values >= low``) as float64: exact in uint64 modular
+    arithmetic whatever the signs, rounded only past 2**53."""
+    return (values.view(np.uint64) - low.view(np.uint64)).astype(np.float64)
+
+
 def reduce_rows(values: np.ndarray, group: np.ndarray, n: int, reduction: str) -> np.ndarray:
     """Per group ``0..n-1`` (every one non-empty), the partial ``reduction`` of its rows, rows in order.
 
-    ``mean`` gives float64 sums (the caller divides once every partial is in); the other
-    reductions keep the attribute's dtype.
+    ``mean`` gives float64 sums (the caller divides once every partial is in).  For an integer
+    attribute a sum is of the rows above the group's min, and comes with that min, the max (their
+    64-bit patterns as float64) and the row count, on a last axis of 4: float64 sums of the values
+    themselves are not exact past 2**53.  The other reductions keep the attribute's dtype.
     """
     if reduction not in REDUCTIONS:
         raise InputError(f"unknown reduction {reduction!r}: use one of {list(REDUCTIONS)}")
+    wide = _integer_mean(values.dtype) if reduction == "mean" else None
     if n == 0:
-        return np.zeros((0, *values.shape[1:]), dtype=np.float64 if reduction == "mean" else values.dtype)
+        shape = (0, *values.shape[1:], 4) if wide else (0, *values.shape[1:])
+        return np.zeros(shape, dtype=np.float64 if reduction == "mean" else values.dtype)
     order, starts = _group_starts(group)
     if starts.size != n:
         raise InternalError(f"reduce_rows: {starts.size} of {n} groups have rows")
     rows = values[order]
-    if reduction == "mean":
+    if reduction == "mean" and wide is None:
         return np.add.reduceat(rows.astype(np.float64), starts, axis=0)
+    if reduction == "mean":
+        rows = rows.astype(wide)
+        low, high = np.minimum.reduceat(rows, starts, axis=0), np.maximum.reduceat(rows, starts, axis=0)
+        sizes = np.diff(np.r_[starts, len(rows)])
+        above = np.add.reduceat(_above(rows, np.repeat(low, sizes, axis=0)), starts, axis=0)
+        count = np.broadcast_to(sizes.reshape((-1,) + (1,) * (above.ndim - 1)).astype(np.float64), above.shape)
+        return np.stack([above, low.view(np.float64), high.view(np.float64), count], axis=-1)
     if reduction == "first":
         return rows[starts]
     ufunc = np.minimum if reduction == "min" else np.maximum
@@ -102,15 +125,31 @@ def combine_reduced(
 ) -> np.ndarray:
     """Per bin, the ``reduction`` of its partial rows (``inverse``: bin of each, partials in cell order).
 
-    ``counts`` are the vertices per bin (the divisor of a mean); a mean of an integer or
-    boolean attribute is rounded to the nearest value of its dtype.
+    ``counts`` are the vertices per bin (the divisor of a mean).  A mean of an integer attribute
+    is the bin's min plus the rounded mean of the rows above it, kept within the bin's max: exact
+    while the bin's values span less than 2**53, and never outside them (float64 sums of the
+    values rounded a uint64 mean near 2**64 up to 2**64, which wrapped to 0).  A boolean mean is
+    rounded to False or True.
     """
     dt = np.dtype(dtype)
-    out = reduce_rows(partials, inverse, n, "mean" if reduction == "mean" else reduction)
-    if reduction != "mean":
-        return out.astype(dt, copy=False)
-    out /= counts.reshape((-1,) + (1,) * (out.ndim - 1))
-    return out.astype(dt) if dt.kind == "f" else np.rint(out).astype(dt)
+    wide = _integer_mean(dt) if reduction == "mean" else None
+    if wide is None:
+        out = reduce_rows(partials, inverse, n, "mean" if reduction == "mean" else reduction)
+        if reduction != "mean":
+            return out.astype(dt, copy=False)
+        out /= counts.reshape((-1,) + (1,) * (out.ndim - 1))
+        return out.astype(dt) if dt.kind == "f" else np.rint(out).astype(dt)
+    part_low = np.ascontiguousarray(partials[..., 1]).view(wide)
+    low = reduce_rows(part_low, inverse, n, "min")
+    high = reduce_rows(np.ascontiguousarray(partials[..., 2]).view(wide), inverse, n, "max")
+    shifted = partials[..., 0] + _above(part_low, low[inverse]) * partials[..., 3]
+    above = reduce_rows(shifted, inverse, n, "mean") / counts.reshape((-1,) + (1,) * (low.ndim - 1))
+    span = high.view(np.uint64) - low.view(np.uint64)
+    odd = (low.view(np.uint64) & 1).astype(np.float64)  # half to even, as np.rint of the mean itself rounds
+    step = np.rint(above + odd) - odd
+    between = (step > 0) & (step < span.astype(np.float64))  # these convert to uint64 as they are
+    step = np.where(between, np.where(between, step, 0).astype(np.uint64), np.where(step <= 0, np.uint64(0), span))
+    return (low.view(np.uint64) + np.minimum(step, span)).view(wide).astype(dt)
 
 
 def _floor_div(values: np.ndarray, shape: np.ndarray) -> np.ndarray:

@@ -271,7 +271,10 @@ def combine(params: BinParams, chunk_shape: tuple[float, ...], *parts: tuple[Any
     attributes = {}
     for spec in params.attributes:
         partials = [p[4][spec.name] for p in parts]
-        rows = np.concatenate(partials) if partials else np.zeros((0, *spec.row_shape), np.float64)
+        if not partials:  # the empty partial of the reduction, whatever its shape
+            none = np.zeros((0, *spec.row_shape), spec.dtype)
+            partials = [reduce_rows(none, np.zeros(0, np.int64), 0, spec.reduction)]
+        rows = np.concatenate(partials)
         attributes[spec.name] = combine_reduced(rows, inverse, len(keys), counts, spec.reduction, spec.dtype)
     return layout_metavertices(positions, keys, chunk_shape, counts, attributes)
 
