@@ -37,6 +37,7 @@ from zarr_vectors.format.links import (
     partition_records_by_offset,
 )
 from zarr_vectors.format.paths import format_chunk_key, format_delta, format_offsets, link_attributes_group_path
+from zarr_vectors.format.schema import ROW_DTYPES
 from zarr_vectors.reconcile import finalize_links, merge_presence
 from zarr_vectors.store.codecs import ZSTD_DEFAULT, compressor_config
 from zarr_vectors.store.grid import GridArray, read_cells_many, write_cells_many
@@ -254,6 +255,7 @@ def write_links(
             f"level {level.number}: endpoint chunk coordinates have {ndim} components but the vertices "
             f"array has {level.array(VERTICES).ndim} dimensions"
         )
+    _check_endpoint_rows(level, delta, c, v)
     ratios = None
     if delta != 0:
         ratios = anchor_ratios if anchor_ratios is not None else link_anchor_ratios(level, delta, ndim)
@@ -324,6 +326,37 @@ def write_links(
             attributes=False,
         )
     return partition
+
+
+def _check_endpoint_rows(level: Level, delta: int, chunks: np.ndarray, vi: np.ndarray) -> None:
+    """Every endpoint names a vertex its chunk holds, on each level whose vertices are written,
+    checked before the family is touched: a row past the chunk's vertices (or a chunk without
+    any) made a store no reader opens, and ``mode="replace"`` had removed the family's records
+    first.  Reads the vertex cells the records touch, once each.  Links may be written before
+    their level, or its vertices, exist (an array listing no cell yet): nothing to check them by."""
+    levels = level.store.level_numbers()
+    for column in range(vi.shape[1]):
+        number = level.number if column == 0 else level.number + delta
+        if number not in levels:
+            continue
+        target = level.store.level(number) if number != level.number else level
+        grid = target.array(VERTICES) if target.has(VERTICES) else None
+        if grid is None or not grid.nonempty_chunks:
+            continue
+        listed = set(grid.nonempty_chunks)
+        cells, which = np.unique(chunks[:, column], axis=0, return_inverse=True)
+        keys = [format_chunk_key(cell.tolist()) for cell in cells]
+        present = [cell for cell, key in zip(cells, keys) if key in listed]
+        payloads = iter(read_cells_many([(grid, cell.tolist()) for cell in present]))
+        row_bytes = grid.ndim * np.dtype(grid.attributes.get("dtype", ROW_DTYPES["vertices"][1])).itemsize
+        rows = np.array([len(next(payloads)) // row_bytes if key in listed else 0 for key in keys], dtype=np.int64)
+        which = which.ravel()
+        outside = (vi[:, column] < 0) | (vi[:, column] >= rows[which])
+        if outside.any():
+            r = int(np.argmax(outside))
+            raise InputError(f"links record {r} endpoint {column} names row {int(vi[r, column])} of chunk "
+                             f"{keys[which[r]]} of level {target.number}, which holds {int(rows[which[r]])} vertices; "
+                             "nothing was written")
 
 
 def _link_cell_sets(arrays: Sequence[FamilyArray]) -> dict[str, set[Chunk]]:

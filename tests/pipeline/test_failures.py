@@ -6,6 +6,7 @@ deterministic bytes), so each of these must end in exactly the store a clean run
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -285,8 +286,13 @@ class Crash(RuntimeError):
     pass
 
 
-def crash_on_call(monkeypatch, owner, name: str, call: int):
-    """Make ``owner.name`` raise Crash on its ``call``-th call (1-based); earlier calls run."""
+def crash_on_call(monkeypatch, owner, name: str, call: int, writer=None):
+    """Make ``owner.name`` raise Crash on its ``call``-th call (1-based); earlier calls run.
+
+    A crash stands for the process being killed there, so the ``writer`` module's clean-up of a
+    failed write (``removed_if_unfinished``), which a killed process never runs, is switched off."""
+    if writer is not None:
+        monkeypatch.setattr(writer, "removed_if_unfinished", lambda storage: contextlib.nullcontext())
     real = getattr(owner, name)
     calls = {"n": 0}
 
@@ -354,7 +360,7 @@ def test_an_interrupted_reconcile_rerun_gives_the_same_store(tmp_path, monkeypat
     real, captured = capture_reconcile(monkeypatch, module)
     with monkeypatch.context() as patch:
         owner, name, call = CRASH_POINTS[crash]  # (create_store sends level 0's first document in a batch)
-        calls = crash_on_call(patch, owner, name, call)
+        calls = crash_on_call(patch, owner, name, call, writer=module)
         # One task at a time: the reconcile's parts run side by side on threads, and a
         # part already running when another crashes would make further calls.
         with pytest.raises(Crash), dask.config.set(scheduler="synchronous"):
@@ -380,7 +386,7 @@ def test_a_linked_write_interrupted_between_its_vertex_presence_lists_reruns_to_
     _, captured = capture_reconcile(monkeypatch, linked)
     with monkeypatch.context() as patch:
         owner, name, call = CRASH_POINTS["between presence lists"]
-        calls = crash_on_call(patch, owner, name, call)
+        calls = crash_on_call(patch, owner, name, call, writer=linked)
         with pytest.raises(Crash), dask.config.set(scheduler="synchronous"):
             write_graph_store(str(store))
         assert calls["n"] == call

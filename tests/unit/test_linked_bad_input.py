@@ -300,6 +300,25 @@ def _level(path: Path):
     return open_store(str(path)).level(0)
 
 
+@pytest.mark.parametrize(("chunks", "vi", "message"), [
+    ([[[0, 0, 0], [0, 0, 0]]], [[0, 999]], "links record 0 endpoint 1 names row 999 of chunk 0.0.0 of level 0, which "
+                                           "holds 3 vertices"),
+    ([[[0, 0, 0], [0, 0, 0]]], [[-1, 0]], "vi of record 0 is negative"),
+    ([[[0, 0, 0], [9, 9, 9]]], [[0, 0]], "names row 0 of chunk 9.9.9 of level 0, which holds 0 vertices"),
+])  # fmt: skip
+def test_links_naming_vertices_a_chunk_does_not_hold_are_refused(linked_store, chunks, vi, message):
+    """Regression (hunt): such records were written (a store no reader opens), and mode="replace"
+    had removed the family's real records first."""
+    path, before = linked_store
+    for mode in ("replace", "append"):
+        with pytest.raises(InputError, match=message):
+            A.write_links(_level(path), 0, chunks, vi, mode=mode)
+        assert tree(path) == before
+    records = len(A.read_links(_level(path), 0))
+    A.write_links(_level(path), 0, [[[0, 0, 0], [0, 0, 0]]], [[0, 2]], mode="append")  # row 2 of 3: taken
+    assert len(A.read_links(_level(path), 0)) == records + 1
+
+
 def test_append_with_a_conflicting_policy(linked_store):
     path, before = linked_store
     chunks, vi = _records(2)

@@ -52,6 +52,32 @@ def test_non_finite_position_in_a_later_dask_block(tmp_path):
     refuses(tmp_path, InputError, "positions row 777", "not finite", positions=da.from_array(pos, chunks=(100, 3)))
 
 
+def test_dask_blocks_not_as_their_array_declares_are_refused(tmp_path):
+    """Regression (hunt): a map_blocks returning float32 blocks of an array declared float64 was
+    written as 4-byte rows the metadata called 8-byte ones: exit 0, a store no reader opens.
+    Positions are checked by the scan, before anything is written; an attribute's blocks at the
+    write, whose remains are removed."""
+    pos = np.random.default_rng(0).uniform(0, 100, (1000, 3))
+    as_f4 = da.from_array(pos, chunks=(100, 3)).map_blocks(lambda b: b.astype("f4"), dtype="f8")
+    refuses(tmp_path, InputError, "positions: the dask block at row 0 is float32 of shape (100, 3), the array "
+            "declares float64 rows of 3", "nothing was written", positions=as_f4)
+    column = da.from_array(np.arange(1000.0), chunks=100).map_blocks(lambda b: b.astype("f4"), dtype="f8")
+    refuses(tmp_path, InputError, "attribute 'a': the dask block at row", "is float32 of shape (100,), the array "
+            "declares float64", positions=pos, attributes={"a": column})
+
+
+def test_dask_arrays_of_unknown_chunk_sizes_are_refused_naming_them(tmp_path):
+    """Regression (hunt): a dataframe's to_dask_array() ended in "cannot convert float NaN to integer"."""
+    import dask.dataframe as dd
+    import pandas as pd
+
+    frame = dd.from_pandas(pd.DataFrame(POS, columns=list("xyz")), npartitions=2)
+    refuses(tmp_path, InputError, "positions is a dask array of unknown chunk sizes", "lengths=True",
+            positions=frame.to_dask_array())
+    refuses(tmp_path, InputError, "attribute 'x' is a dask array of unknown chunk sizes",
+            attributes={"x": frame["x"].to_dask_array()})
+
+
 def test_non_finite_position_in_a_later_numpy_block(tmp_path, zv_config):
     zv_config("write.block-rows", 64)
     pos = np.random.default_rng(0).uniform(0, 100, (500, 2))
@@ -217,6 +243,11 @@ def test_negative_object_ids_names_the_row(tmp_path):
 
 def test_object_id_above_the_format_limit(tmp_path):
     refuses(tmp_path, InputError, "object id 67108864 exceeds", object_ids=np.array([0, 1, 2, 3, 2**26]))
+    # regression (hunt): a dask uint64 id of 2**64 - 1 was cast to int64 first, and reported as "found -1"
+    ids = np.array([0, 1, 2, 3, 2**64 - 1], np.uint64)
+    for given in (ids, da.from_array(ids, chunks=2)):
+        refuses(tmp_path, InputError, "object id 18446744073709551615 at row 4 exceeds the format's limit",
+                object_ids=given)
 
 
 def test_object_attributes_without_object_ids(tmp_path):
@@ -292,7 +323,7 @@ def test_a_store_path_below_a_file_is_named(tmp_path):
     (tmp_path / "data.csv").write_text("x")
     with pytest.raises(InputError, match=r"data\.csv/out\.zv' is below '.*data\.csv', which is not a directory"):
         zv.write_points(str(tmp_path / "data.csv" / "out.zv"), POS, chunk_shape=50)
-    with pytest.raises(InputError, match=r"data\.csv' is not a directory"):
+    with pytest.raises(InputError, match=r"data\.csv' is a file, not a directory"):
         zv.write_points(str(tmp_path / "data.csv"), POS, chunk_shape=50, overwrite=True)
     assert sorted(os.listdir(tmp_path)) == ["data.csv"] and (tmp_path / "data.csv").read_text() == "x"
 

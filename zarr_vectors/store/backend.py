@@ -465,14 +465,14 @@ class LocalStorage(Storage):
         return self._fs.path(key)
 
     def probe(self) -> None:
-        """A store's path must be a directory, or be made one: a path at or below a regular file
-        (``data.csv/out.zv``) is said now, not as ``NotADirectoryError`` from the first write."""
-        path = self.root
+        """Nothing can be made below a regular file: a store path like ``data.csv/out.zv`` is
+        said now, not as ``NotADirectoryError`` from the first write.  (The path itself may be a
+        file: a job's journal is one object at its own path.)"""
+        path = os.path.dirname(self.root)
         while not os.path.lexists(path) and os.path.dirname(path) != path:
             path = os.path.dirname(path)
         if os.path.lexists(path) and not os.path.isdir(path):
-            where = "is" if path == self.root else f"is below {path!r}, which is"
-            raise InputError(f"store path {self.url!r} {where} not a directory")
+            raise InputError(f"store path {self.url!r} is below {path!r}, which is not a directory")
 
     def get(self, key: str) -> bytes | None:
         return self._fs.read(key)

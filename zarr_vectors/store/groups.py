@@ -6,7 +6,8 @@ import json
 import math
 import os
 import posixpath
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, TypeVar, overload
@@ -19,6 +20,7 @@ from zarr_vectors.errors import (
     StoreNotFoundError,
     UnsupportedLayoutError,
     ZarrVectorsError,
+    describe,
 )
 from zarr_vectors.format.metadata import GEOMETRY_TYPES, LevelMetadata, RootMetadata
 from zarr_vectors.format.paths import LEVEL_FAMILIES, LEVEL_NAME, ROOT_EXTRAS, WORKING_PREFIX
@@ -373,6 +375,8 @@ def prepare_location(storage: Storage, *, overwrite: bool) -> None:
     is called: nothing is deleted before the decision to write is final.
     """
     storage.check_reachable()
+    if storage.protocol == "file" and os.path.lexists(storage.root) and not os.path.isdir(storage.root):
+        raise InputError(f"store path {storage.url!r} is a file, not a directory")
     if storage.protocol == "s3" and "/" not in storage.root:
         raise InputError(f"refusing to write a store at the root of bucket {storage.bucket!r}: use a prefix")
     existing = storage.list_dir("")
@@ -384,6 +388,22 @@ def prepare_location(storage: Storage, *, overwrite: bool) -> None:
         )
     refuse_foreign_entries(storage, existing)
     storage.delete_prefix("")
+
+
+@contextmanager
+def removed_if_unfinished(storage: Storage) -> Iterator[None]:
+    """A write that fails after :func:`create_store` removes what it wrote: the location held
+    no store when it began (or ``overwrite`` had emptied it), and the documents a writer sends
+    first, without the cells its failed tasks did not write, read as an empty store that
+    validated.  Run once the graphs have stopped (the runner waits for started tasks)."""
+    try:
+        yield
+    except BaseException as exc:
+        try:
+            storage.delete_prefix("")
+        except Exception as lost:  # noqa: BLE001 - the write's failure is what is raised; this is said with it
+            exc.add_note(f"and what it wrote at {storage.url!r} could not be removed: {describe(lost)}")
+        raise
 
 
 def refuse_foreign_entries(storage: Storage, names: Sequence[str]) -> None:

@@ -45,7 +45,7 @@ from zarr_vectors.format.paths import check_name, format_offsets, intra_offsets
 from zarr_vectors.format.points import stable_order, take_rows
 from zarr_vectors.format.schema import attribute_dtype_problem
 from zarr_vectors.store.backend import Storage
-from zarr_vectors.store.groups import Level, create_store, empty_level
+from zarr_vectors.store.groups import Level, create_store, empty_level, removed_if_unfinished
 from zarr_vectors.store.link_cells import (
     LinkWriteSummary,
     compose_link_attribute,
@@ -55,10 +55,10 @@ from zarr_vectors.store.link_cells import (
 from zarr_vectors.store.link_family import LINK_ATTRIBUTES, LINKS, CreatedFamily, compose_new_family
 from zarr_vectors.store.nodes import group_document, write_nodes
 from zarr_vectors.write import vertices as vx
+from zarr_vectors.write.arguments import check_positions, input_array, is_dask_array, mapping_argument
 from zarr_vectors.write.options import SharedOptions, WriteOptions
 from zarr_vectors.write.plan import plan_write
 from zarr_vectors.write.points import WriteResult
-from zarr_vectors.write.vertices import is_dask_array
 
 if TYPE_CHECKING:
     import dask.array as da
@@ -76,10 +76,11 @@ class LinkSpec:
 
 def _records_in(records: Any, n: int, *, what: str, width: int | None = None) -> np.ndarray | da.Array:
     """Numpy records checked whole now; dask records checked for shape now, values per block later."""
+    records = input_array(records, what)
     if is_dask_array(records):
         topology.check_record_shape(records, what=what, width=width)
         return records
-    return topology.check_records(vx.input_array(records, what, dask=False), n, what=what, width=width)
+    return topology.check_records(records, n, what=what, width=width)
 
 
 def _check_policy(directed: Any, store: Any) -> None:
@@ -92,9 +93,9 @@ def _check_policy(directed: Any, store: Any) -> None:
 def _check_record_attributes(values: Mapping[str, Any] | None, m: int, what: str) -> dict[str, Any]:
     """Attribute columns (numpy or dask), one row per record."""
     out = {}
-    for name, value in vx.mapping_argument(values, what.replace(" ", "_") + "s").items():  # the argument
+    for name, value in mapping_argument(values, what.replace(" ", "_") + "s").items():  # the argument
         check_name(name, what)
-        arr = vx.input_array(value, f"{what} {name!r}")
+        arr = input_array(value, f"{what} {name!r}")
         if arr.ndim not in (1, 2) or arr.shape[0] != m or (arr.ndim == 2 and arr.shape[1] < 1):
             raise InputError(f"{what} {name!r} has shape {arr.shape}; expected ({m},) or ({m}, channels), one row "
                              "per record and at least one channel")
@@ -375,59 +376,63 @@ def write_linked(
         overwrite=options.overwrite,
         pending=first_documents,
     )
-    level = empty_level(store)
-    arrays = vx.create_vertex_arrays(level, spec, plan, pending=first_documents)
-    # what many tasks take, as one node each (dask would walk them once per task otherwise)
-    plan_ref, link_ref, level_ref = runner.share(plan), runner.share(link), runner.share(level)
-    vertex_owners = runner.persist(
-        "write vertices", *vx.write_graph(arrays, spec, plan, blocks, with_gid=True, plan_ref=plan_ref)
-    )
-    (placement,) = runner.persist(
-        "placement", dask.delayed(vx.assemble_placement)(plan_ref, spec.n, *vertex_owners), everywhere=True
-    )
-    # the vertex half of the reconcile step needs nothing of the links: it runs beside them
-    # (under a client from now on; on local threads with the link writes)
-    bare = replace(level, known_arrays={})  # reconcile tasks read presence lists, not remembered documents
-    vertex_parts = runner.start(*vx.reconcile_tasks(bare, arrays, spec, plan, obj_attrs, vertex_owners))
-
-    if callable(records):
-        (derived,) = runner.persist("derive records", dask.delayed(records)(placement))
-        total = int(runner.compute("count records", dask.delayed(len)(derived))[0])
-        record_blocks, attr_blocks = [derived], [{}]
-
-    filed = runner.persist(
-        "file records",
-        *[dask.delayed(_file_block)(r, a, placement, link_ref, len(plan.cells)) for r, a in zip(record_blocks, attr_blocks)],
-    )
-    per_cell = np.zeros(len(plan.cells), dtype=np.int64)
-    for counts in runner.compute("records per cell", *[dask.delayed(FiledRecords.counts)(f, len(plan.cells)) for f in filed]):
-        per_cell += counts
-    duplicate = link.store == "duplicate"
-    # a cell costs its records and its files (one per segment): sparse families of many
-    # cells (streamline bridges) get several owners, not one task writing every file
-    link_weights = per_cell + (per_cell > 0) * config.get("write.link-cell-rows")
-    owned = runner.persist(
-        "place records",
-        *[
-            dask.delayed(_place_owner)(
-                placement, plan_ref, cells, link_ref, *[dask.delayed(FiledRecords.share)(f, cells, duplicate) for f in filed]
-            )
-            for cells in runner.task_runs(link_weights, config.get("write.min-rows-per-task"))
-        ],
-    )
-    segments = set().union(*runner.compute("plan links", *[dask.delayed(_segments)(o) for o in owned]))
-    has_family = bool(segments) or link.always_intra
-    if link.always_intra:
-        segments.add(format_offsets(intra_offsets(spec.ndim, link.link_width)))
-    link_rows: list[Any] = []
-    family = created = None  # the family as composed here, and as one graph node for the tasks
-    if has_family:
-        family = _create_family(level, spec, plan, link, sorted(segments), record_attributes or {})
-        created = runner.share(family)
-        link_rows, vertex_parts = runner.persist_beside(
-            "write links", [dask.delayed(_write_link_owner)(level_ref, o, created) for o in owned], vertex_parts
+    with removed_if_unfinished(storage):
+        level = empty_level(store)
+        arrays = vx.create_vertex_arrays(level, spec, plan, pending=first_documents)
+        # what many tasks take, as one node each (dask would walk them once per task otherwise)
+        plan_ref, link_ref, level_ref = runner.share(plan), runner.share(link), runner.share(level)
+        vertex_owners = runner.persist(
+            "write vertices", *vx.write_graph(arrays, spec, plan, blocks, with_gid=True, plan_ref=plan_ref)
         )
-    _reconcile(bare, spec, plan, vertex_parts, link_rows, total, family, created)
+        (placement,) = runner.persist(
+            "placement", dask.delayed(vx.assemble_placement)(plan_ref, spec.n, *vertex_owners), everywhere=True
+        )
+        # the vertex half of the reconcile step needs nothing of the links: it runs beside them
+        # (under a client from now on; on local threads with the link writes)
+        bare = replace(level, known_arrays={})  # reconcile tasks read presence lists, not remembered documents
+        vertex_parts = runner.start(*vx.reconcile_tasks(bare, arrays, spec, plan, obj_attrs, vertex_owners))
+
+        if callable(records):
+            (derived,) = runner.persist("derive records", dask.delayed(records)(placement))
+            total = int(runner.compute("count records", dask.delayed(len)(derived))[0])
+            record_blocks, attr_blocks = [derived], [{}]
+
+        filed = runner.persist(
+            "file records",
+            *[dask.delayed(_file_block)(r, a, placement, link_ref, len(plan.cells))
+              for r, a in zip(record_blocks, attr_blocks)],
+        )
+        per_cell = np.zeros(len(plan.cells), dtype=np.int64)
+        counted = [dask.delayed(FiledRecords.counts)(f, len(plan.cells)) for f in filed]
+        for counts in runner.compute("records per cell", *counted):
+            per_cell += counts
+        duplicate = link.store == "duplicate"
+        # a cell costs its records and its files (one per segment): sparse families of many
+        # cells (streamline bridges) get several owners, not one task writing every file
+        link_weights = per_cell + (per_cell > 0) * config.get("write.link-cell-rows")
+        owned = runner.persist(
+            "place records",
+            *[
+                dask.delayed(_place_owner)(
+                    placement, plan_ref, cells, link_ref,
+                    *[dask.delayed(FiledRecords.share)(f, cells, duplicate) for f in filed],
+                )
+                for cells in runner.task_runs(link_weights, config.get("write.min-rows-per-task"))
+            ],
+        )
+        segments = set().union(*runner.compute("plan links", *[dask.delayed(_segments)(o) for o in owned]))
+        has_family = bool(segments) or link.always_intra
+        if link.always_intra:
+            segments.add(format_offsets(intra_offsets(spec.ndim, link.link_width)))
+        link_rows: list[Any] = []
+        family = created = None  # the family as composed here, and as one graph node for the tasks
+        if has_family:
+            family = _create_family(level, spec, plan, link, sorted(segments), record_attributes or {})
+            created = runner.share(family)
+            link_rows, vertex_parts = runner.persist_beside(
+                "write links", [dask.delayed(_write_link_owner)(level_ref, o, created) for o in owned], vertex_parts
+            )
+        _reconcile(bare, spec, plan, vertex_parts, link_rows, total, family, created)
     return WriteResult(storage.url, kind, int(plan.counts.sum()), len(plan.cells), len(plan.owners), plan.num_objects, total)
 
 
@@ -457,7 +462,7 @@ def write_graph(
     """
     opts = WriteOptions.resolve("write_graph", options, shared)
     _check_policy(directed, store)
-    positions = vx.check_positions(positions)  # first: the record checks count its rows
+    positions = check_positions(positions)  # first: the record checks count its rows
     n = int(positions.shape[0])
     rec = _records_in(edges, n, what="edges", width=2)
     return write_linked(
@@ -487,7 +492,7 @@ def write_mesh(
     ``faces`` numpy or dask, as the edges of :func:`write_graph`.
     """
     opts = WriteOptions.resolve("write_mesh", options, shared)
-    positions = vx.check_positions(positions)  # first: the record checks count its rows
+    positions = check_positions(positions)  # first: the record checks count its rows
     n = int(positions.shape[0])
     rec = _records_in(faces, n, what="faces")
     if rec.shape[1] < 3:
@@ -542,7 +547,7 @@ def write_skeleton(
     depth-first order.
     """
     opts = WriteOptions.resolve("write_skeleton", options, shared)
-    pos = vx.check_positions(positions)  # first: the parents are checked against its rows
+    pos = check_positions(positions)  # first: the parents are checked against its rows
     n = int(pos.shape[0])
     par = topology.check_parents(parents, n)
     order = topology.depth_first_order(par)
@@ -614,7 +619,7 @@ def write_polylines(
     opts = WriteOptions.resolve("write_polylines", options, shared)
     if kind not in ("polyline", "streamline", "line"):
         raise InputError(f"kind must be 'polyline', 'streamline' or 'line', found {kind!r}")
-    positions = vx.check_positions(positions)  # first: the record checks count its rows
+    positions = check_positions(positions)  # first: the record checks count its rows
     n = int(positions.shape[0])
     off = topology.check_offsets(offsets, n, exact_length=2 if kind == "line" else None)
     ids = _polyline_ids(off, positions)

@@ -17,7 +17,7 @@ from typing_extensions import Unpack
 from zarr_vectors import reconcile
 from zarr_vectors.execution import runner
 from zarr_vectors.store.backend import Storage
-from zarr_vectors.store.groups import Level, create_store, empty_level
+from zarr_vectors.store.groups import Level, create_store, empty_level, removed_if_unfinished
 from zarr_vectors.write import vertices as vx
 from zarr_vectors.write.options import SharedOptions, WriteOptions
 from zarr_vectors.write.plan import plan_write
@@ -97,10 +97,11 @@ def write_points(
         overwrite=opts.overwrite,
         pending=first_documents,
     )
-    level = empty_level(store)
-    arrays = vx.create_vertex_arrays(level, spec, vplan, pending=first_documents)
-    owners = runner.persist("write vertices", *vx.write_graph(arrays, spec, vplan, plan.blocks))
-    _reconcile(level, arrays, spec, vplan, plan.object_attributes, owners)
+    with removed_if_unfinished(storage):
+        level = empty_level(store)
+        arrays = vx.create_vertex_arrays(level, spec, vplan, pending=first_documents)
+        owners = runner.persist("write vertices", *vx.write_graph(arrays, spec, vplan, plan.blocks))
+        _reconcile(level, arrays, spec, vplan, plan.object_attributes, owners)
     return WriteResult(
         storage.url, "point_cloud", plan.num_vertices, len(vplan.cells), len(vplan.owners), vplan.num_objects
     )

@@ -18,11 +18,9 @@ indices into ``(chunk, vi)`` endpoints.
 from __future__ import annotations
 
 import math
-import numbers
 import posixpath
-import sys
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -43,6 +41,14 @@ from zarr_vectors.store.codecs import compressor_config
 from zarr_vectors.store.grid import MAX_CELL_BYTES, GridArray, write_cells_many
 from zarr_vectors.store.groups import Level
 from zarr_vectors.store.nodes import group_document, write_nodes
+from zarr_vectors.write.arguments import (
+    as_declared,
+    check_positions,
+    input_array,
+    is_dask_array,
+    mapping_argument,
+    shape_tuple,
+)
 
 FragmentMode = Literal["bins", "objects", "runs"]
 
@@ -60,49 +66,6 @@ def index_dtype(n: int) -> type[np.integer]:
 # ---------------------------------------------------------------------------
 # inputs
 # ---------------------------------------------------------------------------
-def is_dask_array(x: Any) -> bool:
-    """Whether ``x`` is a dask array, without importing ``dask.array``.
-
-    That import costs about half a second (it pulls in xarray and pandas where they are
-    installed) and a numpy write never needs it: a dask array cannot exist unless its
-    module was already imported.
-    """
-    module = sys.modules.get("dask.array")
-    return module is not None and isinstance(x, module.Array)
-
-
-def input_array(value: Any, what: str, dtype: Any = None, *, dask: bool = True) -> Any:
-    """``value`` as a numpy array (a dask array as it is, where ``dask``): a ragged list, a
-    string or another value numpy cannot make an array of numbers from is an InputError naming
-    the argument, not numpy's own error."""
-    if dask and is_dask_array(value):
-        return value
-    try:
-        arr = np.asarray(value, dtype=dtype)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"{what} is not an array of numbers ({exc})") from None
-    return arr
-
-
-def check_positions(positions: Any) -> Any:
-    """``positions`` as an (n, ndim) float32 or float64 array (numpy, or dask as it is)."""
-    pos = input_array(positions, "positions")
-    if pos.ndim != 2 or pos.shape[1] < 1:
-        raise InputError(f"positions must have shape (n, ndim), found {tuple(pos.shape)}")
-    if pos.dtype not in (np.float32, np.float64):
-        raise InputError(f"positions dtype {pos.dtype} is unsupported: pass float32 or float64")
-    return pos
-
-
-def mapping_argument(value: Any, what: str) -> Mapping[str, Any]:
-    """``value`` (None: empty) as the mapping of names to columns it must be."""
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise InputError(f"{what} must be a mapping of names to columns, found {type(value).__name__}")
-    return value
-
-
 @dataclass(frozen=True)
 class VertexSpec:
     """Everything about a vertex write that is known before reading the data."""
@@ -180,20 +143,6 @@ def block_bounds(lengths: Sequence[int]) -> list[int]:
     return bounds
 
 
-def shape_tuple(value: Sequence[float] | float, ndim: int, what: str) -> tuple[float, ...]:
-    if isinstance(value, np.ndarray) and value.ndim == 0:
-        value = value.item()
-    values = (value,) * ndim if np.isscalar(value) else tuple(value) if isinstance(value, Iterable) else None
-    if values is None or not all(isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_)) for v in values):
-        raise InputError(f"{what} must be a number or one number per axis, found {value!r}")
-    if len(values) != ndim:
-        raise InputError(f"{what} has {len(values)} entries but positions have {ndim} columns")
-    out = tuple(float(v) for v in values)
-    if not all(math.isfinite(v) and v > 0 for v in out):
-        raise InputError(f"{what} entries must be finite and > 0, found {list(values)}")
-    return out
-
-
 def grid_shapes(
     chunk_shape: Sequence[float] | float, bin_shape: Sequence[float] | float | None, ndim: int
 ) -> tuple[tuple[float, ...], tuple[float, ...] | None, tuple[int, ...]]:
@@ -212,6 +161,15 @@ def grid_shapes(
     if math.prod(bpc) > MAX_BINS_PER_CHUNK:
         raise InputError(f"{math.prod(bpc)} bins per chunk exceeds {MAX_BINS_PER_CHUNK}: use a larger bin_shape")
     return cs, bs, bpc
+
+
+def _signed_ids(ids: np.ndarray, block_info: dict[Any, Any] | None = None) -> np.ndarray:
+    """uint64 object ids (a dask block of them) as int64, each within the format's limit."""
+    if ids.size and ids.max() > MAX_OBJECT_ID:
+        bad = int(np.argmax(ids > MAX_OBJECT_ID))
+        row = bad + (block_info[None]["array-location"][0][0] if block_info else 0)
+        raise InputError(f"object id {ids[bad]} at row {row} exceeds the format's limit of {MAX_OBJECT_ID}")
+    return ids.astype(np.int64)
 
 
 def normalise_vertex_inputs(
@@ -256,9 +214,8 @@ def normalise_vertex_inputs(
             raise InputError(f"object_ids must have shape ({n},), found {tuple(ids_in.shape)}")
         if ids_in.dtype.kind not in "iu":
             raise InputError(f"object_ids dtype {ids_in.dtype} is unsupported: pass integers")
-        if isinstance(ids_in, np.ndarray) and ids_in.dtype == np.uint64 and n and ids_in.max() > MAX_OBJECT_ID:
-            row = int(np.argmax(ids_in > MAX_OBJECT_ID))
-            raise InputError(f"object id {ids_in[row]} at row {row} exceeds the format's limit of {MAX_OBJECT_ID}")
+        if ids_in.dtype == np.uint64:  # checked before the cast, which wraps 2**64 - 1 to -1
+            ids_in = ids_in.map_blocks(_signed_ids, dtype=np.int64) if is_dask_array(ids_in) else _signed_ids(ids_in)
         ids_in = ids_in.astype(np.int64, copy=False)  # int64 ids are used as given: only read
     elif mode != "bins":
         ids_in = np.zeros(n, dtype=np.int64)
@@ -276,6 +233,8 @@ def normalise_vertex_inputs(
         dtype = arr.dtype.newbyteorder("<") if arr.dtype.byteorder == ">" else arr.dtype
         attrs_spec[name] = (np.dtype(dtype), tuple(arr.shape[1:]))
         attrs_in[name] = arr.astype(dtype)
+        if is_dask_array(arr):
+            attrs_in[name] = attrs_in[name].map_blocks(as_declared, what=f"attribute {name!r}", dtype=dtype)
 
     spec = VertexSpec(
         n=n,
@@ -305,7 +264,7 @@ def normalise_vertex_inputs(
 # scan and plan
 # ---------------------------------------------------------------------------
 def _scan_block(
-    pos: np.ndarray, ids: np.ndarray | None, offset: int, lo_b: Any, hi_b: Any, cs: np.ndarray
+    pos: np.ndarray, ids: np.ndarray | None, offset: int, lo_b: Any, hi_b: Any, cs: np.ndarray, dtype: np.dtype
 ) -> dict[str, Any]:
     """A block's checks, extent and occupied cells, in one pass over its rows.
 
@@ -314,6 +273,9 @@ def _scan_block(
     for it would read the input a second time.
     """
     out: dict[str, Any] = {"n": len(pos)}
+    if pos.dtype != dtype or pos.ndim != 2 or pos.shape[1] != len(cs):  # a dask array's blocks, not as declared
+        out["block"] = (offset, str(pos.dtype), tuple(pos.shape))
+        return out
     if len(pos):
         lo, hi = column_extent(pos)
         if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
@@ -404,8 +366,15 @@ def plan_vertices(spec: VertexSpec, blocks: InputBlocks) -> VertexPlan:
     cs = np.asarray(spec.chunk_shape)
     scans = runner.compute(
         "scan",
-        *[dask.delayed(_scan_block)(p, i, o, lo_b, hi_b, cs) for p, i, o in zip(blocks.pos, blocks.ids, blocks.offsets)],
+        *[dask.delayed(_scan_block)(p, i, o, lo_b, hi_b, cs, spec.dtype)
+          for p, i, o in zip(blocks.pos, blocks.ids, blocks.offsets)],
     )
+    for s in scans:
+        if "block" in s:
+            at, dtype, shape = s["block"]
+            raise InputError(f"positions: the dask block at row {at} is {dtype} of shape {shape}, the array declares "
+                             f"{spec.dtype} rows of {spec.ndim} (a map_blocks without the right dtype=?); nothing was "
+                             "written")
     for s in scans:
         if "nonfinite" in s:
             raise InputError(f"positions row {s['nonfinite']} is not finite (NaN or infinity); nothing was written")
