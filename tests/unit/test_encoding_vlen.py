@@ -97,6 +97,32 @@ def test_unframe_items_rejects_every_truncation_and_trailing_byte(items: list[by
         unframe_items(framed + b"\x00")
 
 
+RUNS = st.lists(st.tuples(st.sampled_from([0, 1, 4, 8, 12, 20, 256, 260]), st.integers(1, 70)), max_size=6)
+
+
+@given(RUNS, st.randoms(use_true_random=False))
+def test_runs_of_items_of_one_length_read_as_the_items(runs: list[tuple[int, int]], rnd) -> None:
+    """Runs of equal-length items (read by strided views: an object index's absent ids, a manifest's
+    rows) give the same spans as the one-by-one walk, whatever their lengths and run lengths."""
+    items = [bytes(rnd.getrandbits(8) for _ in range(length)) for length, count in runs for _ in range(count)]
+    framed = frame_items(items)
+    spans = item_spans(framed)
+    assert list(spans) == items
+    want = np.cumsum([4] + [4 + len(i) for i in items])[:-1] + 4
+    assert spans.starts.tolist() == want.tolist() and spans.lengths.tolist() == [len(i) for i in items]
+
+
+@pytest.mark.parametrize("items", [[b"\0" * 4] * 40 + [b"ab"], [b"\1" * 8] * 33, [b""] * 3 + [b"\0" * 4] * 20])
+def test_a_run_cut_anywhere_is_refused(items: list[bytes]) -> None:
+    framed = frame_items(items)
+    assert unframe_items(framed) == items
+    for cut in range(len(framed)):
+        with pytest.raises(EncodingError):
+            unframe_items(framed[:cut])
+    with pytest.raises(EncodingError, match="1 trailing bytes"):
+        unframe_items(framed + b"\x00")
+
+
 def test_unframe_items_rejects_absurd_count() -> None:
     with pytest.raises(EncodingError, match="4294967295 items need at least"):
         unframe_items(h("ffffffff 00000000"))

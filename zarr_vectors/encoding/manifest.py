@@ -303,8 +303,8 @@ def _mode0_blocks(
         counts[long_enough] = buf[head].copy().view("<u4").astype(np.int64).ravel()
     body = np.maximum(lens - 4, 0)  # by division: counts * itemsize may wrap int64 for a hostile count
     fast = long_enough & (body % rec.itemsize == 0) & (body // rec.itemsize == counts)
-    fast_rows = np.flatnonzero(fast)
-    block_row = np.repeat(fast_rows, counts[fast])
+    fast_rows = np.flatnonzero(fast & (counts > 0))  # a row of no block (an absent id) has no body to join
+    block_row = np.repeat(fast_rows, counts[fast_rows])
     if block_row.size:  # the fast rows' bodies back to back are their records, in row order
         # joined row by row (a slice of the one buffer each, one copy): a byte mask over the whole
         # chunk took 3-4x as long, a gather by byte index 1.3x

@@ -115,7 +115,9 @@ def item_spans(buf: bytes | memoryview) -> FramedItems:
     """The items of a vlen-bytes chunk, where they lie in it; truncation or trailing bytes raise.
 
     Item positions depend on every earlier length, so this walks the lengths one by one
-    (lists: a numpy element store per item costs more than the walk).
+    (lists: a numpy element store per item costs more than the walk) -- except along a run of
+    items of one length (a manifest's rows, an object index's absent ids), which is read in
+    one strided numpy pass per doubling window: 1M absent ids took 0.67 s one by one.
     """
     mv = memoryview(buf).cast("B")
     size = len(mv)
@@ -128,8 +130,8 @@ def item_spans(buf: bytes | memoryview) -> FramedItems:
         )
     starts, lengths = [0] * n, [0] * n
     unpack = _U32.unpack_from
-    pos = 4
-    for i in range(n):
+    pos, i = 4, 0
+    while i < n:
         if pos + 4 > size:
             raise EncodingError(f"vlen framing: truncated in the length of item {i}")
         (length,) = unpack(mv, pos)
@@ -140,10 +142,40 @@ def item_spans(buf: bytes | memoryview) -> FramedItems:
             )
         starts[i], lengths[i] = pos, length
         pos += length
+        i += 1
+        if length % 4 == 0 and length <= _RUN_ITEM_BYTES:
+            pos, i = _same_length_run(mv, pos, i, n, length, starts, lengths)
     if pos != size:
         raise EncodingError(f"vlen framing: {size - pos} trailing bytes after item {n - 1}")
     data = buf if isinstance(buf, bytes) else mv.tobytes()
     return FramedItems(data, np.asarray(starts, dtype=np.int64), np.asarray(lengths, dtype=np.int64))
+
+
+_RUN_ITEM_BYTES = 256  # longest item whose runs are looked for (a stride of 65 words)
+
+
+def _same_length_run(
+    mv: memoryview, pos: int, i: int, n: int, length: int, starts: list[int], lengths: list[int]
+) -> tuple[int, int]:
+    """From item ``i`` at ``pos``, the items that also declare ``length`` bytes, found by a strided
+    view of their length words (whole items only: each is checked to fit before it is taken).
+    Returns where the walk goes on."""
+    stride = 4 + length  # bytes of one item, its length word included
+    window = 16
+    while i < n:
+        fits = min(n - i, (len(mv) - pos) // stride, window)
+        if fits <= 0:
+            break
+        words = np.frombuffer(mv, dtype="<u4", count=(fits - 1) * (stride // 4) + 1, offset=pos)[:: stride // 4]
+        other = np.flatnonzero(words != length)
+        k = int(other[0]) if other.size else fits
+        starts[i : i + k] = range(pos + 4, pos + 4 + k * stride, stride)
+        lengths[i : i + k] = [length] * k
+        pos, i = pos + k * stride, i + k
+        if k < fits:
+            break
+        window *= 2
+    return pos, i
 
 
 def unframe_items(buf: bytes | memoryview) -> list[bytes]:
