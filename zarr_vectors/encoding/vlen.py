@@ -116,8 +116,9 @@ def item_spans(buf: bytes | memoryview) -> FramedItems:
 
     Item positions depend on every earlier length, so this walks the lengths one by one
     (lists: a numpy element store per item costs more than the walk) -- except along a run of
-    items of one length (a manifest's rows, an object index's absent ids), which is read in
-    one strided numpy pass per doubling window: 1M absent ids took 0.67 s one by one.
+    items of one length (a manifest's rows, an object index's absent ids), whose length words
+    are gathered at the item stride, a doubling window at a time: 1M absent ids took 0.67 s
+    one by one.
     """
     mv = memoryview(buf).cast("B")
     size = len(mv)
@@ -129,44 +130,56 @@ def item_spans(buf: bytes | memoryview) -> FramedItems:
             f"vlen framing: {n} items need at least {4 + 4 * n} bytes, chunk has {size}"
         )
     starts, lengths = [0] * n, [0] * n
-    unpack = _U32.unpack_from
     pos, i = 4, 0
     while i < n:
-        if pos + 4 > size:
-            raise EncodingError(f"vlen framing: truncated in the length of item {i}")
-        (length,) = unpack(mv, pos)
-        pos += 4
-        if pos + length > size:
-            raise EncodingError(
-                f"vlen framing: item {i} declares {length} bytes, only {size - pos} remain"
-            )
-        starts[i], lengths[i] = pos, length
-        pos += length
-        i += 1
-        if length % 4 == 0 and length <= _RUN_ITEM_BYTES:
-            pos, i = _same_length_run(mv, pos, i, n, length, starts, lengths)
+        pos, i = _walk(mv, pos, i, n, starts, lengths)
+        if i < n:  # a run of one length starts at item i
+            pos, i = _same_length_run(mv, pos, i, n, lengths[i - 1], starts, lengths)
     if pos != size:
         raise EncodingError(f"vlen framing: {size - pos} trailing bytes after item {n - 1}")
     data = buf if isinstance(buf, bytes) else mv.tobytes()
     return FramedItems(data, np.asarray(starts, dtype=np.int64), np.asarray(lengths, dtype=np.int64))
 
 
-_RUN_ITEM_BYTES = 256  # longest item whose runs are looked for (a stride of 65 words)
+_RUN_ITEM_BYTES = 256  # longest item whose runs are gathered (a manifest row of one 3-D block is 37)
+
+
+def _walk(mv: memoryview, pos: int, first: int, n: int, starts: list[int], lengths: list[int]) -> tuple[int, int]:
+    """Items from ``first`` one by one, until the end or until two items in a row and the next
+    declare one length (a run: cheaper gathered at its stride); where it stopped."""
+    size, unpack, most = len(mv), _U32.unpack_from, _RUN_ITEM_BYTES
+    before = -1
+    for i in range(first, n):
+        if pos + 4 > size:
+            raise EncodingError(f"vlen framing: truncated in the length of item {i}")
+        (length,) = unpack(mv, pos)
+        pos += 4
+        if pos + length > size:
+            raise EncodingError(f"vlen framing: item {i} declares {length} bytes, only {size - pos} remain")
+        starts[i], lengths[i] = pos, length
+        pos += length
+        if length == before and length <= most and i + 1 < n and pos + 4 <= size and unpack(mv, pos)[0] == length:
+            return pos, i + 1
+        before = length
+    return pos, n
 
 
 def _same_length_run(
     mv: memoryview, pos: int, i: int, n: int, length: int, starts: list[int], lengths: list[int]
 ) -> tuple[int, int]:
-    """From item ``i`` at ``pos``, the items that also declare ``length`` bytes, found by a strided
-    view of their length words (whole items only: each is checked to fit before it is taken).
-    Returns where the walk goes on."""
+    """From item ``i`` at ``pos``, the items that also declare ``length`` bytes, their length words
+    gathered at the item stride in doubling windows (whole items only: each is checked to fit
+    before it is taken).  Returns where the walk goes on."""
     stride = 4 + length  # bytes of one item, its length word included
+    data = np.frombuffer(mv, dtype=np.uint8)
+    word = np.arange(4)
     window = 16
     while i < n:
         fits = min(n - i, (len(mv) - pos) // stride, window)
         if fits <= 0:
             break
-        words = np.frombuffer(mv, dtype="<u4", count=(fits - 1) * (stride // 4) + 1, offset=pos)[:: stride // 4]
+        at = pos + stride * np.arange(fits)
+        words = data[at[:, None] + word].view("<u4").ravel()
         other = np.flatnonzero(words != length)
         k = int(other[0]) if other.size else fits
         starts[i : i + k] = range(pos + 4, pos + 4 + k * stride, stride)
@@ -176,7 +189,6 @@ def _same_length_run(
             break
         window *= 2
     return pos, i
-
 
 def unframe_items(buf: bytes | memoryview) -> list[bytes]:
     """Split a vlen-bytes chunk into its items; truncation or trailing bytes raise."""
