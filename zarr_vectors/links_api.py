@@ -36,7 +36,13 @@ from zarr_vectors.format.links import (
     offsets_tuple,
     partition_records_by_offset,
 )
-from zarr_vectors.format.paths import format_chunk_key, format_delta, format_offsets, link_attributes_group_path
+from zarr_vectors.format.paths import (
+    check_new_name,
+    format_chunk_key,
+    format_delta,
+    format_offsets,
+    link_attributes_group_path,
+)
 from zarr_vectors.format.schema import ROW_DTYPES
 from zarr_vectors.reconcile import finalize_links, merge_presence
 from zarr_vectors.store.codecs import ZSTD_DEFAULT, compressor_config
@@ -383,6 +389,7 @@ def write_link_attributes(
     A partition from a ``mode="append"`` write appends to the existing attribute cells.
     """
     policy = require_policy(level, delta)
+    check_new_name(name, "link attribute")
     arr = attribute_values(values, name)
     comp = compressor_config(compressor)
     arrays = enumerate_family(level, policy)

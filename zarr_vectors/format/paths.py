@@ -178,13 +178,22 @@ def check_name(name: object, what: str) -> str:
     """A name that becomes one path segment of the store (an attribute's): not empty, no ``/``,
     not ``.`` or ``..``, and no control character -- a tab or a NUL in a key is one that
     obstore cannot list and some file systems cannot hold, so a write failed half-way (or
-    untyped) where it is refused here; nor one the store cannot hold or would not list again:
-    not UTF-8 (a lone surrogate), longer than :data:`MAX_NAME_BYTES`, ``zarr.json`` (its
-    group's own document) or a :data:`TEMP_PREFIX` name (written, validated, never read)."""
+    untyped) where it is refused here."""
     if not isinstance(name, str) or not name or "/" in name or name in (".", "..") or \
             any(c < " " or c == "\x7f" for c in name):
         raise InputError(f"invalid {what} name {name!r}: a name is one path segment of the store "
                          "(not empty, no '/', not '.' or '..', no control character)")
+    return name
+
+
+def check_new_name(name: object, what: str) -> str:
+    """:func:`check_name`, and a name a writer may give a new node: one every store can hold and
+    lists again -- UTF-8 (not a lone surrogate), at most :data:`MAX_NAME_BYTES`, not
+    ``zarr.json`` (its group's own document) nor a :data:`TEMP_PREFIX` name (written, validated,
+    never read).  Names found in a store are read as they are: another writer may have used a
+    store without these limits (S3 keys reach 1,024 bytes)."""
+    check_name(name, what)
+    assert isinstance(name, str)
     try:
         size = len(name.encode("utf-8"))
     except UnicodeEncodeError:

@@ -82,20 +82,36 @@ def _deflated_arrays(raw: bytes) -> Iterator[tuple[str, bytes, int]]:
         for start in range(0, max(len(raw), 1), _XML_FEED):
             parser.feed(raw[start : start + _XML_FEED])
             for _, element in parser.read_events():  # raises at the first syntax error, after what precedes it
-                if element.tag != "DataArray":
+                if _local(element.tag) != "DataArray":
                     continue
-                attrs, data = element.attrib, element.find("Data")
+                attrs = element.attrib
+                data = next((e for e in element if _local(e.tag) == "Data"), None)
                 # nibabel's defaults: data without an Encoding is deflated, of DataType "none"
                 compressed = gifti_encoding_codes.label[attrs.get("Encoding", "B64GZ")] == "B64GZ"
                 if compressed and data is not None and data.text:
                     dims = [int(attrs[f"Dim{i}"]) for i in range(int(attrs.get("Dimensionality", 0)))]
                     declared = max(0, math.prod(dims)) * data_type_codes.dtype[attrs.get("DataType", "none")].itemsize
-                    meta = (m for m in element.iter("MD") if m.findtext("Name") == "Name")
-                    name = next((m.findtext("Value") for m in meta), None) or attrs.get("Intent", "?")
+                    name = _meta_name(element) or attrs.get("Intent", "?")
                     yield name, base64.b64decode(data.text), declared
                 element.clear()
     except (ElementTree.ParseError, KeyError, ValueError, binascii.Error):
         return
+
+
+def _local(tag: str) -> str:
+    """An element's name without its namespace: nibabel's expat parser ignores ``xmlns``, which
+    ElementTree folds into every tag (``{urn:x}DataArray``)."""
+    return tag.rpartition("}")[2]
+
+
+def _meta_name(element: ElementTree.Element) -> str | None:
+    """The ``Name`` metadata of a data array, if it has one."""
+    for md in element.iter():
+        if _local(md.tag) == "MD":
+            fields = {_local(e.tag): e.text for e in md}
+            if fields.get("Name") == "Name":
+                return fields.get("Value")
+    return None
 
 
 def _bounded_inflate(path: str, deflated: bytes, declared: int, name: str) -> None:
@@ -123,6 +139,7 @@ def read(path: str, **options: Any) -> Geometry:
     raw = gp.read_bytes(path)
     _check_external_files(path, raw)
     _check_inflated_sizes(path, raw)
+    del raw  # nibabel reads the file again (relative external names resolve against its folder)
     # nibabel's XML parser raises many types (ExpatError, ValueError, KeyError, ...)
     with gp.parsing(path, "GIfTI file", (Exception,)):
         image = gifti.GiftiImage.from_filename(path)

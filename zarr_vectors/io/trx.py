@@ -29,6 +29,7 @@ import logging
 import os
 import shutil
 import stat
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -41,6 +42,9 @@ from zarr_vectors.io.types import FileFormat, Geometry
 
 GROUP = "group."
 DPG = "dpg."
+
+
+_ROOT_LENT = threading.Lock()
 
 
 class _LastResortExceptTrx(logging.Handler):
@@ -71,17 +75,20 @@ def _root_unset() -> Iterator[None]:
     when the root logger has no handler: reading a TRX printed ``ERROR:root:...`` beside the
     read's own warning (which names the members it passed over), and a read or a write left every
     library's records printed that way in the user's process for good.  A root logger without
-    handlers is lent one while trx-python runs; a configured one is the user's choice."""
-    root = logging.getLogger()
-    if root.handlers:
-        yield
-        return
-    handler = _LastResortExceptTrx()
-    root.addHandler(handler)
-    try:
-        yield
-    finally:
-        root.removeHandler(handler)
+    handlers is lent one while trx-python runs; a configured one is the user's choice.  (A
+    ``logging.basicConfig()`` of another thread in that window does nothing, as it would with
+    any handler in place.)"""
+    with _ROOT_LENT:  # one TRX at a time: a second, seeing the first's handler, would lend none
+        root = logging.getLogger()
+        if root.handlers:
+            yield
+            return
+        handler = _LastResortExceptTrx()
+        root.addHandler(handler)
+        try:
+            yield
+        finally:
+            root.removeHandler(handler)
 
 
 @_root_unset()

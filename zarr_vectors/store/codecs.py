@@ -50,7 +50,8 @@ def compressor_config(compressor: str | dict[str, Any] | None) -> dict[str, Any]
         return None
     if isinstance(compressor, str) and compressor in _SHORT_NAMES:
         return _SHORT_NAMES[compressor]
-    if isinstance(compressor, dict) and compressor.get("name") in _SHORT_NAMES:
+    if isinstance(compressor, Mapping) and compressor.get("name") in _SHORT_NAMES:
+        compressor = dict(compressor)
         try:
             Compressor.from_config(compressor, file="<argument>")  # validates
         except MetadataError as exc:

@@ -395,12 +395,22 @@ def removed_if_unfinished(storage: Storage) -> Iterator[None]:
     """A write that fails after :func:`create_store` removes what it wrote: the location held
     no store when it began (or ``overwrite`` had emptied it), and the documents a writer sends
     first, without the cells its failed tasks did not write, read as an empty store that
-    validated.  Run once the graphs have stopped (the runner waits for started tasks)."""
+    validated.  Run once the graphs have stopped (the runner waits for started tasks).
+
+    A directory that was there before (made by the user, or a link to one) stays, as does
+    anything in it listings skip (``.tmp-`` names); only the entries listed then are removed.
+    Two writers of one new location at once are not told apart: the one that fails removes both.
+    """
+    keep_root = not storage.is_remote and storage.exists("")  # nothing is written yet: a user's directory
     try:
         yield
     except BaseException as exc:
         try:
-            storage.delete_prefix("")
+            if keep_root:
+                for name in storage.list_dir(""):
+                    storage.delete_prefix(name)
+            else:
+                storage.delete_prefix("")
         except Exception as lost:  # noqa: BLE001 - the write's failure is what is raised; this is said with it
             exc.add_note(f"and what it wrote at {storage.url!r} could not be removed: {describe(lost)}")
         raise
@@ -425,7 +435,7 @@ def refuse_foreign_entries(storage: Storage, names: Sequence[str]) -> None:
 
 def _foreign_below(storage: Storage, names: Sequence[str]) -> list[str]:
     """What a location whose top names are a store's holds that no store does (one GET, or one
-    listing per level folder, made only to overwrite)."""
+    listing and one GET per level folder, made only to overwrite)."""
     if "zarr.json" in names:
         try:
             attrs = load_document(storage.get("zarr.json") or b"", file="zarr.json").get("attributes")
@@ -434,8 +444,18 @@ def _foreign_below(storage: Storage, names: Sequence[str]) -> list[str]:
         ours = isinstance(attrs, dict) and "zarr_vectors" in attrs
         return [] if ours else ["zarr.json (not a Zarr Vectors root document)"]
     levels = [n for n in names if LEVEL_NAME.fullmatch(n)]
-    return [f"{level}/{name}" for level, below in zip(levels, storage.list_dirs(levels)) for name in below
-            if name != "zarr.json" and name not in LEVEL_FAMILIES]
+    foreign = []
+    for level, below in zip(levels, storage.list_dirs(levels)):
+        foreign += [f"{level}/{name}" for name in below if name != "zarr.json" and name not in LEVEL_FAMILIES]
+    documents = storage.get_many([f"{level}/zarr.json" for level in levels])
+    for level, raw in zip(levels, documents):  # a level's first batch always holds its document
+        try:
+            attrs = load_document(raw or b"", file=f"{level}/zarr.json").get("attributes")
+        except MetadataError:
+            attrs = None
+        if not (isinstance(attrs, dict) and "zarr_vectors_level" in attrs):
+            foreign.append(f"{level} (no Zarr Vectors level document)")
+    return foreign
 
 
 def create_store(

@@ -47,16 +47,16 @@ def input_array(value: Any, what: str, dtype: Any = None, *, dask: bool = True) 
 
 
 def as_declared(block: np.ndarray, what: str, block_info: dict[Any, Any] | None = None) -> np.ndarray:
-    """A dask block as its array declares it: a block of another dtype or row shape (a
-    ``map_blocks`` without the right ``dtype=``) would be stored as bytes the array's metadata
-    misdescribes -- a store no reader opens."""
+    """A dask block as its array declares it: a block of another dtype, row count or row shape
+    (a ``map_blocks`` without the right ``dtype=`` or ``chunks=``) would be stored as bytes the
+    array's metadata misdescribes, or beside the wrong vertices."""
     assert block_info is not None
     declared = block_info[None]
-    rows = (block.shape[0], *declared["chunk-shape"][1:])
-    if block.dtype != declared["dtype"] or block.shape != rows:
+    shape = tuple(declared["chunk-shape"])
+    if block.dtype != declared["dtype"] or block.shape != shape:
         raise InputError(f"{what}: the dask block at row {declared['array-location'][0][0]} is {block.dtype} of "
-                         f"shape {block.shape}, the array declares {np.dtype(declared['dtype'])} of shape {rows} "
-                         "(a map_blocks without the right dtype=?)")
+                         f"shape {block.shape}, the array declares {np.dtype(declared['dtype'])} of shape {shape} "
+                         "(a map_blocks without the right dtype= or chunks=?)")
     return block
 
 

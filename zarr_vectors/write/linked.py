@@ -41,7 +41,7 @@ from zarr_vectors.execution import runner
 from zarr_vectors.format import topology
 from zarr_vectors.format.coarsen import unique_sorted
 from zarr_vectors.format.links import LinkCounts, LinkPartition, make_policy, partition_records_by_rank
-from zarr_vectors.format.paths import check_name, format_offsets, intra_offsets
+from zarr_vectors.format.paths import check_new_name, format_offsets, intra_offsets
 from zarr_vectors.format.points import stable_order, take_rows
 from zarr_vectors.format.schema import attribute_dtype_problem
 from zarr_vectors.store.backend import Storage
@@ -94,7 +94,7 @@ def _check_record_attributes(values: Mapping[str, Any] | None, m: int, what: str
     """Attribute columns (numpy or dask), one row per record."""
     out = {}
     for name, value in mapping_argument(values, what.replace(" ", "_") + "s").items():  # the argument
-        check_name(name, what)
+        check_new_name(name, what)
         arr = input_array(value, f"{what} {name!r}")
         if arr.ndim not in (1, 2) or arr.shape[0] != m or (arr.ndim == 2 and arr.shape[1] < 1):
             raise InputError(f"{what} {name!r} has shape {arr.shape}; expected ({m},) or ({m}, channels), one row "

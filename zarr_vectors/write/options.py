@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
+import numpy as np
+
 from zarr_vectors.errors import InputError
 
 
@@ -47,8 +49,9 @@ class WriteOptions:
 
     def __post_init__(self) -> None:
         """The settings' types, checked where they are given: ``overwrite="False"`` deleted a store."""
-        if not isinstance(self.overwrite, bool):
+        if not isinstance(self.overwrite, (bool, np.bool_)):
             raise InputError(f"overwrite must be True or False, found {self.overwrite!r}")
+        object.__setattr__(self, "overwrite", bool(self.overwrite))
         if self.storage_options is not None and not isinstance(self.storage_options, Mapping):
             raise InputError(f"storage_options must be a mapping of option names to values, found "
                              f"{self.storage_options!r}")

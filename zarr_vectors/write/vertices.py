@@ -33,7 +33,7 @@ from zarr_vectors.errors import InputError
 from zarr_vectors.execution import runner
 from zarr_vectors.execution.runner import current_client, task_runs
 from zarr_vectors.format.objects import absence_fill, object_attribute_attributes
-from zarr_vectors.format.paths import check_name, format_chunk_key
+from zarr_vectors.format.paths import check_new_name, format_chunk_key
 from zarr_vectors.format.points import cells_and_bins, chunk_coords, column_extent, stable_order, take_rows
 from zarr_vectors.format.schema import attribute_dtype_problem
 from zarr_vectors.reconcile import confirm_presence
@@ -214,6 +214,8 @@ def normalise_vertex_inputs(
             raise InputError(f"object_ids must have shape ({n},), found {tuple(ids_in.shape)}")
         if ids_in.dtype.kind not in "iu":
             raise InputError(f"object_ids dtype {ids_in.dtype} is unsupported: pass integers")
+        if is_dask_array(ids_in):
+            ids_in = ids_in.map_blocks(as_declared, what="object_ids", dtype=ids_in.dtype)
         if ids_in.dtype == np.uint64:  # checked before the cast, which wraps 2**64 - 1 to -1
             ids_in = ids_in.map_blocks(_signed_ids, dtype=np.int64) if is_dask_array(ids_in) else _signed_ids(ids_in)
         ids_in = ids_in.astype(np.int64, copy=False)  # int64 ids are used as given: only read
@@ -223,7 +225,7 @@ def normalise_vertex_inputs(
     attrs_spec: dict[str, tuple[np.dtype, tuple[int, ...]]] = {}
     attrs_in: dict[str, Any] = {}
     for name, value in mapping_argument(attributes, "attributes").items():
-        check_name(name, "attribute")
+        check_new_name(name, "attribute")
         arr = input_array(value, f"attribute {name!r}")
         if arr.ndim not in (1, 2) or arr.shape[0] != n or (arr.ndim == 2 and arr.shape[1] < 1):
             raise InputError(f"attribute {name!r} has shape {tuple(arr.shape)}; expected ({n},) or ({n}, channels), "
@@ -264,7 +266,8 @@ def normalise_vertex_inputs(
 # scan and plan
 # ---------------------------------------------------------------------------
 def _scan_block(
-    pos: np.ndarray, ids: np.ndarray | None, offset: int, lo_b: Any, hi_b: Any, cs: np.ndarray, dtype: np.dtype
+    pos: np.ndarray, ids: np.ndarray | None, offset: int, rows: int, lo_b: Any, hi_b: Any, cs: np.ndarray,
+    dtype: np.dtype,
 ) -> dict[str, Any]:
     """A block's checks, extent and occupied cells, in one pass over its rows.
 
@@ -273,7 +276,7 @@ def _scan_block(
     for it would read the input a second time.
     """
     out: dict[str, Any] = {"n": len(pos)}
-    if pos.dtype != dtype or pos.ndim != 2 or pos.shape[1] != len(cs):  # a dask array's blocks, not as declared
+    if pos.dtype != dtype or pos.shape != (rows, len(cs)):  # a dask array's block, not as declared
         out["block"] = (offset, str(pos.dtype), tuple(pos.shape))
         return out
     if len(pos):
@@ -366,15 +369,15 @@ def plan_vertices(spec: VertexSpec, blocks: InputBlocks) -> VertexPlan:
     cs = np.asarray(spec.chunk_shape)
     scans = runner.compute(
         "scan",
-        *[dask.delayed(_scan_block)(p, i, o, lo_b, hi_b, cs, spec.dtype)
-          for p, i, o in zip(blocks.pos, blocks.ids, blocks.offsets)],
+        *[dask.delayed(_scan_block)(p, i, o, r, lo_b, hi_b, cs, spec.dtype)
+          for p, i, o, r in zip(blocks.pos, blocks.ids, blocks.offsets, np.diff([*blocks.offsets, spec.n]).tolist())],
     )
     for s in scans:
         if "block" in s:
             at, dtype, shape = s["block"]
-            raise InputError(f"positions: the dask block at row {at} is {dtype} of shape {shape}, the array declares "
-                             f"{spec.dtype} rows of {spec.ndim} (a map_blocks without the right dtype=?); nothing was "
-                             "written")
+            raise InputError(f"positions: the dask block at row {at} is {dtype} of shape {shape}, not as the array "
+                             f"declares its rows ({spec.dtype}, {spec.ndim} columns; a map_blocks without the right "
+                             "dtype= or chunks=?); nothing was written")
     for s in scans:
         if "nonfinite" in s:
             raise InputError(f"positions row {s['nonfinite']} is not finite (NaN or infinity); nothing was written")
@@ -657,7 +660,7 @@ def write_graph(
 def check_object_attributes(values: Mapping[str, Any] | None, *, has_ids: bool) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     for name, value in mapping_argument(values, "object_attributes").items():
-        check_name(name, "object attribute")
+        check_new_name(name, "object attribute")
         if not has_ids:
             raise InputError("object_attributes need object_ids")
         arr = input_array(value, f"object attribute {name!r}", dask=False)

@@ -484,6 +484,12 @@ def test_gifti_deflated_array_larger_than_declared_is_refused_in_bounded_memory(
     out = read_in_capped_child("gifti", tmp_path / "bomb.surf.gii", 1 << 30)
     assert (f"bomb.surf.gii: data array 'NIFTI_INTENT_POINTSET' inflates to more than the {POS.nbytes:,} bytes its "
             "Dim and DataType attributes declare") in out, out
+    # with a default namespace ElementTree names every tag {urn:x}..., nibabel's expat does not (review)
+    small = base64.b64encode(_deflated_zeros(8)).decode()
+    spaced = text.replace(_first_array_data(text), small, 1).replace("<GIFTI ", '<GIFTI xmlns="urn:x" ', 1)
+    (tmp_path / "spaced.surf.gii").write_text(spaced)
+    with pytest.raises(InputError, match="data array 'NIFTI_INTENT_POINTSET' inflates to more than"):
+        gifti.read(str(tmp_path / "spaced.surf.gii"))
     # a declared size one value short of the data is refused by the same check; the file as written reads
     head, _, tail = text.rpartition(f'Dim0="{len(THICKNESS)}"')  # the last array's
     short = f'{head}Dim0="{len(THICKNESS) - 1}"{tail}'
