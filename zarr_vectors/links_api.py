@@ -43,7 +43,7 @@ from zarr_vectors.format.paths import (
     format_offsets,
     link_attributes_group_path,
 )
-from zarr_vectors.format.schema import ROW_DTYPES
+from zarr_vectors.format.schema import vertices_row_dtype
 from zarr_vectors.reconcile import finalize_links, merge_presence
 from zarr_vectors.store.codecs import ZSTD_DEFAULT, compressor_config
 from zarr_vectors.store.grid import GridArray, read_cells_many, write_cells_many
@@ -354,7 +354,7 @@ def _check_endpoint_rows(level: Level, delta: int, chunks: np.ndarray, vi: np.nd
         keys = [format_chunk_key(cell.tolist()) for cell in cells]
         present = [cell for cell, key in zip(cells, keys) if key in listed]
         payloads = iter(read_cells_many([(grid, cell.tolist()) for cell in present]))
-        row_bytes = grid.ndim * np.dtype(grid.attributes.get("dtype", ROW_DTYPES["vertices"][1])).itemsize
+        row_bytes = grid.ndim * vertices_row_dtype(grid.attributes).itemsize
         rows = np.array([len(next(payloads)) // row_bytes if key in listed else 0 for key in keys], dtype=np.int64)
         which = which.ravel()
         outside = (vi[:, column] < 0) | (vi[:, column] >= rows[which])

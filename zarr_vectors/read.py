@@ -32,6 +32,7 @@ from zarr_vectors.format import bounds, points
 from zarr_vectors.format.links import LinkRecords
 from zarr_vectors.format.objects import OBJECT_ID_RULE, ObjectVertices
 from zarr_vectors.format.paths import LEVEL_FAMILIES, format_chunk_key
+from zarr_vectors.format.schema import vertices_row_dtype
 from zarr_vectors.store.grid import GridArray, read_cells_many
 from zarr_vectors.store.groups import Level, check_zv_array, open_level
 from zarr_vectors.store.kinds import store_kind
@@ -251,7 +252,7 @@ def _read_vertex_table(
 ) -> VertexTable:
     ndim = lvl.store.root.sid_ndim
     vertices = lvl.array("vertices")
-    dtype = np.dtype(vertices.attributes.get("dtype", "float32")).newbyteorder("<")
+    dtype = vertices_row_dtype(vertices.attributes)
     cells = _cells_in_box(vertices.nonempty_chunk_coords(), np.asarray(lvl.chunk_shape), box)
     attr_grids = {
         name: lvl.array(posixpath.join("vertex_attributes", name)) for name in lvl.children("vertex_attributes")

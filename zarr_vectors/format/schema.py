@@ -278,6 +278,8 @@ def attribute_dtype_problem(dtype: Any) -> str | None:
     check of the ``kind`` alone let float128 into a store that no reader opens."""
     dt = np.dtype(dtype)
     return None if dt.name in ATTRIBUTE_DTYPES else f"unsupported dtype {dt} (one of {', '.join(ATTRIBUTE_DTYPES)})"
+
+
 MAX_ROW_BYTES = 2**32 - 1
 """Largest row a grid cell can hold: the vlen framing's u32 item length (§2.2)."""
 
@@ -393,6 +395,13 @@ ROW_DTYPES: dict[str, tuple[tuple[str, ...], str | None]] = {
     "link_attribute": (ATTRIBUTE_DTYPES, None),
 }
 """A grid array's row ``attributes.dtype``: the names allowed and the default (None: required)."""
+
+
+def vertices_row_dtype(attrs: Mapping[str, Any]) -> np.dtype:
+    """The little-endian dtype of a vertices array's rows, from its ``attributes`` (no ``dtype``:
+    the format's default)."""
+    return np.dtype(attrs.get("dtype", ROW_DTYPES["vertices"][1])).newbyteorder("<")
+
 ROW_ENCODINGS: dict[str, str] = {
     "vertices": "raw", "vertex_fragments": "fragment_index_v1", "link_fragments": "fragment_index_v1"}
 """The one ``attributes.encoding`` a grid array may state (absent means that one)."""

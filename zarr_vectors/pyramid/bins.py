@@ -50,13 +50,7 @@ __all__ = [
     "parent_map",
     "partial_rows",
     "sequences_of",
-    "store_dtype",
 ]
-
-
-def store_dtype(grid: GridArray) -> np.dtype:
-    """The little-endian dtype of a vertices array's rows."""
-    return np.dtype(grid.attributes.get("dtype", "float32")).newbyteorder("<")
 
 
 @dataclass(frozen=True, eq=False)

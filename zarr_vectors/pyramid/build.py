@@ -40,6 +40,7 @@ from zarr_vectors.format.crosslevel import compose_parents
 from zarr_vectors.format.metadata import LevelMetadata, RootMetadata
 from zarr_vectors.format.paths import format_chunk_key, format_delta
 from zarr_vectors.format.points import chunk_placement_checked
+from zarr_vectors.format.schema import vertices_row_dtype
 from zarr_vectors.pyramid.bins import (
     AttributeSpec,
     BinParams,
@@ -51,7 +52,6 @@ from zarr_vectors.pyramid.bins import (
     parent_map,
     partial_rows,
     sequences_of,
-    store_dtype,
 )
 from zarr_vectors.pyramid.families import (
     FamilySpec,
@@ -290,8 +290,9 @@ class _Builder:
         )
         meta = src.level.meta
         params = BinParams(
-            self.ndim, store_dtype(vertices), src.chunk_shape, grid, plan.has_objects, carried, src.level.path,
-            meta.vertex_count, chunk_placement_checked(meta.coarsening_method, len(vertices.shape), self.ndim),
+            self.ndim, vertices_row_dtype(vertices.attributes), src.chunk_shape, grid, plan.has_objects, carried,
+            src.level.path, meta.vertex_count,
+            chunk_placement_checked(meta.coarsening_method, len(vertices.shape), self.ndim),
         )  # fmt: skip
         # groups of whole source cells, by rows where a built level knows them, else by cell count
         weights = src.counts if src.counts is not None else np.ones(len(src.cells), dtype=np.int64)

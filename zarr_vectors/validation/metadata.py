@@ -37,6 +37,7 @@ from zarr_vectors.format.schema import (
     problem,
     row_layout_problem,
     short,
+    vertices_row_dtype,
     whole_ratio,
 )
 from zarr_vectors.validation.findings import Report, crashed, make
@@ -395,9 +396,8 @@ def attribute_layout(attrs: dict[str, Any]) -> tuple[np.dtype, int] | None:
 
 
 def vertices_dtype(attrs: dict[str, Any]) -> np.dtype | None:
-    if row_layout_problem("vertices", {"dtype": attrs.get("dtype", "float32")}) is not None:
-        return None
-    return np.dtype(attrs.get("dtype", "float32")).newbyteorder("<")
+    stated = {"dtype": attrs["dtype"]} if "dtype" in attrs else {}  # absent: the format's default
+    return None if row_layout_problem("vertices", stated) is not None else vertices_row_dtype(attrs)
 
 
 def _check_arrays(model: StoreModel, report: Report) -> None:
