@@ -146,9 +146,9 @@ def combine_reduced(
     above = reduce_rows(shifted, inverse, n, "mean") / counts.reshape((-1,) + (1,) * (low.ndim - 1))
     span = high.view(np.uint64) - low.view(np.uint64)
     odd = (low.view(np.uint64) & 1).astype(np.float64)  # half to even, as np.rint of the mean itself rounds
-    step = np.rint(above + odd) - odd
-    between = (step > 0) & (step < span.astype(np.float64))  # these convert to uint64 as they are
-    step = np.where(between, np.where(between, step, 0).astype(np.uint64), np.where(step <= 0, np.uint64(0), span))
+    step = np.rint(above + odd) - odd  # >= 0: the mean of rows at or above the min
+    inside = step < span.astype(np.float64)  # these convert to uint64 as they are; the others are the max
+    step = np.where(inside, np.where(inside, step, 0).astype(np.uint64), span)
     return (low.view(np.uint64) + np.minimum(step, span)).view(wide).astype(dt)
 
 

@@ -437,11 +437,7 @@ def _foreign_below(storage: Storage, names: Sequence[str]) -> list[str]:
     """What a location whose top names are a store's holds that no store does (one GET, or one
     listing and one GET per level folder, made only to overwrite)."""
     if "zarr.json" in names:
-        try:
-            attrs = load_document(storage.get("zarr.json") or b"", file="zarr.json").get("attributes")
-        except MetadataError:
-            attrs = None
-        ours = isinstance(attrs, dict) and "zarr_vectors" in attrs
+        ours = _declares(storage.get("zarr.json"), "zarr.json", "zarr_vectors")
         return [] if ours else ["zarr.json (not a Zarr Vectors root document)"]
     levels = [n for n in names if LEVEL_NAME.fullmatch(n)]
     foreign = []
@@ -449,13 +445,18 @@ def _foreign_below(storage: Storage, names: Sequence[str]) -> list[str]:
         foreign += [f"{level}/{name}" for name in below if name != "zarr.json" and name not in LEVEL_FAMILIES]
     documents = storage.get_many([f"{level}/zarr.json" for level in levels])
     for level, raw in zip(levels, documents):  # a level's first batch always holds its document
-        try:
-            attrs = load_document(raw or b"", file=f"{level}/zarr.json").get("attributes")
-        except MetadataError:
-            attrs = None
-        if not (isinstance(attrs, dict) and "zarr_vectors_level" in attrs):
+        if not _declares(raw, f"{level}/zarr.json", "zarr_vectors_level"):
             foreign.append(f"{level} (no Zarr Vectors level document)")
     return foreign
+
+
+def _declares(raw: bytes | None, file: str, block: str) -> bool:
+    """Whether ``raw`` is a document whose attributes hold ``block`` (absent or broken: no)."""
+    try:
+        attrs = load_document(raw or b"", file=file).get("attributes")
+    except MetadataError:
+        return False
+    return isinstance(attrs, dict) and block in attrs
 
 
 def create_store(

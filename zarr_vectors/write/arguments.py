@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.errors import InputError
+from zarr_vectors.format.paths import check_new_name
+from zarr_vectors.format.schema import attribute_dtype_problem
 
 
 def is_dask_array(x: Any) -> bool:
@@ -43,6 +45,20 @@ def input_array(value: Any, what: str, dtype: Any = None, *, dask: bool = True) 
         arr = np.asarray(value, dtype=dtype)
     except (TypeError, ValueError) as exc:
         raise InputError(f"{what} is not an array of numbers ({exc})") from None
+    return arr
+
+
+def attribute_column(value: Any, name: str, rows: int, what: str, per: str = "") -> Any:
+    """Attribute ``name``'s values (numpy, or dask as they are): a new node's name, one row of
+    ``rows`` each (``per`` what a row stands for, when it is not a vertex), at least one channel,
+    of a dtype the format stores."""
+    check_new_name(name, what)
+    arr = input_array(value, f"{what} {name!r}")
+    if arr.ndim not in (1, 2) or arr.shape[0] != rows or (arr.ndim == 2 and arr.shape[1] < 1):
+        raise InputError(f"{what} {name!r} has shape {tuple(arr.shape)}; expected ({rows},) or ({rows}, channels), "
+                         f"{f'one row per {per} and ' if per else ''}at least one channel")
+    if problem := attribute_dtype_problem(arr.dtype):
+        raise InputError(f"{what} {name!r} has {problem}")
     return arr
 
 

@@ -41,9 +41,8 @@ from zarr_vectors.execution import runner
 from zarr_vectors.format import topology
 from zarr_vectors.format.coarsen import unique_sorted
 from zarr_vectors.format.links import LinkCounts, LinkPartition, make_policy, partition_records_by_rank
-from zarr_vectors.format.paths import check_new_name, format_offsets, intra_offsets
+from zarr_vectors.format.paths import format_offsets, intra_offsets
 from zarr_vectors.format.points import stable_order, take_rows
-from zarr_vectors.format.schema import attribute_dtype_problem
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.groups import Level, create_store, empty_level, removed_if_unfinished
 from zarr_vectors.store.link_cells import (
@@ -55,7 +54,13 @@ from zarr_vectors.store.link_cells import (
 from zarr_vectors.store.link_family import LINK_ATTRIBUTES, LINKS, CreatedFamily, compose_new_family
 from zarr_vectors.store.nodes import group_document, write_nodes
 from zarr_vectors.write import vertices as vx
-from zarr_vectors.write.arguments import check_positions, input_array, is_dask_array, mapping_argument
+from zarr_vectors.write.arguments import (
+    attribute_column,
+    check_positions,
+    input_array,
+    is_dask_array,
+    mapping_argument,
+)
 from zarr_vectors.write.options import SharedOptions, WriteOptions
 from zarr_vectors.write.plan import plan_write
 from zarr_vectors.write.points import WriteResult
@@ -94,14 +99,7 @@ def _check_record_attributes(values: Mapping[str, Any] | None, m: int, what: str
     """Attribute columns (numpy or dask), one row per record."""
     out = {}
     for name, value in mapping_argument(values, what.replace(" ", "_") + "s").items():  # the argument
-        check_new_name(name, what)
-        arr = input_array(value, f"{what} {name!r}")
-        if arr.ndim not in (1, 2) or arr.shape[0] != m or (arr.ndim == 2 and arr.shape[1] < 1):
-            raise InputError(f"{what} {name!r} has shape {arr.shape}; expected ({m},) or ({m}, channels), one row "
-                             "per record and at least one channel")
-        if problem := attribute_dtype_problem(arr.dtype):
-            raise InputError(f"{what} {name!r} has {problem}")
-        out[name] = arr
+        out[name] = attribute_column(value, name, m, what, per="record")
     return out
 
 

@@ -43,6 +43,7 @@ from zarr_vectors.store.groups import Level
 from zarr_vectors.store.nodes import group_document, write_nodes
 from zarr_vectors.write.arguments import (
     as_declared,
+    attribute_column,
     check_positions,
     input_array,
     is_dask_array,
@@ -225,13 +226,7 @@ def normalise_vertex_inputs(
     attrs_spec: dict[str, tuple[np.dtype, tuple[int, ...]]] = {}
     attrs_in: dict[str, Any] = {}
     for name, value in mapping_argument(attributes, "attributes").items():
-        check_new_name(name, "attribute")
-        arr = input_array(value, f"attribute {name!r}")
-        if arr.ndim not in (1, 2) or arr.shape[0] != n or (arr.ndim == 2 and arr.shape[1] < 1):
-            raise InputError(f"attribute {name!r} has shape {tuple(arr.shape)}; expected ({n},) or ({n}, channels), "
-                             "at least one channel")
-        if problem := attribute_dtype_problem(arr.dtype):
-            raise InputError(f"attribute {name!r} has {problem}")
+        arr = attribute_column(value, name, n, "attribute")
         dtype = arr.dtype.newbyteorder("<") if arr.dtype.byteorder == ">" else arr.dtype
         attrs_spec[name] = (np.dtype(dtype), tuple(arr.shape[1:]))
         attrs_in[name] = arr.astype(dtype)
