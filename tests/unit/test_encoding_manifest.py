@@ -14,6 +14,7 @@ from zarr_vectors.encoding import (
     decode_manifest,
     encode_manifest,
     encode_mode0_manifests,
+    frame_items,
 )
 from zarr_vectors.errors import EncodingError, InputError
 
@@ -78,7 +79,7 @@ def test_polyline_example_103_bytes() -> None:
         ((0, 0, 0), [1], 0),
     ]
     rows = encode_mode0_manifests(np.zeros(3, int), np.array([b[0] for b in blocks]), np.array([0, 0, 1]), 1)
-    assert rows == [POLYLINE]
+    assert list(rows) == [POLYLINE]
 
 
 def test_graph_example_manifest() -> None:
@@ -91,15 +92,15 @@ def test_graph_example_manifest() -> None:
 def test_empty_manifest() -> None:
     assert decode_manifest(EMPTY, 3) == []
     assert encode_manifest([], 3) == EMPTY
-    assert encode_mode0_manifests(np.zeros(0, int), np.zeros((0, 3), int), np.zeros(0, int), 2) == [EMPTY, EMPTY]
-    assert encode_mode0_manifests(np.zeros(0, int), np.zeros((0, 3), int), np.zeros(0, int), 0) == []
+    assert list(encode_mode0_manifests(np.zeros(0, int), np.zeros((0, 3), int), np.zeros(0, int), 2)) == [EMPTY, EMPTY]
+    assert list(encode_mode0_manifests(np.zeros(0, int), np.zeros((0, 3), int), np.zeros(0, int), 0)) == []
 
 
 def test_batch_encoder_gaps_and_order() -> None:
     rows = np.array([1, 1, 3])
     chunks = np.array([[0, 0], [-4, 2], [7, 7]])
     frags = np.array([2, 0, 5])
-    assert encode_mode0_manifests(rows, chunks, frags, 5) == [
+    assert list(encode_mode0_manifests(rows, chunks, frags, 5)) == [
         EMPTY,
         manifest(block((0, 0), 0, 2), block((-4, 2), 0, 0)),
         EMPTY,
@@ -107,6 +108,27 @@ def test_batch_encoder_gaps_and_order() -> None:
         EMPTY,
     ]
 
+
+
+def test_batch_encoder_slices_are_the_rows_they_name() -> None:
+    """Rows are made a slice at a time (a writer's chunk): every slice, and every row on its own,
+    is what the whole table holds there; a slice is framed from its buffer as the rows are."""
+    rows = np.array([1, 1, 3, 6, 6, 6])
+    chunks = np.array([[0, 0], [-4, 2], [7, 7], [1, 1], [1, 2], [1, 3]])
+    frags = np.array([2, 0, 5, 0, 1, 9])
+    table = encode_mode0_manifests(rows, chunks, frags, 8)
+    whole = list(table)
+    assert len(table) == len(whole) == 8
+    assert [table[i] for i in range(-8, 8)] == whole + whole
+    for start in range(9):
+        for stop in range(start, 10):
+            part, expected = table[start:stop], whole[start:stop]
+            assert list(part) == expected
+            assert frame_items(part, count=len(expected) + 4) == frame_items([*expected, b"", b"", b"", b""])
+    with pytest.raises(IndexError):
+        table[8]
+    with pytest.raises(InputError, match="step 1"):
+        table[::2]
 
 # ---- property tests ------------------------------------------------------------------
 

@@ -542,6 +542,36 @@ def test_fragments_and_manifests_with_ids_decoded_by_hand(tmp_path):
     np.testing.assert_array_equal(data.object_ids, ids[order])
 
 
+
+def test_object_index_up_to_a_large_id_written_in_bounded_memory(tmp_path):
+    """The index has a row per id up to the largest (absent ids: the 4-byte empty manifest).
+    Four points with ids up to 2^24 are written in a child capped at 768 MiB of address space
+    (a bytes object per row took ~3.5 GB), and the rows zarr-python reads are the right ones,
+    across chunk edges."""
+    import subprocess
+    import sys
+    import textwrap
+
+    top, url = 2**24, tmp_path / "big.zv"
+    ids = [0, 16383, 16384, top]  # the last row of chunk 0, the first of chunk 1, the last row
+    child = textwrap.dedent(f"""
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, ({768 * 2**20}, {768 * 2**20}))
+        import numpy as np
+        import zarr_vectors as zv
+        pos = np.array([[10, 10, 10], [300, 10, 10], [10, 300, 10], [900, 900, 900]], np.float32)
+        zv.write_points({str(url)!r}, pos, object_ids=np.array({ids}), chunk_shape=250.0,
+                        bounds=[[0, 0, 0], [1000, 1000, 1000]])
+    """)
+    run = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=300, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    manifests = zarr.open_array(str(url / "0/object_index/manifests"), mode="r")
+    assert manifests.shape == (top + 1,)
+    chunks = {0: (0, 0, 0), 16383: (1, 0, 0), 16384: (0, 1, 0), top: (3, 3, 3)}
+    for oid in (0, 1, 16382, 16383, 16384, 16385, top - 1, top):
+        blocks = decode_manifest(bytes(manifests[oid : oid + 1][0]), 3)
+        assert [(b.chunk, b.fragments.tolist()) for b in blocks] == ([(chunks[oid], [0])] if oid in chunks else []), oid
+
 def test_object_attributes_and_sentinels(tmp_path):
     pos = np.array([[1, 1, 1], [60, 1, 1], [2, 2, 2], [61, 61, 61]], "f4")
     ids = np.array([0, 2, 2, 3])

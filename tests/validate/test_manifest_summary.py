@@ -47,7 +47,7 @@ def test_summary_matches_row_by_row_decoding() -> None:
     n = 40
     rows_of = np.sort(rng.integers(0, n, 120))
     chunks = rng.integers(-2, 3, (120, 3))
-    mode0 = encode_mode0_manifests(rows_of, chunks, rng.integers(0, 9, 120), n)
+    mode0 = list(encode_mode0_manifests(rows_of, chunks, rng.integers(0, 9, 120), n))
     mixed = [encode_manifest([((0, 1, 2), [4, 5, 6]), ((1, 1, 1), [2])], 3), encode_manifest([], 3)]
     rows = mode0[:20] + mixed + mode0[20:]
     summary = summarize_manifest_rows(rows, 3, first_row=100)

@@ -13,6 +13,7 @@ import operator
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 import numpy as np
 
@@ -235,12 +236,13 @@ def encode_manifest(
 
 def encode_mode0_manifests(
     object_rows: np.ndarray, chunks: np.ndarray, fragments: np.ndarray, num_objects: int
-) -> list[bytes]:
-    """All manifest rows of a level at once, every block mode 0 (the writer hot path).
+) -> Mode0Manifests:
+    """All manifest rows of a level, every block mode 0 (the writer hot path).
 
     Block i is ``(chunks[i], fragments[i])`` of row ``object_rows[i]``; blocks must be
     sorted by row (stable, so each object's blocks keep their order). Rows with no block
-    get the empty manifest ``00000000``. All bytes are built in one buffer and sliced.
+    are the empty manifest ``00000000``. The blocks are checked here; the rows are made
+    when asked for (:class:`Mode0Manifests`).
     """
     rows = np.asarray(object_rows)
     chunk_arr = np.asarray(chunks)
@@ -267,18 +269,72 @@ def encode_mode0_manifests(
     record = np.zeros(num_blocks, dtype=_mode0_dtype(chunk_arr.shape[1]))
     record["chunk"] = chunk_arr
     record["fragment"] = frags
-    counts = np.bincount(rows.astype(np.int64), minlength=num_objects)
-    sizes = 4 + counts * record.dtype.itemsize
-    ends = np.cumsum(sizes)
-    starts = ends - sizes
-    out = np.empty(int(ends[-1]) if num_objects else 0, dtype=np.uint8)
-    header_pos = (starts[:, None] + np.arange(4)).ravel()
-    is_header = np.zeros(out.size, dtype=bool)
-    is_header[header_pos] = True
-    out[header_pos] = counts.astype("<u4").view(np.uint8)
-    out[~is_header] = record.view(np.uint8)
-    data = out.tobytes()
-    return [data[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
+    return Mode0Manifests(rows.astype(np.int64), record, num_objects)
+
+
+class Mode0Manifests(Sequence[bytes]):
+    """A level's manifest rows, all blocks mode 0, made a slice of rows at a time.
+
+    The index has a row for every id up to the largest, each absent one the 4-byte empty
+    manifest, so the rows are encoded only when a writer asks for a chunk's worth: memory
+    follows the blocks and one chunk, never the largest id (a bytes object per id took
+    850 MB for ids up to 4*10^6).  A slice is :class:`FramedItems`, an index its bytes.
+    """
+
+    __slots__ = ("_record", "_rows", "num_objects")
+
+    def __init__(self, rows: np.ndarray, record: np.ndarray, num_objects: int) -> None:
+        self._rows, self._record, self.num_objects = rows, record, num_objects
+
+    def __len__(self) -> int:
+        return self.num_objects
+
+    @overload
+    def __getitem__(self, index: int) -> bytes: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> FramedItems: ...
+
+    def __getitem__(self, index: int | slice) -> bytes | FramedItems:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self.num_objects)
+            if step != 1:
+                raise InputError(f"manifest rows are sliced with step 1, got {step}")
+            return self._encode(start, max(start, stop))
+        row = operator.index(index) + (self.num_objects if index < 0 else 0)
+        if not 0 <= row < self.num_objects:
+            raise IndexError(f"manifest row {index} outside {self.num_objects} rows")
+        return self._encode(row, row + 1)[0]
+
+    def _encode(self, start: int, stop: int) -> FramedItems:
+        """Rows ``[start, stop)`` in one buffer: each row's block count, then its records."""
+        lo, hi = np.searchsorted(self._rows, [start, stop])
+        record = self._record[lo:hi]
+        counts = np.bincount(self._rows[lo:hi] - start, minlength=stop - start)
+        sizes = 4 + counts * record.dtype.itemsize
+        ends = np.cumsum(sizes)
+        starts = ends - sizes
+        out = np.empty(int(ends[-1]) if len(ends) else 0, dtype=np.uint8)
+        header_pos = (starts[:, None] + np.arange(4)).ravel()
+        is_header = np.zeros(out.size, dtype=bool)
+        is_header[header_pos] = True
+        out[header_pos] = counts.astype("<u4").view(np.uint8)
+        out[~is_header] = record.view(np.uint8)
+        return FramedItems(out.tobytes(), starts, sizes)
+
+
+def _u32_at(buffer: bytes, offsets: np.ndarray) -> np.ndarray:
+    """The little-endian u32 words at byte ``offsets`` (each whole inside ``buffer``), read
+    through the buffer's four word alignments: no index array four times the offsets' size."""
+    out = np.empty(len(offsets), dtype=np.uint32)
+    shift = offsets & 3
+    whole = memoryview(buffer)
+    for k in range(4):
+        take = shift == k
+        if take.any():
+            words = np.frombuffer(whole[k : k + (len(buffer) - k) // 4 * 4], dtype="<u4")
+            out[take] = words[(offsets[take] - k) >> 2]
+    return out
 
 
 def _mode0_blocks(
@@ -295,12 +351,10 @@ def _mode0_blocks(
     n = len(framed)
     rec = _mode0_dtype(sid_ndim)
     lens, starts = framed.lengths, framed.starts
-    buf = np.frombuffer(framed.buffer, dtype=np.uint8)
     counts = np.zeros(n, dtype=np.int64)
     long_enough = lens >= 4
     if long_enough.any():
-        head = starts[long_enough][:, None] + np.arange(4)
-        counts[long_enough] = buf[head].copy().view("<u4").astype(np.int64).ravel()
+        counts[long_enough] = _u32_at(framed.buffer, starts[long_enough])
     body = np.maximum(lens - 4, 0)  # by division: counts * itemsize may wrap int64 for a hostile count
     fast = long_enough & (body % rec.itemsize == 0) & (body // rec.itemsize == counts)
     fast_rows = np.flatnonzero(fast & (counts > 0))  # a row of no block (an absent id) has no body to join

@@ -27,25 +27,28 @@ def framed_size(num_items: int, payload_bytes: int) -> int:
     return 4 + 4 * int(num_items) + int(payload_bytes)
 
 
-def frame_items(items: Sequence[bytes | memoryview]) -> bytes:
-    """Frame ``items`` as one vlen-bytes chunk.
+def frame_items(items: Sequence[bytes | memoryview], *, count: int | None = None) -> bytes:
+    """Frame ``items`` as one vlen-bytes chunk, padded with empty items to ``count`` items.
 
     Headers and payloads are interleaved with one vectorised scatter rather than a
-    per-item join, because manifest chunks hold up to 16 384 rows.
+    per-item join, because manifest chunks hold up to 16 384 rows; :class:`FramedItems`
+    are framed from their buffer, without a bytes object per item.
     """
-    n = len(items)
+    framed = FramedItems.of(items)
+    n = len(framed) if count is None else count
     if n > MAX_ITEM_BYTES:
         raise InputError(f"vlen framing: {n} items exceed the u32 item count")
-    lengths = np.fromiter(map(len, items), dtype=np.int64, count=n)
+    if n < len(framed):
+        raise InputError(f"vlen framing: {len(framed)} items do not fit in {n}")
+    lengths = np.zeros(n, dtype=np.int64)
+    lengths[: len(framed)] = framed.lengths
     if n and int(lengths.max()) > MAX_ITEM_BYTES:
         big = int(np.argmax(lengths))
         raise InputError(
             f"vlen framing: item {big} has {int(lengths[big])} bytes, more than the "
             f"{MAX_ITEM_BYTES}-byte u32 limit"
         )
-    payload = b"".join(items)
-    if int(lengths.sum()) != len(payload):
-        raise InputError("vlen framing: items must be byte buffers (bytes or 1-byte memoryviews)")
+    payload = framed.payload()
     out = np.empty(4 + 4 * n + len(payload), dtype=np.uint8)
     before = np.cumsum(lengths) - lengths
     header_pos = (4 + 4 * np.arange(n) + before)[:, None] + np.arange(4)
@@ -76,7 +79,10 @@ class FramedItems(Sequence[bytes]):
         if isinstance(items, FramedItems):
             return items
         lengths = np.fromiter(map(len, items), dtype=np.int64, count=len(items))
-        return cls(b"".join(items), np.cumsum(lengths) - lengths, lengths)
+        buffer = b"".join(items)
+        if int(lengths.sum()) != len(buffer):
+            raise InputError("vlen framing: items must be byte buffers (bytes or 1-byte memoryviews)")
+        return cls(buffer, np.cumsum(lengths) - lengths, lengths)
 
     @classmethod
     def concat(cls, parts: Sequence[FramedItems]) -> FramedItems:
@@ -93,6 +99,15 @@ class FramedItems(Sequence[bytes]):
 
     def __len__(self) -> int:
         return len(self.starts)
+
+    def payload(self) -> bytes | memoryview:
+        """The items' bytes end to end: a view of the buffer where they lie so, else a join."""
+        if not len(self.starts):
+            return b""
+        first = int(self.starts[0])
+        if np.array_equal(self.starts[1:], first + np.cumsum(self.lengths[:-1])):
+            return memoryview(self.buffer).cast("B")[first : first + int(self.lengths.sum())]
+        return b"".join(self)
 
     def __iter__(self) -> Iterator[bytes]:
         buffer = self.buffer
@@ -129,16 +144,26 @@ def item_spans(buf: bytes | memoryview) -> FramedItems:
         raise EncodingError(
             f"vlen framing: {n} items need at least {4 + 4 * n} bytes, chunk has {size}"
         )
-    starts, lengths = [0] * n, [0] * n
+    starts: list[np.ndarray] = []
+    lengths: list[np.ndarray] = []
     pos, i = 4, 0
     while i < n:
-        pos, i = _walk(mv, pos, i, n, starts, lengths)
+        walked_starts: list[int] = []
+        walked_lengths: list[int] = []
+        pos, i = _walk(mv, pos, i, n, walked_starts, walked_lengths)
+        starts.append(np.array(walked_starts, dtype=np.int64))
+        lengths.append(np.array(walked_lengths, dtype=np.int64))
         if i < n:  # a run of one length starts at item i
-            pos, i = _same_length_run(mv, pos, i, n, lengths[i - 1], starts, lengths)
+            length, stride = walked_lengths[-1], 4 + walked_lengths[-1]
+            count = _same_length_run(mv, pos, n - i, length)
+            starts.append(np.arange(pos + 4, pos + 4 + count * stride, stride, dtype=np.int64))
+            lengths.append(np.full(count, length, dtype=np.int64))
+            pos, i = pos + count * stride, i + count
     if pos != size:
         raise EncodingError(f"vlen framing: {size - pos} trailing bytes after item {n - 1}")
     data = buf if isinstance(buf, bytes) else mv.tobytes()
-    return FramedItems(data, np.asarray(starts, dtype=np.int64), np.asarray(lengths, dtype=np.int64))
+    none = np.zeros(0, dtype=np.int64)
+    return FramedItems(data, np.concatenate(starts or [none]), np.concatenate(lengths or [none]))
 
 
 _RUN_ITEM_BYTES = 256  # longest item whose runs are gathered (a manifest row of one 3-D block is 37)
@@ -146,10 +171,12 @@ _RUN_START = 32  # equal lengths in a row that start a gathered run
 
 
 def _walk(mv: memoryview, pos: int, first: int, n: int, starts: list[int], lengths: list[int]) -> tuple[int, int]:
-    """Items from ``first`` one by one, until the end or until :data:`_RUN_START` items in a row
-    have declared one length (a run: cheaper gathered at its stride); where it stopped.  A
-    gather costs ~10 us, ~50 items' walk: short runs stay in the walk."""
+    """Items from ``first`` one by one (appended to ``starts`` and ``lengths``), until the end or
+    until :data:`_RUN_START` items in a row have declared one length (a run: cheaper gathered at
+    its stride); where it stopped.  A gather costs ~10 us, ~50 items' walk: short runs stay in
+    the walk."""
     size, unpack, most, start = len(mv), _U32.unpack_from, _RUN_ITEM_BYTES, _RUN_START
+    add_start, add_length = starts.append, lengths.append
     before, same = -1, 0
     for i in range(first, n):
         if pos + 4 > size:
@@ -158,7 +185,8 @@ def _walk(mv: memoryview, pos: int, first: int, n: int, starts: list[int], lengt
         pos += 4
         if pos + length > size:
             raise EncodingError(f"vlen framing: item {i} declares {length} bytes, only {size - pos} remain")
-        starts[i], lengths[i] = pos, length
+        add_start(pos)
+        add_length(length)
         pos += length
         if length == before:
             same += 1
@@ -169,31 +197,26 @@ def _walk(mv: memoryview, pos: int, first: int, n: int, starts: list[int], lengt
     return pos, n
 
 
-def _same_length_run(
-    mv: memoryview, pos: int, i: int, n: int, length: int, starts: list[int], lengths: list[int]
-) -> tuple[int, int]:
-    """From item ``i`` at ``pos``, the items that also declare ``length`` bytes, their length words
-    gathered at the item stride in doubling windows (whole items only: each is checked to fit
-    before it is taken).  Returns where the walk goes on."""
+def _same_length_run(mv: memoryview, pos: int, most: int, length: int) -> int:
+    """How many of the (at most ``most``) items from ``pos`` on also declare ``length`` bytes:
+    their length words read at the item stride in doubling windows, each a strided view of the
+    chunk (whole items only: each is checked to fit before it is counted)."""
     stride = 4 + length  # bytes of one item, its length word included
     data = np.frombuffer(mv, dtype=np.uint8)
-    word = np.arange(4)
-    window = 16
-    while i < n:
-        fits = min(n - i, (len(mv) - pos) // stride, window)
+    window, count = 16, 0
+    while count < most:
+        at = pos + count * stride
+        fits = min(most - count, (len(mv) - at) // stride, window)
         if fits <= 0:
             break
-        at = pos + stride * np.arange(fits)
-        words = data[at[:, None] + word].view("<u4").ravel()
-        other = np.flatnonzero(words != length)
-        k = int(other[0]) if other.size else fits
-        starts[i : i + k] = range(pos + 4, pos + 4 + k * stride, stride)
-        lengths[i : i + k] = [length] * k
-        pos, i = pos + k * stride, i + k
-        if k < fits:
+        rows = np.lib.stride_tricks.as_strided(data[at:], shape=(fits, 4), strides=(stride, 1), writeable=False)
+        other = np.flatnonzero(np.ascontiguousarray(rows).view("<u4").ravel() != length)
+        count += int(other[0]) if other.size else fits
+        if other.size:
             break
         window *= 2
-    return pos, i
+    return count
+
 
 def unframe_items(buf: bytes | memoryview) -> list[bytes]:
     """Split a vlen-bytes chunk into its items; truncation or trailing bytes raise."""

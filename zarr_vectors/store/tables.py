@@ -178,7 +178,10 @@ def write_vlen_rows(
     compressor: dict[str, Any] | None = ZSTD_DEFAULT,
     chunk_rows: int = MANIFEST_CHUNK_ROWS,
 ) -> None:
-    """Write a 1-D vlen array, ``min(chunk_rows, len(rows))`` rows per chunk."""
+    """Write a 1-D vlen array, ``min(chunk_rows, len(rows))`` rows per chunk.
+
+    ``rows`` is sliced a chunk at a time: a sequence whose slices are :class:`FramedItems`
+    (``encoding.Mode0Manifests``) makes each chunk's rows only then."""
     n = len(rows)
     rows_per_chunk = max(1, min(chunk_rows, n))
     doc = array_document(
@@ -192,11 +195,10 @@ def write_vlen_rows(
     pipeline = Pipeline.from_codecs(doc["codecs"], file=meta_key(path))
     puts = {}
     for i, start in enumerate(range(0, n, rows_per_chunk)):
-        part = list(rows[start : start + rows_per_chunk])
-        if not any(part):
+        part = FramedItems.of(rows[start : start + rows_per_chunk])
+        if not part.lengths.any():
             continue
-        part += [b""] * (rows_per_chunk - len(part))
-        puts[_chunk_key(path, (i,))] = pipeline.compress(frame_items(part))
+        puts[_chunk_key(path, (i,))] = pipeline.compress(frame_items(part, count=rows_per_chunk))
     storage.put_many(puts)
     write_node(storage, path, doc)
 
