@@ -69,7 +69,7 @@ class BuildSpec:
 
 
 def _located(path: str) -> str:
-    return path if "://" in path else os.path.abspath(path)
+    return path if "://" in path else os.path.abspath(os.path.expanduser(path))
 
 
 # ---------------------------------------------------------------------------

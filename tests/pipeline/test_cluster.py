@@ -219,6 +219,9 @@ def test_a_build_spec_resolves_its_local_paths_in_the_client(tmp_path, monkeypat
     again = pickle.loads(pickle.dumps(spec))
     assert again.inputs == [str(tmp_path / "in" / "*.parquet"), "s3://bucket/t.parquet"]
     assert again.out == str(tmp_path / "out.zv")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # '~' as the shell reads it; '--out=~/x' is not expanded
+    home = BuildSpec(kind="points", inputs=["~/a.csv"], out="~/b.zv", chunk_shape=25)
+    assert (home.inputs, home.out) == ([str(tmp_path / "home/a.csv")], str(tmp_path / "home/b.zv"))
 
 
 @pytest.mark.parametrize("case", ["missing-file", "empty-file", "not-json", "not-an-address"])

@@ -905,6 +905,12 @@ def test_plan_write_as_the_readme_shows_it():
     plan = zv.plan_write(positions, options=zv.WriteOptions(chunk_shape=250))
     with pytest.raises(zv.InputError, match="plan_write: options must be a WriteOptions, found NoneType"):
         zv.plan_write(positions, options=None)  # regression (hunt): AttributeError
+    opts, ids = zv.WriteOptions(chunk_shape=250), np.arange(10_000)
+    with pytest.raises(zv.InputError, match="fragment_mode must be one of bins, objects, runs, found 'objcts'"):
+        zv.plan_write(positions, options=opts, fragment_mode="objcts")  # regression (hunt): taken as 'objects'
+    with pytest.raises(zv.InputError, match="fragment_mode 'bins' keeps no object ids"):
+        zv.plan_write(positions, options=opts, object_ids=ids, fragment_mode="bins")  # the ids were dropped
+    assert zv.plan_write(positions, options=opts, object_ids=ids, fragment_mode="runs").spec.has_objects
     summary = plan.summary()
     assert summary["vertices"] == 10_000 and summary["cells"] == 64 and summary["grid"]["shape"] == [4, 4, 4]
     assert sum(o["rows"] for o in summary["owners"]) == 10_000

@@ -380,6 +380,11 @@ def test_storage_urls(tmp_path):
     assert Storage(str(tmp_path / "a")).root == str(tmp_path / "a")
     assert Storage(f"file://{tmp_path}/a/").root == str(tmp_path / "a")
     assert Storage("memory://x/y/").root == "/x/y"
+    # '~' is the home folder, as fsspec and a shell read it (it made a folder named '~' in the
+    # working directory); './~' stays a folder of that name
+    home = os.path.expanduser("~")
+    assert Storage("~/a.zv").root == Storage("file://~/a.zv").root == os.path.join(home, "a.zv")
+    assert Storage("./~").root == os.path.join(os.getcwd(), "~")
     s3 = Storage("s3://bucket/some/prefix/", {"anon": True})
     assert (s3.protocol, s3.root, s3.bucket) == ("s3", "bucket/some/prefix", "bucket")
     with pytest.raises(InputError, match="names no bucket"):

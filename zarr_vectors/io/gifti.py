@@ -30,6 +30,8 @@ from xml.etree import ElementTree
 
 import numpy as np
 
+from zarr_vectors import config
+from zarr_vectors.errors import ResourceLimitError
 from zarr_vectors.io import geometry_parts as gp
 from zarr_vectors.io.types import FileFormat, Geometry
 
@@ -65,8 +67,15 @@ def _check_external_files(path: str, raw: bytes) -> None:
 def _check_inflated_sizes(path: str, raw: bytes) -> None:
     """Each ``GZipBase64Binary`` array inflates to no more than its ``Dim``s and ``DataType``
     declare, checked in bounded steps: nibabel inflates an array whole before it compares, so
-    1.5 MB of deflated zeros took 1.5 GB (twice: it copies the result)."""
+    1.5 MB of deflated zeros took 1.5 GB (twice: it copies the result).  What they declare in
+    all is held to ``zarr_vectors.limits.max-decoded-bytes``: a small file may declare, and
+    inflate to, any size."""
+    limit, total = int(config.get("limits.max-decoded-bytes")), 0
     for name, deflated, declared in _deflated_arrays(raw):
+        total += declared
+        if total > limit:
+            raise ResourceLimitError(f"{path}: its compressed data arrays, up to {name!r}, declare {total:,} bytes, "
+                                     f"more than zarr_vectors.limits.max-decoded-bytes ({limit:,})")
         _bounded_inflate(path, deflated, declared, name)
 
 

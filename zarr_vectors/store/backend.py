@@ -197,12 +197,12 @@ def _split_url(url: str | os.PathLike[str]) -> tuple[str, str]:
         raise InputError(f"a store URL is a string or a path, found {type(url).__name__}: {url!r}")
     if not text:
         raise InputError("store URL is empty")
-    if "://" not in text:
-        return "file", os.path.abspath(text)
+    if "://" not in text:  # '~' is the home folder, as fsspec and a shell read it ('./~' is not)
+        return "file", os.path.abspath(os.path.expanduser(text))
     protocol, rest = text.split("://", 1)
     protocol = protocol.lower()
     if protocol in ("file", "local"):  # fsspec's two names of the local file system
-        return "file", os.path.abspath(rest)
+        return "file", os.path.abspath(os.path.expanduser(rest))
     if protocol in ("s3", "s3a"):
         rest = rest.strip("/")
         if not rest:

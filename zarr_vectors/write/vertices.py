@@ -22,7 +22,7 @@ import posixpath
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import dask
 import numpy as np
@@ -208,6 +208,10 @@ def normalise_vertex_inputs(
         rows = block_bounds((n,))
 
     mode = mode or ("objects" if object_ids is not None else "bins")
+    if mode not in get_args(FragmentMode):
+        raise InputError(f"fragment_mode must be one of {', '.join(get_args(FragmentMode))}, found {mode!r}")
+    if mode == "bins" and object_ids is not None:
+        raise InputError("fragment_mode 'bins' keeps no object ids: leave it unset, or pass 'objects' or 'runs'")
     ids_in: Any = None
     if object_ids is not None:
         ids_in = input_array(object_ids, "object_ids")

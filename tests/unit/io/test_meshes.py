@@ -499,6 +499,32 @@ def test_gifti_deflated_array_larger_than_declared_is_refused_in_bounded_memory(
     np.testing.assert_array_equal(gifti.read(str(tmp_path / "ok.surf.gii")).attributes["thick"], THICKNESS)
 
 
+
+def test_gifti_arrays_declaring_more_than_the_decode_limit_are_refused_before_inflating(tmp_path, zv_config):
+    """A file may declare, and inflate to, any size (8 MiB of zeros deflate to 8 kB): what its
+    compressed arrays declare in all is held to ``limits.max-decoded-bytes``, and the error
+    names the array that crossed it and the setting."""
+    from zarr_vectors.errors import ResourceLimitError
+
+    _gifti(tmp_path / "ok.surf.gii", (POS, "NIFTI_INTENT_POINTSET", None), (THICKNESS, "NIFTI_INTENT_SHAPE", "thick"))
+    text = (tmp_path / "ok.surf.gii").read_text()
+    zv_config("limits.max-decoded-bytes", POS.nbytes + THICKNESS.nbytes)
+    np.testing.assert_array_equal(gifti.read(str(tmp_path / "ok.surf.gii")).attributes["thick"], THICKNESS)
+    zv_config("limits.max-decoded-bytes", POS.nbytes + THICKNESS.nbytes - 1)
+    with pytest.raises(ResourceLimitError, match=rf"ok\.surf\.gii: its compressed data arrays, up to 'thick', declare "
+                                                  rf"{POS.nbytes + THICKNESS.nbytes:,} bytes, more than zarr_vectors\."
+                                                  r"limits\.max-decoded-bytes"):
+        gifti.read(str(tmp_path / "ok.surf.gii"))
+    # a pointset declared (and deflated) as 2^21 x 1 float32, 8 MiB, is refused before it is inflated
+    zv_config("limits.max-decoded-bytes", 4 << 20)
+    head, _, tail = text.partition('Dim0="')
+    big = head + 'Dim0="2097152' + tail[tail.index('"'):]
+    zeros = base64.b64encode(_deflated_zeros(8)).decode()
+    big = big.replace('Dim1="3"', 'Dim1="1"', 1).replace(_first_array_data(text), zeros, 1)
+    (tmp_path / "big.surf.gii").write_text(big)
+    with pytest.raises(ResourceLimitError, match="up to 'NIFTI_INTENT_POINTSET', declare 8,388,608 bytes"):
+        gifti.read(str(tmp_path / "big.surf.gii"))
+
 def test_freesurfer_read_and_written_back_with_nibabel(tmp_path):
     from nibabel.freesurfer import read_geometry, write_geometry
 
