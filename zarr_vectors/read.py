@@ -144,6 +144,16 @@ def _bbox(bbox: Any, ndim: int) -> tuple[np.ndarray, np.ndarray] | None:
     return b[0], b[1]
 
 
+def _as_stored(box: tuple[np.ndarray, np.ndarray] | None, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray] | None:
+    """``box`` as the positions' own dtype holds it (nearest value; beyond its range, infinite), in
+    float64.  The writer compares positions with its bounds in that dtype (float32(0.1) lies inside
+    bounds declared as 0.1), so a box equal to the declared bounds keeps every vertex."""
+    if box is None:
+        return None
+    with np.errstate(over="ignore"):
+        return box[0].astype(dtype).astype(np.float64), box[1].astype(dtype).astype(np.float64)
+
+
 def _touches(chunks: np.ndarray, chunk_shape: np.ndarray, box: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     """Whether each (m, D) chunk meets the inclusive ``box``: the cells a bbox read visits."""
     lo_edge = chunks * chunk_shape
@@ -253,6 +263,7 @@ def _read_vertex_table(
     ndim = lvl.store.root.sid_ndim
     vertices = lvl.array("vertices")
     dtype = vertices_row_dtype(vertices.attributes)
+    box = _as_stored(box, dtype)
     cells = _cells_in_box(vertices.nonempty_chunk_coords(), np.asarray(lvl.chunk_shape), box)
     attr_grids = {
         name: lvl.array(posixpath.join("vertex_attributes", name)) for name in lvl.children("vertex_attributes")
@@ -451,8 +462,8 @@ def read(
             data.object_vertices = _object_vertices(table)
         if kind in LINKED_KINDS:
             _assemble_records(data, table, lvl, kind)
-    if box is not None:
-        keep = _restrict(data, box, gaps)
+    if table.box is not None:  # the box as the positions' dtype holds it
+        keep = _restrict(data, table.box, gaps)
         if data.object_vertices is not None:
             data.object_vertices = data.object_vertices.kept(keep)
     if data.object_vertices is not None:

@@ -254,6 +254,24 @@ def test_bbox_reads_are_inclusive(tmp_path):
     assert zv.read(str(path), bbox=[[200, 200, 200], [300, 300, 300]]).positions.shape == (0, 3)
 
 
+
+def test_a_bbox_read_compares_as_the_positions_dtype_holds_them(tmp_path):
+    """The writer takes float32(0.1) as inside bounds declared as 0.1 (it compares in the positions'
+    dtype); a bbox read compared in float64 and dropped it: reading with ``bbox=bounds`` lost a
+    vertex the store holds.  The box is now taken as the positions' dtype holds it."""
+    import warnings
+
+    pos = np.array([[0.1] * 3, [0.05] * 3, [0.0] * 3], np.float32)
+    bounds = [[0.0] * 3, [0.1] * 3]
+    url = str(tmp_path / "edge.zv")
+    zv.write_points(url, pos, chunk_shape=0.05, bounds=bounds)
+    assert sorted(zv.read(url, bbox=bounds).positions[:, 0].tolist()) == sorted(pos[:, 0].tolist())
+    assert len(zv.read(url, bbox=[[0.0] * 3, [0.0999999] * 3])) == 2  # float32(0.0999999) < float32(0.1)
+    assert len(zv.read(url, bbox=[[0.05] * 3, [0.05] * 3])) == 1  # a degenerate box on a float32 vertex
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # beyond float32's range a corner is infinite, without an overflow warning
+        assert len(zv.read(url, bbox=[[-1e300] * 3, [1e300] * 3])) == 3
+
 def test_bbox_reads_match_a_numpy_mask(tmp_path):
     rng = np.random.default_rng(12)
     pos = np.round(rng.uniform(-50, 150, (3000, 3)), 0)  # integer coordinates: many points on box faces
