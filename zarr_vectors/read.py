@@ -59,7 +59,9 @@ class VectorData:
     (``"smallest_owner"``: the smallest id owning the vertex, -1 where none; D20); all
     three None when the level has no object index.  ``edges`` (graph, skeleton as
     ``[child, parent]``) and ``faces`` (mesh) index into ``positions``, in input
-    endpoint order, with ``edge_attributes`` aligned; ``offsets`` delimits polylines in
+    endpoint order, with ``edge_attributes`` aligned -- from a ``store="duplicate"`` family
+    every physical copy of a record (one per distinct endpoint chunk), as the reference reads
+    it, not merged (docs/format.md §7.5); ``offsets`` delimits polylines in
     ``positions``; ``axes`` names the position columns (the store's multiscales axes).
     """
 

@@ -455,8 +455,9 @@ def write_graph(
 
     ``edges`` (m, 2) input vertex indices, numpy or dask (a dask array is checked
     block by block on the cluster, still before anything is written); ``directed`` and
-    ``store`` are the family policy (all four combinations).  Edge attributes have one
-    row per edge (dask arrays alongside dask edges).
+    ``store`` are the family policy (all four combinations; ``"duplicate"`` stores an edge
+    in each endpoint's chunk, and :func:`~zarr_vectors.read` returns every copy).  Edge
+    attributes have one row per edge (dask arrays alongside dask edges).
     """
     opts = WriteOptions.resolve("write_graph", options, shared)
     _check_policy(directed, store)
