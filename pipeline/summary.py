@@ -31,6 +31,9 @@ def level_counts(level: Level) -> str:
     """``N vertices[, M links], K chunks`` of one level, from its metadata."""
     from zarr_vectors.store.link_family import family_counts
 
+    if not level.finished:
+        return ("NOT FINISHED -- its document lists no vertices: a write still running, or one that was stopped "
+                "(re-run it, or write the store again with overwrite)")
     parts = [f"{level.meta.vertex_count} vertices"]
     if "links" in level.meta.arrays_present:
         counts = family_counts(level, 0)

@@ -44,8 +44,7 @@ if TYPE_CHECKING:
     from zarr_vectors.pyramid.build import PyramidResult, build_pyramid
     from zarr_vectors.sharding import shard_store, unshard_store
     from zarr_vectors.store.accounting import RequestCounts
-    from zarr_vectors.store.consolidated import consolidate_store
-    from zarr_vectors.store.groups import create_store, get_resolution_level, open_store
+    from zarr_vectors.store.groups import consolidate_store, create_store, get_resolution_level, open_store
     from zarr_vectors.validation import ValidationResult, validate
     from zarr_vectors.write.linked import write_graph, write_mesh, write_polylines, write_skeleton
     from zarr_vectors.write.options import WriteOptions
@@ -64,7 +63,7 @@ _LAZY = {
     "build_pyramid": "zarr_vectors.pyramid.build",
     "shard_store": "zarr_vectors.sharding",
     "unshard_store": "zarr_vectors.sharding",
-    "consolidate_store": "zarr_vectors.store.consolidated",
+    "consolidate_store": "zarr_vectors.store.groups",
     "create_store": "zarr_vectors.store.groups",
     "get_resolution_level": "zarr_vectors.store.groups",
     "open_store": "zarr_vectors.store.groups",

@@ -441,6 +441,7 @@ def read(
 ) -> VectorData:
     """Read one level of a store; ``bbox`` (inclusive) keeps the vertices inside it and the records among them."""
     lvl = open_level(url, level, storage_options=storage_options)
+    lvl.require_finished()
     store = lvl.store
     store.check_copy(lvl)
     _check_arrays_present(lvl)

@@ -151,6 +151,30 @@ def test_nothing_to_consolidate(tmp_path):
         zv.consolidate_store(str(tmp_path / "missing.zv"))
 
 
+
+def test_a_foreign_root_or_an_unfinished_level_is_not_consolidated(pyramided, tmp_path, capsys):
+    """Regression (hunt): ``zv consolidate`` rewrote the root of a plain zarr group (every other
+    command refuses it as not a Zarr Vectors store), and consolidated a store whose write was
+    stopped before its level was finished, making it look whole.  Both are refused, unwritten."""
+    from pipeline.cli import main
+    from zarr_vectors.errors import InconsistentStoreError, MetadataError
+    from zarr_vectors.store.groups import empty_level, open_store
+
+    plain = tmp_path / "plain.zarr"
+    zarr.open_group(str(plain), mode="w").create_array("a", data=np.arange(10))
+    before = tree(plain)
+    with pytest.raises(MetadataError, match="not a Zarr Vectors store"):
+        zv.consolidate_store(str(plain))
+    assert main(["consolidate", str(plain)]) == 2 and main(["consolidate", str(plain), "--drop"]) == 2
+    assert "not a Zarr Vectors store" in capsys.readouterr().err
+    assert tree(plain) == before
+    unfinished = copy_of(pyramided, tmp_path)
+    empty_level(open_store(str(unfinished))).write_metadata()  # level 0's document as a writer first writes it
+    before = tree(unfinished)
+    with pytest.raises(InconsistentStoreError, match="level 0 is not finished"):
+        zv.consolidate_store(str(unfinished))
+    assert tree(unfinished) == before
+
 def test_command_line(pyramided, tmp_path, capsys):
     from pipeline.cli import main
 

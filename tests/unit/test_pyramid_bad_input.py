@@ -70,6 +70,10 @@ BAD = [
     ({"factors": [(2, 1)], "sparsity_seed": -1}, "sparsity_seed must be a non-negative integer"),
     ({"factors": [(3, 1)]}, ""),  # bin 150 > chunk 100: legal (D11); (1.5) below is not
     ({"factors": [(1.5, 1)]}, "bin 75 (parent bin x 1.5) does not divide chunk 100"),
+    # regression (hunt): a finite factor whose bin overflows wrote scale [inf, inf, inf] into the root
+    # document, and no level of the store could be read again
+    ({"factors": [(1e307, 1)]}, "factors[0]: level 1's bin would be [inf, inf, inf], not finite"),
+    ({"factors": [(1e200, 1), (1e200, 1)]}, "factors[1]: level 2's bin would be [inf, inf, inf]"),
 ]
 
 

@@ -691,3 +691,38 @@ def test_a_links_node_without_its_zarr_json_is_refused(store, which: str) -> Non
     (target / "zarr.json").unlink()
     read_fails(path, InconsistentStoreError, "links/0", "zarr.json")
     assert validator_errors(path)
+
+
+def test_a_store_whose_writer_was_killed_before_its_level_was_finished_reads_as_nothing(tmp_path):
+    """Regression (hunt): a write killed before its last step leaves level 0's document as the
+    writer first wrote it (no families, 0 vertices) beside cells already on disk.  ``read`` and
+    ``zv export`` returned 0 vertices, ``zv info`` printed "0 vertices", and a store killed early
+    passed level-5 validation.  A level whose document lists no vertices is now unfinished:
+    read refuses it, info says so and validation fails at level 2."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    from pipeline.summary import levels_summary
+
+    url = tmp_path / "killed.zv"
+    child = textwrap.dedent(f"""
+        import os
+        import numpy as np
+        import zarr_vectors as zv
+        from zarr_vectors import reconcile
+        reconcile.finish_level = lambda *args, **kwargs: os._exit(9)  # killed at the last step
+        pos = np.random.default_rng(0).uniform(0, 100, (2000, 3))
+        zv.write_points({str(url)!r}, pos, chunk_shape=25.0, object_ids=np.arange(2000) % 7)
+    """)
+    run = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120, check=False)
+    assert run.returncode == 9, run.stderr[-2000:]
+    assert any(name.isdigit() for name in os.listdir(url / "0/vertices/c"))  # cells were written
+    with pytest.raises(InconsistentStoreError, match=r"0/zarr\.json: level 0 is not finished \(its arrays_present does "
+                                                     "not list 'vertices'\\): a write still running"):
+        zv.read(str(url))
+    assert levels_summary(zv.open_store(str(url)))[0].startswith("level 0: NOT FINISHED")
+    report = zv.validate(str(url), level=5)
+    assert not report.ok
+    assert any(f.code == "L2_ARRAYS_PRESENT" and "does not list 'vertices'" in f.message for f in report.findings)

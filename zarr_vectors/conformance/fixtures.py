@@ -19,7 +19,7 @@ import numpy as np
 
 from zarr_vectors.pyramid.build import build_pyramid
 from zarr_vectors.sharding import shard_store
-from zarr_vectors.store.consolidated import consolidate_store
+from zarr_vectors.store.groups import consolidate_store
 from zarr_vectors.write.linked import write_graph, write_mesh, write_polylines, write_skeleton
 from zarr_vectors.write.points import write_points
 

@@ -278,7 +278,7 @@ class Mode0Manifests(Sequence[bytes]):
     The index has a row for every id up to the largest, each absent one the 4-byte empty
     manifest, so the rows are encoded only when a writer asks for a chunk's worth: memory
     follows the blocks and one chunk, never the largest id (a bytes object per id took
-    850 MB for ids up to 4*10^6).  A slice is :class:`FramedItems`, an index its bytes.
+    885 MB for ids up to 4*10^6).  A slice is :class:`FramedItems`, an index its bytes.
     """
 
     __slots__ = ("_record", "_rows", "num_objects")

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zarr_vectors import config
+from zarr_vectors.errors import InputError
 from zarr_vectors.io.columns import ColumnMap
 from zarr_vectors.io.parquet import KINDS
 from zarr_vectors.io.tables import companion, companions, geometry_from_frame, remote_options, table_frames, unreadable
@@ -21,10 +22,27 @@ def frame(paths: Sequence[str], *, storage_options: Mapping[str, Any] | None = N
     gz = any(p.lower().endswith(".gz") for p in paths)
     sep = "\t" if all(p.lower().endswith((".tsv", ".tsv.gz")) for p in paths) else ","
     try:
-        return dd.read_csv(list(paths), storage_options=opts or None, sep=sep,
-                           blocksize=None if gz else config.get("sources.csv-blocksize"))
+        df = dd.read_csv(list(paths), storage_options=opts or None, sep=sep,
+                         blocksize=None if gz else config.get("sources.csv-blocksize"))
     except Exception as exc:
         raise unreadable(", ".join(paths), exc) from exc
+    _refuse_repeated_names(paths[0], sep, opts)
+    return df
+
+
+def _refuse_repeated_names(path: str, sep: str, opts: Mapping[str, Any]) -> None:
+    """pandas renames a repeated column (``x, x`` becomes ``x, x.1``), so a second ``x`` was kept as
+    an attribute named as no column is.  The header row as written, of the file whose header the
+    frame takes (dask reads the first file's)."""
+    import csv
+
+    import fsspec
+
+    with fsspec.open(path, "rt", compression="infer", newline="", encoding="utf-8", errors="replace", **opts) as f:
+        names = next(csv.reader(f, delimiter=sep), [])
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise InputError(f"{path}: the header row names column {repeated[0]!r} more than once")
 
 
 def read(path: str, *, columns: ColumnMap | None = None, storage_options: Mapping[str, Any] | None = None) -> Geometry:

@@ -60,9 +60,10 @@ def _real(value: Any) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
 
 
-def check_factors(factors: Any, chunk_scale_factors: Any = None) -> list[_Factor]:
-    """Each new level's (coarsen, sparsity) factors, refused unless finite and >= 1 (before a
-    build writes anything: ``pipeline.jobs.preflight``)."""
+def check_factors(factors: Any, chunk_scale_factors: Any = None, base_bin: Sequence[float] = ()) -> list[_Factor]:
+    """Each new level's (coarsen, sparsity) factors, refused unless finite and >= 1 and, from
+    level 0's bin ``base_bin`` where it is known, unless every level's bin stays finite (before
+    a build writes anything: ``pipeline.jobs.preflight``)."""
     if isinstance(factors, (str, bytes)) or not isinstance(factors, Sequence) or len(factors) == 0:
         raise InputError(
             f"factors must be a non-empty list of (coarsen, sparsity_factor) pairs, one per new level, got {factors!r}"
@@ -97,7 +98,19 @@ def check_factors(factors: Any, chunk_scale_factors: Any = None) -> list[_Factor
             )
         scale = chunk_scale_factors[i] if chunk_scale_factors is not None else 1
         out.append(_Factor(float(coarsen), float(sparsity), scale))
+    bins = [float(b) for b in base_bin]
+    for i, f in enumerate(out):
+        bins = [b * f.coarsen for b in bins]
+        _check_finite_bin(bins, i)
     return out
+
+
+def _check_finite_bin(bin_shape: Sequence[float], i: int) -> None:
+    """A level's bin is its multiscales scale: an infinite one makes the store's root
+    document unreadable, every level with it."""
+    if not all(math.isfinite(b) for b in bin_shape):
+        raise InputError(f"factors[{i}]: level {i + 1}'s bin would be {[float(b) for b in bin_shape]}, not finite: "
+                         "the coarsening factors multiply past the largest number")
 
 
 def _check_scale(scale: Any, ndim: int, i: int) -> tuple[int, ...]:
@@ -292,6 +305,7 @@ def _plan_levels(store: ZVStore, base: LevelState, factors: list[_Factor]) -> li
     for i, f in enumerate(factors):
         scale = _check_scale(f.scale, ndim, i)
         bin_shape = tuple(b * f.coarsen for b in bin_shape)
+        _check_finite_bin(bin_shape, i)
         chunk_shape = tuple(c * s for c, s in zip(chunk_shape, scale))
         for d, (b, c) in enumerate(zip(bin_shape, chunk_shape)):
             if b <= c:

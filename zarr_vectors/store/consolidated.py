@@ -18,12 +18,11 @@ S3 with the job's options) and the documents exactly as the strict reader read t
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from zarr_vectors.errors import InconsistentStoreError, InputError, MetadataError
+from zarr_vectors.errors import InconsistentStoreError, MetadataError
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.nodes import meta_key, require_node, write_node
 from zarr_vectors.store.strict_json import load_document
@@ -184,18 +183,3 @@ def reconsolidating(storage: Storage, *, has_copy: bool | None = None) -> Iterat
     yield
     if had:
         consolidate(storage)
-
-
-def consolidate_store(url: str | os.PathLike[str], *, storage_options: Mapping[str, Any] | None = None) -> int:
-    """Consolidate a store's metadata into its root ``zarr.json``; returns the number of nodes copied.
-
-    Run it after the last write (the ``zv build --consolidate`` stage does).  The
-    pyramid builder and the sharder keep the copy current; after changing nodes through
-    the lower-level API (``open_store``, the links functions), run it again -- the
-    validator reports a copy that no longer matches.
-    """
-    storage = Storage(url, storage_options)
-    storage.check_reachable()
-    if not storage.list_dir(""):
-        raise InputError(f"nothing to consolidate at {storage.url!r}: no such store")
-    return consolidate(storage)

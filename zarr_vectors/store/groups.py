@@ -13,6 +13,7 @@ from functools import partial
 from typing import Any, TypeVar, overload
 
 from zarr_vectors.errors import (
+    InconsistentStoreError,
     InputError,
     InternalError,
     MetadataError,
@@ -26,7 +27,7 @@ from zarr_vectors.format.metadata import GEOMETRY_TYPES, LevelMetadata, RootMeta
 from zarr_vectors.format.paths import LEVEL_FAMILIES, LEVEL_NAME, ROOT_EXTRAS, WORKING_PREFIX
 from zarr_vectors.format.schema import KNOWN_CAPABILITIES, PLAIN, Expected, expected_node
 from zarr_vectors.store.backend import Storage
-from zarr_vectors.store.consolidated import check_level_copy, inline_entries
+from zarr_vectors.store.consolidated import check_level_copy, consolidate, inline_entries
 from zarr_vectors.store.grid import GridArray
 from zarr_vectors.store.nodes import (
     check_discriminator,
@@ -87,6 +88,20 @@ class Level:
     @property
     def bin_shape(self) -> tuple[float, ...]:
         return self.store.root.bin_shape(self.number)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the level's document names its vertices: every level holds them, and a writer
+        names its families last (``reconcile.finish_level``), so a level without them is one
+        still being written -- or one whose writer was killed -- and would read as empty."""
+        return "vertices" in self.meta.arrays_present
+
+    def require_finished(self) -> None:
+        if not self.finished:
+            raise InconsistentStoreError(
+                f"{self.path}/zarr.json: level {self.number} is not finished (its arrays_present does not list "
+                "'vertices'): a write still running, or one that was stopped; re-run it (zv build --resume), or "
+                "write the store again with overwrite")
 
     def node_path(self, relpath: str) -> str:
         return posixpath.join(self.path, relpath)
@@ -294,6 +309,26 @@ def open_store(url: str | os.PathLike[str], *, storage_options: Mapping[str, Any
     """
     storage = url if isinstance(url, Storage) else Storage(url, storage_options)
     return open_store_beside(storage, [])[0]
+
+
+def consolidate_store(url: str | os.PathLike[str], *, storage_options: Mapping[str, Any] | None = None) -> int:
+    """Consolidate a store's metadata into its root ``zarr.json``; returns the number of nodes copied.
+
+    Run it after the last write (the ``zv build --consolidate`` stage does).  The
+    pyramid builder and the sharder keep the copy current; after changing nodes through
+    the lower-level API (``open_store``, the links functions), run it again -- the
+    validator reports a copy that no longer matches.  A root that is not a Zarr Vectors
+    store, or a level still being written, is refused as the readers refuse it: the copy
+    would rewrite a foreign root, or make a store that is not finished look whole.
+    """
+    storage = Storage(url, storage_options)
+    storage.check_reachable()
+    if not storage.list_dir(""):
+        raise InputError(f"nothing to consolidate at {storage.url!r}: no such store")
+    store = open_store(storage)
+    for number in store.level_numbers():
+        store.level(number).require_finished()
+    return consolidate(storage)
 
 
 def open_store_beside(storage: Storage, reads: Sequence[Callable[[], T]]) -> tuple[ZVStore, list[T]]:

@@ -113,7 +113,7 @@ RULES: list[Rule] = [
         ("L2_LEVEL_BLOCK", _E, "each level has a zarr_vectors_level block"),
         ("L2_LEVEL_NUMBER", _E, "zarr_vectors_level.level equals the level's name"),
         ("L2_VERTEX_COUNT", _E, "zarr_vectors_level.vertex_count is an integer >= 0"),
-        ("L2_ARRAYS_PRESENT", _E, "zarr_vectors_level.arrays_present is a list of family names"),
+        ("L2_ARRAYS_PRESENT", _E, "zarr_vectors_level.arrays_present is a list of family names, vertices among them"),
         ("L2_OBJECT_SPARSITY", _E, "object_sparsity is a number in (0, 1]"),
         ("L2_PARENT_LEVEL", _E, "parent_level is null at level 0, else an existing lower level"),
         ("L2_LEVEL_CHUNK_SHAPE", _E, "a per-level chunk_shape has sid_ndim finite entries > 0"),

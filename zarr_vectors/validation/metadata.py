@@ -231,6 +231,11 @@ def _check_levels(model: StoreModel, report: Report) -> None:
             report.add(make("L2_LEVEL_NUMBER", name, f"level is {short(level)}, the group is named {name}",
                             pointer=LV + "/level"))
         _check_fields(LEVEL_FIELDS, LEVEL_CODES, LEVEL_CODES, block, d, name, LV, report)
+        present = block.get("arrays_present")
+        if isinstance(present, list) and "vertices" not in present:  # cross-field: every level holds vertices
+            report.add(make("L2_ARRAYS_PRESENT", name, "arrays_present does not list 'vertices', which every level "
+                            "holds: a level still being written, or one whose writer was stopped",
+                            pointer=LV + "/arrays_present"))
         _check_aggregation(model, number, name, block, report)
         # cross-field: parent_level depends on the level's number and on the levels present
         parent = block.get("parent_level")

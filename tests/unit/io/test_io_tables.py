@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -194,3 +196,18 @@ def test_a_boolean_column_with_nulls_is_refused_not_read_as_false(tmp_path):
     with pytest.raises(InputError, match=r"'f\.parquet': column 'b' has missing values"):
         column_values(frame, ["b"], bool, "f.parquet")
     np.testing.assert_array_equal(column_values(frame.dropna(), ["b"], bool), [True, False])
+
+
+def test_a_csv_header_naming_a_column_twice_is_refused(tmp_path):
+    """Regression (hunt): pandas renames a repeated column (``x,y,z,x`` reads as x, y, z, x.1), so
+    the second ``x`` was stored as an attribute ``x.1`` that no column is named, without a word.
+    Parquet refuses such a schema itself; the same file with distinct names reads."""
+    path = tmp_path / "twice.csv"
+    path.write_text("x,y,z,x\n1,2,3,4\n")
+    with pytest.raises(InputError, match=r"twice\.csv: the header row names column 'x' more than once"):
+        csv.read(str(path))
+    (tmp_path / "gz.csv.gz").write_bytes(gzip.compress(b"x,y,z,w,w\n1,2,3,4,5\n"))
+    with pytest.raises(InputError, match="names column 'w' more than once"):
+        csv.frame([str(tmp_path / "gz.csv.gz")])
+    path.write_text("x,y,z,x.1\n1,2,3,4\n")  # a name that only looks like pandas' renaming is a name
+    assert csv.read(str(path)).attributes["x.1"].tolist() == [4]
