@@ -451,7 +451,8 @@ def _remember_job(spec) -> None:  # noqa: ANN001 - BuildSpec
 
 
 def _status(args: argparse.Namespace) -> int:
-    """Exit 0 when the job is done, 1 when it failed, 3 while it runs, 2 when unknown."""
+    """Exit 0 when the job is done, 1 when it failed or its process is gone (interrupted), 3 while it runs,
+    2 when unknown."""
     import json
 
     from pipeline.journal import job_status
@@ -488,7 +489,11 @@ def _status(args: argparse.Namespace) -> int:
             print(line.rstrip())
         if state.get("error"):
             print(f"  error: {state['error']}")
-    return {"done": 0, "failed": 1}.get(state["status"], 3)
+        if state["status"] == "interrupted":
+            process = state["process"]
+            print(f"  its journal says running, but its process ({process['pid']} on {process['host']}) is gone: "
+                  "the job was stopped; re-run the build with --resume to finish it")
+    return {"done": 0, "failed": 1, "interrupted": 1}.get(state["status"], 3)
 
 
 def _stages_of(state: dict) -> list[str]:
@@ -529,15 +534,13 @@ def _shard(args: argparse.Namespace) -> int:
 def _consolidate(args: argparse.Namespace) -> int:
     """``zv consolidate``: exit 0 when done, 2 for a missing, refused or unreachable store."""
     import zarr_vectors as zv
-    from zarr_vectors.store.backend import Storage
     from zarr_vectors.store.consolidated import drop_consolidated
 
     def run(options: dict) -> int:
         if not args.drop:
             print(f"{args.store}: {zv.consolidate_store(args.store, storage_options=options)} nodes consolidated")
             return 0
-        storage = Storage(args.store, options)
-        storage.check_reachable()
+        storage = zv.open_store(args.store, storage_options=options).storage  # a Zarr Vectors root, or refused
         dropped = drop_consolidated(storage)
         print(f"{storage.url}: {'consolidated metadata removed' if dropped else 'was not consolidated'}")
         return 0
@@ -693,6 +696,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `zv info STORE | head -1`: the reader has what it wanted
         _drop_stdout()
         return 141  # 128 + SIGPIPE, what a shell reports for a tool the closed pipe stopped
+    except KeyboardInterrupt:  # Ctrl-C: a job's journal and its note are written by then; no traceback
+        print(f"zv {args.command}: interrupted", file=sys.stderr)
+        return 130  # 128 + SIGINT, what a shell reports
     except Exception as exc:  # the command line reports, it does not trace back
         from zarr_vectors.errors import StageFailedError, StorageRequestError, ZarrVectorsError, describe
 

@@ -22,7 +22,7 @@ import dask
 import numpy as np
 
 import zarr_vectors as zv
-from pipeline.journal import Journal, job_status  # noqa: F401 - job_status: the jobs API
+from pipeline.journal import Journal, job_status, process_gone, this_process  # noqa: F401 - job_status: the jobs API
 from zarr_vectors.errors import InputError, StageFailedError, ValidationFailedError, describe
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.groups import refuse_foreign_entries
@@ -194,7 +194,8 @@ def preflight(spec: BuildSpec, *, resume: bool = False) -> tuple[int, list[str]]
     if spec.pyramid:
         from zarr_vectors.pyramid.plan import check_factors
 
-        check_factors(spec.pyramid)
+        base_bin = spec.bin_shape if spec.bin_shape is not None else spec.chunk_shape
+        check_factors(spec.pyramid, base_bin=[base_bin] if np.isscalar(base_bin) else base_bin)
     if spec.shard_shape is not None:
         values = [spec.shard_shape] if np.isscalar(spec.shard_shape) else list(spec.shard_shape)
         if not values or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 1
@@ -220,9 +221,10 @@ def _unfinished_job(spec: BuildSpec) -> str:
         return ""
     if state is None or state["status"] == "done":
         return ""
+    gone = "; its process is gone" if state["status"] == "running" and process_gone(state.get("process")) else ""
     unfinished = [name for name, stage in state["stages"].items() if stage.get("status") != "done"]
     where = f" in its {unfinished[0]} stage" if unfinished else ""
-    return f" (or --resume to finish job {state['job_id']}, whose journal says {state['status']}{where})"
+    return f" (or --resume to finish job {state['job_id']}, whose journal says {state['status']}{where}{gone})"
 
 
 class JournalProgress:
@@ -307,7 +309,7 @@ def _run_stages(spec: BuildSpec, journal: Journal, previous: dict[str, Any] | No
         journal.resume_from(previous)
         spec.overwrite = False if journal.done("write") else True  # a half-written store is rewritten
         journal.state["spec"] = asdict(spec)
-    journal.set_status("running", started=time.time(), error=None)
+    journal.set_status("running", started=time.time(), error=None, process=this_process())
     functions = _stage_functions(spec)
     for stage in spec.stages():
         if journal.done(stage):

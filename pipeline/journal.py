@@ -7,6 +7,8 @@ Apart from :mod:`pipeline.jobs` so that reading it (``zv status``, the request t
 from __future__ import annotations
 
 import json
+import os
+import socket
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -143,7 +145,33 @@ def _checked_state(raw: bytes, url: str) -> dict[str, Any]:
 
 
 def job_status(out: str, storage_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The journal's state; a running job whose process is gone from this host is ``interrupted``
+    (a killed job cannot say so: its journal said ``running`` for good)."""
     state = Journal.load(out, storage_options)
     if state is None:
         raise InputError(f"no job journal beside {out!r}")
+    if state["status"] == "running" and process_gone(state.get("process")):
+        state["status"] = "interrupted"
     return state
+
+
+def this_process() -> dict[str, Any]:
+    """What the journal records of the process running a job, so a reader can tell it is gone."""
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def process_gone(process: Any) -> bool:
+    """Whether the recorded job process is known to be gone: on this host and no longer alive
+    (another host's process cannot be asked; an unrecorded one is not known to be gone)."""
+    if not isinstance(process, dict) or process.get("host") != socket.gethostname():
+        return False
+    pid = process.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, another user's
+        return False
+    return False

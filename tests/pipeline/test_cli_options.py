@@ -358,14 +358,15 @@ def test_dask_scheduler_environment_runs_zv_validate_in_process(tmp_path, cli, s
     assert proc.returncode == 1 and json.loads(proc.stdout)["ok"] is False
 
 
-@pytest.mark.parametrize("factor", ["0.5", "nan", "2,0"])
+@pytest.mark.parametrize("factor", ["0.5", "nan", "2,0", "1e307"])
 def test_exit_2_for_a_pyramid_factor_below_1_before_anything_is_written(tmp_path, cli, scheduler, table, factor):
     """Regression (hunt): the factors were checked by the pyramid stage, after the write -- a
-    store and a journal were left, and with ``--overwrite`` the old store was already gone."""
+    store and a journal were left, and with ``--overwrite`` the old store was already gone.  A
+    factor whose bin overflows (1e307) wrote an unreadable store (a later hunt)."""
     _, src = table
     out = tmp_path / "s.zv"
     run = build(cli, scheduler, src, out, "--pyramid", factor)
-    assert run.rc == 2 and "must be a finite number" in run.err, run.err
+    assert run.rc == 2 and ("must be a finite number" in run.err or "not finite" in run.err), run.err
     assert not out.exists() and not (tmp_path / "s.zv.zvjob.json").exists()
 
 
@@ -420,3 +421,16 @@ def test_exit_2_for_an_input_of_no_rows_before_anything_is_written(tmp_path, cli
     assert run.rc == 2 and f"{inputs[0]}: the input has no vertices (no rows)" in run.err, run.err
     assert not [w for w in seen if "no data" in str(w.message)]  # the refusal is the one word about it
     assert not out.exists() and not (tmp_path / "s.zv.zvjob.json").exists()
+
+
+def test_ctrl_c_is_one_line_and_exit_130(cli, monkeypatch):
+    """Regression (hunt): a real Ctrl-C ended ``zv build`` with a ``KeyboardInterrupt`` traceback
+    (its journal and note were written).  Now one line naming the command, and the shell's 130."""
+    import pipeline.cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline.cli, "_status", interrupted)
+    run = cli("status", "anything")
+    assert (run.rc, run.err) == (130, "zv status: interrupted\n")

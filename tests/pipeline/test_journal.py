@@ -271,3 +271,42 @@ def test_an_existing_store_suggests_resume_only_for_a_job_that_did_not_finish(tm
     journal.write_bytes(b"not json")  # damaged: the refusal says only what is certain
     damaged = cli("build", "points", table, out, "--chunk-shape", "25")
     assert damaged.rc == 2 and "already exists" in damaged.err and "--resume" not in damaged.err
+
+
+def test_a_killed_job_is_reported_interrupted_not_running(tmp_path, cli):
+    """Regression (hunt): a build killed mid-way left its journal saying "running", and ``zv status``
+    said so (exit 3, "still running") for good.  The journal records the job's process; on its host
+    a process that is gone makes the job ``interrupted`` (exit 1), and a new build names it."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import textwrap
+
+    from pipeline_helpers import points_frame
+
+    from pipeline.journal import process_gone, this_process
+
+    table, out = tmp_path / "pts.parquet", tmp_path / "s.zv"
+    points_frame(500, seed=5).to_parquet(table, index=False)
+    child = textwrap.dedent(f"""
+        import os
+        from zarr_vectors import reconcile
+        from pipeline.cli import main
+        reconcile.finish_level = lambda *args, **kwargs: os._exit(9)  # killed in its write stage
+        main(["build", "points", {str(table)!r}, {str(out)!r}, "--chunk-shape", "25"])
+    """)
+    run = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=180, check=False)
+    assert run.returncode == 9, run.stderr[-2000:]
+    state = json.loads((tmp_path / "s.zv.zvjob.json").read_bytes())
+    assert state["status"] == "running" and state["process"]["host"] == socket.gethostname()
+    status = cli("status", out)
+    assert status.rc == 1, status
+    assert status.out.startswith(f"job {state['job_id']}: interrupted")
+    assert f"its process ({state['process']['pid']} on {socket.gethostname()}) is gone" in status.out
+    again = cli("build", "points", table, out, "--chunk-shape", "25")
+    assert again.rc == 2 and "whose journal says running in its write stage; its process is gone)" in again.err
+    assert not process_gone(this_process())  # a live process, and one another host ran, are not known gone
+    assert not process_gone({"host": socket.gethostname() + ".elsewhere", "pid": state["process"]["pid"]})
+    assert not process_gone(None) and not process_gone({"host": socket.gethostname(), "pid": "1"})
+    assert os.path.isdir(out)
