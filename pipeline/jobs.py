@@ -151,7 +151,7 @@ def _check_output(spec: BuildSpec) -> None:
     holding none of the inputs."""
     if "://" in spec.out and not spec.out.startswith("file://"):
         return
-    out = spec.out.removeprefix("file://")
+    out = os.path.expanduser(spec.out.removeprefix("file://"))  # as the store's Storage reads it
     if os.path.exists(out) and not os.path.isdir(out):
         raise InputError(f"output {spec.out!r} is a file, not a store directory")
     inside = os.path.realpath(out) + os.sep

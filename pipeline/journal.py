@@ -156,22 +156,46 @@ def job_status(out: str, storage_options: Mapping[str, Any] | None = None) -> di
 
 
 def this_process() -> dict[str, Any]:
-    """What the journal records of the process running a job, so a reader can tell it is gone."""
-    return {"host": socket.gethostname(), "pid": os.getpid()}
+    """What the journal records of the process running a job, so a reader can tell it is gone: its
+    host and pid, and (Linux) its pid namespace and start time, which tell a pid another
+    container sees, or one reused since, from the job's."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), **_proc_identity(os.getpid())}
+
+
+def _proc_identity(pid: int) -> dict[str, int]:
+    """``pidns`` (the pid namespace's inode, ours: a pid means this process only inside it) and
+    ``start`` (clock ticks after boot) of a process, where ``/proc`` says; empty where not."""
+    try:
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            after_name = f.read().rpartition(b")")[2].split()
+        if after_name[0] == b"Z":  # a zombie has ended: it only waits for its parent
+            return {"pidns": namespace, "start": -1}
+        return {"pidns": namespace, "start": int(after_name[19])}  # field 22 of stat(5)
+    except (OSError, ValueError, IndexError):
+        return {}
 
 
 def process_gone(process: Any) -> bool:
-    """Whether the recorded job process is known to be gone: on this host and no longer alive
-    (another host's process cannot be asked; an unrecorded one is not known to be gone)."""
+    """Whether the recorded job process is known to be gone: on this host and in this pid
+    namespace, no process has its pid, or the one that has it started at another time (a pid
+    reused) or has ended (a zombie).  A process another host or container ran cannot be asked,
+    and an unrecorded one is not known to be gone."""
     if not isinstance(process, dict) or process.get("host") != socket.gethostname():
         return False
     pid = process.get("pid")
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+    if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid < 2**31:
+        return False
+    ours = _proc_identity(os.getpid())
+    if "pidns" in process and process["pidns"] != ours.get("pidns"):
         return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return True
     except OSError:  # alive, another user's
-        return False
+        pass
+    if "start" in process:
+        now = _proc_identity(pid)
+        return "start" in now and now["start"] != process["start"]
     return False

@@ -222,6 +222,13 @@ def test_a_build_spec_resolves_its_local_paths_in_the_client(tmp_path, monkeypat
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # '~' as the shell reads it; '--out=~/x' is not expanded
     home = BuildSpec(kind="points", inputs=["~/a.csv"], out="~/b.zv", chunk_shape=25)
     assert (home.inputs, home.out) == ([str(tmp_path / "home/a.csv")], str(tmp_path / "home/b.zv"))
+    from pipeline.jobs import _check_output
+    from zarr_vectors.errors import InputError
+
+    (tmp_path / "home").mkdir(exist_ok=True)
+    (tmp_path / "home/b.zv").write_text("a file")  # 'file://~/b.zv' is checked where the store would go (review)
+    with pytest.raises(InputError, match="is a file, not a store directory"):
+        _check_output(BuildSpec(kind="points", inputs=["a.csv"], out="file://~/b.zv", chunk_shape=25))
 
 
 @pytest.mark.parametrize("case", ["missing-file", "empty-file", "not-json", "not-an-address"])

@@ -309,4 +309,8 @@ def test_a_killed_job_is_reported_interrupted_not_running(tmp_path, cli):
     assert not process_gone(this_process())  # a live process, and one another host ran, are not known gone
     assert not process_gone({"host": socket.gethostname() + ".elsewhere", "pid": state["process"]["pid"]})
     assert not process_gone(None) and not process_gone({"host": socket.gethostname(), "pid": "1"})
+    assert not process_gone({"host": socket.gethostname(), "pid": 2**40})  # a damaged pid: no OverflowError (review)
+    me = this_process()
+    assert not process_gone({**me, "pidns": -1})  # another container's pid is not ours to ask (review)
+    assert process_gone({**me, "start": me["start"] + 1})  # our pid, reused by a later process
     assert os.path.isdir(out)

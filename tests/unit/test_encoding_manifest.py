@@ -117,7 +117,8 @@ def test_batch_encoder_slices_are_the_rows_they_name() -> None:
     chunks = np.array([[0, 0], [-4, 2], [7, 7], [1, 1], [1, 2], [1, 3]])
     frags = np.array([2, 0, 5, 0, 1, 9])
     table = encode_mode0_manifests(rows, chunks, frags, 8)
-    whole = list(table)
+    whole = list(table)  # iterated a block of rows at a time
+    assert whole == [table[i] for i in range(8)]
     assert len(table) == len(whole) == 8
     assert [table[i] for i in range(-8, 8)] == whole + whole
     for start in range(9):

@@ -11,7 +11,7 @@ import functools
 import math
 import operator
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import overload
 
@@ -29,6 +29,7 @@ _FRAGMENT_LIMIT = 2**32
 MAX_SID_NDIM = (2**31 - 1 - 9) // 8
 """Largest sid_ndim whose mode-0 block record (coords, mode, fragment) numpy can describe."""
 
+_ITER_ROWS = 16384  # rows made at a time when a table of manifests is iterated
 _U32 = struct.Struct("<I")
 _I64 = struct.Struct("<q")
 _RANGE = struct.Struct("<qq")
@@ -288,6 +289,11 @@ class Mode0Manifests(Sequence[bytes]):
 
     def __len__(self) -> int:
         return self.num_objects
+
+    def __iter__(self) -> Iterator[bytes]:
+        """Every row, made a block of rows at a time (a row at a time searched the blocks each time)."""
+        for start in range(0, self.num_objects, _ITER_ROWS):
+            yield from self._encode(start, min(self.num_objects, start + _ITER_ROWS))
 
     @overload
     def __getitem__(self, index: int) -> bytes: ...

@@ -32,15 +32,22 @@ def frame(paths: Sequence[str], *, storage_options: Mapping[str, Any] | None = N
 
 def _refuse_repeated_names(path: str, sep: str, opts: Mapping[str, Any]) -> None:
     """pandas renames a repeated column (``x, x`` becomes ``x, x.1``), so a second ``x`` was kept as
-    an attribute named as no column is.  The header row as written, of the file whose header the
-    frame takes (dask reads the first file's)."""
+    an attribute named as no column is.  The header row as written (a glob: its first file, whose
+    header dask takes), read as pandas reads it: a byte-order mark dropped, blank lines skipped.
+    Empty names are not repeats: pandas names each on its own (``Unnamed: 3``)."""
     import csv
+    from collections import Counter
 
     import fsspec
 
-    with fsspec.open(path, "rt", compression="infer", newline="", encoding="utf-8", errors="replace", **opts) as f:
-        names = next(csv.reader(f, delimiter=sep), [])
-    repeated = sorted({name for name in names if names.count(name) > 1})
+    try:
+        (first, *_) = fsspec.open_files(path, "rt", compression="infer", newline="", encoding="utf-8-sig",
+                                        errors="replace", expand=True, **opts)
+        with first as f:
+            names = next((row for row in csv.reader(f, delimiter=sep) if row), [])
+    except Exception as exc:  # read by dask a moment ago: a failure here is the file's, and named
+        raise unreadable(path, exc) from exc
+    repeated = sorted(name for name, count in Counter(names).items() if count > 1 and name)
     if repeated:
         raise InputError(f"{path}: the header row names column {repeated[0]!r} more than once")
 

@@ -8,7 +8,7 @@ included: no default applies -- is refused by name.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,7 +45,7 @@ class ObjectIndex:
 
 
 def write_object_index(
-    level: Level, manifests: list[bytes], *, num_objects: int, num_present: int, sid_ndim: int
+    level: Level, manifests: Sequence[bytes], *, num_objects: int, num_present: int, sid_ndim: int
 ) -> None:
     """The ``object_index`` group (layout v1: manifest row = object id) and its manifests."""
     write_node(

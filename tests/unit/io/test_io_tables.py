@@ -211,3 +211,17 @@ def test_a_csv_header_naming_a_column_twice_is_refused(tmp_path):
         csv.frame([str(tmp_path / "gz.csv.gz")])
     path.write_text("x,y,z,x.1\n1,2,3,4\n")  # a name that only looks like pandas' renaming is a name
     assert csv.read(str(path)).attributes["x.1"].tolist() == [4]
+    # as pandas reads the header (review): after a byte-order mark or a blank line, in a glob's first file
+    for n, text in enumerate(["\ufeffx,y,z,x\n1,2,3,4\n", "\nx,y,z,x\n1,2,3,4\n"]):
+        (tmp_path / f"odd{n}.csv").write_text(text, encoding="utf-8")
+        with pytest.raises(InputError, match="names column 'x' more than once"):
+            csv.read(str(tmp_path / f"odd{n}.csv"))
+    (tmp_path / "part").mkdir()
+    for n in range(2):
+        (tmp_path / "part" / f"p{n}.csv").write_text(f"x,y,z,w\n1,2,3,{n}\n")
+    assert len(csv.frame([str(tmp_path / "part" / "p*.csv")]).compute()) == 2  # a glob reads
+    (tmp_path / "part" / "p0.csv").write_text("x,y,z,z\n1,2,3,4\n")
+    with pytest.raises(InputError, match="names column 'z' more than once"):
+        csv.frame([str(tmp_path / "part" / "p*.csv")])
+    path.write_text("x,y,z,,\n1,2,3,4,5\n")  # empty names are not repeats: pandas names each
+    assert sorted(csv.read(str(path)).attributes) == ["Unnamed: 3", "Unnamed: 4"]
