@@ -326,8 +326,7 @@ def consolidate_store(url: str | os.PathLike[str], *, storage_options: Mapping[s
     if not storage.list_dir(""):
         raise InputError(f"nothing to consolidate at {storage.url!r}: no such store")
     store = open_store(storage)
-    for number in store.level_numbers():
-        store.level(number).require_finished()
+    storage.overlap(lambda number: store.level(number).require_finished(), store.level_numbers())  # concurrent on S3
     return consolidate(storage)
 
 
