@@ -18,7 +18,7 @@ from typing import overload
 import numpy as np
 
 from zarr_vectors import config
-from zarr_vectors.encoding.vlen import FramedItems
+from zarr_vectors.encoding.vlen import FramedItems, u32_led
 from zarr_vectors.errors import EncodingError, InputError, ResourceLimitError
 
 MODE_SINGLE = 0
@@ -317,16 +317,9 @@ class Mode0Manifests(Sequence[bytes]):
         lo, hi = np.searchsorted(self._rows, [start, stop])
         record = self._record[lo:hi]
         counts = np.bincount(self._rows[lo:hi] - start, minlength=stop - start)
-        sizes = 4 + counts * record.dtype.itemsize
-        ends = np.cumsum(sizes)
-        starts = ends - sizes
-        out = np.empty(int(ends[-1]) if len(ends) else 0, dtype=np.uint8)
-        header_pos = (starts[:, None] + np.arange(4)).ravel()
-        is_header = np.zeros(out.size, dtype=bool)
-        is_header[header_pos] = True
-        out[header_pos] = counts.astype("<u4").view(np.uint8)
-        out[~is_header] = record.view(np.uint8)
-        return FramedItems(out.tobytes(), starts, sizes)
+        body = counts * record.dtype.itemsize
+        out, starts = u32_led(counts, body, record.view(np.uint8))
+        return FramedItems(out.tobytes(), starts, 4 + body)
 
 
 def _u32_at(buffer: bytes, offsets: np.ndarray) -> np.ndarray:

@@ -48,17 +48,28 @@ def frame_items(items: Sequence[bytes | memoryview], *, count: int | None = None
             f"vlen framing: item {big} has {int(lengths[big])} bytes, more than the "
             f"{MAX_ITEM_BYTES}-byte u32 limit"
         )
-    payload = framed.payload()
-    out = np.empty(4 + 4 * n + len(payload), dtype=np.uint8)
-    before = np.cumsum(lengths) - lengths
-    header_pos = (4 + 4 * np.arange(n) + before)[:, None] + np.arange(4)
-    is_header = np.zeros(out.size, dtype=bool)
-    is_header[:4] = True
-    is_header[header_pos.ravel()] = True
+    out, _ = u32_led(lengths, lengths, framed.payload(), skip=4)
     out[:4] = np.frombuffer(_U32.pack(n), dtype=np.uint8)
-    out[header_pos.ravel()] = lengths.astype("<u4").view(np.uint8)
-    out[~is_header] = np.frombuffer(payload, dtype=np.uint8)
     return out.tobytes()
+
+
+def u32_led(
+    words: np.ndarray, sizes: np.ndarray, bodies: bytes | memoryview | np.ndarray, *, skip: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """``bodies`` (back to back, ``sizes[i]`` bytes each), each led by the little-endian u32 ``words[i]``,
+    after ``skip`` bytes left to the caller: ``(bytes as uint8, where each word starts)``.  One
+    vectorised scatter, not a join per body: the layout of vlen items (their lengths) and of a
+    manifest row (its block count)."""
+    ends = np.cumsum(4 + sizes)
+    starts = skip + ends - (4 + sizes)
+    out = np.empty(skip + (int(ends[-1]) if len(ends) else 0), dtype=np.uint8)
+    word_bytes = (starts[:, None] + np.arange(4)).ravel()
+    is_word = np.zeros(out.size, dtype=bool)
+    is_word[:skip] = True
+    is_word[word_bytes] = True
+    out[word_bytes] = words.astype("<u4").view(np.uint8)
+    out[~is_word] = np.frombuffer(bodies, dtype=np.uint8)
+    return out, starts
 
 
 class FramedItems(Sequence[bytes]):
