@@ -241,7 +241,7 @@ def own_cluster():
 
 def test_a_worker_killed_during_the_write_stage(tmp_path, own_cluster, monkeypatch):
     rng = np.random.default_rng(43)
-    n = 3_000_000
+    n = 1_000_000
     pos = rng.uniform(0, 1000, (n, 3)).astype(np.float32)
     df = pd.DataFrame({"x": pos[:, 0], "y": pos[:, 1], "z": pos[:, 2], "w": np.arange(n, dtype=np.int64)})
     src = write_parquet_parts(df, tmp_path / "in.parquet", parts=12)

@@ -104,7 +104,7 @@ RUNS = st.lists(st.tuples(st.sampled_from([0, 1, 4, 13, 37, 255, 256, 257]), st.
 def test_runs_of_items_of_one_length_read_as_the_items(runs: list[tuple[int, int]], rnd) -> None:
     """Runs of equal-length items (gathered at their stride: an object index's absent ids, a manifest's
     rows) give the same spans as the one-by-one walk, whatever their lengths and run lengths."""
-    items = [bytes(rnd.getrandbits(8) for _ in range(length)) for length, count in runs for _ in range(count)]
+    items = [rnd.randbytes(length) for length, count in runs for _ in range(count)]
     framed = frame_items(items)
     spans = item_spans(framed)
     assert list(spans) == items

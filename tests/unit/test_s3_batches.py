@@ -159,7 +159,7 @@ def test_an_empty_answer_to_a_listing_is_no_empty_listing(s3_bucket, s3_faults, 
     zv_config("s3.backend", s3_backend)
     url = f"s3://{bucket}/p/e.zv"
     points = np.random.default_rng(3).uniform(0, 100, (500, 3)).astype("float32")
-    zv.write_points(url, points, chunk_shape=10.0, storage_options=options)
+    zv.write_points(url, points, chunk_shape=25.0, storage_options=options)
     s3_faults.append(Fault(_is_recursive_listing(bucket), lambda query, moto: ("200 OK", XML, b"")))
     from zarr_vectors.store.backend import Storage
 

@@ -40,17 +40,21 @@ def frame_items(items: Sequence[bytes | memoryview], *, count: int | None = None
         raise InputError(f"vlen framing: {n} items exceed the u32 item count")
     if n < len(framed):
         raise InputError(f"vlen framing: {len(framed)} items do not fit in {n}")
+    _refuse_long_items(framed.lengths)
     lengths = np.zeros(n, dtype=np.int64)
     lengths[: len(framed)] = framed.lengths
-    if n and int(lengths.max()) > MAX_ITEM_BYTES:
+    out, _ = u32_led(lengths, lengths, framed.payload(), skip=4)
+    out[:4] = np.frombuffer(_U32.pack(n), dtype=np.uint8)
+    return out.tobytes()
+
+
+def _refuse_long_items(lengths: np.ndarray) -> None:
+    if len(lengths) and int(lengths.max()) > MAX_ITEM_BYTES:
         big = int(np.argmax(lengths))
         raise InputError(
             f"vlen framing: item {big} has {int(lengths[big])} bytes, more than the "
             f"{MAX_ITEM_BYTES}-byte u32 limit"
         )
-    out, _ = u32_led(lengths, lengths, framed.payload(), skip=4)
-    out[:4] = np.frombuffer(_U32.pack(n), dtype=np.uint8)
-    return out.tobytes()
 
 
 def u32_led(
@@ -90,6 +94,7 @@ class FramedItems(Sequence[bytes]):
         if isinstance(items, FramedItems):
             return items
         lengths = np.fromiter(map(len, items), dtype=np.int64, count=len(items))
+        _refuse_long_items(lengths)  # before the join: refusing a 4 GiB item must not read it
         buffer = b"".join(items)
         if int(lengths.sum()) != len(buffer):
             raise InputError("vlen framing: items must be byte buffers (bytes or 1-byte memoryviews)")
