@@ -15,6 +15,34 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWa
                                         "ignore:The inplace keyword in DataFrame.reset_index")
 
 
+@pytest.mark.parametrize(("column", "first", "second", "message"), [
+    ("w", np.int8([1, 2, 3]), np.int32([4, 70000, -5]), r"column 'w': 70000 \(int32\) cannot be held as int8"),
+    ("x", np.float32([0, 1, 2]), np.float64([3, 300.1234567, 5]),
+     r"column 'x': 300.1234567 \(float64\) cannot be held as float32"),
+])
+def test_inputs_whose_column_types_differ_lose_no_value(tmp_path, column, first, second, message):
+    """Regression (hunt): a table of several files takes the first file's column types, and a later
+    file's values were cast to them: int32 70000 stored as int8 112, float64 positions rounded to
+    float32, exit 0.  A value the first file's type cannot hold is refused, naming the column;
+    values it holds are read as they are."""
+    def frame(values):
+        n = len(values)
+        base = {"x": np.float32(np.arange(n)), "y": np.zeros(n, np.float32), "z": np.zeros(n, np.float32),
+                "w": np.int8(np.arange(n))}
+        return pd.DataFrame({**base, column: values})
+
+    frame(first).to_parquet(tmp_path / "a.parquet")
+    frame(second).to_parquet(tmp_path / "b.parquet")
+    table = sources.vertex_table(sources.read_table([str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")]))
+    values = table.attributes["w"] if column == "w" else table.positions[:, 0]
+    with pytest.raises(InputError, match=message):
+        values.compute(scheduler="sync")
+    frame(second[[0, 2]]).to_parquet(tmp_path / "b.parquet")  # values the first file's type holds
+    table = sources.vertex_table(sources.read_table([str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")]))
+    values = table.attributes["w"] if column == "w" else table.positions[:, 0]
+    np.testing.assert_array_equal(values.compute(scheduler="sync"), np.concatenate([first, second[[0, 2]]]))
+
+
 def test_vertex_columns_of_a_multi_file_parquet_dataset(tmp_path):
     """Regression: columns projected one by one re-plan the read (dask-expr fuses small
     files into fewer partitions), so their blocks no longer matched the row counts taken

@@ -51,16 +51,36 @@ def column_values(frame: Any, names: Sequence[str], dtype: Any, where: str = "")
         for c in names:
             if frame[c].isna().any():
                 raise InputError(f"{at}column {c!r} has missing values, which a boolean column cannot hold")
-    for c in names:  # unsigned values past the signed type wrapped (2**64 - 1 became -1)
-        if dtype.kind == "i" and getattr(frame[c].dtype, "kind", "") == "u" and len(frame) and \
-                int(frame[c].max()) > np.iinfo(dtype).max:
-            raise InputError(f"{at}column {c!r}: {int(frame[c].max())} is past the {dtype.name} range")
     try:
         block = frame.to_numpy(dtype=dtype)
     except (ValueError, TypeError, OverflowError) as exc:
         raise InputError(f"{at}column{'s' if len(names) > 1 else ''} {', '.join(map(repr, names))}: cannot be read "
                          f"as {dtype.name} ({type(exc).__name__}: {exc})") from None
+    for i, c in enumerate(names):
+        _refuse_changed_values(frame[c], block[:, i], dtype, f"{at}column {c!r}")
     return block[:, 0] if len(names) == 1 else block
+
+
+def _refuse_changed_values(column: Any, got: np.ndarray, dtype: np.dtype, what: str) -> None:
+    """A column read as a type that cannot hold its own exactly must have lost nothing.
+
+    Several inputs of one table take the first one's column types: a later file's int32
+    1000 became int8 -24, its float64 positions float32.  Unsigned values past a signed
+    type wrapped (2**64 - 1 became -1).  Only an unsafe cast costs a comparison."""
+    src = column.dtype
+    if not isinstance(src, np.dtype) or src.kind not in "iuf" or np.can_cast(src, dtype, "safe") or not len(got):
+        return
+    values = column.to_numpy()
+    if src.kind in "iu" and dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        lost = (values < info.min) | (values > info.max)
+    else:
+        with np.errstate(invalid="ignore", over="ignore"):
+            lost = (got.astype(src) != values) & ~(np.isnan(values) & np.isnan(got))
+    if lost.any():
+        raise InputError(f"{what}: {values[lost][0].item()!r} ({src.name}) cannot be held as {dtype.name} without "
+                         "change; inputs of one table take the first input's column types, so give every input the "
+                         "same types")
 
 
 def _check_whole(frame: Any, names: Sequence[str], at: str) -> None:

@@ -169,7 +169,7 @@ def test_edge_list_writes_object_attributes_beside_its_vertices(tmp_path):
     ({"x": [1 + 2j, 3.0], "y": [0.0, 0.0], "z": [0.0, 0.0]},  # its imaginary parts were dropped (hunt)
      r"'f\.csv': column 'x' holds complex numbers; float64 expected"),
     ({"x": [1.0, 2.0], "y": [0.0, 0.0], "z": [0.0, 0.0], "object_id": np.array([1, 2**64 - 1], np.uint64)},
-     r"'f\.csv': column 'object_id': 18446744073709551615 is past the int64 range"),  # was 'found -1'
+     r"'f\.csv': column 'object_id': 18446744073709551615 \(uint64\) cannot be held as int64"),  # was 'found -1'
 ])
 def test_a_whole_file_table_refuses_values_its_columns_cannot_hold(frame, message):
     """Regression (hunt): the whole-file path (GraphML, small tables) cast object id 1.5 to 1 and ended
