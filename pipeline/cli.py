@@ -345,8 +345,10 @@ def _build(args: argparse.Namespace) -> int:
             if args.detach:
                 from distributed import fire_and_forget
 
-                from pipeline.jobs import run_detached
+                from pipeline.jobs import resumed_job_id, run_detached
 
+                if args.resume:  # the id it runs under, and that its retries are known by
+                    spec.job_id = resumed_job_id(spec)
                 _remember_job(spec)
                 fire_and_forget(client.submit(run_detached, spec, args.resume, pure=False, key=f"zv-build-{spec.job_id}"))
                 print(json.dumps({"job_id": spec.job_id, "store": spec.out}) if args.json else
@@ -475,6 +477,12 @@ def _status(args: argparse.Namespace) -> int:
     except ZarrVectorsError as exc:
         print(f"zv status: error: {exc}", file=sys.stderr)
         return 2
+    if index is not None and target != args.job and state["job_id"] != args.job:
+        # the journal is another job's: this one has not started (or was refused before it journalled)
+        print(json.dumps({"job_id": args.job, "status": "pending", "store": target, "journal_job_id": state["job_id"]})
+              if args.json else f"job {args.job}: pending -- not started; the journal beside {target!r} is job "
+                                f"{state['job_id']}'s ({state['status']})")
+        return 3
     if args.json:
         out = {k: v for k, v in state.items() if k != "spec"}
         out.update(store=state["spec"]["out"], planned=planned)

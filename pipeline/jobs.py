@@ -23,7 +23,7 @@ import numpy as np
 
 import zarr_vectors as zv
 from pipeline.journal import Journal, job_status, process_gone, this_process  # noqa: F401 - job_status: the jobs API
-from zarr_vectors.errors import InputError, StageFailedError, ValidationFailedError, describe
+from zarr_vectors.errors import InputError, StageFailedError, StoreExistsError, ValidationFailedError, describe
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.groups import refuse_foreign_entries
 
@@ -178,8 +178,6 @@ def preflight(spec: BuildSpec, *, resume: bool = False) -> tuple[int, list[str]]
     of the job that wrote that store).  Returns the inputs' size in bytes (what decides
     threads or a cluster) and the warnings naming input columns that cannot be stored.
     """
-    from zarr_vectors.errors import StoreExistsError
-
     if spec.kind not in KINDS:
         raise InputError(f"unknown kind {spec.kind!r}; expected one of {list(KINDS)}")
     for what, value in (("chunk shape", spec.chunk_shape), ("bin shape", spec.bin_shape)):
@@ -209,7 +207,37 @@ def preflight(spec: BuildSpec, *, resume: bool = False) -> tuple[int, list[str]]
     if existing and not spec.overwrite:
         raise StoreExistsError(f"{spec.out!r} already exists; pass --overwrite to replace it{_unfinished_job(spec)}")
     refuse_foreign_entries(storage, existing)
+    _refuse_a_running_job(spec)
     return size, inputs.check_inputs(spec, size)
+
+
+def _refuse_a_running_job(spec: BuildSpec) -> None:
+    """One writer per store: refused while the journal beside it says another job is running and
+    its process is not known to be gone.  Two jobs on one output (``--overwrite`` or
+    ``--resume`` while the first ran) deleted the store, or left it without level 0 under a
+    journal saying done.  The journal's own job id is this job's task, which the scheduler
+    re-runs after a worker died: not refused.  A damaged journal is no claim."""
+    try:
+        state = Journal.load(spec.out, spec.storage_options)
+    except InputError:
+        return
+    if state is None or state["status"] != "running" or state["job_id"] == spec.job_id:
+        return
+    process = state.get("process")
+    if process_gone(process):
+        return
+    where = f" (pid {process.get('pid')} on {process.get('host')})" if isinstance(process, dict) else ""
+    raise StoreExistsError(
+        f"{spec.out!r} is being written by job {state['job_id']}{where}, whose journal says running: wait for it "
+        f"(zv status {state['job_id']}). If that process has ended -- one on another host or in another "
+        f"container cannot be asked -- remove {spec.out.rstrip('/') + '.zvjob.json'!r} and build with --overwrite"
+    )
+
+
+def resumed_job_id(spec: BuildSpec) -> str:
+    """The id a ``--resume`` of ``spec.out`` runs under: the journalled job's (its own when none is)."""
+    state = Journal.load(spec.out, spec.storage_options)
+    return str(state["job_id"]) if state is not None else spec.job_id
 
 
 def _unfinished_job(spec: BuildSpec) -> str:

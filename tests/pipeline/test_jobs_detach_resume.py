@@ -177,6 +177,10 @@ def test_resume_refuses_other_arguments_and_missing_journals(tmp_path, cli, sche
     same = cli("build", "points", src, out, "--chunk-shape", "100", "--resume", "--scheduler-address", scheduler)
     assert same.rc == 0  # a finished job resumes to "done" without running anything
     assert journal(out)["status"] == "done"
+    # detached, a resume is known by the journalled job's id (it printed a new id that status never found)
+    detached = cli("build", "points", src, out, "--chunk-shape", "100", "--resume", "--detach", "--json",
+                   "--scheduler-address", scheduler)
+    assert detached.rc == 0 and detached.json()["job_id"] == journal(out)["job_id"], detached
 
 
 def test_concurrent_jobs_hear_only_their_own_progress(tmp_path):

@@ -4,6 +4,7 @@ state wins, and a failed save is raised, never dropped."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 
@@ -314,3 +315,45 @@ def test_a_killed_job_is_reported_interrupted_not_running(tmp_path, cli):
     assert not process_gone({**me, "pidns": -1})  # another container's pid is not ours to ask (review)
     assert process_gone({**me, "start": me["start"] + 1})  # our pid, reused by a later process
     assert os.path.isdir(out)
+
+
+def test_a_second_job_on_a_store_a_live_job_writes_is_refused(tmp_path, cli, monkeypatch):
+    """Regression (hunt): ``--overwrite`` or ``--resume`` while another job wrote the store ran as a
+    second writer: the store was deleted, or left without level 0 under a journal saying done.
+    A journal saying running with a process not known to be gone refuses both, touching nothing;
+    the journalled job's own id (its task re-run by the scheduler) is not refused, nor is a job
+    whose process is gone.  ``zv status`` of a job that has not journalled yet says pending."""
+    from pipeline_helpers import points_frame
+
+    from pipeline.jobs import BuildSpec, preflight
+    from pipeline.journal import this_process
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    table, out = tmp_path / "pts.parquet", tmp_path / "s.zv"
+    points_frame(300, seed=2).to_parquet(table, index=False)
+    assert cli("build", "points", table, out, "--chunk-shape", "25").rc == 0
+    journal = tmp_path / "s.zv.zvjob.json"
+    state = json.loads(journal.read_bytes())
+    state["status"], state["process"] = "running", this_process()  # a live process: this one
+    journal.write_text(json.dumps(state))
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    for flag in ("--overwrite", "--resume"):
+        run = cli("build", "points", table, out, "--chunk-shape", "25", flag)
+        assert run.rc == 2, run
+        assert f"is being written by job {state['job_id']} (pid {os.getpid()} on " in run.err, run.err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert json.loads(journal.read_bytes()) == state
+    own = BuildSpec(kind="points", inputs=[str(table)], out=str(out), chunk_shape=25.0, overwrite=True,
+                    job_id=state["job_id"])
+    preflight(own)  # the running job's own task, retried: not refused
+
+    index = tmp_path / "home" / ".cache" / "zv" / "jobs" / "newjob.json"
+    index.parent.mkdir(parents=True, exist_ok=True)  # the builds above recorded their jobs there
+    index.write_text(json.dumps({"store": str(out), "storage_options": {}}))
+    status = cli("status", "newjob")
+    assert status.rc == 3 and status.out.startswith("job newjob: pending -- not started"), status
+    assert f"is job {state['job_id']}'s (running)" in status.out
+
+    state["process"] = {**state["process"], "start": state["process"]["start"] + 1}  # its pid, reused since
+    journal.write_text(json.dumps(state))
+    assert cli("build", "points", table, out, "--chunk-shape", "25", "--overwrite").rc == 0
