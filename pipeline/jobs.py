@@ -69,7 +69,14 @@ class BuildSpec:
 
 
 def _located(path: str) -> str:
-    return path if "://" in path else os.path.abspath(os.path.expanduser(path))
+    """A local path or ``file://`` URL made absolute (``file://rel.zv`` was read on a worker from
+    its own directory); other URLs as given."""
+    scheme, sep, rest = path.partition("://")
+    if not sep:
+        return os.path.abspath(os.path.expanduser(path))
+    if scheme.lower() in ("file", "local"):  # fsspec's two names of the local file system
+        return f"{scheme}://{os.path.abspath(os.path.expanduser(rest))}"
+    return path
 
 
 # ---------------------------------------------------------------------------

@@ -215,10 +215,13 @@ def test_a_build_spec_resolves_its_local_paths_in_the_client(tmp_path, monkeypat
 
     monkeypatch.chdir(tmp_path)
     spec = BuildSpec(kind="points", inputs=["in/*.parquet", "s3://bucket/t.parquet"], out="out.zv", chunk_shape=25)
+    # a relative file:// URL was shipped as written: a detached job read and wrote the worker's directory (hunt)
+    urls = BuildSpec(kind="points", inputs=["file://in/a.parquet"], out="local://out.zv", chunk_shape=25)
     monkeypatch.chdir("/")
     again = pickle.loads(pickle.dumps(spec))
     assert again.inputs == [str(tmp_path / "in" / "*.parquet"), "s3://bucket/t.parquet"]
     assert again.out == str(tmp_path / "out.zv")
+    assert (urls.inputs, urls.out) == ([f"file://{tmp_path}/in/a.parquet"], f"local://{tmp_path}/out.zv")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # '~' as the shell reads it; '--out=~/x' is not expanded
     home = BuildSpec(kind="points", inputs=["~/a.csv"], out="~/b.zv", chunk_shape=25)
     assert (home.inputs, home.out) == ([str(tmp_path / "home/a.csv")], str(tmp_path / "home/b.zv"))
