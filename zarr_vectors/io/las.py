@@ -63,9 +63,19 @@ def _check_header(path: str, header: Any, size: int) -> None:
     if header.are_points_compressed:
         if count > LAZ_POINTS_PER_BYTE * max(room, 0):
             raise InputError(f"{path!r}: the LAZ header claims {count} points, more than its {size} bytes can hold")
-    elif count * int(header.point_format.size) > room:
-        raise InputError(f"{path!r}: the LAS header claims {count} points of {header.point_format.size} bytes, "
+        return
+    record = int(header.point_format.size)
+    if count * record > room:
+        raise InputError(f"{path!r}: the LAS header claims {count} points of {record} bytes, "
                          f"but the file has {max(room, 0)} bytes of points (truncated?)")
+    # what may follow the points: waveform packets (1.3) and extended VLRs (1.4), where the header says
+    after = [int(getattr(header, name, 0) or 0) for name in ("start_of_waveform_data_packet_record",
+                                                              "start_of_first_evlr")]
+    end = min([size, *(a for a in after if a > int(header.offset_to_point_data))])
+    more = (end - int(header.offset_to_point_data) - count * record) // record
+    if more > 0:  # a count below the body read only the points it counts, without a word
+        raise InputError(f"{path!r}: the LAS header claims {count} points, but the file holds {more} more point "
+                         "records after them (a wrong count, or data the header does not describe)")
 
 
 def _columns(points: Any) -> dict[str, np.ndarray]:
@@ -84,11 +94,21 @@ def _columns(points: Any) -> dict[str, np.ndarray]:
 
 def _range(path: str, start: int, count: int, opts: Mapping[str, Any]) -> Any:
     """Points ``[start, start + count)`` of one file as a pandas frame (one task of :func:`frame`)."""
+    with _open(path, opts) as reader:
+        return _points(path, reader, start, count)
+
+
+def _points(path: str, reader: Any, start: int, count: int) -> Any:
+    """Points ``[start, start + count)`` as a pandas frame; what laspy or lazrs cannot read (a LAZ
+    whose chunk table or chunks end early, a body cut short) as the InputError naming the file."""
     import pandas as pd
 
-    with _open(path, opts) as reader:
-        reader.seek(start)
+    try:
+        if count:  # laspy cannot seek in a file of no points
+            reader.seek(start)
         return pd.DataFrame(_columns(reader.read_points(count)))
+    except Exception as exc:
+        raise unreadable(path, exc) from exc
 
 
 def frame(paths: Sequence[str], *, storage_options: Mapping[str, Any] | None = None) -> Any:
@@ -98,7 +118,6 @@ def frame(paths: Sequence[str], *, storage_options: Mapping[str, Any] | None = N
     InputError naming it before anything runs.
     """
     import dask.dataframe as dd
-    import pandas as pd
 
     opts = remote_options(paths, storage_options)
     step = int(config.get("sources.las-chunk-points"))
@@ -107,7 +126,7 @@ def frame(paths: Sequence[str], *, storage_options: Mapping[str, Any] | None = N
     for p in paths:
         with _open(p, opts) as reader:
             n = int(reader.header.point_count)
-            head = pd.DataFrame(_columns(reader.read_points(0)))
+            head = _points(p, reader, 0, 0)
         if meta is not None and list(head.columns) != list(meta.columns):
             raise InputError(f"{p!r}: point dimensions {list(head.columns)} differ from the first file's "
                              f"{list(meta.columns)}")
@@ -123,9 +142,11 @@ def read(path: str, *, columns: ColumnMap | None = None, storage_options: Mappin
 
     step = int(config.get("sources.las-chunk-points"))
     with _open(path, remote_options([path], storage_options)) as reader:
-        blocks = [pd.DataFrame(_columns(chunk)) for chunk in reader.chunk_iterator(step)]
-        if not blocks:
-            blocks = [pd.DataFrame(_columns(reader.read_points(0)))]
+        try:
+            blocks = [pd.DataFrame(_columns(chunk)) for chunk in reader.chunk_iterator(step)]
+        except Exception as exc:  # as _points
+            raise unreadable(path, exc) from exc
+        blocks = blocks or [_points(path, reader, 0, 0)]
     return geometry_from_frame(pd.concat(blocks, ignore_index=True), path, columns)
 
 

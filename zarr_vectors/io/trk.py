@@ -38,10 +38,35 @@ def read(path: str, *, space: str = "rasmm", **options: Any) -> Geometry:
     trk = tractograms.load(path, "TRK")
     _check_names(path, trk.header)
     geometry = tractograms.geometry(path, trk.tractogram)
+    _check_count(path, trk.header, geometry.offsets)
     if space == "voxmm":
         to_voxmm = np.linalg.inv(get_affine_trackvis_to_rasmm(trk.header))
         geometry.positions = apply_affine(to_voxmm, geometry.positions).astype(np.float32)
     return geometry
+
+
+def _check_count(path: str, header: Any, offsets: np.ndarray) -> None:
+    """The streamlines read are the file's: nibabel reads as many as the header counts and stops,
+    so a count below the body's dropped the rest without a word (and one above it was silent
+    too).  The records read must end where the file does: each is its point count, its points
+    with their scalars, then its properties, all 4 bytes a value."""
+    import os
+    import struct
+
+    from nibabel.streamlines.trk import Field
+
+    with open(path, "rb") as f:  # nibabel's header holds the count it read, not the file's
+        raw = f.read(1000)
+    order = "<" if struct.unpack_from("<i", raw, 996)[0] == 1000 else ">"  # hdr_size tells the byte order
+    count, lines = struct.unpack_from(f"{order}i", raw, 988)[0], len(offsets) - 1
+    if count > 0 and count != lines:
+        raise gp.input_error(path, f"the header counts {count} streamlines, the file holds {lines}")
+    per_point, per_line = 3 + int(header[Field.NB_SCALARS_PER_POINT]), int(header[Field.NB_PROPERTIES_PER_STREAMLINE])
+    end = int(header["hdr_size"]) + 4 * (lines * (1 + per_line) + per_point * int(offsets[-1]))
+    size = os.path.getsize(path)
+    if size != end:
+        raise gp.input_error(path, f"{size - end} bytes follow its {lines} streamlines (the header counts {count}): "
+                                   "the count is wrong or the file is damaged")
 
 
 def _check_names(path: str, header: Any) -> None:

@@ -136,3 +136,52 @@ def test_a_header_that_cannot_be_the_file_is_refused_before_any_read(tmp_path, s
         path.write_bytes(good[: len(good) // 2])
         with pytest.raises(InputError, match=r"claims 50 points of \d+ bytes, but the file has \d+ bytes of points"):
             las.frame([str(path)])
+
+
+def test_a_file_of_no_points_reads_as_no_points(tmp_path):
+    """Regression (hunt): a valid LAS of 0 points ended the build in an IndexError traceback
+    (its one read range seeked to point 0)."""
+    laspy.LasData(laspy.LasHeader(point_format=1, version="1.2")).write(str(tmp_path / "e.las"))
+    assert len(las.frame([str(tmp_path / "e.las")]).compute(scheduler="sync")) == 0
+    assert len(las.read(str(tmp_path / "e.las")).positions) == 0
+
+
+def test_a_count_below_the_points_stored_is_refused(tmp_path):
+    """Regression (hunt): a LAS 1.2 header counting 10 of its 50 points read 10, without a word.
+    Extended VLRs after the points (1.4) are no points."""
+    import struct
+
+    from laspy.vlrs.vlrlist import VLRList
+
+    path = tmp_path / "c.las"
+    _cloud(path)
+    _patched(path, 107, struct.pack("<I", 10))  # the (legacy) point count
+    with pytest.raises(InputError, match=r"claims 10 points, but the file holds 40 more point records"):
+        las.frame([str(path)])
+    header = laspy.LasHeader(point_format=6, version="1.4")
+    data = laspy.LasData(header)
+    data.x, data.y, data.z = np.arange(5.0), np.arange(5.0), np.arange(5.0)
+    data.evlrs = VLRList([laspy.VLR(user_id="test", record_id=1, description="after", record_data=b"\0" * 200)])
+    data.write(str(tmp_path / "e.las"))
+    assert len(las.frame([str(tmp_path / "e.las")]).compute(scheduler="sync")) == 5
+
+
+@pytest.mark.parametrize("cut", ["truncated", "count"])
+def test_a_laz_its_decompressor_cannot_read_names_the_file(tmp_path, cut):
+    """Regression (hunt): a truncated LAZ, and one counting more points than its chunks hold, ended
+    the build in a lazrs traceback."""
+    import struct
+
+    header = laspy.LasHeader(point_format=7, version="1.4")
+    data = laspy.LasData(header)
+    rng = np.random.default_rng(1)
+    data.x, data.y, data.z = rng.random(1000) * 100, rng.random(1000) * 100, rng.random(1000) * 10
+    data.write(str(tmp_path / "g.laz"))
+    raw = bytearray((tmp_path / "g.laz").read_bytes())
+    if cut == "truncated":
+        raw = raw[: len(raw) // 2]
+    else:
+        struct.pack_into("<Q", raw, 247, 60_000)  # more than its one chunk of 50,000 (within: see DESIGN)
+    (tmp_path / "b.laz").write_bytes(raw)
+    with pytest.raises(InputError, match=r"b\.laz' cannot be read: LazrsError"):
+        las.frame([str(tmp_path / "b.laz")]).compute(scheduler="sync")

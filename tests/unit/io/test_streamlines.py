@@ -92,6 +92,29 @@ def test_trk_written_reads_back_with_nibabel_in_the_reference_space(tmp_path):
     np.testing.assert_allclose(back.tractogram.data_per_streamline["weight"][:, 0], WEIGHT)
 
 
+@pytest.mark.parametrize(("count", "tail", "message"), [
+    (2, b"", r"bytes follow its 2 streamlines \(the header counts 2\)"),
+    (9, b"", r"the header counts 9 streamlines, the file holds 3"),
+    (3, b"\0" * 8, r"8 bytes follow its 3 streamlines \(the header counts 3\)"),
+])
+def test_trk_whose_count_is_not_its_body_is_refused(tmp_path, count, tail, message):
+    """Regression (hunt): nibabel reads as many streamlines as the header counts, so a count of 2
+    over a body of 4 stored 2 without a word (a count of 9 was silent too).  Scalars and properties
+    count in each record's size; a count of 0 (unknown, as TrackVis allows) reads the body."""
+    import struct
+
+    nib_trk(tmp_path / "t.trk")
+    raw = bytearray((tmp_path / "t.trk").read_bytes())
+    assert trk.read(str(tmp_path / "t.trk")).offsets.tolist() == OFFSETS.tolist()
+    struct.pack_into("<i", raw, 988, 0)
+    (tmp_path / "unknown.trk").write_bytes(raw)
+    assert trk.read(str(tmp_path / "unknown.trk")).offsets.tolist() == OFFSETS.tolist()
+    struct.pack_into("<i", raw, 988, count)
+    (tmp_path / "bad.trk").write_bytes(bytes(raw) + tail)
+    with pytest.raises(InputError, match=message):
+        trk.read(str(tmp_path / "bad.trk"))
+
+
 def test_trk_corrupt_header_is_refused_naming_the_file(tmp_path):
     nib_trk(tmp_path / "t.trk")
     raw = bytearray((tmp_path / "t.trk").read_bytes())
