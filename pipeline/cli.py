@@ -442,11 +442,16 @@ def _job_index(job_id: str):  # -> pathlib.Path
 def _remember_job(spec) -> None:  # noqa: ANN001 - BuildSpec
     """Where ``zv status JOB`` finds the job's store; a job runs without it (said once)."""
     import json
+    import os
 
     try:
         path = _job_index(spec.job_id)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"store": spec.out, "storage_options": spec.storage_options}))
+        # the options may hold credentials (`zv status JOB` needs them): readable by this user only
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(descriptor, 0o600)  # one written before, by an earlier version, kept its mode
+        with open(descriptor, "w") as index:
+            index.write(json.dumps({"store": spec.out, "storage_options": spec.storage_options}))
     except (OSError, RuntimeError) as exc:  # RuntimeError: no home directory to be found
         print(f"zv build: warning: job {spec.job_id} not recorded in ~/.cache/zv/jobs ({type(exc).__name__}: "
               f"{exc}): ask `zv status` with the store's path", file=sys.stderr)

@@ -22,7 +22,13 @@ import dask
 import numpy as np
 
 import zarr_vectors as zv
-from pipeline.journal import Journal, job_status, process_gone, this_process  # noqa: F401 - job_status: the jobs API
+from pipeline.journal import (  # noqa: F401 - job_status: the jobs API
+    Journal,
+    job_status,
+    journalled_spec,
+    process_gone,
+    this_process,
+)
 from zarr_vectors.errors import InputError, StageFailedError, StoreExistsError, ValidationFailedError, describe
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.groups import refuse_foreign_entries
@@ -343,7 +349,7 @@ def _run_stages(spec: BuildSpec, journal: Journal, previous: dict[str, Any] | No
     if previous is not None:
         journal.resume_from(previous)
         spec.overwrite = False if journal.done("write") else True  # a half-written store is rewritten
-        journal.state["spec"] = asdict(spec)
+        journal.state["spec"] = journalled_spec(spec)
     journal.set_status("running", started=time.time(), error=None, process=this_process())
     functions = _stage_functions(spec)
     for stage in spec.stages():

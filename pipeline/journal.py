@@ -85,7 +85,8 @@ class Journal:
 
     def __init__(self, spec: BuildSpec) -> None:
         self.storage = Storage(spec.out.rstrip("/") + ".zvjob.json", spec.storage_options)
-        self.state: dict[str, Any] = {"job_id": spec.job_id, "spec": asdict(spec), "stages": {}, "status": "pending"}
+        self.state: dict[str, Any] = {"job_id": spec.job_id, "spec": journalled_spec(spec), "stages": {},
+                                      "status": "pending"}
         self.requests = Recorder()
         self._writer = _LatestWriter(self._put)
 
@@ -126,6 +127,25 @@ class Journal:
     def _put(self, data: bytes) -> None:
         with recording(self.requests):  # the journal's own count, apart from every stage's
             self.storage.put("", data)
+
+
+#: parts of a storage option's name that say its value is a credential (s3fs's ``key`` and
+#: ``secret``, ``token``, obstore's ``aws_secret_access_key`` / ``aws_session_token``...)
+SECRET_NAME_PARTS = ("key", "secret", "token", "password", "passwd", "credential", "session", "auth", "signature")
+
+
+def journalled_spec(spec: BuildSpec) -> dict[str, Any]:
+    """The spec as the journal keeps it: storage options that are credentials replaced by
+    ``"<redacted>"`` -- the journal sits beside the store, on a bucket others may read, and
+    nothing reads the options back from it (``--resume`` compares the other fields)."""
+    return {**asdict(spec), "storage_options": _redacted(spec.storage_options)}
+
+
+def _redacted(options: Any) -> Any:
+    if isinstance(options, Mapping):
+        return {k: "<redacted>" if any(part in str(k).lower() for part in SECRET_NAME_PARTS) else _redacted(v)
+                for k, v in options.items()}
+    return options
 
 
 def _checked_state(raw: bytes, url: str) -> dict[str, Any]:

@@ -357,3 +357,35 @@ def test_a_second_job_on_a_store_a_live_job_writes_is_refused(tmp_path, cli, mon
     state["process"] = {**state["process"], "start": state["process"]["start"] + 1}  # its pid, reused since
     journal.write_text(json.dumps(state))
     assert cli("build", "points", table, out, "--chunk-shape", "25", "--overwrite").rc == 0
+
+
+def test_credentials_in_storage_options_stay_out_of_the_journal(tmp_path, cli, monkeypatch):
+    """Regression (hunt): ``--storage-option key=... secret=...`` went into the journal beside the
+    store (a bucket others may read) in clear, and into a world-readable job index.  The journal
+    keeps the option's name with ``<redacted>``; the index, which ``zv status JOB`` reads the
+    options from, is this user's alone."""
+    import stat
+
+    from pipeline.jobs import BuildSpec
+    from pipeline.journal import Journal, journalled_spec
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    options = {"key": "AKIA123", "secret": "s3cr3t", "endpoint_url": "http://x:1",
+               "client_kwargs": {"aws_session_token": "tok", "region_name": "eu"}}
+    spec = BuildSpec(kind="points", inputs=[], out=str(tmp_path / "s.zv"), chunk_shape=1.0, storage_options=options)
+    kept = journalled_spec(spec)["storage_options"]
+    assert kept == {"key": "<redacted>", "secret": "<redacted>", "endpoint_url": "http://x:1",
+                    "client_kwargs": {"aws_session_token": "<redacted>", "region_name": "eu"}}
+    assert Journal(spec).state["spec"]["storage_options"] == kept
+    assert spec.storage_options == options  # the job itself still has them
+    from pipeline_helpers import points_frame
+
+    table = tmp_path / "pts.parquet"
+    points_frame(100, seed=1).to_parquet(table, index=False)
+    run = cli("build", "points", table, tmp_path / "p.zv", "--chunk-shape", "25", "--json",
+              "--storage-option", "secret_note=hush")
+    assert run.rc == 0, run.err
+    journal = (tmp_path / "p.zv.zvjob.json").read_text()
+    assert "hush" not in journal and '"secret_note": "<redacted>"' in journal
+    index = tmp_path / "home" / ".cache" / "zv" / "jobs" / f"{run.json()['job_id']}.json"
+    assert "hush" in index.read_text() and stat.S_IMODE(index.stat().st_mode) == 0o600
