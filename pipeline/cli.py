@@ -25,7 +25,7 @@ def _info(args: argparse.Namespace) -> int:
     print("\n".join(lines))
     print(f"requests:       {own.counts} (this command)")
     _job_requests(args.store, _storage_options(args.storage_option))
-    return 0
+    return 1 if any(" MISSING -- " in line for line in lines) else 0  # no reader opens such a level
 
 
 def _job_requests(store: str, options: dict) -> None:

@@ -88,7 +88,12 @@ def info_lines(store: ZVStore, object_sizes: Mapping[str, int]) -> list[str]:
         f"bounds:         {[rounded(root.bounds[0]), rounded(root.bounds[1])]}",
         f"consolidated:   {'yes' if is_consolidated(store.storage) else 'no'}",
     ]
-    for n in store.level_numbers():
+    named = {int(ds.path) for ds in root.datasets if ds.path.isdigit()}
+    for n in sorted(named | set(store.level_numbers())):
+        if not any(lvl == str(n) and name == "zarr.json" for lvl, name in stored):
+            lines.append(f"level {n}:        MISSING -- " + ("the root's multiscales names it, " if n in named else "")
+                         + f"but {n}/zarr.json is not in the store")
+            continue
         level = store.level(n)
         arrays = {name: v for (lvl, name), v in stored.items() if lvl == str(n)}
         files, nbytes = sum(c for c, _ in arrays.values()), sum(b for _, b in arrays.values())

@@ -194,6 +194,27 @@ def test_info_names_attributes_and_sharding(tmp_path, cli):
     assert len(files) == 9 and re.search(r"^  vertices +9 files ", run.out, re.M)
 
 
+def test_info_says_a_level_the_root_names_is_missing(tmp_path, cli):
+    """Regression (hunt): with level 0 gone, ``zv info`` listed levels 1 and 2 and exited 0; with level
+    1's document gone too it said "has no level 1 (levels: [1, 2])"."""
+    import shutil
+
+    out = tmp_path / "s.zv"
+    zv.write_points(str(out), np.random.default_rng(1).random((400, 3)) * 100, chunk_shape=25.0)
+    zv.build_pyramid(str(out), factors=[2, 4])
+    assert cli("info", out).rc == 0
+    shutil.rmtree(out / "0")
+    (out / "1" / "zarr.json").unlink()
+    run = cli("info", out)
+    assert run.rc == 1, run
+    assert re.search(r"^level 0: +MISSING -- the root's multiscales names it, but 0/zarr.json is not in the store$",
+                     run.out, re.MULTILINE), run.out
+    assert re.search(r"^level 1: +MISSING -- ", run.out, re.MULTILINE)
+    assert re.search(r"^level 2: +\d+ vertices", run.out, re.MULTILINE)
+    with pytest.raises(zv.errors.InputError, match=r"level 1's folder holds no zarr\.json"):
+        zv.read(str(out), level=1)
+
+
 def test_info_names_edge_attributes(tmp_path, cli):
     out = tmp_path / "g.zv"
     rng = np.random.default_rng(0)

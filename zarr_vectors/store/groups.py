@@ -246,7 +246,11 @@ class ZVStore:
         raw = snap.document("") if snap is not None else self.storage.get(meta_key(path))
         doc = None if raw is None else load_document(raw, file=meta_key(path))
         if doc is None:
-            raise InputError(f"store {self.url!r} has no level {number} (levels: {self.level_numbers()})")
+            present = self.level_numbers()
+            if number in present:  # "has no level 1 (levels: [1, 2])" contradicted itself
+                raise InputError(f"store {self.url!r}: level {number}'s folder holds no zarr.json (a damaged or "
+                                 "unfinished store)")
+            raise InputError(f"store {self.url!r} has no level {number} (levels: {present})")
         if doc.get("node_type") != "group":
             raise MetadataError("a level must be a group", file=f"{path}/zarr.json", pointer="/node_type")
         meta = LevelMetadata.from_attributes(doc.get("attributes", {}), file=f"{path}/zarr.json")
