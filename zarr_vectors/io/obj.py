@@ -56,9 +56,16 @@ def read(path: str, **options: Any) -> Geometry:
         raise gp.input_error(path, "a face line is malformed")
     if (index == 0).any():
         raise gp.input_error(path, "a face refers to vertex 0 (OBJ indices start at 1; negative ones count back)")
+    given = index
     if (index < 0).any():  # relative to the vertices defined before each face line
         is_v = np.array(_V_OR_F.findall(text)) == "v"
         index = np.where(index > 0, index, index + 1 + np.repeat(np.cumsum(is_v)[~is_v], counts))
+    outside = (index < 1) | (index > len(positions))
+    if outside.any():  # named as the file counts them, from 1 (the 0-based check said "vertex 5" of `f 1 2 6`)
+        at = int(np.argmax(outside))
+        face = int(np.searchsorted(np.cumsum(counts), at, side="right")) + 1
+        raise gp.input_error(path, f"face {face} (counting from 1) refers to vertex {int(given[at])}, but the file "
+                                   f"has {len(positions)} vertices")
     others = sorted(set(_OTHER.findall(text)) - _IGNORED)
     faces, polygon = gp.polygon_faces(index - 1, counts, path)
     face_attributes = {"polygon": polygon} if len(polygon) != len(counts) else {}

@@ -252,8 +252,12 @@ def test_obj_bad_index_is_refused(tmp_path):
     with pytest.raises(InputError, match=r"zero\.obj: a face refers to vertex 0"):
         obj.read(str(tmp_path / "zero.obj"))
     (tmp_path / "far.obj").write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 7\n")
-    with pytest.raises(InputError, match=r"far\.obj: face 0 refers to vertex 6, but the file has 3 vertices"):
+    # named as the file counts, from 1: it said "face 0 refers to vertex 6" (hunt)
+    with pytest.raises(InputError, match=r"far\.obj: face 1 \(counting from 1\) refers to vertex 7, but the file"):
         obj.read(str(tmp_path / "far.obj"))
+    (tmp_path / "back.obj").write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\nf -1 -2 -6\n")
+    with pytest.raises(InputError, match=r"face 2 \(counting from 1\) refers to vertex -6, but the file has 3"):
+        obj.read(str(tmp_path / "back.obj"))
     (tmp_path / "huge.obj").write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 99999999999999999999999\n")
     with pytest.raises(InputError, match=r"huge\.obj: a face has a vertex index that is not an int64 integer"):
         obj.read(str(tmp_path / "huge.obj"))  # an OverflowError traceback before (hunt)
