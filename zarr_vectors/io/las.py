@@ -11,6 +11,7 @@ dimensions it is given and writes the other attributes as extra bytes.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -192,10 +193,46 @@ def _misfit(path: str, name: str, values: np.ndarray, dim: Any) -> str | None:
             "extra-bytes dimension")
 
 
-def write(path: str, data: Any, *, scale: float = 0.001, **_: Any) -> None:
-    """A point cloud as LAS (LAZ for ``.laz``): ``scale`` is the coordinate resolution (grown
-    by powers of ten when the extent would overflow the 32-bit integers); offsets are 0 when
-    the coordinates fit, so a file written with offset 0 and this scale reads back exactly."""
+def _grid(positions: np.ndarray, scale: float | None) -> tuple[float, np.ndarray]:
+    """``(scale, offsets)`` of the 32-bit integer grid the coordinates are written on.
+
+    Offsets are 0 while the coordinates fit the integers, else the floor of the minimum.  A
+    given ``scale`` grows by powers of ten until the extent fits.  Without one, the coarsest of
+    0.001 .. 1e-9 on which every coordinate lies (to a thousandth of a step: a LAS input at
+    0.0001 exported at a fixed 0.001 lost its last digit), else the finest that fits, with a
+    warning that the coordinates were rounded to it."""
+    low, high = (positions.min(axis=0), positions.max(axis=0)) if len(positions) else (np.zeros(3), np.zeros(3))
+
+    def offsets_for(step: float) -> np.ndarray:
+        return np.zeros(3) if max(abs(low).max(), abs(high).max()) / step < 2**31 - 1 else np.floor(low)
+
+    def fits(step: float, offsets: np.ndarray) -> bool:
+        return float((high - offsets).max()) / step < 2**31 - 1 and float((offsets - low).max()) / step < 2**31
+
+    if scale is not None:
+        offsets = offsets_for(scale)
+        while not fits(scale, offsets):
+            scale *= 10
+        return scale, offsets
+    finest = None
+    for step in (1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9):
+        offsets = offsets_for(step)
+        if not fits(step, offsets):
+            break
+        finest = step, offsets
+        on_grid = np.round((positions - offsets) / step) * step + offsets
+        if np.allclose(on_grid, positions, rtol=0.0, atol=step / 1000):
+            return finest
+    if finest is None:  # an extent past 2**31 thousandths: the given-scale rule from 0.001
+        return _grid(positions, 0.001)
+    warnings.warn(f"LAS coordinates rounded to a step of {finest[0]:g} (the finest whose integers hold the extent)",
+                  UserWarning, stacklevel=3)
+    return finest
+
+
+def write(path: str, data: Any, *, scale: float | None = None, **_: Any) -> None:
+    """A point cloud as LAS (LAZ for ``.laz``) on the coordinate grid of :func:`_grid`: ``scale``
+    fixes its step, else it is the coarsest on which the coordinates lie."""
     import laspy
 
     g = as_geometry(data)
@@ -210,12 +247,8 @@ def write(path: str, data: Any, *, scale: float = 0.001, **_: Any) -> None:
     gp.warn_unstored(path, "LAS", g.object_attributes)  # a point's dimensions; an object has no row
     fmt = _point_format(path, attrs)
     header = laspy.LasHeader(point_format=fmt, version="1.4" if fmt >= 6 else "1.2")
-    low, high = (g.positions.min(axis=0), g.positions.max(axis=0)) if len(g.positions) else (np.zeros(3), np.zeros(3))
-    # offset 0 while the coordinates fit the integers (x = X * scale reads back exactly), else the floor of the minimum
-    offsets = np.zeros(3) if max(abs(low).max(), abs(high).max()) / scale < 2**31 - 1 else np.floor(low)
-    while float((high - offsets).max()) / scale >= 2**31 - 1 or float((offsets - low).max()) / scale >= 2**31:
-        scale *= 10
-    header.offsets, header.scales = offsets, np.full(3, scale)
+    step, offsets = _grid(np.asarray(g.positions, dtype=np.float64), scale)
+    header.offsets, header.scales = offsets, np.full(3, step)
     standard = set(header.point_format.dimension_names)
     extra = [k for k in attrs if k not in standard]
     header.add_extra_dims([laspy.ExtraBytesParams(k, attrs[k].dtype if attrs[k].dtype != bool else np.uint8)

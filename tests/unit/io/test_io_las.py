@@ -185,3 +185,32 @@ def test_a_laz_its_decompressor_cannot_read_names_the_file(tmp_path, cut):
     (tmp_path / "b.laz").write_bytes(raw)
     with pytest.raises(InputError, match=r"b\.laz' cannot be read: LazrsError"):
         las.frame([str(tmp_path / "b.laz")]).compute(scheduler="sync")
+
+
+def test_written_coordinates_keep_every_digit_the_grid_can_hold(tmp_path):
+    """Regression (hunt): the writer's fixed scale of 0.001 rounded a survey cloud at 0.0001 (and
+    every coordinate finer than a millimetre) without a word.  The grid is the coarsest power of
+    ten the coordinates lie on; coordinates on none are rounded to the finest that holds the
+    extent, with a warning."""
+    import warnings
+
+    from zarr_vectors.io.types import Geometry
+
+    rng = np.random.default_rng(4)
+    survey = np.column_stack([500_000 + rng.integers(0, 10**7, 300) * 1e-4,
+                              4_000_000 + rng.integers(0, 10**7, 300) * 1e-4, rng.integers(0, 10**6, 300) * 1e-4])
+    for name, positions, step in (("mm.las", np.round(rng.random((50, 3)) * 100, 3), 1e-3),
+                                  ("survey.las", survey, 1e-4)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # on a grid: no warning
+            las.write(str(tmp_path / name), Geometry(kind="points", positions=positions))
+        back = laspy.read(str(tmp_path / name))
+        assert back.header.scales.tolist() == [step] * 3
+        np.testing.assert_allclose(np.column_stack([back.x, back.y, back.z]), positions, rtol=0, atol=step / 1000)
+    fine = rng.random((50, 3)) * 1000  # on no grid: the finest whose integers hold 1000 units
+    with pytest.warns(UserWarning, match=r"LAS coordinates rounded to a step of 1e-06"):
+        las.write(str(tmp_path / "fine.las"), Geometry(kind="points", positions=fine))
+    back = laspy.read(str(tmp_path / "fine.las"))
+    assert np.abs(np.column_stack([back.x, back.y, back.z]) - fine).max() <= 5e-7
+    las.write(str(tmp_path / "given.las"), Geometry(kind="points", positions=fine), scale=0.01)  # a given scale is kept
+    assert laspy.read(str(tmp_path / "given.las")).header.scales.tolist() == [0.01] * 3
