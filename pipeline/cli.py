@@ -462,7 +462,7 @@ def _status(args: argparse.Namespace) -> int:
     2 when unknown."""
     import json
 
-    from pipeline.journal import job_status
+    from pipeline.journal import Journal, job_status
     from zarr_vectors.errors import InputError, ZarrVectorsError
 
     target, options = args.job, _storage_options(args.storage_option)
@@ -477,13 +477,22 @@ def _status(args: argparse.Namespace) -> int:
                 target, options = str(known["store"]), options or dict(known["storage_options"] or {})
             except (OSError, ValueError, TypeError, KeyError, RecursionError) as exc:
                 raise InputError(f"the job index {str(index)!r} is damaged ({type(exc).__name__}: {exc})") from None
+            if Journal.load(target, options) is None:  # submitted, and no worker has started it yet
+                print(json.dumps({"job_id": args.job, "status": "pending", "store": target}) if args.json else
+                      f"job {args.job}: pending -- not started; no journal beside {target!r} yet")
+                return 3
         state = job_status(target, options)
         planned = _stages_of(state)
     except ZarrVectorsError as exc:
         print(f"zv status: error: {exc}", file=sys.stderr)
         return 2
+    refusals = [r for r in state.get("refused", []) if isinstance(r, dict) and r.get("job_id") == args.job]
     if index is not None and target != args.job and state["job_id"] != args.job:
-        # the journal is another job's: this one has not started (or was refused before it journalled)
+        # the journal is another job's: this one was refused before it journalled, or has not started
+        if refusals:
+            print(json.dumps({"job_id": args.job, "status": "refused", "store": target, "error": refusals[-1]["error"]})
+                  if args.json else f"job {args.job}: refused -- {refusals[-1]['error']}")
+            return 1
         print(json.dumps({"job_id": args.job, "status": "pending", "store": target, "journal_job_id": state["job_id"]})
               if args.json else f"job {args.job}: pending -- not started; the journal beside {target!r} is job "
                                 f"{state['job_id']}'s ({state['status']})")
@@ -502,6 +511,8 @@ def _status(args: argparse.Namespace) -> int:
             print(line.rstrip())
         if state.get("error"):
             print(f"  error: {state['error']}")
+        for refusal in refusals:  # a detached --resume of this job, refused before it ran
+            print(f"  a later run was refused: {refusal['error']}")
         if state["status"] == "interrupted":
             process = state["process"]
             print(f"  its journal says running, but its process ({process['pid']} on {process['host']}) is gone: "

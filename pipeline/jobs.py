@@ -439,4 +439,36 @@ def run_detached(spec: BuildSpec, resume: bool = False) -> dict[str, Any]:
 
     # the worker's process holds other tasks' data: its heap is not the job's to freeze
     with worker_client() as client, client.as_current(), dask.config.set({"zarr_vectors.freeze-heap": False}):
-        return run_build(spec, resume=resume).to_json()
+        try:
+            return run_build(spec, resume=resume).to_json()
+        except zv.ZarrVectorsError as exc:
+            if not isinstance(exc, StageFailedError):  # refused before its journal: no trace but the worker's log
+                record_refusal(spec, exc)
+            raise
+
+
+#: refusals a journal keeps (the newest)
+KEPT_REFUSALS = 10
+
+
+def record_refusal(spec: BuildSpec, exc: BaseException) -> None:
+    """Where ``zv status JOB`` finds why a detached job was refused before it journalled (an input
+    gone since the command checked it, a ``--resume`` with other arguments): a new journal saying
+    failed where nothing is yet, else a ``refused`` entry in the journal there.  Not beside a store
+    without a journal (a failed journal would invite a ``--resume`` that replaces it), nor in a
+    live job's journal (its own writer alone writes it).  Best effort: the task's error stands."""
+    try:
+        state = Journal.load(spec.out, spec.storage_options)
+        if state is None:
+            if Storage(spec.out, spec.storage_options).list_dir(""):
+                return
+            state = {"job_id": spec.job_id, "spec": journalled_spec(spec), "stages": {}, "status": "failed",
+                     "error": f"refused: {describe(exc)}", "finished": time.time()}
+        elif state["status"] == "running" and not process_gone(state.get("process")):
+            return
+        else:
+            entry = {"job_id": spec.job_id, "error": describe(exc), "at": time.time()}
+            state["refused"] = [*state.get("refused", [])[1 - KEPT_REFUSALS:], entry]
+        Journal.put_state(spec.out, spec.storage_options, state)
+    except Exception:  # noqa: BLE001, S110 - the refusal itself is what the task raises
+        pass

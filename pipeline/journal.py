@@ -97,6 +97,12 @@ class Journal:
         raw = storage.get("")
         return None if raw is None else _checked_state(raw, storage.url)
 
+    @staticmethod
+    def put_state(out: str, storage_options: Mapping[str, Any] | None, state: dict[str, Any]) -> None:
+        """Write a whole state at once (a refusal's record: no job's writer runs for it)."""
+        Storage(out.rstrip("/") + ".zvjob.json", storage_options).put("", json.dumps(state, indent=2,
+                                                                                   default=str).encode())
+
     def resume_from(self, previous: dict[str, Any]) -> None:
         self.state["stages"] = {k: v for k, v in previous.get("stages", {}).items() if v.get("status") == "done"}
 

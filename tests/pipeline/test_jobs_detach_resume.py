@@ -57,10 +57,10 @@ def test_detach_returns_a_job_id_and_status_follows_it(tmp_path, cli, scheduler,
 
     def finished():
         status = cli("status", job, "--json")
-        if status.rc == 2:  # the job has not written its journal yet
-            assert "no job journal" in status.err
-            return False
         state = status.json()
+        if state["status"] == "pending":  # the job has not written its journal yet (it said "error", exit 2)
+            assert status.rc == 3, status
+            return False
         seen.append(state["status"])
         assert status.rc == {"done": 0, "failed": 1}.get(state["status"], 3)
         assert state["status"] != "failed", state.get("error")
@@ -164,7 +164,7 @@ def test_resume_skips_the_stages_done(tmp_path, cli, scheduler, local_cluster):
     assert_every_row_reads_back(out, df)
 
 
-def test_resume_refuses_other_arguments_and_missing_journals(tmp_path, cli, scheduler):
+def test_resume_refuses_other_arguments_and_missing_journals(tmp_path, cli, scheduler, local_cluster):
     df = big_points(2000, seed=4)
     src = tmp_path / "in.parquet"
     df.to_parquet(src, index=False)
@@ -181,6 +181,15 @@ def test_resume_refuses_other_arguments_and_missing_journals(tmp_path, cli, sche
     detached = cli("build", "points", src, out, "--chunk-shape", "100", "--resume", "--detach", "--json",
                    "--scheduler-address", scheduler)
     assert detached.rc == 0 and detached.json()["job_id"] == journal(out)["job_id"], detached
+    # refused on the worker (other arguments): it left no trace but the worker's log (hunt)
+    job = journal(out)["job_id"]
+    wait_for(lambda: cluster_idle(local_cluster) and journal(out)["status"] == "done", 30, what="the resumed job")
+    refused = cli("build", "points", src, out, "--chunk-shape", "50", "--resume", "--detach", "--json",
+                  "--scheduler-address", scheduler)
+    assert refused.rc == 0 and refused.json()["job_id"] == job
+    wait_for(lambda: journal(out).get("refused"), 30, what="the refusal in the journal")
+    status = cli("status", job)
+    assert status.rc == 0 and "a later run was refused: InputError: --resume: the job journalled" in status.out
 
 
 def test_concurrent_jobs_hear_only_their_own_progress(tmp_path):

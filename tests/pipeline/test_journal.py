@@ -389,3 +389,31 @@ def test_credentials_in_storage_options_stay_out_of_the_journal(tmp_path, cli, m
     assert "hush" not in journal and '"secret_note": "<redacted>"' in journal
     index = tmp_path / "home" / ".cache" / "zv" / "jobs" / f"{run.json()['job_id']}.json"
     assert "hush" in index.read_text() and stat.S_IMODE(index.stat().st_mode) == 0o600
+
+
+def test_a_detached_job_refused_before_it_journalled_says_so(tmp_path, cli, monkeypatch):
+    """Regression (hunt): a detached job refused on its worker before it journalled (its input gone
+    since the command checked it) left ``zv status JOB`` saying "no job journal" (exit 2) for good,
+    the answer it gave while the job was queued.  Queued is now ``pending`` (exit 3); refused, the
+    journal it leaves says why (exit 1).  Beside a store without a journal nothing is written: a
+    failed journal there would invite a ``--resume`` that replaces the store."""
+    from pipeline.jobs import BuildSpec, record_refusal
+    from zarr_vectors.errors import InputError
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    out = tmp_path / "s.zv"
+    spec = BuildSpec(kind="points", inputs=[str(tmp_path / "gone.parquet")], out=str(out), chunk_shape=25.0)
+    index = tmp_path / "home" / ".cache" / "zv" / "jobs" / f"{spec.job_id}.json"
+    index.parent.mkdir(parents=True)
+    index.write_text(json.dumps({"store": str(out), "storage_options": {}}))
+    queued = cli("status", spec.job_id)
+    assert queued.rc == 3 and queued.out.startswith(f"job {spec.job_id}: pending -- not started"), queued
+    record_refusal(spec, InputError("input not found: 'gone.parquet'"))
+    refused = cli("status", spec.job_id)
+    assert refused.rc == 1 and f"job {spec.job_id}: failed" in refused.out, refused
+    assert "error: refused: InputError: input not found: 'gone.parquet'" in refused.out
+    (tmp_path / "s.zv.zvjob.json").unlink()
+    out.mkdir()
+    (out / "zarr.json").write_text("{}")  # somebody's store, without a journal
+    record_refusal(spec, InputError("x"))
+    assert not (tmp_path / "s.zv.zvjob.json").exists()
