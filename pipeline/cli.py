@@ -17,15 +17,16 @@ def _demo(args: argparse.Namespace) -> int:
 def _info(args: argparse.Namespace) -> int:
     """Levels, counts, attributes, sharding and the files each array holds (one listing of the store)."""
     import zarr_vectors as zv
-    from pipeline.summary import info_lines
+    from pipeline.summary import info_lines, missing_levels
 
     with zv.count_requests() as own:
         store = zv.open_store(args.store, storage_options=_storage_options(args.storage_option))
-        lines = info_lines(store, store.storage.object_sizes())
+        sizes = store.storage.object_sizes()
+        lines = info_lines(store, sizes)
     print("\n".join(lines))
     print(f"requests:       {own.counts} (this command)")
     _job_requests(args.store, _storage_options(args.storage_option))
-    return 1 if any(" MISSING -- " in line for line in lines) else 0  # no reader opens such a level
+    return 1 if missing_levels(store, sizes) else 0  # no reader opens such a level
 
 
 def _job_requests(store: str, options: dict) -> None:
@@ -323,7 +324,7 @@ def _build(args: argparse.Namespace) -> int:
         return 2
     try:  # usage errors, unreadable inputs, missing columns, an unreachable or existing store
         with user_warnings() as said:  # what a reader warns of is a line of ours
-            input_bytes, warnings = preflight(spec, resume=args.resume or args.dry_run)
+            input_bytes, warnings = preflight(spec, resume=args.resume or args.dry_run, writes=not args.dry_run)
         warnings = said + warnings
     except ZarrVectorsError as exc:
         print(f"zv build: error: {exc}", file=sys.stderr)

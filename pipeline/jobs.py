@@ -24,11 +24,14 @@ import numpy as np
 import zarr_vectors as zv
 from pipeline.journal import (  # noqa: F401 - job_status: the jobs API
     Journal,
+    heard_from,
     job_status,
     journalled_spec,
     process_gone,
+    process_state,
     this_process,
 )
+from zarr_vectors import config
 from zarr_vectors.errors import InputError, StageFailedError, StoreExistsError, ValidationFailedError, describe
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.groups import refuse_foreign_entries
@@ -178,7 +181,7 @@ def _check_output(spec: BuildSpec) -> None:
         raise InputError(f"output {spec.out!r}: cannot create it, {parent!r} is not a writable directory")
 
 
-def preflight(spec: BuildSpec, *, resume: bool = False) -> tuple[int, list[str]]:
+def preflight(spec: BuildSpec, *, resume: bool = False, writes: bool = True) -> tuple[int, list[str]]:
     """Every check that needs no data pass, before a journal or a store is touched.
 
     Raises InputError / StoreExistsError / StoreNotFoundError (exit 2 on the command
@@ -188,8 +191,9 @@ def preflight(spec: BuildSpec, *, resume: bool = False) -> tuple[int, list[str]]
     an input that does not exist or cannot be read, a column the mapping names that it
     lacks, an output path that cannot be a store, an unreachable output location, or an
     existing store without ``overwrite`` (a refused build must not overwrite the journal
-    of the job that wrote that store).  Returns the inputs' size in bytes (what decides
-    threads or a cluster) and the warnings naming input columns that cannot be stored.
+    of the job that wrote that store), and -- for a build that ``writes`` -- a store another
+    running job holds.  Returns the inputs' size in bytes (what decides threads or a
+    cluster) and the warnings naming input columns that cannot be stored.
     """
     if spec.kind not in KINDS:
         raise InputError(f"unknown kind {spec.kind!r}; expected one of {list(KINDS)}")
@@ -220,7 +224,8 @@ def preflight(spec: BuildSpec, *, resume: bool = False) -> tuple[int, list[str]]
     if existing and not spec.overwrite:
         raise StoreExistsError(f"{spec.out!r} already exists; pass --overwrite to replace it{_unfinished_job(spec)}")
     refuse_foreign_entries(storage, existing)
-    _refuse_a_running_job(spec)
+    if writes:  # a dry run plans beside a running job without touching its store
+        _refuse_a_running_job(spec)
     return size, inputs.check_inputs(spec, size)
 
 
@@ -236,14 +241,17 @@ def _refuse_a_running_job(spec: BuildSpec) -> None:
         return
     if state is None or state["status"] != "running" or state["job_id"] == spec.job_id:
         return
-    process = state.get("process")
-    if process_gone(process):
-        return
+    process, silent = state.get("process"), heard_from(state)
+    alive = process_state(process)
+    lease = 4 * float(config.get("jobs.heartbeat"))
+    if alive == "gone" or (alive == "unknown" and (silent is None or silent >= lease)):
+        return  # known ended, or another host's or container's and not heard from: no claim
     where = f" (pid {process.get('pid')} on {process.get('host')})" if isinstance(process, dict) else ""
+    heard = f", last saved {silent:.0f} s ago" if silent is not None else ""
     raise StoreExistsError(
-        f"{spec.out!r} is being written by job {state['job_id']}{where}, whose journal says running: wait for it "
-        f"(zv status {state['job_id']}). If that process has ended -- one on another host or in another "
-        f"container cannot be asked -- remove {spec.out.rstrip('/') + '.zvjob.json'!r} and build with --overwrite"
+        f"{spec.out!r} is being written by job {state['job_id']}{where}, whose journal says running{heard}: wait "
+        f"for it (zv status {state['job_id']}); a job on another host or in another container that stopped "
+        f"saving its journal for {lease:.0f} s no longer holds the store"
     )
 
 
@@ -342,15 +350,22 @@ def _run_build(spec: BuildSpec, resume: bool) -> JobResult:
 
 
 def _run_stages(spec: BuildSpec, journal: Journal, previous: dict[str, Any] | None) -> None:
-    """The stages not done yet, in order, each journalled (the caller flushes the journal)."""
-    from zarr_vectors import count_requests
-    from zarr_vectors.execution.runner import callbacks
-
+    """The stages not done yet, in order, each journalled (the caller flushes the journal), the
+    journal's heartbeat going while they run."""
     if previous is not None:
         journal.resume_from(previous)
         spec.overwrite = False if journal.done("write") else True  # a half-written store is rewritten
         journal.state["spec"] = journalled_spec(spec)
     journal.set_status("running", started=time.time(), error=None, process=this_process())
+    with journal.beating():
+        _run_stage_list(spec, journal)
+    journal.set_status("done", finished=time.time())
+
+
+def _run_stage_list(spec: BuildSpec, journal: Journal) -> None:
+    from zarr_vectors import count_requests
+    from zarr_vectors.execution.runner import callbacks
+
     functions = _stage_functions(spec)
     for stage in spec.stages():
         if journal.done(stage):
@@ -378,7 +393,6 @@ def _run_stages(spec: BuildSpec, journal: Journal, previous: dict[str, Any] | No
             raise StageFailedError(stage, exc, step=step) from exc
         journal.update(stage, status="done", seconds=round(time.perf_counter() - t0, 3), **details,
                        requests=tally.to_json())
-    journal.set_status("done", finished=time.time())
 
 
 def plan_summary(spec: BuildSpec) -> dict[str, Any]:
@@ -390,7 +404,7 @@ def plan_summary(spec: BuildSpec) -> dict[str, Any]:
     """
     from pipeline import inputs
 
-    preflight(spec, resume=True)  # the store may exist: a dry run writes nothing either way
+    preflight(spec, resume=True, writes=False)  # the store may exist: a dry run writes nothing either way
     positions, object_ids, attributes = inputs.plan_table(spec)
     plan = zv.plan_write(
         positions,

@@ -10,8 +10,10 @@ import json
 import os
 import socket
 import threading
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -89,6 +91,8 @@ class Journal:
                                       "status": "pending"}
         self.requests = Recorder()
         self._writer = _LatestWriter(self._put)
+        self._handing = threading.Lock()  # a save and a beat hand documents over in the order they made them
+        self._last: bytes | None = None
 
     @staticmethod
     def load(out: str, storage_options: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
@@ -119,8 +123,44 @@ class Journal:
         self.save()
 
     def save(self) -> None:
-        """Hand the current state to the background writer (never waits, never raises)."""
-        self._writer.submit(json.dumps(self.state, indent=2, default=str).encode())
+        """Hand the current state, stamped with its heartbeat, to the background writer (never
+        waits, never raises)."""
+        with self._handing:
+            self.state["heartbeat"] = time.time()
+            self._last = json.dumps(self.state, indent=2, default=str).encode()
+            self._writer.submit(self._last)
+
+    def beat(self) -> None:
+        """Save the last state saved again with a new heartbeat: while a task runs for minutes no
+        step saves, and a job another host ran can only be told alive by its journal's beat.
+        Works on the last document, never on the state a stage may be changing."""
+        with self._handing:
+            if self._last is None:
+                return
+            doc = json.loads(self._last)
+            doc["heartbeat"] = time.time()
+            self._last = json.dumps(doc, indent=2, default=str).encode()
+            self._writer.submit(self._last)
+
+    @contextmanager
+    def beating(self) -> Iterator[None]:
+        """:meth:`beat` every ``zarr_vectors.jobs.heartbeat`` while the block runs."""
+        from zarr_vectors import config
+
+        stop = threading.Event()
+        interval = float(config.get("jobs.heartbeat"))
+
+        def run() -> None:
+            while not stop.wait(interval):
+                self.beat()
+
+        thread = threading.Thread(target=run, name="zv-journal-heartbeat", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
 
     def flush(self) -> None:
         """Wait until the last state saved is on storage; raise if it could not be written."""
@@ -137,7 +177,8 @@ class Journal:
 
 #: parts of a storage option's name that say its value is a credential (s3fs's ``key`` and
 #: ``secret``, ``token``, obstore's ``aws_secret_access_key`` / ``aws_session_token``...)
-SECRET_NAME_PARTS = ("key", "secret", "token", "password", "passwd", "credential", "session", "auth", "signature")
+SECRET_NAME_PARTS = ("key", "secret", "token", "password", "passwd", "credential", "session", "auth", "signature",
+                     "connection_string", "cookie", "sas")
 
 
 def journalled_spec(spec: BuildSpec) -> dict[str, Any]:
@@ -151,6 +192,8 @@ def _redacted(options: Any) -> Any:
     if isinstance(options, Mapping):
         return {k: "<redacted>" if any(part in str(k).lower() for part in SECRET_NAME_PARTS) else _redacted(v)
                 for k, v in options.items()}
+    if isinstance(options, (list, tuple)):
+        return [_redacted(v) for v in options]
     return options
 
 
@@ -203,25 +246,38 @@ def _proc_identity(pid: int) -> dict[str, int]:
 
 
 def process_gone(process: Any) -> bool:
-    """Whether the recorded job process is known to be gone: on this host and in this pid
-    namespace, no process has its pid, or the one that has it started at another time (a pid
-    reused) or has ended (a zombie).  A process another host or container ran cannot be asked,
-    and an unrecorded one is not known to be gone."""
+    """Whether the recorded job process is known to be gone (:func:`process_state`)."""
+    return process_state(process) == "gone"
+
+
+def process_state(process: Any) -> str:
+    """``"gone"``, ``"alive"`` or ``"unknown"``: on this host and in this pid namespace, a pid no
+    process has, or one a process that started at another time has (a pid reused), or a zombie, is
+    gone; the recorded process itself is alive.  A process another host or container ran cannot
+    be asked, and an unrecorded one is unknown."""
     if not isinstance(process, dict) or process.get("host") != socket.gethostname():
-        return False
+        return "unknown"
     pid = process.get("pid")
     if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid < 2**31:
-        return False
+        return "unknown"
     ours = _proc_identity(os.getpid())
     if "pidns" in process and process["pidns"] != ours.get("pidns"):
-        return False
+        return "unknown"
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return True
+        return "gone"
     except OSError:  # alive, another user's
         pass
-    if "start" in process:
-        now = _proc_identity(pid)
-        return "start" in now and now["start"] != process["start"]
-    return False
+    if "start" not in process:
+        return "unknown"
+    now = _proc_identity(pid)
+    if "start" not in now:
+        return "unknown"
+    return "alive" if now["start"] == process["start"] else "gone"
+
+
+def heard_from(state: Mapping[str, Any]) -> float | None:
+    """Seconds since a running job's journal was last saved (its heartbeat), if it says."""
+    beat = state.get("heartbeat")
+    return time.time() - beat if isinstance(beat, (int, float)) and not isinstance(beat, bool) else None

@@ -89,8 +89,9 @@ def info_lines(store: ZVStore, object_sizes: Mapping[str, int]) -> list[str]:
         f"consolidated:   {'yes' if is_consolidated(store.storage) else 'no'}",
     ]
     named = {int(ds.path) for ds in root.datasets if ds.path.isdigit()}
+    missing = missing_levels(store, object_sizes)
     for n in sorted(named | set(store.level_numbers())):
-        if not any(lvl == str(n) and name == "zarr.json" for lvl, name in stored):
+        if n in missing:
             lines.append(f"level {n}:        MISSING -- " + ("the root's multiscales names it, " if n in named else "")
                          + f"but {n}/zarr.json is not in the store")
             continue
@@ -109,6 +110,13 @@ def info_lines(store: ZVStore, object_sizes: Mapping[str, int]) -> list[str]:
     total = sum(b for _, b in stored.values())
     lines.append(f"total:          {sum(c for c, _ in stored.values())} files, {size(total)}")
     return lines
+
+
+def missing_levels(store: ZVStore, object_sizes: Mapping[str, int]) -> list[int]:
+    """Levels the root's multiscales names, or whose folder is there, without their ``zarr.json``:
+    no reader opens them (``zv info`` exits 1)."""
+    named = {int(ds.path) for ds in store.root.datasets if ds.path.isdigit()}
+    return sorted(n for n in named | set(store.level_numbers()) if f"{n}/zarr.json" not in object_sizes)
 
 
 def _stored_by_array(sizes: Mapping[str, int]) -> dict[tuple[str, str], tuple[int, int]]:

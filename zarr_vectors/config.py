@@ -121,6 +121,12 @@ DEFAULTS: dict[str, Any] = {
         "cli": {
             "cluster-threshold": "256MiB",
         },
+        # zv build's job journal: a running job saves it at least every `heartbeat` seconds; one
+        # not saved for four of them is no claim on its store (a job killed on another host or in
+        # another container cannot be asked whether its process lives: docs/DESIGN.md "Jobs")
+        "jobs": {
+            "heartbeat": 30,
+        },
         # zv build's input tables.  A partition is read whole by one task and the writers'
         # per-block passes hold a few times its size, so it must stay a small fraction of a
         # worker's memory (dask's 256 MiB Parquet default put a 20M-point file in one

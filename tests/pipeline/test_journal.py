@@ -341,6 +341,7 @@ def test_a_second_job_on_a_store_a_live_job_writes_is_refused(tmp_path, cli, mon
         run = cli("build", "points", table, out, "--chunk-shape", "25", flag)
         assert run.rc == 2, run
         assert f"is being written by job {state['job_id']} (pid {os.getpid()} on " in run.err, run.err
+    assert cli("build", "points", table, out, "--chunk-shape", "25", "--overwrite", "--dry-run").rc == 0  # no write
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert json.loads(journal.read_bytes()) == state
     own = BuildSpec(kind="points", inputs=[str(table)], out=str(out), chunk_shape=25.0, overwrite=True,
@@ -357,6 +358,41 @@ def test_a_second_job_on_a_store_a_live_job_writes_is_refused(tmp_path, cli, mon
     state["process"] = {**state["process"], "start": state["process"]["start"] + 1}  # its pid, reused since
     journal.write_text(json.dumps(state))
     assert cli("build", "points", table, out, "--chunk-shape", "25", "--overwrite").rc == 0
+
+    # another host's job cannot be asked: its journal's heartbeat says whether it still holds the store
+    # (review: a job killed on another node -- a Slurm time limit, a new container -- blocked --resume for good)
+    import time
+
+    state = json.loads(journal.read_bytes())
+    state.update(status="running", process={"host": "worker-7.elsewhere", "pid": 4242}, heartbeat=time.time())
+    journal.write_text(json.dumps(state))
+    run = cli("build", "points", table, out, "--chunk-shape", "25", "--resume")
+    assert run.rc == 2 and "(pid 4242 on worker-7.elsewhere), whose journal says running, last saved" in run.err
+    state["heartbeat"] = time.time() - 121  # four heartbeats of 30 s missed
+    journal.write_text(json.dumps(state))
+    resumed = cli("build", "points", table, out, "--chunk-shape", "25", "--resume")
+    assert resumed.rc == 0, resumed.err
+    assert json.loads(journal.read_bytes())["status"] == "done"
+
+
+def test_a_running_job_beats_while_a_task_runs_for_long(tmp_path, zv_config):
+    """While no step saves (one long task), the heartbeat does: on the last state saved."""
+    import time
+
+    from pipeline.jobs import BuildSpec
+
+    zv_config("jobs.heartbeat", 0.05)
+    j = Journal(BuildSpec(kind="points", inputs=[], out=str(tmp_path / "s.zv"), chunk_shape=1.0))
+    j.update("write", status="running", step="write vertices")
+    j.flush()
+    first = json.loads((tmp_path / "s.zv.zvjob.json").read_bytes())
+    j.state["stages"]["write"]["step"] = "changed, not saved"  # a beat saves the last state saved, not this
+    with j.beating():
+        time.sleep(0.3)
+    j.close()
+    last = json.loads((tmp_path / "s.zv.zvjob.json").read_bytes())
+    assert last["heartbeat"] > first["heartbeat"] + 0.1
+    assert last["stages"] == first["stages"]
 
 
 def test_credentials_in_storage_options_stay_out_of_the_journal(tmp_path, cli, monkeypatch):
