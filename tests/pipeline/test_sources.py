@@ -19,6 +19,10 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWa
     ("w", np.int8([1, 2, 3]), np.int32([4, 70000, -5]), r"column 'w': 70000 \(int32\) cannot be held as int8"),
     ("x", np.float32([0, 1, 2]), np.float64([3, 300.1234567, 5]),
      r"column 'x': 300.1234567 \(float64\) cannot be held as float32"),
+    # review: pandas' nullable Int64 (restored from Parquet) skipped the check; int64 -> float64 is
+    # "safe" to numpy, and wrong past 2**53
+    ("w", np.int8([1, 2, 3]), pd.array([4, 70000, -5], dtype="Int64"), r"column 'w': 70000 \(int64\) cannot be"),
+    ("w", np.float64([1, 2, 3]), np.int64([4, 2**53 + 1, 5]), r"column 'w': 9007199254740993 \(int64\) cannot be"),
 ])
 def test_inputs_whose_column_types_differ_lose_no_value(tmp_path, column, first, second, message):
     """Regression (hunt): a table of several files takes the first file's column types, and a later
@@ -40,7 +44,8 @@ def test_inputs_whose_column_types_differ_lose_no_value(tmp_path, column, first,
     frame(second[[0, 2]]).to_parquet(tmp_path / "b.parquet")  # values the first file's type holds
     table = sources.vertex_table(sources.read_table([str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")]))
     values = table.attributes["w"] if column == "w" else table.positions[:, 0]
-    np.testing.assert_array_equal(values.compute(scheduler="sync"), np.concatenate([first, second[[0, 2]]]))
+    np.testing.assert_array_equal(values.compute(scheduler="sync"),
+                                  np.concatenate([first, np.asarray(second[[0, 2]], dtype=first.dtype)]))
 
 
 def test_vertex_columns_of_a_multi_file_parquet_dataset(tmp_path):

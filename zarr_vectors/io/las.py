@@ -72,11 +72,11 @@ def _check_header(path: str, header: Any, size: int) -> None:
     # what may follow the points: waveform packets (1.3) and extended VLRs (1.4), where the header says
     after = [int(getattr(header, name, 0) or 0) for name in ("start_of_waveform_data_packet_record",
                                                               "start_of_first_evlr")]
-    end = min([size, *(a for a in after if a > int(header.offset_to_point_data))])
+    end = min([size, *(a for a in after if a >= int(header.offset_to_point_data))])  # == : no points at all
     more = (end - int(header.offset_to_point_data) - count * record) // record
     if more > 0:  # a count below the body read only the points it counts, without a word
-        raise InputError(f"{path!r}: the LAS header claims {count} points, but the file holds {more} more point "
-                         "records after them (a wrong count, or data the header does not describe)")
+        raise InputError(f"{path!r}: the LAS header claims {count} points, but {more * record} or more bytes follow "
+                         "them: room for more point records (a wrong count, or data the header does not describe)")
 
 
 def _columns(points: Any) -> dict[str, np.ndarray]:
@@ -108,6 +108,8 @@ def _points(path: str, reader: Any, start: int, count: int) -> Any:
         if count:  # laspy cannot seek in a file of no points
             reader.seek(start)
         return pd.DataFrame(_columns(reader.read_points(count)))
+    except (OSError, MemoryError):  # the storage or the machine, not the file: a job failure
+        raise
     except Exception as exc:
         raise unreadable(path, exc) from exc
 
@@ -145,7 +147,9 @@ def read(path: str, *, columns: ColumnMap | None = None, storage_options: Mappin
     with _open(path, remote_options([path], storage_options)) as reader:
         try:
             blocks = [pd.DataFrame(_columns(chunk)) for chunk in reader.chunk_iterator(step)]
-        except Exception as exc:  # as _points
+        except (OSError, MemoryError):  # as _points
+            raise
+        except Exception as exc:
             raise unreadable(path, exc) from exc
         blocks = blocks or [_points(path, reader, 0, 0)]
     return geometry_from_frame(pd.concat(blocks, ignore_index=True), path, columns)

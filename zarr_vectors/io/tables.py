@@ -21,7 +21,7 @@ from zarr_vectors.io.types import Geometry, as_geometry
 
 def remote_options(paths: Sequence[str], storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
     """fsspec options for the inputs: S3 options apply to remote inputs only, never to local files."""
-    remote = all("://" in p and not p.startswith("file://") for p in paths)
+    remote = all("://" in p and p.split("://", 1)[0].lower() not in ("file", "local") for p in paths)
     return dict(storage_options or {}) if remote else {}
 
 
@@ -67,20 +67,26 @@ def _refuse_changed_values(column: Any, got: np.ndarray, dtype: np.dtype, what: 
     Several inputs of one table take the first one's column types: a later file's int32
     1000 became int8 -24, its float64 positions float32.  Unsigned values past a signed
     type wrapped (2**64 - 1 became -1).  Only an unsafe cast costs a comparison."""
-    src = column.dtype
-    if not isinstance(src, np.dtype) or src.kind not in "iuf" or np.can_cast(src, dtype, "safe") or not len(got):
+    src = getattr(column.dtype, "numpy_dtype", column.dtype)  # pandas' nullable Int64 / UInt64 and the like
+    if not isinstance(src, np.dtype) or src.kind not in "iuf" or not len(got):
         return
-    values = column.to_numpy()
+    if np.can_cast(src, dtype, "safe") and not (src.kind in "iu" and dtype.kind == "f"):
+        return  # numpy calls int64 -> float64 safe; past 2**53 it is not
+    missing = column.isna().to_numpy()
+    values = column.to_numpy(dtype=src, na_value=0 if src.kind in "iu" else np.nan)
     if src.kind in "iu" and dtype.kind in "iu":
         info = np.iinfo(dtype)
         lost = (values < info.min) | (values > info.max)
+    elif src.kind in "iu" and len(values) and int(np.abs(values).max()) <= 2 ** (np.finfo(dtype).nmant + 1):
+        return  # every integer up to 2**(mantissa + 1) is a float exactly
     else:
         with np.errstate(invalid="ignore", over="ignore"):
             lost = (got.astype(src) != values) & ~(np.isnan(values) & np.isnan(got))
+    lost &= ~missing  # a missing value is the target's to refuse (integers) or hold (NaN)
     if lost.any():
         raise InputError(f"{what}: {values[lost][0].item()!r} ({src.name}) cannot be held as {dtype.name} without "
-                         "change; inputs of one table take the first input's column types, so give every input the "
-                         "same types")
+                         "change (several inputs of one table take the first input's column types: give every "
+                         "input the same types)")
 
 
 def _check_whole(frame: Any, names: Sequence[str], at: str) -> None:

@@ -115,6 +115,23 @@ def test_trk_whose_count_is_not_its_body_is_refused(tmp_path, count, tail, messa
         trk.read(str(tmp_path / "bad.trk"))
 
 
+def test_trk_streamlines_of_no_points_are_skipped_with_a_warning(tmp_path):
+    """nibabel drops a streamline of no points; its record made the count check say "the header
+    counts 4 streamlines, the file holds 3" (review).  Skipped with a warning, as TCK's are."""
+    import struct
+
+    from nibabel.streamlines.trk import TrkFile
+
+    TrkFile(nib_tractogram(with_data=False)).save(str(tmp_path / "t.trk"))
+    raw = bytearray((tmp_path / "t.trk").read_bytes())
+    raw[1000:1000] = struct.pack("<i", 0)  # a first record of no points
+    struct.pack_into("<i", raw, 988, 4)
+    (tmp_path / "e.trk").write_bytes(raw)
+    with pytest.warns(UserWarning, match=r"1 streamline\(s\) of no points skipped"):
+        got = trk.read(str(tmp_path / "e.trk"))
+    assert got.offsets.tolist() == OFFSETS.tolist()
+
+
 def test_trk_corrupt_header_is_refused_naming_the_file(tmp_path):
     nib_trk(tmp_path / "t.trk")
     raw = bytearray((tmp_path / "t.trk").read_bytes())
