@@ -459,8 +459,8 @@ def _remember_job(spec) -> None:  # noqa: ANN001 - BuildSpec
 
 
 def _status(args: argparse.Namespace) -> int:
-    """Exit 0 when the job is done, 1 when it failed or its process is gone (interrupted), 3 while it runs,
-    2 when unknown."""
+    """Exit 0 when the job is done, 1 when it failed, was refused or its process is gone (interrupted),
+    3 while it runs or waits to start (pending), 2 when unknown."""
     import json
 
     from pipeline.journal import Journal, job_status
@@ -487,7 +487,9 @@ def _status(args: argparse.Namespace) -> int:
     except ZarrVectorsError as exc:
         print(f"zv status: error: {exc}", file=sys.stderr)
         return 2
-    refusals = [r for r in state.get("refused", []) if isinstance(r, dict) and r.get("job_id") == args.job]
+    refused = state.get("refused")  # a damaged journal may hold anything there
+    refusals = [r for r in refused if isinstance(r, dict) and r.get("job_id") == args.job and "error" in r] \
+        if isinstance(refused, list) else []
     if index is not None and target != args.job and state["job_id"] != args.job:
         # the journal is another job's: this one was refused before it journalled, or has not started
         if refusals:

@@ -231,7 +231,8 @@ def preflight(spec: BuildSpec, *, resume: bool = False, writes: bool = True) -> 
 
 def _refuse_a_running_job(spec: BuildSpec) -> None:
     """One writer per store: refused while the journal beside it says another job is running and
-    its process is not known to be gone.  Two jobs on one output (``--overwrite`` or
+    that job still holds the store -- its process, where this host can ask, lives; elsewhere its
+    journal was saved within the heartbeat lease.  Two jobs on one output (``--overwrite`` or
     ``--resume`` while the first ran) deleted the store, or left it without level 0 under a
     journal saying done.  The journal's own job id is this job's task, which the scheduler
     re-runs after a worker died: not refused.  A damaged journal is no claim."""
@@ -363,6 +364,7 @@ def _run_stages(spec: BuildSpec, journal: Journal, previous: dict[str, Any] | No
 
 
 def _run_stage_list(spec: BuildSpec, journal: Journal) -> None:
+    """Each stage not done yet: journalled running before it touches the store, then done or failed."""
     from zarr_vectors import count_requests
     from zarr_vectors.execution.runner import callbacks
 
