@@ -17,16 +17,15 @@ def _demo(args: argparse.Namespace) -> int:
 def _info(args: argparse.Namespace) -> int:
     """Levels, counts, attributes, sharding and the files each array holds (one listing of the store)."""
     import zarr_vectors as zv
-    from pipeline.summary import info_lines, missing_levels
+    from pipeline.summary import info_lines
 
     with zv.count_requests() as own:
         store = zv.open_store(args.store, storage_options=_storage_options(args.storage_option))
-        sizes = store.storage.object_sizes()
-        lines = info_lines(store, sizes)
+        lines, missing = info_lines(store, store.storage.object_sizes())
     print("\n".join(lines))
     print(f"requests:       {own.counts} (this command)")
     _job_requests(args.store, _storage_options(args.storage_option))
-    return 1 if missing_levels(store, sizes) else 0  # no reader opens such a level
+    return 1 if missing else 0  # no reader opens such a level
 
 
 def _job_requests(store: str, options: dict) -> None:
@@ -463,7 +462,7 @@ def _status(args: argparse.Namespace) -> int:
     3 while it runs or waits to start (pending), 2 when unknown."""
     import json
 
-    from pipeline.journal import Journal, job_status
+    from pipeline.journal import job_status
     from zarr_vectors.errors import InputError, ZarrVectorsError
 
     target, options = args.job, _storage_options(args.storage_option)
@@ -471,18 +470,20 @@ def _status(args: argparse.Namespace) -> int:
         index = _job_index(target)
     except RuntimeError:  # no home directory: no index, a store path still works
         index = None
+    by_id = index is not None and index.exists()  # else a store path or URL
     try:
-        if index is not None and index.exists():
+        if by_id:
             try:
                 known = json.loads(index.read_text())
                 target, options = str(known["store"]), options or dict(known["storage_options"] or {})
             except (OSError, ValueError, TypeError, KeyError, RecursionError) as exc:
                 raise InputError(f"the job index {str(index)!r} is damaged ({type(exc).__name__}: {exc})") from None
-            if Journal.load(target, options) is None:  # submitted, and no worker has started it yet
-                print(json.dumps({"job_id": args.job, "status": "pending", "store": target}) if args.json else
-                      f"job {args.job}: pending -- not started; no journal beside {target!r} yet")
-                return 3
-        state = job_status(target, options)
+        found = job_status(target, options, missing_ok=by_id)  # a job asked by id may be queued
+        if found is None:  # submitted, and no worker has started it yet
+            print(json.dumps({"job_id": args.job, "status": "pending", "store": target}) if args.json else
+                  f"job {args.job}: pending -- not started; no journal beside {target!r} yet")
+            return 3
+        state = found
         planned = _stages_of(state)
     except ZarrVectorsError as exc:
         print(f"zv status: error: {exc}", file=sys.stderr)
@@ -490,7 +491,7 @@ def _status(args: argparse.Namespace) -> int:
     refused = state.get("refused")  # a damaged journal may hold anything there
     refusals = [r for r in refused if isinstance(r, dict) and r.get("job_id") == args.job and "error" in r] \
         if isinstance(refused, list) else []
-    if index is not None and target != args.job and state["job_id"] != args.job:
+    if by_id and state["job_id"] != args.job:
         # the journal is another job's: this one was refused before it journalled, or has not started
         if refusals:
             print(json.dumps({"job_id": args.job, "status": "refused", "store": target, "error": refusals[-1]["error"]})

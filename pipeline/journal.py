@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from zarr_vectors.errors import InputError
 from zarr_vectors.store.accounting import Recorder, recording
@@ -77,6 +77,11 @@ class _LatestWriter:
             self._pool.shutdown(wait=True)
 
 
+def journal_storage(out: str, storage_options: Mapping[str, Any] | None) -> Storage:
+    """The journal of the store at ``out``: one object beside it, ``<store>.zvjob.json``, on the same storage."""
+    return Storage(out.rstrip("/") + ".zvjob.json", storage_options)
+
+
 class Journal:
     """The job's state: stages done, the running stage, results, the error if any.
 
@@ -86,7 +91,7 @@ class Journal:
     """
 
     def __init__(self, spec: BuildSpec) -> None:
-        self.storage = Storage(spec.out.rstrip("/") + ".zvjob.json", spec.storage_options)
+        self.storage = journal_storage(spec.out, spec.storage_options)
         self.state: dict[str, Any] = {"job_id": spec.job_id, "spec": journalled_spec(spec), "stages": {},
                                       "status": "pending"}
         self.requests = Recorder()
@@ -96,7 +101,7 @@ class Journal:
 
     @staticmethod
     def load(out: str, storage_options: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
-        storage = Storage(out.rstrip("/") + ".zvjob.json", storage_options)
+        storage = journal_storage(out, storage_options)
         storage.check_reachable()  # an unreachable endpoint is StoreNotFoundError, not a botocore error
         raw = storage.get("")
         return None if raw is None else _checked_state(raw, storage.url)
@@ -104,8 +109,7 @@ class Journal:
     @staticmethod
     def put_state(out: str, storage_options: Mapping[str, Any] | None, state: dict[str, Any]) -> None:
         """Write a whole state at once (a refusal's record: no job's writer runs for it)."""
-        Storage(out.rstrip("/") + ".zvjob.json", storage_options).put("", json.dumps(state, indent=2,
-                                                                                   default=str).encode())
+        journal_storage(out, storage_options).put("", json.dumps(state, indent=2, default=str).encode())
 
     def resume_from(self, previous: dict[str, Any]) -> None:
         self.state["stages"] = {k: v for k, v in previous.get("stages", {}).items() if v.get("status") == "done"}
@@ -213,11 +217,21 @@ def _checked_state(raw: bytes, url: str) -> dict[str, Any]:
     return state
 
 
-def job_status(out: str, storage_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+@overload
+def job_status(out: str, storage_options: Mapping[str, Any] | None = ...,
+               *, missing_ok: Literal[False] = ...) -> dict[str, Any]: ...
+@overload
+def job_status(out: str, storage_options: Mapping[str, Any] | None = ...,
+               *, missing_ok: bool) -> dict[str, Any] | None: ...
+def job_status(out: str, storage_options: Mapping[str, Any] | None = None,
+               *, missing_ok: bool = False) -> dict[str, Any] | None:
     """The journal's state; a running job whose process is gone from this host is ``interrupted``
-    (a killed job cannot say so: its journal said ``running`` for good)."""
+    (a killed job cannot say so: its journal said ``running`` for good).  No journal is an
+    InputError, or ``None`` with ``missing_ok`` (a submitted job no worker has started)."""
     state = Journal.load(out, storage_options)
     if state is None:
+        if missing_ok:
+            return None
         raise InputError(f"no job journal beside {out!r}")
     if state["status"] == "running" and process_gone(state.get("process")):
         state["status"] = "interrupted"

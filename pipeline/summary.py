@@ -75,8 +75,10 @@ def levels_summary(store: ZVStore) -> list[str]:
     return store.storage.overlap(lambda n: f"level {n}: {level_counts(store.level(n))}", store.level_numbers())
 
 
-def info_lines(store: ZVStore, object_sizes: Mapping[str, int]) -> list[str]:
-    """``zv info``: the root's facts, then per level counts, attributes, sharding and the files of each array."""
+def info_lines(store: ZVStore, object_sizes: Mapping[str, int]) -> tuple[list[str], list[int]]:
+    """``zv info``: the root's facts, then per level counts, attributes, sharding and the files of each
+    array; and the levels the root names, or whose folder is there, without their ``zarr.json`` (no
+    reader opens them: ``zv info`` exits 1)."""
     from zarr_vectors.store.consolidated import is_consolidated
 
     root = store.root
@@ -89,8 +91,9 @@ def info_lines(store: ZVStore, object_sizes: Mapping[str, int]) -> list[str]:
         f"consolidated:   {'yes' if is_consolidated(store.storage) else 'no'}",
     ]
     named = {int(ds.path) for ds in root.datasets if ds.path.isdigit()}
-    missing = missing_levels(store, object_sizes)
-    for n in sorted(named | set(store.level_numbers())):
+    levels = sorted(named | set(store.level_numbers()))  # one listing: a level folder may hold no object
+    missing = [n for n in levels if f"{n}/zarr.json" not in object_sizes]
+    for n in levels:
         if n in missing:
             lines.append(f"level {n}:        MISSING -- " + ("the root's multiscales names it, " if n in named else "")
                          + f"but {n}/zarr.json is not in the store")
@@ -109,14 +112,7 @@ def info_lines(store: ZVStore, object_sizes: Mapping[str, int]) -> list[str]:
             lines.append(f"  {name:<22}{count:>8} files {size(total):>12}")
     total = sum(b for _, b in stored.values())
     lines.append(f"total:          {sum(c for c, _ in stored.values())} files, {size(total)}")
-    return lines
-
-
-def missing_levels(store: ZVStore, object_sizes: Mapping[str, int]) -> list[int]:
-    """Levels the root's multiscales names, or whose folder is there, without their ``zarr.json``:
-    no reader opens them (``zv info`` exits 1)."""
-    named = {int(ds.path) for ds in store.root.datasets if ds.path.isdigit()}
-    return sorted(n for n in named | set(store.level_numbers()) if f"{n}/zarr.json" not in object_sizes)
+    return lines, missing
 
 
 def _stored_by_array(sizes: Mapping[str, int]) -> dict[tuple[str, str], tuple[int, int]]:

@@ -12,7 +12,8 @@ dimensions it is given and writes the other attributes as extra bytes.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -104,11 +105,19 @@ def _points(path: str, reader: Any, start: int, count: int) -> Any:
     whose chunk table or chunks end early, a body cut short) as the InputError naming the file."""
     import pandas as pd
 
-    try:
+    with _unreadable_as_input(path):
         if count:  # laspy cannot seek in a file of no points
             reader.seek(start)
         return pd.DataFrame(_columns(reader.read_points(count)))
-    except (OSError, MemoryError):  # the storage or the machine, not the file: a job failure
+
+
+@contextmanager
+def _unreadable_as_input(path: str) -> Iterator[None]:
+    """What laspy or lazrs cannot read of ``path`` as the InputError naming it; the storage's or the
+    machine's errors (``OSError``, ``MemoryError``) stay what they are: a job failure, not bad input."""
+    try:
+        yield
+    except (OSError, MemoryError):
         raise
     except Exception as exc:
         raise unreadable(path, exc) from exc
@@ -145,12 +154,8 @@ def read(path: str, *, columns: ColumnMap | None = None, storage_options: Mappin
 
     step = int(config.get("sources.las-chunk-points"))
     with _open(path, remote_options([path], storage_options)) as reader:
-        try:
+        with _unreadable_as_input(path):
             blocks = [pd.DataFrame(_columns(chunk)) for chunk in reader.chunk_iterator(step)]
-        except (OSError, MemoryError):  # as _points
-            raise
-        except Exception as exc:
-            raise unreadable(path, exc) from exc
         blocks = blocks or [_points(path, reader, 0, 0)]
     return geometry_from_frame(pd.concat(blocks, ignore_index=True), path, columns)
 
