@@ -3,7 +3,9 @@
 The format comes from OUT's extension through the io registry, and must hold the
 store's kind; tables write graph edges / mesh faces and object attributes beside OUT
 (``OUT.edges.parquet``, ``OUT.objects.parquet``), edge lists their vertices
-(``OUT.vertices.csv``).  What the format cannot hold is named in a warning on stderr.
+(``OUT.vertices.csv``).  A TRK or TRX file's header takes the reference space
+``--reference`` gives, else the one the store keeps from its TRK / TRX input
+(``headers/``).  What the format cannot hold is named in a warning on stderr.
 Every argument is checked before the store is read; a bad one exits 2 with one line.
 """
 
@@ -34,6 +36,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="replace OUT and the files a write puts beside it (for OUT=t.parquet: t.edges.parquet, "
                         "t.faces.parquet, t.objects.parquet; for g.edgelist: g.vertices.csv, g.objects.csv); "
                         "kept as they were if the export fails")
+    p.add_argument("--reference", metavar="IMAGE",
+                   help="TRK / TRX only: a NIfTI image or TRK file whose space (voxel-to-RAS affine, dimensions, "
+                        "voxel sizes) the file's header takes (default: the space the store keeps from the TRK or "
+                        "TRX file it was built from)")
     p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
                    help="fsspec storage option of the store; repeatable")
     p.set_defaults(func=run)
@@ -48,6 +54,30 @@ def _graph_options(fmt: Any, store: Any, level: int) -> dict[str, Any]:
         return {}
     doc = family_document(store.level(level), 0)
     return {"directed": bool(((doc or {}).get("attributes") or {}).get("directed", False))}
+
+
+def _headers(fmt: Any, store: Any) -> dict[str, dict[str, Any]] | None:
+    """The store's headers (checked) for a streamline format: a TRK or TRX header takes their
+    reference space (an export that left them out wrote the identity), and every streamline file
+    is in RAS+ mm, where positions kept in TrackVis voxel mm are taken.  Read before the data, so
+    a broken one costs no read."""
+    from zarr_vectors.store.headers import read_headers
+
+    if fmt.kinds != ("streamline",):  # tables keep the store's coordinates as they are
+        return None
+    return read_headers(store.storage, store.root.extra.get("crs"))
+
+
+def _with_space(data: Any, headers: dict[str, dict[str, Any]] | None, reference: str | None
+                ) -> tuple[Any, dict[str, Any]]:
+    """The data with the store's headers, and the writer's ``reference`` when one was given."""
+    from dataclasses import replace
+
+    from zarr_vectors.io.types import as_geometry
+
+    if headers is None:
+        return data, {}
+    return replace(as_geometry(data), headers=headers), ({"reference": reference} if reference else {})
 
 
 @contextlib.contextmanager
@@ -92,6 +122,11 @@ def _export(args: argparse.Namespace, options: dict) -> int:
     fmt = registry.format_for(args.out)
     if fmt.write is None:
         raise SystemExit(f"zv export: error: {args.out!r}: {fmt.name} files can be read, not written")
+    if args.reference is not None and not fmt.records_space:
+        raise SystemExit(f"zv export: error: --reference: a {fmt.name} file holds no reference space "
+                         "(TRK and TRX files do)")
+    if args.reference is not None and not os.path.isfile(args.reference):
+        raise SystemExit(f"zv export: error: --reference {args.reference!r}: no such file")
     outputs = [args.out, *fmt.companions(args.out)]
     folders = [p for p in outputs if os.path.isdir(p) and not os.path.islink(p)]
     if folders:
@@ -108,15 +143,17 @@ def _export(args: argparse.Namespace, options: dict) -> int:
                          f"the store's kind is {kind}")
     if args.level not in store.level_numbers():
         raise SystemExit(f"zv export: error: --level {args.level}: the store has levels {store.level_numbers()}")
+    headers = _headers(fmt, store)
     data = read_store(args.store, level=args.level, bbox=box, storage_options=options)
     if args.object_id:
         data = select.objects(data, args.object_id)
+    data, space = _with_space(data, headers, args.reference)
     from pipeline.cli import user_warnings
 
     said: list[str] = []
     try:  # what the format cannot hold, said as build says it
         with user_warnings() as said, _replacing(outputs, existing):
-            fmt.write(args.out, data, **_graph_options(fmt, store, args.level))
+            fmt.write(args.out, data, **_graph_options(fmt, store, args.level), **space)
     finally:  # said even when the write then fails
         for line in said:
             print(f"zv export: warning: {line}", file=sys.stderr)

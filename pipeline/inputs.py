@@ -114,6 +114,7 @@ def check_inputs(spec: Any, size: int) -> list[str]:
     if not _partitioned(spec):
         g = sources.load_geometry(spec.inputs, spec.kind, columns, opts)
         _refuse_empty(len(g.positions), spec.inputs)
+        _structure(spec, g)
         _check_grid(spec, g.positions.shape[1])
         _check_aggregate(spec, g.attributes)
         return sources.warnings_for(", ".join(spec.inputs), g.dropped)
@@ -205,19 +206,16 @@ def writer_for(spec: Any) -> Callable[[], zv.WriteResult]:
 
 
 def write_geometry(spec: Any, g: Geometry, common: dict[str, Any]) -> zv.WriteResult:
-    """A whole-file input's geometry through the kind's writer."""
+    """A whole-file input's geometry through the kind's writer (with what its file said of its space)."""
+    common = {**common, "headers": g.headers or None}
     shared = {"object_ids": g.object_ids, "attributes": g.attributes, **common}
     kind = spec.kind
+    records = _structure(spec, g)
     if kind == "points":
         return zv.write_points(spec.out, g.positions, object_attributes=g.object_attributes or None, **shared)
     if kind in ("polylines", "streamlines"):
-        if g.offsets is None:
-            raise InputError(f"{spec.inputs[0]!r}: holds no polylines (no offsets)")
         return zv.write_polylines(spec.out, g.positions, g.offsets, kind=kind[:-1], attributes=g.attributes,
                                   object_attributes=g.object_attributes or None, **common)
-    records = g.faces if kind == "mesh" else g.edges
-    if records is None:
-        raise InputError(f"{spec.inputs[0]!r}: holds no {'faces' if kind == 'mesh' else 'edges'} for a {kind}")
     if kind == "graph":
         return zv.write_graph(spec.out, g.positions, records, directed=spec.directed, store=spec.link_store,
                               edge_attributes=g.edge_attributes, **shared)
@@ -226,6 +224,22 @@ def write_geometry(spec: Any, g: Geometry, common: dict[str, Any]) -> zv.WriteRe
     parents = np.full(len(g.positions), -1, dtype=np.int64)
     parents[records[:, 0]] = records[:, 1]  # skeleton edges are [child, parent]
     return zv.write_skeleton(spec.out, g.positions, parents, **shared)
+
+
+def _structure(spec: Any, g: Geometry) -> Any:
+    """What the kind is built from besides the vertices (offsets, faces or edges), refused when the
+    input has none -- in preflight, before a journal or a cluster, as in the write stage."""
+    if spec.kind == "points":
+        return None
+    if spec.kind in ("polylines", "streamlines"):
+        if g.offsets is None:
+            raise InputError(f"{spec.inputs[0]!r}: holds no polylines (no offsets)")
+        return g.offsets
+    mesh = spec.kind == "mesh"
+    records = g.faces if mesh else g.edges
+    if records is None or (mesh and not len(records)):
+        raise InputError(f"{spec.inputs[0]!r}: holds no {'faces' if mesh else 'edges'} for a {spec.kind}")
+    return records
 
 
 def _input_table(paths: str | list[str], spec: Any):  # -> dask.dataframe.DataFrame

@@ -25,6 +25,7 @@ map back to input rows.  Columns that cannot be stored are reported (``dropped``
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,7 @@ import numpy as np
 
 from zarr_vectors import config
 from zarr_vectors.errors import InputError
+from zarr_vectors.format.headers import stored_space, with_count
 from zarr_vectors.io import registry
 from zarr_vectors.io.columns import ID_ATTRIBUTE, ColumnMap, dropped_warning
 from zarr_vectors.io.tables import column_values
@@ -82,11 +84,17 @@ def load_geometry(paths: Sequence[str], kind: str, columns: ColumnMap | None = N
     write stage reuses the result.
     """
     keys = [(p, _stamp(p), kind, repr(columns), repr(sorted((storage_options or {}).items()))) for p in paths]
+    unchanged = all(k[1] is not None for k in keys)
+    if unchanged and tuple(keys) in _LAST:  # combined once: what combining warns of is said once
+        return _LAST[tuple(keys)]
     parts = [_LAST.get(k) if k[1] is not None else None for k in keys]
     parts = [g if g is not None else _read_whole(p, kind, columns, storage_options) for p, g in zip(paths, parts)]
     _LAST.clear()
     _LAST.update(zip(keys, parts))
-    return parts[0] if len(parts) == 1 else concat(parts, paths)
+    combined = parts[0] if len(parts) == 1 else concat(parts, paths)
+    if unchanged:
+        _LAST[tuple(keys)] = combined
+    return combined
 
 
 def _read_whole(path: str, kind: str, columns: ColumnMap | None, storage_options: Mapping[str, Any] | None
@@ -148,7 +156,24 @@ def concat(parts: Sequence[Geometry], paths: Sequence[str]) -> Geometry:
             out.edge_attributes = {k: np.concatenate([g.edge_attributes[k] for g in parts]) for k in record_names}
     if all(g.offsets is not None for g in parts):
         out.offsets = np.concatenate([[0]] + [np.asarray(g.offsets[1:]) + s for g, s in zip(parts, sizes)])
+    out.headers = _shared_headers(parts, paths, len(out.offsets) - 1 if out.offsets is not None else 0)
     return out
+
+
+def _shared_headers(parts: Sequence[Geometry], paths: list[str], lines: int) -> dict[str, dict[str, Any]]:
+    """The first file's headers when every file places its streamlines in the same reference space
+    (the TRK count made the files' total); else none, with a warning: the positions are RAS+ mm
+    either way, but no one header describes them all."""
+    if not any(g.headers for g in parts):
+        return {}
+    spaces = [stored_space(g.headers) if g.headers else None for g in parts]
+    first = spaces[0]
+    if first is None or any(s is None or s.positions != first.positions or not s.space.same_grid(first.space)
+                            for s in spaces[1:]):
+        warnings.warn(f"inputs {paths} do not all give the same reference space: none is kept, so an export "
+                      "to a streamline file will need one given", UserWarning, stacklevel=3)
+        return {}
+    return {name: with_count(header, lines) for name, header in parts[0].headers.items()}
 
 
 def _object_starts(parts: Sequence[Geometry]) -> list[int]:

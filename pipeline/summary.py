@@ -90,6 +90,8 @@ def info_lines(store: ZVStore, object_sizes: Mapping[str, int]) -> tuple[list[st
         f"bounds:         {[rounded(root.bounds[0]), rounded(root.bounds[1])]}",
         f"consolidated:   {'yes' if is_consolidated(store.storage) else 'no'}",
     ]
+    if any(f"headers/{name}/zarr.json" in object_sizes for name in ("trk", "trx")):
+        lines.append(f"reference:      {_reference_line(store)}")
     named = {int(ds.path) for ds in root.datasets if ds.path.isdigit()}
     levels = sorted(named | set(store.level_numbers()))  # one listing: a level folder may hold no object
     missing = [n for n in levels if f"{n}/zarr.json" not in object_sizes]
@@ -113,6 +115,25 @@ def info_lines(store: ZVStore, object_sizes: Mapping[str, int]) -> tuple[list[st
     total = sum(b for _, b in stored.values())
     lines.append(f"total:          {sum(c for c, _ in stored.values())} files, {size(total)}")
     return lines, missing
+
+
+def _reference_line(store: ZVStore) -> str:
+    """The reference space the store's ``headers/`` keep, or why it cannot be read."""
+    from zarr_vectors.errors import MetadataError
+    from zarr_vectors.format.headers import stored_space
+    from zarr_vectors.store.headers import read_headers
+
+    try:
+        kept = stored_space(read_headers(store.storage, store.root.extra.get("crs")))
+    except MetadataError as exc:
+        return f"UNREADABLE -- {exc}"
+    if kept is None:  # the listing saw a header the read did not find (removed meanwhile)
+        return "none"
+    space = kept.space
+    grid, voxels = "x".join(map(str, space.dimensions)), "x".join(f"{v:g}" for v in space.voxel_sizes)
+    order = f", {space.voxel_order}" if space.voxel_order else ""
+    where = "RAS+ mm" if kept.positions == "rasmm" else "TrackVis voxel mm"
+    return f"{kept.source.upper()} header: grid {grid}, voxels {voxels} mm{order}; positions in {where}"
 
 
 def _stored_by_array(sizes: Mapping[str, int]) -> dict[tuple[str, str], tuple[int, int]]:

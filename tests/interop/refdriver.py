@@ -33,6 +33,8 @@ pyramid-build STORE --factors C[,S];... [--chunk-scale N[,N,N];...] [--storage S
 pyramid-read STORE... --outdir DIR [--validate-level N]   every level (+ cross-level records) -> npz
 pyramid-write OUTDIR [--seed S]                  small stores of four kinds, each with a reference pyramid
 pyramid-bench points|graph|mesh|streamline IN.npz --workdir DIR [--repeat R]   build_pyramid timed
+stored-space STORE                               the tools' reading of a streamline store's headers/
+convert IN STORE --chunk-shape X,Y,Z             zvtools convert (file -> store)
 api-stores OUTDIR [--seed S] [--validate-level N]   every (Schema kind, add_*) store and low-level writer,
                                                  validated and read back (kind lists: issue 12)
 write-namespaced STORE [--seed S]                points + composite.add_geometry("graph")
@@ -1663,6 +1665,40 @@ def _add_parity_parsers(sub) -> None:
 PARITY_COMMANDS = {"parity": cmd_parity}
 
 
+def cmd_stored_space(args, zv, info) -> dict:
+    """What the reference's tools take a streamline store's space to be (its ``headers/``)."""
+    from zarr_vectors_tools.convert.export._streamlines import stored_space
+
+    space, trk_header, trx_header = stored_space(args.store)
+    header = trk_header if trk_header is not None else trx_header
+    return {**info, "space": space, "source": getattr(header, "format_name", None),
+            "affine": None if header is None else header.affine.tolist(),
+            "dimensions": None if header is None else [int(v) for v in header.dimensions],
+            "voxel_order": getattr(header, "voxel_order", None)}
+
+
+def cmd_convert(args, zv, info) -> dict:
+    """The reference tools' ``zvtools convert IN OUT --chunk-shape ...`` (its TRK ingest keeps voxel mm)."""
+    from zarr_vectors_tools.cli import main as zvtools
+
+    rc = zvtools(["convert", args.input, args.store, "--chunk-shape", args.chunk_shape])
+    if rc:
+        raise RuntimeError(f"zvtools convert exited {rc}")
+    return {**info, "store": args.store}
+
+
+def _add_header_parsers(sub) -> None:
+    ss = sub.add_parser("stored-space", help="the reference tools' stored_space of a streamline store")
+    ss.add_argument("store")
+    cv = sub.add_parser("convert", help="zvtools convert IN STORE --chunk-shape X,Y,Z")
+    cv.add_argument("input")
+    cv.add_argument("store")
+    cv.add_argument("--chunk-shape", required=True)
+
+
+HEADER_COMMANDS = {"stored-space": cmd_stored_space, "convert": cmd_convert}
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="refdriver")
     sub = p.add_subparsers(dest="command", required=True)
@@ -1720,6 +1756,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_api_parsers(sub)
     _add_s3_parsers(sub)
     _add_parity_parsers(sub)
+    _add_header_parsers(sub)
     return p
 
 
@@ -1741,6 +1778,7 @@ COMMANDS.update(PIPELINE_COMMANDS)
 COMMANDS.update(API_COMMANDS)
 COMMANDS.update(S3_COMMANDS)
 COMMANDS.update(PARITY_COMMANDS)
+COMMANDS.update(HEADER_COMMANDS)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,14 +31,16 @@ def read(path: str, **options: Any) -> Geometry:
 
 
 def write(path: str, data: Any, **options: Any) -> None:
-    """Write streamlines (RAS+ mm) as TCK (no options)."""
+    """Write streamlines as TCK, in RAS+ mm (TrackVis voxel mm taken there when the data's TRK
+    header says so; no options)."""
     from nibabel.streamlines.tck import TckFile
 
     gp.no_options(path, "TCK write", options)
     geometry, object_attributes = gp.polylines(data, path, "TCK")
     gp.warn_unstored(path, "TCK", [*geometry.attributes, *object_attributes])
+    positions, _ = tractograms.rasmm_positions(path, geometry)
     with gp.os_errors(path, "written"):
-        TckFile(tractograms.tractogram(geometry.positions, geometry.offsets, {}, {})).save(path)
+        TckFile(tractograms.tractogram(positions, geometry.offsets, {}, {})).save(path)
 
 
 FORMAT = FileFormat(

@@ -8,11 +8,14 @@ in file order), each one-component column stored as a plain attribute.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from zarr_vectors.errors import MetadataError
+from zarr_vectors.format.headers import ReferenceSpace, StoredSpace, stored_space
 from zarr_vectors.io import geometry_parts as gp
 from zarr_vectors.io.types import Geometry
 
@@ -117,6 +120,81 @@ def space(
         vox = apply_affine(np.linalg.inv(aff), positions) if len(positions) else np.zeros((1, 3))
         dimensions = np.maximum(np.ceil(vox.max(axis=0)) + 1, 1)
     return aff, np.asarray(dimensions).astype(np.int64), sizes
+
+
+def kept_header(path: str, name: str, header: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{name: header}`` for a Geometry's ``headers`` when the header gives a reference space a
+    store can keep; else none, with a warning naming what is wrong (a file with no usable
+    space still reads: its streamlines are in RAS+ mm all the same)."""
+    try:
+        stored_space({name: header})
+    except MetadataError as exc:
+        warnings.warn(f"{path}: its reference space is not kept ({exc.reason}); an export to a "
+                      "streamline file will need one given", UserWarning, stacklevel=3)
+        return {}
+    return {name: header}
+
+
+def written_space(
+    path: str,
+    geometry: Geometry,
+    what: str,
+    *,
+    reference: Any = None,
+    affine: Any = None,
+    dimensions: Any = None,
+    voxel_sizes: Any = None,
+) -> tuple[np.ndarray, ReferenceSpace]:
+    """(positions in RAS+ mm, the reference space of the ``what`` header) of streamlines to write.
+
+    The space given (``reference``, or ``affine`` / ``dimensions`` / ``voxel_sizes``) wins; else
+    the one the data's ``headers`` keep (a store's, or a file's as read); else the identity with
+    1 mm voxels over the data's extent, with a warning.  Positions a TRK header says are TrackVis
+    voxel mm (``space: voxmm``) are taken to RAS+ mm through that header first.
+    """
+    positions, stored = rasmm_positions(path, geometry)
+    if all(v is None for v in (reference, affine, dimensions, voxel_sizes)):
+        if stored is not None:
+            return positions, stored.space
+        warnings.warn(f"{path}: the data keeps no reference space, so the {what} header gets the identity "
+                      "affine with 1 mm voxels over the data's extent; give one (reference=, or zv export "
+                      "--reference IMAGE)", UserWarning, stacklevel=3)
+    aff, dims, sizes = space(positions, reference, affine, dimensions, voxel_sizes)
+    (a, b, c), (x, y, z) = (int(v) for v in dims), (float(v) for v in sizes)
+    return positions, ReferenceSpace(aff, (a, b, c), (x, y, z))
+
+
+def rasmm_positions(path: str, geometry: Geometry) -> tuple[np.ndarray, StoredSpace | None]:
+    """The positions in RAS+ mm, and the space the data's headers keep: positions a TRK header
+    says are TrackVis voxel mm (``space: voxmm``) are taken through that header."""
+    from nibabel.affines import apply_affine
+
+    positions = np.asarray(geometry.positions)
+    try:
+        stored = stored_space(geometry.headers) if geometry.headers else None
+    except MetadataError as exc:
+        raise gp.input_error(path, f"the data's headers give no reference space: {exc}") from None
+    if stored is not None and stored.positions == "voxmm":
+        dtype = positions.dtype if positions.dtype.kind == "f" else np.float64
+        positions = apply_affine(trackvis_to_rasmm(stored.space), positions).astype(dtype, copy=False)
+    return positions, stored
+
+
+def voxel_order(space: ReferenceSpace) -> str:
+    """The space's TrackVis voxel order: its own, else the axes its affine points along."""
+    from nibabel.orientations import aff2axcodes
+
+    return space.voxel_order.upper() if space.voxel_order else "".join(aff2axcodes(space.affine))
+
+
+def trackvis_to_rasmm(space: ReferenceSpace) -> np.ndarray:
+    """The affine from TrackVis voxel mm (voxel corners, the header's voxel order) to RAS+ mm."""
+    from nibabel.streamlines.trk import Field, get_affine_trackvis_to_rasmm
+
+    return np.asarray(get_affine_trackvis_to_rasmm({
+        Field.VOXEL_TO_RASMM: space.affine, Field.VOXEL_SIZES: np.asarray(space.voxel_sizes),
+        Field.DIMENSIONS: np.asarray(space.dimensions), Field.VOXEL_ORDER: voxel_order(space).encode("latin1"),
+    }), np.float64)
 
 
 def _image(path: str) -> Any:

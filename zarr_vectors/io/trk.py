@@ -6,10 +6,16 @@ are in RAS+ millimetres (``space="rasmm"``, nibabel's convention: the header's
 ``voxel_to_rasmm`` applied), or with ``space="voxmm"`` as TrackVis stores them (voxel
 coordinates times voxel size, origin at the corner of the first voxel).
 
-Write: positions taken as RAS+ mm; the header's space is that of ``reference`` (a
-NIfTI image or TRK file, by path or as a nibabel object), else ``affine`` (4x4
-voxel-to-RAS+mm), ``dimensions`` and ``voxel_sizes``; by default the identity affine
-with 1 mm voxels over the data's extent.  TRK stores float32 (positions and every
+The file's header is kept as ``Geometry.headers["trk"]`` (a store's ``headers/trk``): its
+reference space -- voxel-to-RAS+ mm affine, dimensions, voxel sizes and order -- and which
+space the positions were read in.
+
+Write: positions taken as RAS+ mm (TrackVis voxel mm when the data's TRK header says so);
+the header's space is that of ``reference`` (a NIfTI image or TRK file, by path or as a
+nibabel object), else ``affine`` (4x4 voxel-to-RAS+mm), ``dimensions`` and
+``voxel_sizes``, else the one the data's headers keep (a store built from a TRK or TRX
+file); failing all, the identity affine with 1 mm voxels over the data's extent, with a
+warning.  TRK stores float32 (positions and every
 attribute, at most 10 scalar and 10 property names of up to 20 characters; nibabel
 refuses more, which is reported as an InputError).
 """
@@ -21,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from zarr_vectors.format.headers import TRK, ReferenceSpace, trk_header
 from zarr_vectors.io import geometry_parts as gp
 from zarr_vectors.io import tractograms
 from zarr_vectors.io.types import FileFormat, Geometry
@@ -43,7 +50,30 @@ def read(path: str, *, space: str = "rasmm", **options: Any) -> Geometry:
     if space == "voxmm":
         to_voxmm = np.linalg.inv(get_affine_trackvis_to_rasmm(trk.header))
         geometry.positions = apply_affine(to_voxmm, geometry.positions).astype(np.float32)
+    geometry.headers = _header(path, trk, len(geometry.offsets) - 1, space)
     return geometry
+
+
+def _header(path: str, trk: Any, count: int, space: str) -> dict[str, dict[str, Any]]:
+    """The file's header as a store keeps it (``headers/trk``), when its reference space is usable."""
+    from nibabel.streamlines.trk import Field
+
+    hdr = trk.header
+    order = hdr[Field.VOXEL_ORDER]
+    order = order.decode("latin1") if isinstance(order, bytes) else str(order)
+    dims, sizes = [int(v) for v in hdr[Field.DIMENSIONS]], [float(v) for v in hdr[Field.VOXEL_SIZES]]
+    reference = ReferenceSpace(
+        np.asarray(hdr[Field.VOXEL_TO_RASMM], np.float64), (dims[0], dims[1], dims[2]), (sizes[0], sizes[1], sizes[2]),
+        order.strip("\x00 ").upper() or None,
+    )
+    version = hdr.get("version")
+    header = trk_header(
+        reference, positions=space, count=count,
+        scalar_names=list(trk.tractogram.data_per_point), property_names=list(trk.tractogram.data_per_streamline),
+        n_scalars=int(hdr[Field.NB_SCALARS_PER_POINT]), n_properties=int(hdr[Field.NB_PROPERTIES_PER_STREAMLINE]),
+        origin=hdr.get(Field.ORIGIN), version=None if version is None else int(version),
+    )  # fmt: skip
+    return tractograms.kept_header(path, TRK, header)
 
 
 def _check_count(path: str, header: Any, offsets: np.ndarray) -> None:
@@ -109,19 +139,21 @@ def write(
     voxel_sizes: Any = None,
     **options: Any,
 ) -> None:
-    """Write streamlines (RAS+ mm) as TRK in the space of ``reference`` or ``affine`` (default identity)."""
-    from nibabel.orientations import aff2axcodes
+    """Write streamlines as TRK in the space given, else the one the data keeps (default identity)."""
     from nibabel.streamlines.trk import Field, TrkFile
 
     gp.no_options(path, "TRK write", options)
     geometry, object_attributes = gp.polylines(data, path, "TRK")
-    positions = np.asarray(geometry.positions)
-    aff, dims, sizes = tractograms.space(positions, reference, affine, dimensions, voxel_sizes)
+    positions, ref = tractograms.written_space(path, geometry, "TRK", reference=reference, affine=affine,
+                                               dimensions=dimensions, voxel_sizes=voxel_sizes)
+    if max(ref.dimensions) > np.iinfo(np.int16).max:  # TRK's dimensions are int16: more would wrap
+        raise gp.input_error(path, f"TRK holds grid dimensions up to 32767; the reference space's are "
+                                   f"{list(ref.dimensions)}")
     hdr = {
-        Field.VOXEL_TO_RASMM: aff.astype(np.float32),
-        Field.DIMENSIONS: dims.astype(np.int16),
-        Field.VOXEL_SIZES: sizes.astype(np.float32),
-        Field.VOXEL_ORDER: "".join(aff2axcodes(aff)),
+        Field.VOXEL_TO_RASMM: ref.affine.astype(np.float32),
+        Field.DIMENSIONS: np.asarray(ref.dimensions, np.int16),
+        Field.VOXEL_SIZES: np.asarray(ref.voxel_sizes, np.float32),
+        Field.VOXEL_ORDER: tractograms.voxel_order(ref),
     }
     tractogram = tractograms.tractogram(positions, geometry.offsets, geometry.attributes, object_attributes)
     with gp.os_errors(path, "written"):
@@ -138,4 +170,5 @@ FORMAT = FileFormat(
     read=read,
     write=write,
     description="TrackVis streamlines (nibabel): scalars as attributes, properties as object attributes",
+    records_space=True,
 )

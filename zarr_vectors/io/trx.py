@@ -19,8 +19,10 @@ be handed to the writers (or cut into partitions) without copying it first.
 Write (``trx.trx_file_memmap.save``): the same layout back -- ``group.*`` and ``dpg.*``
 object attributes become groups and per-group data (a datum taken from the group's
 first member), the rest dpv / dps in their own dtypes (bools as uint8); the header's
-space from ``reference`` (a NIfTI image or TRK file), else ``affine`` / ``dimensions``
-(default identity, the data's extent).  ``compressed=True`` deflates the zip.
+space from ``reference`` (a NIfTI image or TRK file), else ``affine`` / ``dimensions``,
+else the one the data's headers keep (``headers/trx`` or ``headers/trk`` of a store built
+from such a file; read, the header is kept as ``Geometry.headers["trx"]``), else the
+identity over the data's extent, with a warning.  ``compressed=True`` deflates the zip.
 """
 
 from __future__ import annotations
@@ -30,12 +32,14 @@ import os
 import shutil
 import stat
 import threading
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
+from zarr_vectors.format.headers import TRX, ReferenceSpace, trx_header
 from zarr_vectors.io import geometry_parts as gp
 from zarr_vectors.io import tractograms
 from zarr_vectors.io.types import FileFormat, Geometry
@@ -132,9 +136,27 @@ def read(path: str, **options: Any) -> Geometry:
             column = np.zeros((n_lines, *value.shape[1:]), dtype=value.dtype)
             column[members] = value
             objects[f"{DPG}{name}.{key}"] = column
-    return gp.streamline_geometry(
+    geometry = gp.streamline_geometry(
         path, positions, offsets, attributes=attributes, object_attributes=objects, dropped=dropped
     )
+    geometry.headers = _header(path, trx)
+    return geometry
+
+
+def _header(path: str, trx: Any) -> dict[str, dict[str, Any]]:
+    """The file's reference space as a store keeps it (``headers/trx``), when it is usable."""
+    affine = np.asarray(trx.header["VOXEL_TO_RASMM"], np.float64)
+    dims = np.asarray(trx.header["DIMENSIONS"]).reshape(-1)
+    sizes = np.sqrt((affine[:3, :3] ** 2).sum(axis=0)) if affine.shape == (4, 4) else np.ones(3)
+    if affine.shape != (4, 4) or dims.shape != (3,):
+        warnings.warn(f"{path}: its reference space is not kept (VOXEL_TO_RASMM {affine.shape}, DIMENSIONS "
+                      f"{dims.shape}); an export to a streamline file will need one given", UserWarning, stacklevel=3)
+        return {}
+    reference = ReferenceSpace(affine, (int(dims[0]), int(dims[1]), int(dims[2])),
+                               (float(sizes[0]), float(sizes[1]), float(sizes[2])))
+    header = trx_header(reference, dpv_names=list(trx.data_per_vertex), dps_names=list(trx.data_per_streamline),
+                        dpg_names=sorted({k for data in trx.data_per_group.values() for k in data}))
+    return tractograms.kept_header(path, TRX, header)
 
 
 def _passed_over(path: str, trx: Any) -> list[str]:
@@ -227,15 +249,18 @@ def write(
 
     gp.no_options(path, "TRX write", options)
     geometry, object_attributes = gp.polylines(data, path, "TRX")
-    positions = np.asarray(geometry.positions)
+    positions, ref = tractograms.written_space(path, geometry, "TRX", reference=reference, affine=affine,
+                                               dimensions=dimensions)
     if positions.dtype.kind != "f":
         positions = positions.astype(np.float32)
     offsets = np.asarray(geometry.offsets, dtype=np.int64)
-    aff, dims, _ = tractograms.space(positions, reference, affine, dimensions)
+    if max(ref.dimensions) > np.iinfo(np.uint16).max:  # TRX's dimensions are uint16: more would wrap
+        raise gp.input_error(path, f"TRX holds grid dimensions up to 65535; the reference space's are "
+                                   f"{list(ref.dimensions)}")
     trx = tmm.TrxFile()
     trx.header = {
-        "VOXEL_TO_RASMM": aff.astype(np.float32),
-        "DIMENSIONS": dims.astype(np.uint16),
+        "VOXEL_TO_RASMM": ref.affine.astype(np.float32),
+        "DIMENSIONS": np.asarray(ref.dimensions, np.uint16),
         "NB_VERTICES": len(positions),
         "NB_STREAMLINES": len(offsets) - 1,
     }
@@ -285,4 +310,5 @@ FORMAT = FileFormat(
     read=read,
     write=write,
     description="TRX tractogram (trx-python, memory-mapped): dpv, dps, groups and per-group data",
+    records_space=True,
 )

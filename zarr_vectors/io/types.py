@@ -30,7 +30,9 @@ class Geometry:
     stored (the caller warns, never drops silently).  ``numbered_objects`` says the
     object ids are the reader's count of the file's objects (SWC trees, tractogram
     lines), not ids from the data: they mean nothing outside the file, so files read
-    together are renumbered.
+    together are renumbered.  ``headers`` is what the file said that the arrays cannot,
+    by format (``{"trk": ...}``: a tractogram's reference space), for a writer's
+    ``headers=`` and, from a store, for an exporter.
     """
 
     kind: str
@@ -47,6 +49,7 @@ class Geometry:
     axes: tuple[str, ...] = ()
     dropped: tuple[str, ...] = ()
     numbered_objects: bool = False
+    headers: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 Reader = Callable[..., Geometry]
@@ -74,6 +77,10 @@ class FileFormat:
     #: the file says whether its edges are directed: the writer takes ``directed`` (the
     #: store's links policy), and an export that left it out would lose the direction
     records_direction: bool = False
+    #: the file's header places the data in a reference image's space: the writer takes
+    #: ``reference`` (an image or a file of this kind) and, without it, the space the data's
+    #: ``headers`` keep -- an export that left them out would lose the space
+    records_space: bool = False
 
     def matches(self, path: str) -> bool:
         return path.lower().rstrip("/").endswith(self.extensions)

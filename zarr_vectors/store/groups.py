@@ -29,6 +29,7 @@ from zarr_vectors.format.schema import KNOWN_CAPABILITIES, PLAIN, Expected, expe
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.consolidated import check_level_copy, consolidate, inline_entries
 from zarr_vectors.store.grid import GridArray
+from zarr_vectors.store.headers import header_documents
 from zarr_vectors.store.nodes import (
     check_discriminator,
     check_format,
@@ -509,10 +510,11 @@ def create_store(
     overwrite: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     pending: dict[str, dict[str, Any]] | None = None,
+    headers: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> ZVStore:
-    """Create the root group and an empty level 0 (no arrays).
+    """Create the root group, an empty level 0 (no arrays) and the format ``headers`` given.
 
-    With ``pending``, the two documents are added to it (by node path) instead of written:
+    With ``pending``, the documents are added to it (by node path) instead of written:
     a writer sends them with its first arrays' documents, one round trip on an object store.
     """
     storage = url if isinstance(url, Storage) else Storage(url, storage_options)
@@ -536,12 +538,13 @@ def create_store(
         RootMetadata.from_attributes(root.to_attributes())
     except MetadataError as exc:
         raise InputError(f"create_store: {exc}") from None
+    header_docs = header_documents(headers)
     prepare_location(storage, overwrite=overwrite)
     store = ZVStore(storage, root)
     level = empty_level(store)
-    documents = {"": store.root_document(), level.path: level.document()}
+    documents = {"": store.root_document(), level.path: level.document(), **header_docs}
     if pending is None:
-        write_nodes(storage, documents)  # one round trip, not two
+        write_nodes(storage, documents)  # one round trip, not one per node
     else:
         pending.update(documents)
     return store

@@ -373,6 +373,7 @@ def write_linked(
         links_convention=links_convention,
         overwrite=options.overwrite,
         pending=first_documents,
+        headers=options.headers,
     )
     with removed_if_unfinished(storage):
         level = empty_level(store)

@@ -26,6 +26,7 @@ class SharedOptions(TypedDict, total=False):
     compressor: str | dict[str, Any] | None
     storage_options: Mapping[str, Any] | None
     overwrite: bool
+    headers: Mapping[str, Mapping[str, Any]] | None
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,10 @@ class WriteOptions:
     (default: the data's extent); ``compressor`` ``"zstd"`` / ``"gzip"`` / ``"blosc"`` /
     ``"none"``, a Zarr v3 codec object (``{"name": "zstd", "configuration": {"level": 3}}``)
     or None; ``storage_options`` for the storage backend (e.g. an S3 ``endpoint_url``);
-    ``overwrite`` (True or False) replaces an existing store, after every check passed.
+    ``overwrite`` (True or False) replaces an existing store, after every check passed;
+    ``headers`` what source files said that the arrays cannot, kept as ``headers/<name>``
+    (``{"trk": ...}``, as :class:`~zarr_vectors.io.types.Geometry` ``headers`` holds it from
+    a TRK or TRX file, so that an export gives the file's reference space back).
     """
 
     chunk_shape: Sequence[float] | float
@@ -46,6 +50,7 @@ class WriteOptions:
     compressor: str | dict[str, Any] | None = "zstd"
     storage_options: Mapping[str, Any] | None = None
     overwrite: bool = False
+    headers: Mapping[str, Mapping[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         """The settings' types, checked where they are given: ``overwrite="False"`` deleted a store."""

@@ -96,6 +96,7 @@ def write_points(
         links_convention="implicit_sequential",
         overwrite=opts.overwrite,
         pending=first_documents,
+        headers=opts.headers,
     )
     with removed_if_unfinished(storage):
         level = empty_level(store)

@@ -1,0 +1,96 @@
+"""``zv build`` keeps a tractogram's reference space, ``zv export`` gives it back (or ``--reference``'s).
+
+Before: a TRK built into a store and exported again had the identity affine and the data's
+extent as its grid, whatever the file said -- a tractogram no longer matching its image.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import dask
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "io"))
+from test_reference_space import LAS_AFFINE, oblique_trk
+from test_streamlines import AFFINE, POS, nib_trk
+
+
+@pytest.fixture(autouse=True)
+def in_process():
+    with dask.config.set(scheduler="threads"):
+        yield
+
+
+def _header(path):
+    import nibabel as nib
+
+    return nib.streamlines.load(str(path)).header
+
+
+def test_build_then_export_gives_the_files_space_back(cli, tmp_path):
+    oblique_trk(tmp_path / "in.trk")
+    store = tmp_path / "s.zv"
+    assert cli("build", "streamlines", tmp_path / "in.trk", store, "--chunk-shape", "4").rc == 0
+    info = cli("info", store)
+    assert "reference:      TRK header: grid 145x174x145, voxels 1.25x1.25x1.25 mm, LAS; positions in RAS+ mm" \
+        in info.out, info.out
+    run = cli("export", store, tmp_path / "out.trk")
+    assert run.rc == 0 and "warning" not in run.err, run.err
+    header = _header(tmp_path / "out.trk")
+    np.testing.assert_array_equal(header["voxel_to_rasmm"], LAS_AFFINE)
+    assert header["dimensions"].tolist() == [145, 174, 145] and header["voxel_order"] == b"LAS"
+
+    nib_trk(tmp_path / "other.trk")  # --reference wins
+    assert cli("export", store, tmp_path / "ref.trk", "--reference", tmp_path / "other.trk").rc == 0
+    np.testing.assert_array_equal(_header(tmp_path / "ref.trk")["voxel_to_rasmm"], AFFINE)
+    import nibabel as nib
+
+    np.testing.assert_allclose(nib.streamlines.load(str(tmp_path / "ref.trk")).streamlines.get_data(), POS, atol=1e-5)
+
+
+def test_reference_is_refused_where_it_means_nothing(cli, tmp_path):
+    oblique_trk(tmp_path / "in.trk")
+    store = tmp_path / "s.zv"
+    assert cli("build", "streamlines", tmp_path / "in.trk", store, "--chunk-shape", "4").rc == 0
+    run = cli("export", store, tmp_path / "out.parquet", "--reference", tmp_path / "in.trk")
+    assert run.rc == 2 and "holds no reference space" in run.err
+    run = cli("export", store, tmp_path / "out.trk", "--reference", tmp_path / "none.nii")
+    assert run.rc == 2 and "no such file" in run.err
+    assert not (tmp_path / "out.parquet").exists() and not (tmp_path / "out.trk").exists()
+
+
+def test_files_in_one_space_keep_it_files_in_two_keep_none(cli, tmp_path):
+    oblique_trk(tmp_path / "a.trk")
+    oblique_trk(tmp_path / "b.trk")
+    nib_trk(tmp_path / "c.trk")
+    same = tmp_path / "same.zv"
+    assert cli("build", "streamlines", tmp_path / "a.trk", tmp_path / "b.trk", same, "--chunk-shape", "4").rc == 0
+    kept = json.loads((same / "headers" / "trk" / "zarr.json").read_text())["attributes"]
+    assert kept["n_count"] == 6 and kept["dimensions"] == [145, 174, 145]
+
+    mixed = tmp_path / "mixed.zv"
+    run = cli("build", "streamlines", tmp_path / "a.trk", tmp_path / "c.trk", mixed, "--chunk-shape", "4")
+    assert run.rc == 0
+    assert run.err.count("do not all give the same reference space") == 1, run.err
+    assert not (mixed / "headers").exists()
+    run = cli("export", mixed, tmp_path / "out.trk")
+    assert run.rc == 0 and "keeps no reference space" in run.err
+
+
+def test_a_broken_header_in_the_store_stops_the_export_naming_it(cli, tmp_path):
+    oblique_trk(tmp_path / "in.trk")
+    store = tmp_path / "s.zv"
+    assert cli("build", "streamlines", tmp_path / "in.trk", store, "--chunk-shape", "4").rc == 0
+    doc_path = store / "headers" / "trk" / "zarr.json"
+    doc = json.loads(doc_path.read_text())
+    doc["attributes"]["dimensions"] = [145, 174]
+    doc_path.write_text(json.dumps(doc))
+    run = cli("export", store, tmp_path / "out.trk")
+    assert run.rc == 2 and "headers/trk/zarr.json#/attributes/dimensions" in run.err, run.err
+    assert not (tmp_path / "out.trk").exists()
+    assert cli("export", store, tmp_path / "out.parquet").rc == 0  # a table does not need it
+    assert "reference:      UNREADABLE -- headers/trk/zarr.json#/attributes/dimensions" in cli("info", store).out

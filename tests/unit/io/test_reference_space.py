@@ -1,0 +1,218 @@
+"""A tractogram's reference space kept in the store (``headers/trk``, ``headers/trx``) and given back.
+
+A TRK or TRX file places its streamlines in a reference image's grid (voxel-to-RAS+ mm affine,
+dimensions, voxel sizes, TRK's voxel order).  Reading keeps that header in
+``Geometry.headers``; a writer's ``headers=`` stores it beside the levels; a TRK / TRX / TCK
+writer given a store's data takes the space (and the positions' space) from it.  Files are
+written and read back by nibabel and trx-python.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from test_streamlines import AFFINE, OFFSETS, POS, nib_tractogram
+
+import zarr_vectors as zv
+from zarr_vectors.errors import InputError, MetadataError
+from zarr_vectors.io import tck, trk, trx
+from zarr_vectors.io.types import as_geometry
+from zarr_vectors.store.backend import Storage
+from zarr_vectors.store.groups import open_store
+from zarr_vectors.store.headers import read_headers
+
+LAS_AFFINE = np.array([[-1.25, 0, 0, 90], [0, 1.25, 0, -126], [0, 0, 1.25, -72], [0, 0, 0, 1]])
+
+
+def oblique_trk(path, order: str = "LAS", dims=(145, 174, 145)) -> None:
+    """A TRK whose grid is not the identity: flipped x, 1.25 mm voxels, an offset origin."""
+    from nibabel.streamlines.trk import Field, TrkFile
+
+    TrkFile(nib_tractogram(), header={
+        Field.VOXEL_TO_RASMM: LAS_AFFINE, Field.DIMENSIONS: dims, Field.VOXEL_SIZES: (1.25, 1.25, 1.25),
+        Field.VOXEL_ORDER: order,
+    }).save(str(path))  # fmt: skip
+
+
+def written(tmp_path, geometry, name="s.zv", **extra):
+    url = str(tmp_path / name)
+    zv.write_polylines(url, geometry.positions, geometry.offsets, kind="streamline", chunk_shape=4.0,
+                       attributes=geometry.attributes, object_attributes=geometry.object_attributes or None,
+                       headers=geometry.headers or None, **extra)
+    return url
+
+
+def exported(url: str):
+    """The store's level 0 as an exporter gets it: data and the store's headers."""
+    store = open_store(url)
+    return replace(as_geometry(zv.read(url)), headers=read_headers(store.storage, store.root.extra.get("crs")))
+
+
+def test_trk_read_keeps_its_header(tmp_path):
+    oblique_trk(tmp_path / "t.trk")
+    got = trk.read(str(tmp_path / "t.trk"))
+    header = got.headers["trk"]
+    assert header["vox_to_ras"] == LAS_AFFINE.reshape(-1).tolist()
+    assert header["dimensions"] == [145, 174, 145] and header["voxel_size"] == [1.25] * 3
+    assert header["voxel_order"] == "LAS" and header["space"] == "rasmm"
+    assert header["n_count"] == 3 and header["scalar_names"] == ["fa"] and header["property_names"] == ["weight"]
+    assert trk.read(str(tmp_path / "t.trk"), space="voxmm").headers["trk"]["space"] == "voxmm"
+
+
+def test_the_space_survives_a_store_and_comes_back_in_trk_trx_and_tck(tmp_path):
+    import nibabel as nib
+    import trx.trx_file_memmap as tmm
+
+    oblique_trk(tmp_path / "in.trk")
+    url = written(tmp_path, trk.read(str(tmp_path / "in.trk")))
+    doc = json.loads((tmp_path / "s.zv" / "headers" / "trk" / "zarr.json").read_text())
+    assert doc["node_type"] == "group" and doc["attributes"]["vox_to_ras"] == LAS_AFFINE.reshape(-1).tolist()
+    assert json.loads((tmp_path / "s.zv" / "headers" / "zarr.json").read_text())["node_type"] == "group"
+    assert zv.validate(url, 5).ok
+
+    data = exported(url)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a kept space: no "identity" warning
+        trk.write(str(tmp_path / "back.trk"), data)
+        trx.write(str(tmp_path / "back.trx"), data)
+    back = nib.streamlines.load(str(tmp_path / "back.trk"))
+    np.testing.assert_array_equal(back.header["voxel_to_rasmm"], LAS_AFFINE)
+    assert back.header["dimensions"].tolist() == [145, 174, 145] and back.header["voxel_order"] == b"LAS"
+    np.testing.assert_allclose(back.streamlines.get_data(), POS, atol=1e-5)
+    moved = tmm.load(str(tmp_path / "back.trx"))
+    np.testing.assert_array_equal(moved.header["VOXEL_TO_RASMM"], LAS_AFFINE)
+    assert np.asarray(moved.header["DIMENSIONS"]).tolist() == [145, 174, 145]
+    moved.close()
+
+
+def test_voxmm_positions_are_taken_to_rasmm_on_export(tmp_path):
+    """A store kept in TrackVis voxel mm (``space: voxmm``) exports RAS+ mm to every streamline file."""
+    import nibabel as nib
+
+    oblique_trk(tmp_path / "in.trk")
+    voxmm = trk.read(str(tmp_path / "in.trk"), space="voxmm")
+    assert not np.allclose(voxmm.positions, POS, atol=1)  # the store really holds other numbers
+    url = written(tmp_path, voxmm)
+    data = exported(url)
+    trk.write(str(tmp_path / "back.trk"), data)
+    tck.write(str(tmp_path / "back.tck"), data)
+    for name in ("back.trk", "back.tck"):
+        np.testing.assert_allclose(nib.streamlines.load(str(tmp_path / name)).streamlines.get_data(), POS, atol=1e-4)
+
+
+def test_a_reference_given_wins_over_the_kept_one(tmp_path):
+    import nibabel as nib
+
+    oblique_trk(tmp_path / "in.trk")
+    url = written(tmp_path, trk.read(str(tmp_path / "in.trk")))
+    trk.write(str(tmp_path / "back.trk"), exported(url), affine=AFFINE, dimensions=(8, 8, 8))
+    back = nib.streamlines.load(str(tmp_path / "back.trk"))
+    np.testing.assert_array_equal(back.header["voxel_to_rasmm"], AFFINE)
+    np.testing.assert_allclose(back.streamlines.get_data(), POS, atol=1e-5)
+
+
+def test_no_space_kept_says_so(tmp_path):
+    url = str(tmp_path / "s.zv")
+    zv.write_polylines(url, POS, OFFSETS, kind="streamline", chunk_shape=4.0)
+    assert not (tmp_path / "s.zv" / "headers").exists()
+    with pytest.warns(UserWarning, match="keeps no reference space"):
+        trk.write(str(tmp_path / "back.trk"), exported(url))
+
+
+def test_a_trx_grid_too_large_for_trk_is_refused_not_wrapped(tmp_path):
+    space = {"format_name": "trx", "voxel_to_rasmm": np.eye(4).reshape(-1).tolist(), "dimensions": [40000, 8, 8],
+             "dpv_names": [], "dps_names": [], "dpg_names": []}
+    url = str(tmp_path / "s.zv")
+    zv.write_polylines(url, POS, OFFSETS, kind="streamline", chunk_shape=4.0, headers={"trx": space})
+    with pytest.raises(InputError, match="up to 32767"):
+        trk.write(str(tmp_path / "back.trk"), exported(url))
+    assert not (tmp_path / "back.trk").exists()
+    trx.write(str(tmp_path / "back.trx"), exported(url))  # TRX holds it
+
+
+def test_trx_read_keeps_its_space(tmp_path):
+    oblique_trk(tmp_path / "in.trk")
+    trx.write(str(tmp_path / "t.trx"), trk.read(str(tmp_path / "in.trk")))
+    got = trx.read(str(tmp_path / "t.trx"))
+    assert got.headers["trx"]["voxel_to_rasmm"] == LAS_AFFINE.reshape(-1).tolist()
+    assert got.headers["trx"]["dimensions"] == [145, 174, 145] and got.headers["trx"]["dps_names"] == ["weight"]
+
+
+def test_a_trk_whose_space_is_unusable_reads_without_it(tmp_path):
+    oblique_trk(tmp_path / "t.trk", dims=(0, 8, 8))
+    with pytest.warns(UserWarning, match="reference space is not kept.*dimensions"):
+        got = trk.read(str(tmp_path / "t.trk"))
+    assert got.headers == {} and len(got.offsets) == 4
+
+
+@pytest.mark.parametrize(
+    ("headers", "message"),
+    [
+        ({"../up": {}}, "header name"),
+        ({"trk": {"vox_to_ras": [1.0] * 15}}, "vox_to_ras must be a list of 16"),
+        ({"trk": {"vox_to_ras": np.eye(4).reshape(-1).tolist(), "dimensions": [8, 8, 8], "voxel_size": [1, 1, 1],
+                  "space": "mm"}}, "space must be one of"),
+        ({"notes": {"x": float("nan")}}, "finite JSON"),
+        ({"notes": "text"}, "must be an object"),
+    ],
+)
+def test_headers_a_reader_would_refuse_are_not_written(tmp_path, headers, message):
+    url = str(tmp_path / "s.zv")
+    with pytest.raises(InputError, match=message):
+        zv.write_polylines(url, POS, OFFSETS, kind="streamline", chunk_shape=4.0, headers=headers)
+    assert not (tmp_path / "s.zv").exists()
+
+
+GOOD = {"vox_to_ras": LAS_AFFINE.reshape(-1).tolist(), "dimensions": [8, 8, 8], "voxel_size": [1.25] * 3,
+        "voxel_order": "LAS", "space": "rasmm"}
+
+
+@pytest.mark.parametrize(
+    ("change", "pointer", "message"),
+    [
+        ({"vox_to_ras": [1] * 16}, "vox_to_ras", "last row"),
+        ({"vox_to_ras": [float("nan")] + [0.0] * 14 + [1.0]}, "vox_to_ras", "16 finite numbers"),
+        ({"vox_to_ras": [1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]}, "vox_to_ras", "singular"),
+        ({"vox_to_ras": "eye"}, "vox_to_ras", "16 finite numbers"),
+        ({"dimensions": [8, 8]}, "dimensions", "3 integers"),
+        ({"dimensions": [8, 8, True]}, "dimensions", "3 integers"),
+        ({"dimensions": [8, 8, 0]}, "dimensions", "3 integers"),
+        ({"voxel_size": [1, 1, -1]}, "voxel_size", "positive"),
+        ({"voxel_order": "XYZ"}, "voxel_order", "three letters"),
+        ({"voxel_order": "LLS"}, "voxel_order", "three letters"),
+        ({"space": 3}, "space", "must be one of"),
+    ],
+)
+def test_a_stores_broken_header_is_refused_naming_it(tmp_path, change, pointer, message):
+    """A header read from a store is data from elsewhere: each field an export uses is checked."""
+    url = str(tmp_path / "s.zv")
+    zv.write_polylines(url, POS, OFFSETS, kind="streamline", chunk_shape=4.0, headers={"trk": {**GOOD}})
+    doc_path = tmp_path / "s.zv" / "headers" / "trk" / "zarr.json"
+    doc = json.loads(doc_path.read_text())
+    doc["attributes"].update(change)
+    doc_path.write_text(json.dumps(doc))
+    with pytest.raises(MetadataError, match=message) as info:
+        read_headers(Storage(url))
+    assert info.value.file == "headers/trk/zarr.json" and info.value.pointer == f"/attributes/{pointer}"
+
+
+def test_a_header_that_is_not_a_group_is_refused(tmp_path):
+    url = str(tmp_path / "s.zv")
+    zv.write_polylines(url, POS, OFFSETS, kind="streamline", chunk_shape=4.0, headers={"trk": {**GOOD}})
+    doc_path = tmp_path / "s.zv" / "headers" / "trk" / "zarr.json"
+    doc_path.write_text(json.dumps({"zarr_format": 3, "node_type": "group", "attributes": [1]}))
+    with pytest.raises(MetadataError, match="attributes"):
+        read_headers(Storage(url))
+
+
+def test_the_roots_crs_says_voxmm_for_a_header_that_does_not(tmp_path):
+    """The reference's parallel TRK ingest records the positions' space as ``crs.input_space``."""
+    url = str(tmp_path / "s.zv")
+    header = {k: v for k, v in GOOD.items() if k != "space"}
+    zv.write_polylines(url, POS, OFFSETS, kind="streamline", chunk_shape=4.0, headers={"trk": header})
+    assert read_headers(Storage(url))["trk"].get("space") is None
+    assert read_headers(Storage(url), {"input_space": "voxmm"})["trk"]["space"] == "voxmm"

@@ -1,0 +1,208 @@
+"""Format headers beside the levels (``headers/<format>``): what a source file said that the arrays cannot.
+
+A streamline file places its streamlines in a reference image's grid -- a voxel-to-RAS+ mm
+affine, the grid's dimensions and voxel sizes (TRK also its voxel order) -- and tools that load
+a tractogram against a volume check the file's header against the image.  The store keeps
+that header so that an export gives it back.  The layout is the reference implementation's
+(its ``HeaderRegistry``), so either side's exports find the other's headers: a plain group
+``headers``, and under it one group per format whose attributes are the header:
+
+* ``headers/trk``: ``vox_to_ras`` (16 numbers, the 4x4 row by row), ``dimensions`` (3),
+  ``voxel_size`` (3), ``voxel_order`` (e.g. ``"RAS"``), ``space`` -- ``"rasmm"`` or
+  ``"voxmm"``: which space the stored positions are in -- and the file's ``n_count``,
+  ``n_scalars`` / ``scalar_names``, ``n_properties`` / ``property_names``, ``origin``,
+  ``version``;
+* ``headers/trx``: ``voxel_to_rasmm`` (16), ``dimensions`` (3) and the file's ``dpv_names``,
+  ``dps_names``, ``dpg_names``.
+
+Reading a store's header is reading data from elsewhere: :func:`stored_space` checks every
+field it uses and names the document and member it refuses.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from zarr_vectors.errors import MetadataError
+from zarr_vectors.format.schema import short
+
+HEADERS_GROUP = "headers"
+#: Header names this project writes and reads back (others are kept as they are, never read).
+TRK, TRX = "trk", "trx"
+#: A header's name: one path segment, lower case, as the reference names its formats.
+HEADER_NAME = re.compile(r"[a-z0-9][a-z0-9_]{0,63}")
+#: Which space stored positions are in: RAS+ millimetres, or TrackVis voxel millimetres.
+POSITION_SPACES = ("rasmm", "voxmm")
+_ORDER_LETTERS = ("LR", "PA", "IS")
+
+
+def header_path(name: str) -> str:
+    """The node path of a header (``headers/trk``)."""
+    return f"{HEADERS_GROUP}/{name}"
+
+
+@dataclass(frozen=True)
+class ReferenceSpace:
+    """A reference image grid: ``affine`` voxel to RAS+ mm (4x4), ``dimensions`` in voxels,
+    ``voxel_sizes`` in mm, ``voxel_order`` (TrackVis' three letters; None when the header
+    does not say, so the writer takes the affine's)."""
+
+    affine: np.ndarray
+    dimensions: tuple[int, int, int]
+    voxel_sizes: tuple[float, float, float]
+    voxel_order: str | None = None
+
+    def same_grid(self, other: ReferenceSpace) -> bool:
+        return (np.array_equal(self.affine, other.affine) and self.dimensions == other.dimensions
+                and self.voxel_sizes == other.voxel_sizes and self.voxel_order == other.voxel_order)
+
+
+@dataclass(frozen=True)
+class StoredSpace:
+    """A store's reference space, the header it came from, and the space of its positions."""
+
+    space: ReferenceSpace
+    source: str
+    positions: str  # one of POSITION_SPACES
+
+
+def trk_header(
+    space: ReferenceSpace,
+    *,
+    positions: str,
+    count: int,
+    scalar_names: Sequence[str] = (),
+    property_names: Sequence[str] = (),
+    n_scalars: int | None = None,
+    n_properties: int | None = None,
+    origin: Sequence[float] | None = None,
+    version: int | None = None,
+) -> dict[str, Any]:
+    """The ``headers/trk`` attributes of a TRK file's header (``n_scalars`` / ``n_properties``:
+    the values per point / streamline the file counts, a name may stand for several)."""
+    out: dict[str, Any] = {
+        "format_name": TRK,
+        "voxel_size": [float(v) for v in space.voxel_sizes],
+        "dimensions": [int(v) for v in space.dimensions],
+        "vox_to_ras": [float(v) for v in np.asarray(space.affine, np.float64).reshape(-1)],
+        "voxel_order": space.voxel_order,
+        "n_scalars": len(scalar_names) if n_scalars is None else int(n_scalars),
+        "scalar_names": list(scalar_names),
+        "n_properties": len(property_names) if n_properties is None else int(n_properties),
+        "property_names": list(property_names),
+        "n_count": int(count),
+        "space": positions,
+    }
+    if origin is not None and all(math.isfinite(float(v)) for v in origin):
+        out["origin"] = [float(v) for v in origin]
+    if version is not None:
+        out["version"] = int(version)
+    return out
+
+
+def trx_header(
+    space: ReferenceSpace, *, dpv_names: Sequence[str] = (), dps_names: Sequence[str] = (),
+    dpg_names: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The ``headers/trx`` attributes of a TRX file's header."""
+    return {
+        "format_name": TRX,
+        "voxel_to_rasmm": [float(v) for v in np.asarray(space.affine, np.float64).reshape(-1)],
+        "dimensions": [int(v) for v in space.dimensions],
+        "dpv_names": list(dpv_names),
+        "dps_names": list(dps_names),
+        "dpg_names": list(dpg_names),
+    }
+
+
+def with_count(header: Mapping[str, Any], count: int) -> dict[str, Any]:
+    """A header describing ``count`` streamlines (several files' headers kept as one)."""
+    return {**header, "n_count": int(count)} if "n_count" in header else dict(header)
+
+
+def with_root_hint(headers: Mapping[str, Mapping[str, Any]], crs: Any) -> dict[str, dict[str, Any]]:
+    """``headers`` with a TRK header that does not say its positions' ``space`` taking it from the
+    root's ``crs.input_space``, where the reference's parallel TRK ingest records it."""
+    out = {name: dict(attrs) for name, attrs in headers.items()}
+    hint = crs.get("input_space") if isinstance(crs, Mapping) else None
+    if TRK in out and "space" not in out[TRK] and isinstance(hint, str) and hint.lower() == "voxmm":
+        out[TRK]["space"] = "voxmm"
+    return out
+
+
+def stored_space(headers: Mapping[str, Mapping[str, Any]]) -> StoredSpace | None:
+    """The reference space a store's headers give (TRK's first, then TRX's), or None.
+
+    ``headers``: the attributes of ``headers/trk`` / ``headers/trx`` that exist.  Positions are
+    in RAS+ mm unless the TRK header's ``space`` says ``voxmm``.
+    """
+    if TRK in headers:
+        attrs, file = headers[TRK], f"{header_path(TRK)}/zarr.json"
+        positions = attrs.get("space", "rasmm")
+        if positions not in POSITION_SPACES:
+            raise _bad(file, "space", f"must be one of {', '.join(POSITION_SPACES)}, found {positions!r}")
+        affine = _affine(attrs, "vox_to_ras", file)
+        order = attrs.get("voxel_order")
+        if order is not None and not _is_voxel_order(order):
+            raise _bad(file, "voxel_order", f"must be three letters naming each axis once (e.g. 'RAS'), "
+                                            f"found {order!r}")
+        space = ReferenceSpace(affine, _dimensions(attrs, file), _sizes(attrs.get("voxel_size"), file, "voxel_size"),
+                               order)
+        return StoredSpace(space, TRK, positions)
+    if TRX in headers:
+        attrs, file = headers[TRX], f"{header_path(TRX)}/zarr.json"
+        affine = _affine(attrs, "voxel_to_rasmm", file)
+        norms = np.sqrt((affine[:3, :3] ** 2).sum(axis=0))
+        sizes = (float(norms[0]), float(norms[1]), float(norms[2]))
+        return StoredSpace(ReferenceSpace(affine, _dimensions(attrs, file), sizes), TRX, "rasmm")
+    return None
+
+
+def _bad(file: str, member: str, message: str) -> MetadataError:
+    return MetadataError(f"{member} {message}", file=file, pointer=f"/attributes/{member}")
+
+
+def _numbers(value: Any, count: int, file: str, member: str) -> list[float]:
+    if not isinstance(value, list) or len(value) != count or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value
+    ):
+        raise _bad(file, member, f"must be a list of {count} finite numbers, found {short(value)}")
+    return [float(v) for v in value]
+
+
+def _affine(attrs: Mapping[str, Any], member: str, file: str) -> np.ndarray:
+    affine = np.asarray(_numbers(attrs.get(member), 16, file, member), np.float64).reshape(4, 4)
+    if not np.array_equal(affine[3], [0.0, 0.0, 0.0, 1.0]):
+        raise _bad(file, member, f"is not an affine: its last row is {affine[3].tolist()}, not [0, 0, 0, 1]")
+    if not abs(np.linalg.det(affine[:3, :3])) > 1e-12:
+        raise _bad(file, member, "maps voxels onto less than three dimensions (its 3x3 part is singular)")
+    return affine
+
+
+def _dimensions(attrs: Mapping[str, Any], file: str) -> tuple[int, int, int]:
+    value = attrs.get("dimensions")
+    if not isinstance(value, list) or len(value) != 3 or not all(
+        isinstance(v, int) and not isinstance(v, bool) and 1 <= v < 2**31 for v in value
+    ):
+        raise _bad(file, "dimensions", f"must be a list of 3 integers from 1 to 2^31-1, found {short(value)}")
+    return (value[0], value[1], value[2])
+
+
+def _sizes(value: Any, file: str, member: str) -> tuple[float, float, float]:
+    sizes = _numbers(value, 3, file, member)
+    if not all(v > 0 for v in sizes):
+        raise _bad(file, member, f"must be positive, found {sizes}")
+    return (sizes[0], sizes[1], sizes[2])
+
+
+def _is_voxel_order(value: Any) -> bool:
+    if not isinstance(value, str) or len(value) != 3:
+        return False
+    axes = [next((i for i, pair in enumerate(_ORDER_LETTERS) if c in pair), -1) for c in value.upper()]
+    return sorted(axes) == [0, 1, 2]
