@@ -5,7 +5,8 @@ store's kind; tables write graph edges / mesh faces and object attributes beside
 (``OUT.edges.parquet``, ``OUT.objects.parquet``), edge lists their vertices
 (``OUT.vertices.csv``).  A TRK or TRX file's header takes the reference space
 ``--reference`` gives, else the one the store keeps from its TRK / TRX input
-(``headers/``).  What the format cannot hold is named in a warning on stderr.
+(``headers/``); a FreeSurfer surface the volume geometry the store keeps.  What the format
+cannot hold is named in a warning on stderr.
 Every argument is checked before the store is read; a bad one exits 2 with one line.
 """
 
@@ -57,15 +58,15 @@ def _graph_options(fmt: Any, store: Any, level: int) -> dict[str, Any]:
 
 
 def _headers(fmt: Any, store: Any) -> dict[str, dict[str, Any]] | None:
-    """The store's headers (checked) for a streamline format: a TRK or TRX header takes their
-    reference space (an export that left them out wrote the identity), and every streamline file
-    is in RAS+ mm, where positions kept in TrackVis voxel mm are taken.  Read before the data, so
-    a broken one costs no read."""
+    """The store's headers (checked) that the format's writer takes (``FileFormat.headers``): a TRK or
+    TRX header's reference space (an export that left it out wrote the identity; streamline files
+    are RAS+ mm, where positions kept in TrackVis voxel mm are taken), a FreeSurfer surface's volume
+    geometry.  Read before the data, so a broken one costs no read; tables take none."""
     from zarr_vectors.store.headers import read_headers
 
-    if fmt.kinds != ("streamline",):  # tables keep the store's coordinates as they are
+    if not fmt.headers:
         return None
-    return read_headers(store.storage, store.root.extra.get("crs"))
+    return read_headers(store.storage, fmt.headers, crs=store.root.extra.get("crs"))
 
 
 def _with_space(data: Any, headers: dict[str, dict[str, Any]] | None, reference: str | None

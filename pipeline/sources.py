@@ -37,7 +37,7 @@ import numpy as np
 
 from zarr_vectors import config
 from zarr_vectors.errors import InputError
-from zarr_vectors.format.headers import stored_space, with_count
+from zarr_vectors.format.headers import with_count
 from zarr_vectors.io import registry
 from zarr_vectors.io.columns import ID_ATTRIBUTE, ColumnMap, dropped_warning
 from zarr_vectors.io.tables import column_values
@@ -161,17 +161,15 @@ def concat(parts: Sequence[Geometry], paths: Sequence[str]) -> Geometry:
 
 
 def _shared_headers(parts: Sequence[Geometry], paths: list[str], lines: int) -> dict[str, dict[str, Any]]:
-    """The first file's headers when every file places its streamlines in the same reference space
-    (the TRK count made the files' total); else none, with a warning: the positions are RAS+ mm
-    either way, but no one header describes them all."""
+    """The files' headers when every file has the same (a TRK's count made the files' total); else
+    none, with a warning: the positions are combined as they are, but no one header (reference
+    space, volume geometry) describes them all."""
     if not any(g.headers for g in parts):
         return {}
-    spaces = [stored_space(g.headers) if g.headers else None for g in parts]
-    first = spaces[0]
-    if first is None or any(s is None or s.positions != first.positions or not s.space.same_grid(first.space)
-                            for s in spaces[1:]):
-        warnings.warn(f"inputs {paths} do not all give the same reference space: none is kept, so an export "
-                      "to a streamline file will need one given", UserWarning, stacklevel=3)
+    alike = [{name: with_count(h, 0) for name, h in g.headers.items()} for g in parts]
+    if any(a != alike[0] for a in alike[1:]):
+        warnings.warn(f"inputs {paths} do not all have the same file header (reference space, volume geometry): "
+                      "none is kept, so an export will need one given", UserWarning, stacklevel=3)
         return {}
     return {name: with_count(header, lines) for name, header in parts[0].headers.items()}
 

@@ -52,7 +52,7 @@ def test_a_reference_voxmm_store_exports_in_rasmm_with_its_header(tmp_path):
     store = str(tmp_path / "ref.zv")
     run_reference("convert", str(tmp_path / "in.trk"), store, "--chunk-shape", "20,20,20")
     opened = open_store(store)
-    headers = read_headers(opened.storage, opened.root.extra.get("crs"))
+    headers = read_headers(opened.storage, crs=opened.root.extra.get("crs"))
     assert headers["trk"]["space"] == "voxmm"
     data = replace(as_geometry(zv.read(store, allow_layouts=("vlen_manifests_v2",))), headers=headers)
     assert not np.allclose(np.sort(data.positions, axis=0), np.sort(POS, axis=0), atol=1)  # voxel mm in the store

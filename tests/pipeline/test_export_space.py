@@ -75,7 +75,7 @@ def test_files_in_one_space_keep_it_files_in_two_keep_none(cli, tmp_path):
     mixed = tmp_path / "mixed.zv"
     run = cli("build", "streamlines", tmp_path / "a.trk", tmp_path / "c.trk", mixed, "--chunk-shape", "4")
     assert run.rc == 0
-    assert run.err.count("do not all give the same reference space") == 1, run.err
+    assert run.err.count("do not all have the same file header") == 1, run.err
     assert not (mixed / "headers").exists()
     run = cli("export", mixed, tmp_path / "out.trk")
     assert run.rc == 0 and "keeps no reference space" in run.err
@@ -94,3 +94,17 @@ def test_a_broken_header_in_the_store_stops_the_export_naming_it(cli, tmp_path):
     assert not (tmp_path / "out.trk").exists()
     assert cli("export", store, tmp_path / "out.parquet").rc == 0  # a table does not need it
     assert "reference:      UNREADABLE -- headers/trk/zarr.json#/attributes/dimensions" in cli("info", store).out
+
+
+def test_a_freesurfer_surface_keeps_its_volume_geometry(cli, tmp_path):
+    from nibabel.freesurfer import read_geometry
+    from test_reference_space import _surface
+
+    _surface(tmp_path / "lh.white")
+    store = tmp_path / "s.zv"
+    assert cli("build", "mesh", tmp_path / "lh.white", store, "--chunk-shape", "50").rc == 0
+    assert "reference:      FreeSurfer volume geometry: 256x256x256 voxels, c_ras [5.5, -17.25, 3.0]" \
+        in cli("info", store).out
+    assert cli("export", store, tmp_path / "back.white").rc == 0
+    *_, info = read_geometry(str(tmp_path / "back.white"), read_metadata=True)
+    assert info["cras"].tolist() == [5.5, -17.25, 3.0] and info["filename"] == "/subjects/bert/mri/orig.mgz"

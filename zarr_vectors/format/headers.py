@@ -13,7 +13,11 @@ that header so that an export gives it back.  The layout is the reference implem
   ``n_scalars`` / ``scalar_names``, ``n_properties`` / ``property_names``, ``origin``,
   ``version``;
 * ``headers/trx``: ``voxel_to_rasmm`` (16), ``dimensions`` (3) and the file's ``dpv_names``,
-  ``dps_names``, ``dpg_names``.
+  ``dps_names``, ``dpg_names``;
+* ``headers/freesurfer`` (ours; the reference keeps none): ``volume_info``, a FreeSurfer
+  surface's volume geometry as nibabel reads it (``head``, ``valid``, ``filename``,
+  ``volume``, ``voxelsize``, ``xras``, ``yras``, ``zras``, ``cras``) -- where the surface's
+  tkregister RAS sits in scanner space.
 
 Reading a store's header is reading data from elsewhere: :func:`stored_space` checks every
 field it uses and names the document and member it refuses.
@@ -34,7 +38,11 @@ from zarr_vectors.format.schema import short
 
 HEADERS_GROUP = "headers"
 #: Header names this project writes and reads back (others are kept as they are, never read).
-TRK, TRX = "trk", "trx"
+TRK, TRX, FREESURFER = "trk", "trx", "freesurfer"
+#: A FreeSurfer volume geometry's members, in the order nibabel writes them: (name, kind, length).
+VOLUME_INFO = (("head", "tag", None), ("valid", "text", None), ("filename", "text", None), ("volume", "int", 3),
+               ("voxelsize", "size", 3), ("xras", "float", 3), ("yras", "float", 3), ("zras", "float", 3),
+               ("cras", "float", 3))
 #: A header's name: one path segment, lower case, as the reference names its formats.
 HEADER_NAME = re.compile(r"[a-z0-9][a-z0-9_]{0,63}")
 #: Which space stored positions are in: RAS+ millimetres, or TrackVis voxel millimetres.
@@ -119,6 +127,47 @@ def trx_header(
         "dps_names": list(dps_names),
         "dpg_names": list(dpg_names),
     }
+
+
+def freesurfer_header(volume_info: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``headers/freesurfer`` attributes of a surface's volume geometry (nibabel's dict)."""
+    return {"format_name": FREESURFER,
+            "volume_info": {k: np.asarray(v).tolist() if not isinstance(v, str) else v for k, v in volume_info.items()}}
+
+
+def stored_volume_info(headers: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The volume geometry ``headers/freesurfer`` keeps, checked, as nibabel's writer takes it (arrays
+    and strings), or None.  Each member is checked: nibabel writes the text members as lines of the
+    file's footer, and numbers it cannot format end its write half-way."""
+    if FREESURFER not in headers:
+        return None
+    file, info = f"{header_path(FREESURFER)}/zarr.json", headers[FREESURFER].get("volume_info")
+    if not isinstance(info, dict) or list(info) != [name for name, _, _ in VOLUME_INFO]:
+        raise _bad(file, "volume_info", f"must be an object of {', '.join(n for n, _, _ in VOLUME_INFO)} in this "
+                                        f"order, found {short(info)}")
+    out: dict[str, Any] = {}
+    for name, kind, length in VOLUME_INFO:
+        member, value = f"volume_info/{name}", info[name]
+        if kind == "text":
+            if not isinstance(value, str) or any(ord(c) < 32 for c in value) or len(value) > 1024:
+                raise _bad(file, member, f"must be one line of text, found {short(value)}")
+            out[name] = value
+        elif name == "head":  # the footer's tag: nibabel reads no other
+            if value not in ([2, 0, 20], [20]) or any(isinstance(v, bool) for v in value):
+                raise _bad(file, member, f"must be [2, 0, 20] or [20], found {short(value)}")
+            out[name] = np.asarray(value, np.int32)
+        elif kind == "int":
+            if not isinstance(value, list) or len(value) != length or not all(
+                isinstance(v, int) and not isinstance(v, bool) and 1 <= v < 2**31 for v in value
+            ):
+                raise _bad(file, member, f"must be a list of {length} integers from 1 to 2^31-1, found {short(value)}")
+            out[name] = np.asarray(value, np.int64)
+        else:
+            numbers = _numbers(value, 3, file, member)
+            if kind == "size" and not all(v > 0 for v in numbers):
+                raise _bad(file, member, f"must be positive, found {numbers}")
+            out[name] = np.asarray(numbers, np.float64)
+    return out
 
 
 def with_count(header: Mapping[str, Any], count: int) -> dict[str, Any]:

@@ -5,12 +5,14 @@ FreeSurfer names surfaces by what they are rather than by a fixed extension
 .orig .smoothwm`` -- another surface file is read by naming the format explicitly.
 
 Read: vertex coordinates (float32 in the file, tkregister RAS: no transform applied) and
-triangles.  The file's volume geometry (``volume_info``) describes the scanner space; it
-is no column, so it is not kept -- pass it back with ``write(..., volume_info=...)``.
+triangles.  The file's volume geometry (``volume_info``: where tkregister RAS sits in the
+scanner's space) is kept as ``Geometry.headers["freesurfer"]`` (a store's
+``headers/freesurfer``).
 
 Write: triangles (polygons fanned); ``create_stamp`` the header comment line and
-``volume_info`` a dict as :func:`nibabel.freesurfer.read_geometry` returns it (both
-optional).  Vertex and face attributes are named in a warning (the format holds none).
+``volume_info`` a dict as :func:`nibabel.freesurfer.read_geometry` returns it, else the
+one the data's headers keep (both optional).  Vertex and face attributes are named in a
+warning (the format holds none).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from zarr_vectors.errors import MetadataError
+from zarr_vectors.format.headers import FREESURFER, freesurfer_header, stored_volume_info
 from zarr_vectors.io import geometry_parts as gp
 from zarr_vectors.io.types import FileFormat, Geometry
 
@@ -34,8 +38,21 @@ def read(path: str, **options: Any) -> Geometry:
     gp.no_options(path, "FreeSurfer read", options)
     with gp.parsing(path, "FreeSurfer surface", (ValueError, IndexError, EOFError)), warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # nibabel warns about absent volume info: no problem here
-        coords, faces = read_geometry(path)
-    return gp.mesh_geometry(path, np.asarray(coords), faces)
+        coords, faces, volume_info = read_geometry(path, read_metadata=True)
+    geometry = gp.mesh_geometry(path, np.asarray(coords), faces)
+    if volume_info:
+        geometry.headers = _kept(path, freesurfer_header(volume_info))
+    return geometry
+
+
+def _kept(path: str, header: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{"freesurfer": header}`` when a store can keep it, else none, with a warning."""
+    try:
+        stored_volume_info({FREESURFER: header})
+    except MetadataError as exc:
+        warnings.warn(f"{path}: its volume geometry is not kept ({exc.reason})", UserWarning, stacklevel=3)
+        return {}
+    return {FREESURFER: header}
 
 
 def write(
@@ -52,6 +69,11 @@ def write(
     gp.no_options(path, "FreeSurfer write", options)
     geometry = gp.mesh_parts(data, path, "a FreeSurfer surface")
     gp.warn_unstored(path, "a FreeSurfer surface", [*geometry.attributes, *geometry.edge_attributes])
+    if volume_info is None and geometry.headers:
+        try:
+            volume_info = stored_volume_info(geometry.headers)
+        except MetadataError as exc:
+            raise gp.input_error(path, f"the data's volume geometry cannot be written: {exc}") from None
     with gp.os_errors(path, "written"):
         write_geometry(
             path,
@@ -69,4 +91,5 @@ FORMAT = FileFormat(
     read=read,
     write=write,
     description="FreeSurfer surface (nibabel): lh.white, rh.pial, ... (.white .pial .inflated .sphere .orig .smoothwm)",
+    headers=(FREESURFER,),
 )

@@ -50,4 +50,5 @@ FORMAT = FileFormat(
     read=read,
     write=write,
     description="MRtrix streamlines (nibabel): positions only",
+    headers=("trk", "trx"),
 )

@@ -170,5 +170,6 @@ FORMAT = FileFormat(
     read=read,
     write=write,
     description="TrackVis streamlines (nibabel): scalars as attributes, properties as object attributes",
+    headers=("trk", "trx"),
     records_space=True,
 )

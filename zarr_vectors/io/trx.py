@@ -310,5 +310,6 @@ FORMAT = FileFormat(
     read=read,
     write=write,
     description="TRX tractogram (trx-python, memory-mapped): dpv, dps, groups and per-group data",
+    headers=("trk", "trx"),
     records_space=True,
 )

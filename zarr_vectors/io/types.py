@@ -77,9 +77,11 @@ class FileFormat:
     #: the file says whether its edges are directed: the writer takes ``directed`` (the
     #: store's links policy), and an export that left it out would lose the direction
     records_direction: bool = False
-    #: the file's header places the data in a reference image's space: the writer takes
-    #: ``reference`` (an image or a file of this kind) and, without it, the space the data's
-    #: ``headers`` keep -- an export that left them out would lose the space
+    #: the store headers (``headers/<name>``) the writer takes from the data's ``headers``: an
+    #: export that left them out would lose what they keep (a tractogram's reference space)
+    headers: tuple[str, ...] = ()
+    #: the file's header places the data in a reference image's space, which the writer also
+    #: takes as ``reference`` (an image or a file of this kind)
     records_space: bool = False
 
     def matches(self, path: str) -> bool:

@@ -15,6 +15,7 @@ from zarr_vectors.format.headers import (
     TRX,
     header_path,
     stored_space,
+    stored_volume_info,
     with_root_hint,
 )
 from zarr_vectors.store.backend import Storage
@@ -39,11 +40,10 @@ def header_documents(headers: Mapping[str, Mapping[str, Any]] | None) -> dict[st
             json.dumps(attrs, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise InputError(f"header {name!r} must hold finite JSON values only ({exc})") from None
-        if name in (TRK, TRX):
-            try:
-                stored_space({name: attrs})
-            except MetadataError as exc:
-                raise InputError(f"header {name!r}: {exc.reason}") from None
+        try:
+            _check({name: attrs})
+        except MetadataError as exc:
+            raise InputError(f"header {name!r}: {exc.reason}") from None
         documents[header_path(name)] = group_document(dict(attrs))
     return documents
 
@@ -70,9 +70,16 @@ def _header_attributes(storage: Storage, names: Sequence[str]) -> dict[str, dict
     return found
 
 
-def read_headers(storage: Storage, crs: Any = None) -> dict[str, dict[str, Any]]:
-    """The TRK and TRX headers a store holds, a TRK header's positions' space taken from the root's
+def read_headers(storage: Storage, names: Sequence[str] = (TRK, TRX), *, crs: Any = None
+                 ) -> dict[str, dict[str, Any]]:
+    """The headers ``names`` a store holds, a TRK header's positions' space taken from the root's
     ``crs`` when it does not say (:func:`~zarr_vectors.format.headers.with_root_hint`), checked."""
-    headers = with_root_hint(_header_attributes(storage, (TRK, TRX)), crs)
-    stored_space(headers)
+    headers = with_root_hint(_header_attributes(storage, names), crs)
+    _check(headers)
     return headers
+
+
+def _check(headers: Mapping[str, Mapping[str, Any]]) -> None:
+    """Every member of the headers this project reads back that a reader would use (MetadataError)."""
+    stored_space(headers)
+    stored_volume_info(headers)

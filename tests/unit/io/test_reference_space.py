@@ -49,7 +49,7 @@ def written(tmp_path, geometry, name="s.zv", **extra):
 def exported(url: str):
     """The store's level 0 as an exporter gets it: data and the store's headers."""
     store = open_store(url)
-    return replace(as_geometry(zv.read(url)), headers=read_headers(store.storage, store.root.extra.get("crs")))
+    return replace(as_geometry(zv.read(url)), headers=read_headers(store.storage, crs=store.root.extra.get("crs")))
 
 
 def test_trk_read_keeps_its_header(tmp_path):
@@ -215,4 +215,67 @@ def test_the_roots_crs_says_voxmm_for_a_header_that_does_not(tmp_path):
     header = {k: v for k, v in GOOD.items() if k != "space"}
     zv.write_polylines(url, POS, OFFSETS, kind="streamline", chunk_shape=4.0, headers={"trk": header})
     assert read_headers(Storage(url))["trk"].get("space") is None
-    assert read_headers(Storage(url), {"input_space": "voxmm"})["trk"]["space"] == "voxmm"
+    assert read_headers(Storage(url), crs={"input_space": "voxmm"})["trk"]["space"] == "voxmm"
+
+
+# ---------------------------------------------------------------------------
+# FreeSurfer: the surface's volume geometry (``headers/freesurfer``)
+# ---------------------------------------------------------------------------
+def _volume_info():
+    from collections import OrderedDict
+
+    return OrderedDict(head=np.array([2, 0, 20], np.int32), valid="1  # volume info valid",
+                       filename="/subjects/bert/mri/orig.mgz", volume=np.array([256, 256, 256]),
+                       voxelsize=np.array([1.0, 1.0, 1.0]), xras=np.array([-1.0, 0, 0]),
+                       yras=np.array([0, 0, -1.0]), zras=np.array([0, 1.0, 0]), cras=np.array([5.5, -17.25, 3.0]))
+
+
+def _surface(path):
+    from nibabel.freesurfer import write_geometry
+
+    rng = np.random.default_rng(4)
+    write_geometry(str(path), rng.uniform(-50, 50, (5, 3)), np.array([[0, 1, 2], [1, 2, 3], [2, 3, 4]], np.int32),
+                   volume_info=_volume_info())
+
+
+def test_a_surfaces_volume_geometry_survives_a_store(tmp_path):
+    from nibabel.freesurfer import read_geometry
+
+    from zarr_vectors.io import freesurfer
+
+    _surface(tmp_path / "lh.white")
+    got = freesurfer.read(str(tmp_path / "lh.white"))
+    assert got.headers["freesurfer"]["volume_info"]["cras"] == [5.5, -17.25, 3.0]
+    url = str(tmp_path / "s.zv")
+    zv.write_mesh(url, got.positions, got.faces, chunk_shape=50.0, headers=got.headers)
+    store = open_store(url)
+    data = replace(as_geometry(zv.read(url)), headers=read_headers(store.storage, ("freesurfer",)))
+    freesurfer.write(str(tmp_path / "back.white"), data)
+    *_, info = read_geometry(str(tmp_path / "back.white"), read_metadata=True)
+    for name, value in _volume_info().items():
+        assert np.array_equal(info[name], value) if not isinstance(value, str) else info[name] == value, name
+
+
+@pytest.mark.parametrize(
+    ("member", "value", "message"),
+    [
+        ("head", [1, 2, 3], r"\[2, 0, 20\] or \[20\]"),
+        ("filename", "a\nvalid = 0", "one line of text"),
+        ("volume", [256, 256], "3 integers"),
+        ("voxelsize", [1, 0, 1], "positive"),
+        ("cras", [1, "x", 2], "3 finite numbers"),
+    ],
+)
+def test_a_stores_broken_volume_geometry_is_refused_naming_it(tmp_path, member, value, message):
+    from zarr_vectors.format.headers import freesurfer_header
+
+    url = str(tmp_path / "s.zv")
+    zv.write_mesh(url, POS[:3], np.array([[0, 1, 2]]), chunk_shape=4.0,
+                  headers={"freesurfer": freesurfer_header(_volume_info())})
+    doc_path = tmp_path / "s.zv" / "headers" / "freesurfer" / "zarr.json"
+    doc = json.loads(doc_path.read_text())
+    doc["attributes"]["volume_info"][member] = value
+    doc_path.write_text(json.dumps(doc))
+    with pytest.raises(MetadataError, match=message) as info:
+        read_headers(Storage(url), ("freesurfer",))
+    assert info.value.pointer == f"/attributes/volume_info/{member}"
