@@ -90,7 +90,7 @@ def info_lines(store: ZVStore, object_sizes: Mapping[str, int]) -> tuple[list[st
         f"bounds:         {[rounded(root.bounds[0]), rounded(root.bounds[1])]}",
         f"consolidated:   {'yes' if is_consolidated(store.storage) else 'no'}",
     ]
-    if any(f"headers/{name}/zarr.json" in object_sizes for name in ("trk", "trx", "freesurfer")):
+    if any(f"headers/{name}/zarr.json" in object_sizes for name in ("trk", "trx", "freesurfer", "gifti")):
         lines.append(f"reference:      {_reference_line(store)}")
     named = {int(ds.path) for ds in root.datasets if ds.path.isdigit()}
     levels = sorted(named | set(store.level_numbers()))  # one listing: a level folder may hold no object
@@ -120,17 +120,22 @@ def info_lines(store: ZVStore, object_sizes: Mapping[str, int]) -> tuple[list[st
 def _reference_line(store: ZVStore) -> str:
     """The reference space the store's ``headers/`` keep, or why it cannot be read."""
     from zarr_vectors.errors import MetadataError
-    from zarr_vectors.format.headers import FREESURFER, TRK, TRX, stored_space, stored_volume_info
+    from zarr_vectors.format.headers import FREESURFER, GIFTI, TRK, TRX, stored_gifti, stored_space, stored_volume_info
     from zarr_vectors.store.headers import read_headers
 
     try:
-        headers = read_headers(store.storage, (TRK, TRX, FREESURFER), crs=store.root.extra.get("crs"))
-        kept, volume = stored_space(headers), stored_volume_info(headers)
+        headers = read_headers(store.storage, (TRK, TRX, FREESURFER, GIFTI), crs=store.root.extra.get("crs"))
+        kept, volume, surface = stored_space(headers), stored_volume_info(headers), stored_gifti(headers)
     except MetadataError as exc:
         return f"UNREADABLE -- {exc}"
     if kept is None and volume is not None:
         shape, centre = "x".join(str(v) for v in volume["volume"]), [round(float(v), 4) for v in volume["cras"]]
         return f"FreeSurfer volume geometry: {shape} voxels, c_ras {centre}"
+    if kept is None and surface is not None:
+        structure = surface["pointset_meta"].get("AnatomicalStructurePrimary", "not named")
+        system = surface.get("coordsys")
+        spaces = f"{system['dataspace']} to {system['xformspace']}" if system else "none"
+        return f"GIfTI surface: structure {structure}; coordinate system {spaces}"
     if kept is None:  # the listing saw a header the read did not find (removed meanwhile)
         return "none"
     space = kept.space

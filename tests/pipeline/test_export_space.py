@@ -108,3 +108,17 @@ def test_a_freesurfer_surface_keeps_its_volume_geometry(cli, tmp_path):
     assert cli("export", store, tmp_path / "back.white").rc == 0
     *_, info = read_geometry(str(tmp_path / "back.white"), read_metadata=True)
     assert info["cras"].tolist() == [5.5, -17.25, 3.0] and info["filename"] == "/subjects/bert/mri/orig.mgz"
+
+
+def test_a_gifti_surface_keeps_its_metadata(cli, tmp_path):
+    from nibabel import gifti
+    from test_reference_space import _gifti_surface
+
+    _gifti_surface(tmp_path / "lh.surf.gii")
+    store = tmp_path / "s.zv"
+    assert cli("build", "mesh", tmp_path / "lh.surf.gii", store, "--chunk-shape", "50").rc == 0
+    assert "reference:      GIfTI surface: structure CortexLeft; coordinate system NIFTI_XFORM_TALAIRACH to " \
+        "NIFTI_XFORM_SCANNER_ANAT" in cli("info", store).out
+    assert cli("export", store, tmp_path / "back.surf.gii").rc == 0
+    back = gifti.GiftiImage.from_filename(str(tmp_path / "back.surf.gii"))
+    assert back.darrays[0].meta["AnatomicalStructurePrimary"] == "CortexLeft"

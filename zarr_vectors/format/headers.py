@@ -17,7 +17,11 @@ that header so that an export gives it back.  The layout is the reference implem
 * ``headers/freesurfer`` (ours; the reference keeps none): ``volume_info``, a FreeSurfer
   surface's volume geometry as nibabel reads it (``head``, ``valid``, ``filename``,
   ``volume``, ``voxelsize``, ``xras``, ``yras``, ``zras``, ``cras``) -- where the surface's
-  tkregister RAS sits in scanner space.
+  tkregister RAS sits in scanner space;
+* ``headers/gifti`` (ours): a GIfTI surface's metadata -- the file's ``meta``, the pointset's
+  and the triangles' ``meta`` (``AnatomicalStructurePrimary``, ``GeometricType``...: what
+  Connectome Workbench places a surface by) -- and the pointset's coordinate system
+  (``dataspace``, ``xformspace``, ``xform``: 16 numbers).
 
 Reading a store's header is reading data from elsewhere: :func:`stored_space` checks every
 field it uses and names the document and member it refuses.
@@ -38,7 +42,10 @@ from zarr_vectors.format.schema import short
 
 HEADERS_GROUP = "headers"
 #: Header names this project writes and reads back (others are kept as they are, never read).
-TRK, TRX, FREESURFER = "trk", "trx", "freesurfer"
+TRK, TRX, FREESURFER, GIFTI = "trk", "trx", "freesurfer", "gifti"
+#: The NIfTI transform spaces a GIfTI coordinate system names (nibabel's ``xform_codes``).
+XFORM_SPACES = ("NIFTI_XFORM_UNKNOWN", "NIFTI_XFORM_SCANNER_ANAT", "NIFTI_XFORM_ALIGNED_ANAT", "NIFTI_XFORM_TALAIRACH",
+                "NIFTI_XFORM_MNI_152", "NIFTI_XFORM_TEMPLATE_OTHER")
 #: A FreeSurfer volume geometry's members, in the order nibabel writes them: (name, kind, length).
 VOLUME_INFO = (("head", "tag", None), ("valid", "text", None), ("filename", "text", None), ("volume", "int", 3),
                ("voxelsize", "size", 3), ("xras", "float", 3), ("yras", "float", 3), ("zras", "float", 3),
@@ -168,6 +175,56 @@ def stored_volume_info(headers: Mapping[str, Mapping[str, Any]]) -> dict[str, An
                 raise _bad(file, member, f"must be positive, found {numbers}")
             out[name] = np.asarray(numbers, np.float64)
     return out
+
+
+def gifti_header(
+    meta: Mapping[str, str], pointset_meta: Mapping[str, str], triangle_meta: Mapping[str, str],
+    coordsys: tuple[str, str, np.ndarray] | None,
+) -> dict[str, Any]:
+    """The ``headers/gifti`` attributes: metadata of the file, its pointset and its triangles, and
+    the pointset's coordinate system ``(dataspace, xformspace, xform)`` (None: it has none)."""
+    out: dict[str, Any] = {"format_name": GIFTI, "meta": dict(meta), "pointset_meta": dict(pointset_meta),
+                           "triangle_meta": dict(triangle_meta)}
+    if coordsys is not None:
+        dataspace, xformspace, xform = coordsys
+        out["coordsys"] = {"dataspace": dataspace, "xformspace": xformspace,
+                           "xform": [float(v) for v in np.asarray(xform, np.float64).reshape(-1)]}
+    return out
+
+
+def stored_gifti(headers: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
+    """What ``headers/gifti`` keeps, checked (``coordsys`` with ``xform`` as a 4x4 array), or None.
+    Metadata is written into the file's XML: text only, no control characters."""
+    if GIFTI not in headers:
+        return None
+    attrs, file = headers[GIFTI], f"{header_path(GIFTI)}/zarr.json"
+    out: dict[str, Any] = {name: _meta(attrs.get(name, {}), file, name) for name in
+                           ("meta", "pointset_meta", "triangle_meta")}
+    coordsys = attrs.get("coordsys")
+    if coordsys is not None:
+        if not isinstance(coordsys, dict):
+            raise _bad(file, "coordsys", f"must be an object, found {short(coordsys)}")
+        for member in ("dataspace", "xformspace"):
+            if coordsys.get(member) not in XFORM_SPACES:
+                raise _bad(file, f"coordsys/{member}", f"must be one of {', '.join(XFORM_SPACES)}, "
+                                                       f"found {short(coordsys.get(member))}")
+        xform = np.asarray(_numbers(coordsys.get("xform"), 16, file, "coordsys/xform"), np.float64).reshape(4, 4)
+        out["coordsys"] = {"dataspace": coordsys["dataspace"], "xformspace": coordsys["xformspace"], "xform": xform}
+    return out
+
+
+def _meta(value: Any, file: str, member: str) -> dict[str, str]:
+    """A metadata object: names to text that XML holds (no control characters but tab and newlines)."""
+    if not isinstance(value, dict):
+        raise _bad(file, member, f"must be an object of names to text, found {short(value)}")
+    for key, text in value.items():
+        if not isinstance(text, str) or not all(_xml_text(t) for t in (key, text)):
+            raise _bad(file, f"{member}/{key}", f"must be text without control characters, found {short(text)}")
+    return dict(value)
+
+
+def _xml_text(text: str) -> bool:
+    return not any(ord(c) < 32 and c not in "\t\n\r" for c in text)
 
 
 def with_count(header: Mapping[str, Any], count: int) -> dict[str, Any]:

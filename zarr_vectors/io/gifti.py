@@ -9,6 +9,10 @@ only) is refused, as are a pointset not (vertices, 3), triangles not integer (tr
 3), two attributes of one name, external data outside the file's folder, and compressed
 data that inflates to more than its array declares.
 
+The file's metadata (its own, the pointset's -- ``AnatomicalStructurePrimary``... -- and the
+triangles') and the pointset's coordinate system are kept as ``Geometry.headers["gifti"]``
+(a store's ``headers/gifti``) and written back.
+
 Write: float32 positions, int32 triangles (polygons fanned), and each vertex attribute
 as a ``NIFTI_INTENT_NONE`` array named by its ``Name`` metadata, in a type GIfTI holds
 (float32 -- floats lose precision beyond it --, int32 or uint8); face attributes and
@@ -31,7 +35,8 @@ from xml.etree import ElementTree
 import numpy as np
 
 from zarr_vectors import config
-from zarr_vectors.errors import ResourceLimitError
+from zarr_vectors.errors import MetadataError, ResourceLimitError
+from zarr_vectors.format.headers import GIFTI, gifti_header, stored_gifti
 from zarr_vectors.io import geometry_parts as gp
 from zarr_vectors.io.types import FileFormat, Geometry
 
@@ -177,7 +182,30 @@ def read(path: str, **options: Any) -> Geometry:
             attributes[name] = values
         else:
             dropped.append(name)
-    return gp.mesh_geometry(path, positions, faces, attributes=attributes, dropped=dropped)
+    geometry = gp.mesh_geometry(path, positions, faces, attributes=attributes, dropped=dropped)
+    geometry.headers = _header(path, image, arrays[point][1], arrays[triangle][1] if triangle is not None else None)
+    return geometry
+
+
+def _header(path: str, image: Any, pointset: Any, triangles: Any) -> dict[str, dict[str, Any]]:
+    """The file's metadata and the pointset's coordinate system as a store keeps them
+    (``headers/gifti``), when a store can: else none, with a warning."""
+    import warnings
+
+    from nibabel.nifti1 import xform_codes
+
+    system = pointset.coordsys
+    coordsys = None if system is None else (
+        xform_codes.niistring[system.dataspace], xform_codes.niistring[system.xformspace], np.asarray(system.xform)
+    )  # fmt: skip
+    header = gifti_header(dict(image.meta), dict(pointset.meta), dict(triangles.meta) if triangles is not None else {},
+                          coordsys)
+    try:
+        stored_gifti({GIFTI: header})
+    except (MetadataError, KeyError) as exc:
+        warnings.warn(f"{path}: its metadata and coordinate system are not kept ({exc})", UserWarning, stacklevel=3)
+        return {}
+    return {GIFTI: header}
 
 
 def _native(data: Any) -> np.ndarray:
@@ -187,17 +215,27 @@ def _native(data: Any) -> np.ndarray:
 
 
 def write(path: str, data: Any, **options: Any) -> None:
-    """Write a mesh as a GIfTI surface (no options)."""
+    """Write a mesh as a GIfTI surface, with the metadata and coordinate system the data's headers
+    keep (no options)."""
     from nibabel import gifti
 
     gp.no_options(path, "GIfTI write", options)
     geometry = gp.mesh_parts(data, path, "GIfTI")
+    try:
+        kept = stored_gifti(geometry.headers) or {"meta": {}, "pointset_meta": {}, "triangle_meta": {}}
+    except MetadataError as exc:
+        raise gp.input_error(path, f"the data's GIfTI metadata cannot be written: {exc}") from None
+    system = kept.get("coordsys")
     darrays = [
         gifti.GiftiDataArray(
-            np.asarray(geometry.positions, np.float32), intent=POINTSET, datatype="NIFTI_TYPE_FLOAT32"
+            np.asarray(geometry.positions, np.float32), intent=POINTSET, datatype="NIFTI_TYPE_FLOAT32",
+            meta=gifti.GiftiMetaData(kept["pointset_meta"]),
+            coordsys=None if system is None else gifti.GiftiCoordSystem(
+                system["dataspace"], system["xformspace"], system["xform"]),
         ),
         gifti.GiftiDataArray(
-            gp.fan_triangles(geometry.faces).astype(np.int32), intent=TRIANGLE, datatype="NIFTI_TYPE_INT32"
+            gp.fan_triangles(geometry.faces).astype(np.int32), intent=TRIANGLE, datatype="NIFTI_TYPE_INT32",
+            meta=gifti.GiftiMetaData(kept["triangle_meta"]),
         ),
     ]
     unstored = list(geometry.edge_attributes)
@@ -209,7 +247,7 @@ def write(path: str, data: Any, **options: Any) -> None:
         darrays.append(gifti.GiftiDataArray(values, intent="NIFTI_INTENT_NONE", meta=gifti.GiftiMetaData(Name=name)))
     gp.warn_unstored(path, "GIfTI", unstored)
     with gp.os_errors(path, "written"):
-        gifti.GiftiImage(darrays=darrays).to_filename(path)
+        gifti.GiftiImage(darrays=darrays, meta=gifti.GiftiMetaData(kept["meta"])).to_filename(path)
 
 
 def _gifti_values(values: np.ndarray) -> np.ndarray | None:
@@ -231,4 +269,5 @@ FORMAT = FileFormat(
     read=read,
     write=write,
     description="GIfTI surface (nibabel): pointset, triangles and per-vertex arrays",
+    headers=(GIFTI,),
 )

@@ -14,6 +14,7 @@ from zarr_vectors.format.headers import (
     TRK,
     TRX,
     header_path,
+    stored_gifti,
     stored_space,
     stored_volume_info,
     with_root_hint,
@@ -83,3 +84,4 @@ def _check(headers: Mapping[str, Mapping[str, Any]]) -> None:
     """Every member of the headers this project reads back that a reader would use (MetadataError)."""
     stored_space(headers)
     stored_volume_info(headers)
+    stored_gifti(headers)

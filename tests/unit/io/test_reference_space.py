@@ -279,3 +279,69 @@ def test_a_stores_broken_volume_geometry_is_refused_naming_it(tmp_path, member, 
     with pytest.raises(MetadataError, match=message) as info:
         read_headers(Storage(url), ("freesurfer",))
     assert info.value.pointer == f"/attributes/volume_info/{member}"
+
+
+# ---------------------------------------------------------------------------
+# GIfTI: the file's metadata and the pointset's coordinate system (``headers/gifti``)
+# ---------------------------------------------------------------------------
+def _gifti_surface(path):
+    from nibabel import gifti
+
+    rng = np.random.default_rng(5)
+    points = gifti.GiftiDataArray(
+        rng.uniform(-50, 50, (5, 3)).astype(np.float32), intent="NIFTI_INTENT_POINTSET",
+        meta=gifti.GiftiMetaData({"AnatomicalStructurePrimary": "CortexLeft", "GeometricType": "Anatomical"}),
+        coordsys=gifti.GiftiCoordSystem("NIFTI_XFORM_TALAIRACH", "NIFTI_XFORM_SCANNER_ANAT", LAS_AFFINE),
+    )  # fmt: skip
+    triangles = gifti.GiftiDataArray(np.array([[0, 1, 2], [1, 2, 3], [2, 3, 4]], np.int32),
+                                     intent="NIFTI_INTENT_TRIANGLE",
+                                     meta=gifti.GiftiMetaData({"TopologicalType": "Open"}))
+    gifti.GiftiImage(darrays=[points, triangles], meta=gifti.GiftiMetaData({"UserName": "lab"})).to_filename(str(path))
+
+
+def test_a_gifti_surfaces_metadata_and_coordinate_system_survive_a_store(tmp_path):
+    from nibabel import gifti as nib_gifti
+
+    from zarr_vectors.io import gifti
+
+    _gifti_surface(tmp_path / "lh.surf.gii")
+    got = gifti.read(str(tmp_path / "lh.surf.gii"))
+    assert got.headers["gifti"]["pointset_meta"]["AnatomicalStructurePrimary"] == "CortexLeft"
+    url = str(tmp_path / "s.zv")
+    zv.write_mesh(url, got.positions, got.faces, chunk_shape=50.0, headers=got.headers)
+    store = open_store(url)
+    data = replace(as_geometry(zv.read(url)), headers=read_headers(store.storage, ("gifti",)))
+    gifti.write(str(tmp_path / "back.surf.gii"), data)
+    back = nib_gifti.GiftiImage.from_filename(str(tmp_path / "back.surf.gii"))
+    assert dict(back.meta) == {"UserName": "lab"} and dict(back.darrays[1].meta) == {"TopologicalType": "Open"}
+    assert dict(back.darrays[0].meta) == {"AnatomicalStructurePrimary": "CortexLeft", "GeometricType": "Anatomical"}
+    system = back.darrays[0].coordsys
+    assert (system.dataspace, system.xformspace) == (3, 1)  # TALAIRACH, SCANNER_ANAT
+    np.testing.assert_array_equal(system.xform, LAS_AFFINE)
+
+
+@pytest.mark.parametrize(
+    ("change", "pointer", "message"),
+    [
+        ({"meta": ["UserName"]}, "meta", "object of names"),
+        ({"pointset_meta": {"GeometricType": "Anat\x00omical"}}, "pointset_meta/GeometricType", "control"),
+        ({"triangle_meta": {"TopologicalType": 3}}, "triangle_meta/TopologicalType", "text"),
+        ({"coordsys": {"dataspace": "MNI", "xformspace": "NIFTI_XFORM_UNKNOWN", "xform": [0] * 16}},
+         "coordsys/dataspace", "must be one of"),
+        ({"coordsys": {"dataspace": "NIFTI_XFORM_UNKNOWN", "xformspace": "NIFTI_XFORM_UNKNOWN", "xform": [0] * 9}},
+         "coordsys/xform", "16 finite numbers"),
+    ],
+)
+def test_a_stores_broken_gifti_header_is_refused_naming_it(tmp_path, change, pointer, message):
+    from zarr_vectors.format.headers import gifti_header
+
+    url = str(tmp_path / "s.zv")
+    zv.write_mesh(url, POS[:3], np.array([[0, 1, 2]]), chunk_shape=4.0,
+                  headers={"gifti": gifti_header({}, {"GeometricType": "Anatomical"}, {}, None)})
+    doc_path = tmp_path / "s.zv" / "headers" / "gifti" / "zarr.json"
+    doc = json.loads(doc_path.read_text())
+    doc["attributes"].update(change)
+    doc_path.write_text(json.dumps(doc))
+    with pytest.raises(MetadataError, match=message) as info:
+        read_headers(Storage(url), ("gifti",))
+    assert info.value.pointer == f"/attributes/{pointer}"
