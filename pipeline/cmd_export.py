@@ -128,6 +128,12 @@ def _export(args: argparse.Namespace, options: dict) -> int:
                          "(TRK and TRX files do)")
     if args.reference is not None and not os.path.isfile(args.reference):
         raise SystemExit(f"zv export: error: --reference {args.reference!r}: no such file")
+    if args.reference is not None:  # read and checked now, not after the store's data
+        import numpy as np
+
+        from zarr_vectors.io.tractograms import given_space
+
+        given_space(args.reference, np.zeros((0, 3)), reference=args.reference)
     outputs = [args.out, *fmt.companions(args.out)]
     folders = [p for p in outputs if os.path.isdir(p) and not os.path.islink(p)]
     if folders:

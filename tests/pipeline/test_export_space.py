@@ -122,3 +122,30 @@ def test_a_gifti_surface_keeps_its_metadata(cli, tmp_path):
     assert cli("export", store, tmp_path / "back.surf.gii").rc == 0
     back = gifti.GiftiImage.from_filename(str(tmp_path / "back.surf.gii"))
     assert back.darrays[0].meta["AnatomicalStructurePrimary"] == "CortexLeft"
+
+
+def test_a_reference_that_gives_no_space_is_refused_before_the_store_is_read(cli, tmp_path):
+    """Review: a 2-D image failed the export with an unpacking ValueError (exit 1) after the read."""
+    import nibabel as nib
+
+    oblique_trk(tmp_path / "in.trk")
+    store = tmp_path / "s.zv"
+    assert cli("build", "streamlines", tmp_path / "in.trk", store, "--chunk-shape", "4").rc == 0
+    nib.save(nib.Nifti1Image(np.zeros((4, 5), np.float32), np.eye(4)), str(tmp_path / "flat.nii"))
+    raw = bytearray((tmp_path / "in.trk").read_bytes())
+    raw[12:24] = np.zeros(3, "<f4").tobytes()  # the header's voxel_size: 0 0 0 (an all-NaN export before)
+    (tmp_path / "zero.trk").write_bytes(bytes(raw))
+    for image, message in (("flat.nii", "2 dimensions"), ("zero.trk", "voxel sizes from")):
+        run = cli("export", store, tmp_path / "out.trk", "--reference", tmp_path / image)
+        assert run.rc == 2 and message in run.err and "Traceback" not in run.err, run.err
+        assert not (tmp_path / "out.trk").exists()
+
+
+def test_the_space_survives_pyramid_shard_and_consolidate(cli, tmp_path):
+    oblique_trk(tmp_path / "in.trk")
+    store = tmp_path / "s.zv"
+    assert cli("build", "streamlines", tmp_path / "in.trk", store, "--chunk-shape", "4", "--pyramid", "2",
+               "--shard-shape", "2").rc == 0
+    assert cli("consolidate", store).rc == 0
+    assert cli("export", store, tmp_path / "out.trk", "--level", "1").rc == 0
+    np.testing.assert_array_equal(_header(tmp_path / "out.trk")["voxel_to_rasmm"], LAS_AFFINE)

@@ -55,6 +55,12 @@ HEADER_NAME = re.compile(r"[a-z0-9][a-z0-9_]{0,63}")
 #: Which space stored positions are in: RAS+ millimetres, or TrackVis voxel millimetres.
 POSITION_SPACES = ("rasmm", "voxmm")
 _ORDER_LETTERS = ("LR", "PA", "IS")
+#: Bounds on a header's numbers: no image is a million kilometres across, no voxel below a nanometre
+#: or above a kilometre -- past them, the float32 a TRK or TRX file holds rounds the space to 0 or inf.
+_LARGEST, _VOXEL_SIZES = 1e12, (1e-6, 1e6)
+#: The smallest singular value of an affine's column-normalised 3x3 part: below it two voxel axes
+#: point (nearly) the same way, and no orientation can be read from it (nibabel refuses such a file).
+_DISTINCT_AXES = 1e-3
 
 
 def header_path(name: str) -> str:
@@ -170,9 +176,7 @@ def stored_volume_info(headers: Mapping[str, Mapping[str, Any]]) -> dict[str, An
                 raise _bad(file, member, f"must be a list of {length} integers from 1 to 2^31-1, found {short(value)}")
             out[name] = np.asarray(value, np.int64)
         else:
-            numbers = _numbers(value, 3, file, member)
-            if kind == "size" and not all(v > 0 for v in numbers):
-                raise _bad(file, member, f"must be positive, found {numbers}")
+            numbers = _sizes(value, file, member) if kind == "size" else _numbers(value, 3, file, member)
             out[name] = np.asarray(numbers, np.float64)
     return out
 
@@ -233,12 +237,18 @@ def with_count(header: Mapping[str, Any], count: int) -> dict[str, Any]:
 
 
 def with_root_hint(headers: Mapping[str, Mapping[str, Any]], crs: Any) -> dict[str, dict[str, Any]]:
-    """``headers`` with a TRK header that does not say its positions' ``space`` taking it from the
-    root's ``crs.input_space``, where the reference's parallel TRK ingest records it."""
+    """``headers`` (the TRK one among them, if the store has one) with a TRK header that does not
+    say its positions' ``space`` taking it from the root's ``crs.input_space``, where the
+    reference's parallel TRK ingest records it.  Positions that root says are voxel mm, with no
+    TRK header to take them to RAS+ mm, are refused: a streamline file would hold them as RAS+ mm."""
     out = {name: dict(attrs) for name, attrs in headers.items()}
     hint = crs.get("input_space") if isinstance(crs, Mapping) else None
-    if TRK in out and "space" not in out[TRK] and isinstance(hint, str) and hint.lower() == "voxmm":
-        out[TRK]["space"] = "voxmm"
+    if isinstance(hint, str) and hint.lower() == "voxmm":
+        if TRK not in out:
+            raise MetadataError("says the positions are TrackVis voxel mm, and the store keeps no TRK header "
+                                "(headers/trk) to take them to RAS+ mm", file="zarr.json",
+                                pointer="/attributes/crs/input_space")
+        out[TRK].setdefault("space", "voxmm")
     return out
 
 
@@ -258,6 +268,8 @@ def stored_space(headers: Mapping[str, Mapping[str, Any]]) -> StoredSpace | None
         if order is not None and not _is_voxel_order(order):
             raise _bad(file, "voxel_order", f"must be three letters naming each axis once (e.g. 'RAS'), "
                                             f"found {order!r}")
+        if order is None and positions == "voxmm":  # the reference's readers assume LAS or RAS: no guess
+            raise _bad(file, "voxel_order", "is needed to take positions in TrackVis voxel mm to RAS+ mm")
         space = ReferenceSpace(affine, _dimensions(attrs, file), _sizes(attrs.get("voxel_size"), file, "voxel_size"),
                                order)
         return StoredSpace(space, TRK, positions)
@@ -275,10 +287,14 @@ def _bad(file: str, member: str, message: str) -> MetadataError:
 
 
 def _numbers(value: Any, count: int, file: str, member: str) -> list[float]:
+    """``count`` finite numbers of magnitude at most 1e12 (a huge JSON integer included, which
+    ``math.isfinite`` cannot even take)."""
     if not isinstance(value, list) or len(value) != count or not all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value
+        isinstance(v, (int, float)) and not isinstance(v, bool) and (isinstance(v, int) or math.isfinite(v))
+        and abs(v) <= _LARGEST for v in value
     ):
-        raise _bad(file, member, f"must be a list of {count} finite numbers, found {short(value)}")
+        raise _bad(file, member, f"must be a list of {count} finite numbers of magnitude at most {_LARGEST:g}, "
+                                 f"found {short(value)}")
     return [float(v) for v in value]
 
 
@@ -286,8 +302,12 @@ def _affine(attrs: Mapping[str, Any], member: str, file: str) -> np.ndarray:
     affine = np.asarray(_numbers(attrs.get(member), 16, file, member), np.float64).reshape(4, 4)
     if not np.array_equal(affine[3], [0.0, 0.0, 0.0, 1.0]):
         raise _bad(file, member, f"is not an affine: its last row is {affine[3].tolist()}, not [0, 0, 0, 1]")
-    if not abs(np.linalg.det(affine[:3, :3])) > 1e-12:
-        raise _bad(file, member, "maps voxels onto less than three dimensions (its 3x3 part is singular)")
+    norms = np.sqrt((affine[:3, :3] ** 2).sum(axis=0))
+    low, high = _VOXEL_SIZES
+    if not ((norms >= low) & (norms <= high)).all():
+        raise _bad(file, member, f"gives voxel sizes {norms.tolist()} mm, outside {low:g} to {high:g}")
+    if np.linalg.svd(affine[:3, :3] / norms, compute_uv=False).min() < _DISTINCT_AXES:
+        raise _bad(file, member, "does not map the three voxel axes onto three distinct directions")
     return affine
 
 
@@ -301,9 +321,9 @@ def _dimensions(attrs: Mapping[str, Any], file: str) -> tuple[int, int, int]:
 
 
 def _sizes(value: Any, file: str, member: str) -> tuple[float, float, float]:
-    sizes = _numbers(value, 3, file, member)
-    if not all(v > 0 for v in sizes):
-        raise _bad(file, member, f"must be positive, found {sizes}")
+    sizes, (low, high) = _numbers(value, 3, file, member), _VOXEL_SIZES
+    if not all(low <= v <= high for v in sizes):
+        raise _bad(file, member, f"must be positive voxel sizes from {low:g} to {high:g} mm, found {sizes}")
     return (sizes[0], sizes[1], sizes[2])
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.errors import MetadataError
-from zarr_vectors.format.headers import ReferenceSpace, StoredSpace, stored_space
+from zarr_vectors.format.headers import TRK, ReferenceSpace, StoredSpace, stored_space, trk_header
 from zarr_vectors.io import geometry_parts as gp
 from zarr_vectors.io.types import Geometry
 
@@ -159,9 +159,28 @@ def written_space(
         warnings.warn(f"{path}: the data keeps no reference space, so the {what} header gets the identity "
                       "affine with 1 mm voxels over the data's extent; give one (reference=, or zv export "
                       "--reference IMAGE)", UserWarning, stacklevel=3)
-    aff, dims, sizes = space(positions, reference, affine, dimensions, voxel_sizes)
-    (a, b, c), (x, y, z) = (int(v) for v in dims), (float(v) for v in sizes)
-    return positions, ReferenceSpace(aff, (a, b, c), (x, y, z))
+    return positions, given_space(path, positions, reference, affine, dimensions, voxel_sizes)
+
+
+def given_space(path: str, positions: np.ndarray, reference: Any = None, affine: Any = None, dimensions: Any = None,
+                voxel_sizes: Any = None) -> ReferenceSpace:
+    """The reference space :func:`space` gives, checked as a stored header's is: a reference image of
+    two dimensions, voxel sizes of 0 or an affine that maps two voxel axes one way would write a
+    header of NaNs or one nibabel cannot orient."""
+    try:
+        aff, dims, sizes = space(positions, reference, affine, dimensions, voxel_sizes)
+        aff, dims, sizes = np.asarray(aff, np.float64), np.asarray(dims).reshape(-1), np.asarray(sizes).reshape(-1)
+        if aff.shape != (4, 4) or dims.shape != (3,) or sizes.shape != (3,):
+            raise ValueError(f"an affine of shape {aff.shape}, {dims.size} dimensions and {sizes.size} voxel sizes "
+                             "(a reference space is 4x4, 3 and 3)")
+        given = ReferenceSpace(aff, (int(dims[0]), int(dims[1]), int(dims[2])),
+                               (float(sizes[0]), float(sizes[1]), float(sizes[2])))
+        stored_space({TRK: trk_header(given, positions="rasmm", count=0)})
+    except MetadataError as exc:
+        raise gp.input_error(path, f"the reference space given cannot be written: {exc.reason}") from None
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise gp.input_error(path, f"the reference space given cannot be written: {exc}") from None
+    return given
 
 
 def rasmm_positions(path: str, geometry: Geometry) -> tuple[np.ndarray, StoredSpace | None]:
@@ -177,6 +196,9 @@ def rasmm_positions(path: str, geometry: Geometry) -> tuple[np.ndarray, StoredSp
     if stored is not None and stored.positions == "voxmm":
         dtype = positions.dtype if positions.dtype.kind == "f" else np.float64
         positions = apply_affine(trackvis_to_rasmm(stored.space), positions).astype(dtype, copy=False)
+        if not np.isfinite(positions).all():
+            raise gp.input_error(path, "positions taken from TrackVis voxel mm to RAS+ mm through the data's TRK "
+                                       "header are not finite: the header does not fit the positions")
     return positions, stored
 
 

@@ -21,7 +21,7 @@ from zarr_vectors.format.headers import (
 )
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.nodes import group_document, meta_key
-from zarr_vectors.store.strict_json import load_document
+from zarr_vectors.store.strict_json import dump_document, load_document
 
 
 def header_documents(headers: Mapping[str, Mapping[str, Any]] | None) -> dict[str, dict[str, Any]]:
@@ -41,11 +41,14 @@ def header_documents(headers: Mapping[str, Mapping[str, Any]] | None) -> dict[st
             json.dumps(attrs, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise InputError(f"header {name!r} must hold finite JSON values only ({exc})") from None
-        try:
+        document = group_document(dict(attrs))
+        key = meta_key(header_path(name))
+        try:  # as every reader and the validator read it: a strict Zarr document, then its members
+            load_document(dump_document(document), file=key)
             _check({name: attrs})
         except MetadataError as exc:
-            raise InputError(f"header {name!r}: {exc.reason}") from None
-        documents[header_path(name)] = group_document(dict(attrs))
+            raise InputError(f"header {name!r}: {exc}") from None
+        documents[header_path(name)] = document
     return documents
 
 
@@ -75,7 +78,9 @@ def read_headers(storage: Storage, names: Sequence[str] = (TRK, TRX), *, crs: An
                  ) -> dict[str, dict[str, Any]]:
     """The headers ``names`` a store holds, a TRK header's positions' space taken from the root's
     ``crs`` when it does not say (:func:`~zarr_vectors.format.headers.with_root_hint`), checked."""
-    headers = with_root_hint(_header_attributes(storage, names), crs)
+    headers = _header_attributes(storage, names)
+    if TRK in names:  # a streamline export: the root may say where the positions are
+        headers = with_root_hint(headers, crs)
     _check(headers)
     return headers
 

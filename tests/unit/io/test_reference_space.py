@@ -25,6 +25,9 @@ from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.groups import open_store
 from zarr_vectors.store.headers import read_headers
 
+DEEP: list = []
+for _ in range(300):  # deeper than the strict reader takes (so the validator and consolidate refused the store)
+    DEEP = [DEEP]
 LAS_AFFINE = np.array([[-1.25, 0, 0, 90], [0, 1.25, 0, -126], [0, 0, 1.25, -72], [0, 0, 0, 1]])
 
 
@@ -104,6 +107,21 @@ def test_voxmm_positions_are_taken_to_rasmm_on_export(tmp_path):
         np.testing.assert_allclose(nib.streamlines.load(str(tmp_path / name)).streamlines.get_data(), POS, atol=1e-4)
 
 
+@pytest.mark.parametrize("order", ["LPS", "SAL", "RAS"])
+def test_voxmm_through_a_voxel_order_other_than_the_affines(tmp_path, order):
+    """The voxel order flips axes across the grid (its dimensions count): each order reads and
+    writes back the file's RAS+ mm streamlines."""
+    import nibabel as nib
+
+    oblique_trk(tmp_path / "in.trk", order=order, dims=(40, 50, 60))
+    voxmm = trk.read(str(tmp_path / "in.trk"), space="voxmm")
+    url = written(tmp_path, voxmm)
+    trk.write(str(tmp_path / "back.trk"), exported(url))
+    back = nib.streamlines.load(str(tmp_path / "back.trk"))
+    np.testing.assert_allclose(back.streamlines.get_data(), POS, atol=1e-4)
+    assert back.header["voxel_order"] == order.encode()
+
+
 def test_a_reference_given_wins_over_the_kept_one(tmp_path):
     import nibabel as nib
 
@@ -158,6 +176,7 @@ def test_a_trk_whose_space_is_unusable_reads_without_it(tmp_path):
                   "space": "mm"}}, "space must be one of"),
         ({"notes": {"x": float("nan")}}, "finite JSON"),
         ({"notes": "text"}, "must be an object"),
+        ({"notes": {"x": DEEP}}, "header 'notes': headers/notes/zarr.json#/attributes/x/0/0"),  # review: L1 refused it
     ],
 )
 def test_headers_a_reader_would_refuse_are_not_written(tmp_path, headers, message):
@@ -176,7 +195,15 @@ GOOD = {"vox_to_ras": LAS_AFFINE.reshape(-1).tolist(), "dimensions": [8, 8, 8], 
     [
         ({"vox_to_ras": [1] * 16}, "vox_to_ras", "last row"),
         ({"vox_to_ras": [float("nan")] + [0.0] * 14 + [1.0]}, "vox_to_ras", "16 finite numbers"),
-        ({"vox_to_ras": [1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]}, "vox_to_ras", "singular"),
+        ({"vox_to_ras": [1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]}, "vox_to_ras", "voxel sizes"),
+        # found by the review: each passed, and an export wrote NaN or inf positions (exit 0) or crashed
+        ({"voxel_size": [1e-300, 1, 1]}, "voxel_size", "voxel sizes from"),
+        ({"vox_to_ras": [1, 0, 0, 1e300, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1]}, "vox_to_ras", "magnitude at most"),
+        ({"vox_to_ras": [10**400] + [0] * 14 + [1]}, "vox_to_ras", "magnitude at most"),
+        ({"voxel_size": [10**400, 1, 1]}, "voxel_size", "magnitude at most"),
+        ({"vox_to_ras": [1e6, 1e6, 0, 0, 0, 1e-10, 0, 0, 0, 0, 1e6, 0, 0, 0, 0, 1]}, "vox_to_ras",
+         "distinct directions"),
+        ({"voxel_order": None, "space": "voxmm"}, "voxel_order", "is needed"),
         ({"vox_to_ras": "eye"}, "vox_to_ras", "16 finite numbers"),
         ({"dimensions": [8, 8]}, "dimensions", "3 integers"),
         ({"dimensions": [8, 8, True]}, "dimensions", "3 integers"),
@@ -207,6 +234,22 @@ def test_a_header_that_is_not_a_group_is_refused(tmp_path):
     doc_path.write_text(json.dumps({"zarr_format": 3, "node_type": "group", "attributes": [1]}))
     with pytest.raises(MetadataError, match="attributes"):
         read_headers(Storage(url))
+    array = (tmp_path / "s.zv" / "0" / "vertices" / "zarr.json").read_text()  # a valid document, of an array
+    doc_path.write_text(array)
+    with pytest.raises(MetadataError, match="node_type must be 'group' for a header") as info:
+        read_headers(Storage(url))
+    assert info.value.file == "headers/trk/zarr.json"
+
+
+def test_a_root_saying_voxmm_without_a_trk_header_is_refused(tmp_path):
+    """A store whose positions are TrackVis voxel mm with no header to take them to RAS+ mm would
+    otherwise export them as RAS+ mm."""
+    url = str(tmp_path / "s.zv")
+    zv.write_polylines(url, POS, OFFSETS, kind="streamline", chunk_shape=4.0)
+    with pytest.raises(MetadataError, match="no TRK header") as info:
+        read_headers(Storage(url), crs={"input_space": "voxmm"})
+    assert (info.value.file, info.value.pointer) == ("zarr.json", "/attributes/crs/input_space")
+    assert read_headers(Storage(url), ("gifti",), crs={"input_space": "voxmm"}) == {}  # a surface export: no matter
 
 
 def test_the_roots_crs_says_voxmm_for_a_header_that_does_not(tmp_path):
