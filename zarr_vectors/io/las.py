@@ -178,6 +178,11 @@ def _point_format(path: str, attrs: Mapping[str, np.ndarray]) -> int:
         misfit = misfits[0]  # formats come smallest first: the last is the widest that has the dimensions
     if misfit is not None:
         raise InputError(misfit)
+    waveform = sorted(set(wanted) - {d for f in WRITE_FORMATS for d in laspy.PointFormat(f).dimension_names})
+    if waveform:  # formats 4, 5, 9, 10 point into waveform data, which a store does not keep
+        raise InputError(f"{path}: the waveform packet dimensions {waveform} point into waveform data a store does "
+                         f"not keep, so no waveform point format (4, 5, 9, 10) is written; export to a table "
+                         f"(.parquet) to keep them")
     raise InputError(f"no LAS point format holds the dimensions {wanted} together")
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import codecs
 import re
+import warnings
 from typing import Any
 
 import numpy as np
@@ -61,12 +62,15 @@ def read(path: str, **options: Any) -> Geometry:
         raise gp.input_error(path, f"not ASCII STL (no endsolid) and {binary}" if ascii_start else binary)
     positions, faces = merged_corners(np.ascontiguousarray(corners, dtype=np.float32).reshape(-1, 3))
     distinct = (faces[:, 0] != faces[:, 1]) & (faces[:, 1] != faces[:, 2]) & (faces[:, 0] != faces[:, 2])
-    dropped = [] if distinct.all() else [f"{int((~distinct).sum())} degenerate facets"]
+    if not distinct.all():  # said as what it is, not as a column that cannot be stored
+        skipped = int((~distinct).sum())
+        warnings.warn(f"{path}: {skipped} degenerate facet{'s' if skipped > 1 else ''} (two corners at one position) "
+                      "left out: a stored face joins three distinct vertices", UserWarning, stacklevel=2)
     face_attributes = {
         "normal": np.asarray(normals, np.float32)[distinct],
         **{k: v[distinct] for k, v in extra.items()},
     }
-    return gp.mesh_geometry(path, positions, faces[distinct], face_attributes=face_attributes, dropped=dropped)
+    return gp.mesh_geometry(path, positions, faces[distinct], face_attributes=face_attributes)
 
 
 def merged_corners(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

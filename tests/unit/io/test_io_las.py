@@ -79,6 +79,13 @@ def _points(attributes, n=20):
     return Geometry(kind="points", positions=np.random.default_rng(0).uniform(0, 10, (n, 3)), attributes=attributes)
 
 
+def test_waveform_dimensions_say_why_no_format_holds_them(tmp_path):
+    """Hunt: the message was "no LAS point format holds the dimensions [...] together"."""
+    with pytest.raises(InputError, match=r"waveform packet dimensions \['wavepacket_index'\] .* export to a table"):
+        las.write(str(tmp_path / "out.las"), _points({"wavepacket_index": np.arange(20, dtype=np.uint8)}))
+    assert not (tmp_path / "out.las").exists()
+
+
 @pytest.mark.parametrize(("name", "values", "held"), [
     ("intensity", np.linspace(0, 1, 20, dtype=np.float32), "integers 0..65535"),  # laspy cast it to 0 everywhere
     ("intensity", np.full(20, np.nan, dtype=np.float32), "integers 0..65535"),
