@@ -79,10 +79,6 @@ class ReferenceSpace:
     voxel_sizes: tuple[float, float, float]
     voxel_order: str | None = None
 
-    def same_grid(self, other: ReferenceSpace) -> bool:
-        return (np.array_equal(self.affine, other.affine) and self.dimensions == other.dimensions
-                and self.voxel_sizes == other.voxel_sizes and self.voxel_order == other.voxel_order)
-
 
 @dataclass(frozen=True)
 class StoredSpace:
