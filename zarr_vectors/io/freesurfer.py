@@ -36,10 +36,18 @@ def read(path: str, **options: Any) -> Geometry:
     from nibabel.freesurfer import read_geometry
 
     gp.no_options(path, "FreeSurfer read", options)
+    damaged = None
     with gp.parsing(path, "FreeSurfer surface", (ValueError, IndexError, EOFError)), warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # nibabel warns about absent volume info: no problem here
-        coords, faces, volume_info = read_geometry(path, read_metadata=True)
+        try:
+            coords, faces, volume_info = read_geometry(path, read_metadata=True)
+        except OSError as exc:  # a damaged volume-info footer ("Error parsing volume info"): the surface
+            coords, faces = read_geometry(path)  # before it may be whole, and read as it was before
+            damaged, volume_info = exc, {}
     geometry = gp.mesh_geometry(path, np.asarray(coords), faces)
+    if damaged is not None:
+        warnings.warn(f"{path}: its volume geometry cannot be read ({damaged}) and is not kept", UserWarning,
+                      stacklevel=2)
     if volume_info:
         geometry.headers = _kept(path, freesurfer_header(volume_info))
     return geometry

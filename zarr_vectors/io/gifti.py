@@ -195,14 +195,14 @@ def _header(path: str, image: Any, pointset: Any, triangles: Any) -> dict[str, d
     from nibabel.nifti1 import xform_codes
 
     system = pointset.coordsys
-    coordsys = None if system is None else (
-        xform_codes.niistring[system.dataspace], xform_codes.niistring[system.xformspace], np.asarray(system.xform)
-    )  # fmt: skip
-    header = gifti_header(dict(image.meta), dict(pointset.meta), dict(triangles.meta) if triangles is not None else {},
-                          coordsys)
-    try:
+    try:  # nibabel parsed the codes it knows; a transform it could not read as numbers fails here
+        coordsys = None if system is None else (
+            xform_codes.niistring[system.dataspace], xform_codes.niistring[system.xformspace], np.asarray(system.xform)
+        )  # fmt: skip
+        header = gifti_header(dict(image.meta), dict(pointset.meta),
+                              dict(triangles.meta) if triangles is not None else {}, coordsys)
         stored_gifti({GIFTI: header})
-    except (MetadataError, KeyError) as exc:
+    except (MetadataError, KeyError, ValueError, TypeError) as exc:
         warnings.warn(f"{path}: its metadata and coordinate system are not kept ({exc})", UserWarning, stacklevel=3)
         return {}
     return {GIFTI: header}

@@ -388,3 +388,35 @@ def test_a_stores_broken_gifti_header_is_refused_naming_it(tmp_path, change, poi
     with pytest.raises(MetadataError, match=message) as info:
         read_headers(Storage(url), ("gifti",))
     assert info.value.pointer == f"/attributes/{pointer}"
+
+
+def test_a_surface_whose_volume_geometry_is_damaged_still_reads(tmp_path):
+    """The footer is read since the volume geometry is kept: a damaged one must not cost the surface,
+    which read before (nibabel's metadata read raises OSError for it)."""
+    from nibabel.freesurfer import write_geometry
+
+    from zarr_vectors.io import freesurfer
+
+    write_geometry(str(tmp_path / "lh.white"), POS[:4].astype(np.float64), np.array([[0, 1, 2], [1, 2, 3]], np.int32))
+    raw = (tmp_path / "lh.white").read_bytes()
+    (tmp_path / "lh.white").write_bytes(raw + b"\x00\x00\x00\x14valid = 1\nfilename = x\nvolume = 1 2\n")
+    with pytest.warns(UserWarning, match="volume geometry cannot be read"):
+        got = freesurfer.read(str(tmp_path / "lh.white"))
+    assert got.headers == {} and got.faces.tolist() == [[0, 1, 2], [1, 2, 3]]
+
+
+def test_a_gifti_whose_transform_a_store_cannot_keep_still_reads(tmp_path):
+    from nibabel import gifti as nib_gifti
+
+    from zarr_vectors.io import gifti
+
+    points = nib_gifti.GiftiDataArray(
+        POS[:3], intent="NIFTI_INTENT_POINTSET",
+        coordsys=nib_gifti.GiftiCoordSystem("NIFTI_XFORM_TALAIRACH", "NIFTI_XFORM_SCANNER_ANAT",
+                                            np.full((4, 4), np.nan)),
+    )  # fmt: skip
+    triangles = nib_gifti.GiftiDataArray(np.array([[0, 1, 2]], np.int32), intent="NIFTI_INTENT_TRIANGLE")
+    nib_gifti.GiftiImage(darrays=[points, triangles]).to_filename(str(tmp_path / "nan.surf.gii"))
+    with pytest.warns(UserWarning, match="metadata and coordinate system are not kept .*coordsys/xform"):
+        got = gifti.read(str(tmp_path / "nan.surf.gii"))
+    assert got.headers == {} and got.faces.tolist() == [[0, 1, 2]]
