@@ -61,15 +61,19 @@ def _headers(fmt: Any, store: Any) -> dict[str, dict[str, Any]] | None:
     """The store's headers (checked) that the format's writer takes (``FileFormat.headers``): a TRK or
     TRX header's reference space (an export that left it out wrote the identity; streamline files
     are RAS+ mm, where positions kept in TrackVis voxel mm are taken), a FreeSurfer surface's volume
-    geometry.  Read before the data, so a broken one costs no read; tables take none."""
-    from zarr_vectors.store.headers import read_headers
+    geometry, a GIfTI surface's metadata.  Read before the data, so a broken one costs no read; one
+    the data does not depend on is left out with a warning (:func:`usable_headers`); tables take none."""
+    from zarr_vectors.store.headers import usable_headers
 
     if not fmt.headers:
         return None
-    return read_headers(store.storage, fmt.headers, crs=store.root.extra.get("crs"))
+    usable, left_out = usable_headers(store.storage, fmt.headers, crs=store.root.extra.get("crs"))
+    for exc in left_out:
+        print(f"zv export: warning: {exc}; that header is not used", file=sys.stderr)
+    return usable
 
 
-def _with_space(data: Any, headers: dict[str, dict[str, Any]] | None, reference: str | None
+def _with_space(data: Any, headers: dict[str, dict[str, Any]] | None, reference: Any
                 ) -> tuple[Any, dict[str, Any]]:
     """The data with the store's headers, and the writer's ``reference`` when one was given."""
     from dataclasses import replace
@@ -78,7 +82,7 @@ def _with_space(data: Any, headers: dict[str, dict[str, Any]] | None, reference:
 
     if headers is None:
         return data, {}
-    return replace(as_geometry(data), headers=headers), ({"reference": reference} if reference else {})
+    return replace(as_geometry(data), headers=headers), ({"reference": reference} if reference is not None else {})
 
 
 @contextlib.contextmanager
@@ -128,12 +132,14 @@ def _export(args: argparse.Namespace, options: dict) -> int:
                          "(TRK and TRX files do)")
     if args.reference is not None and not os.path.isfile(args.reference):
         raise SystemExit(f"zv export: error: --reference {args.reference!r}: no such file")
-    if args.reference is not None:  # read and checked now, not after the store's data
-        import numpy as np
+    reference = None
+    if args.reference is not None:  # read and checked now, not after the store's data; handed to the
+        import numpy as np  # writer as read, since --overwrite may move the file aside (OUT itself)
 
-        from zarr_vectors.io.tractograms import given_space
+        from zarr_vectors.io.tractograms import given_space, load_reference
 
-        given_space(args.reference, np.zeros((0, 3)), reference=args.reference)
+        reference = load_reference(args.reference)
+        given_space(args.reference, np.zeros((0, 3)), reference=reference)
     outputs = [args.out, *fmt.companions(args.out)]
     folders = [p for p in outputs if os.path.isdir(p) and not os.path.islink(p)]
     if folders:
@@ -154,7 +160,7 @@ def _export(args: argparse.Namespace, options: dict) -> int:
     data = read_store(args.store, level=args.level, bbox=box, storage_options=options)
     if args.object_id:
         data = select.objects(data, args.object_id)
-    data, space = _with_space(data, headers, args.reference)
+    data, space = _with_space(data, headers, reference)
     from pipeline.cli import user_warnings
 
     said: list[str] = []

@@ -37,7 +37,7 @@ import numpy as np
 
 from zarr_vectors import config
 from zarr_vectors.errors import InputError
-from zarr_vectors.format.headers import with_count
+from zarr_vectors.format.headers import with_count, without_file_details
 from zarr_vectors.io import registry
 from zarr_vectors.io.columns import ID_ATTRIBUTE, ColumnMap, dropped_warning
 from zarr_vectors.io.tables import column_values
@@ -166,7 +166,7 @@ def _shared_headers(parts: Sequence[Geometry], paths: list[str], lines: int) -> 
     space, volume geometry) describes them all."""
     if not any(g.headers for g in parts):
         return {}
-    alike = [{name: with_count(h, 0) for name, h in g.headers.items()} for g in parts]
+    alike = [{name: without_file_details(h) for name, h in g.headers.items()} for g in parts]
     if any(a != alike[0] for a in alike[1:]):
         warnings.warn(f"inputs {paths} do not all have the same file header (reference space, volume geometry): "
                       "none is kept, so an export will need one given", UserWarning, stacklevel=3)

@@ -135,7 +135,7 @@ def _reference_line(store: ZVStore) -> str:
         structure = surface["pointset_meta"].get("AnatomicalStructurePrimary", "not named")
         system = surface.get("coordsys")
         spaces = f"{system['dataspace']} to {system['xformspace']}" if system else "none"
-        return f"GIfTI surface: structure {structure}; coordinate system {spaces}"
+        return f"GIfTI surface: structure {structure!r}; coordinate system {spaces}"  # repr: text from the store
     if kept is None:  # the listing saw a header the read did not find (removed meanwhile)
         return "none"
     space = kept.space

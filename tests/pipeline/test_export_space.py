@@ -81,7 +81,11 @@ def test_files_in_one_space_keep_it_files_in_two_keep_none(cli, tmp_path):
     assert run.rc == 0 and "keeps no reference space" in run.err
 
 
-def test_a_broken_header_in_the_store_stops_the_export_naming_it(cli, tmp_path):
+def test_a_broken_header_is_left_out_where_the_data_does_not_need_it_and_stops_the_export_where_it_does(
+        cli, tmp_path):
+    """Positions in RAS+ mm do not need the header: an unusable one (the reference's ingest copies a
+    file's dimensions of 0 as they are) is left out with a warning naming it.  Positions in voxel mm
+    need it to be placed: the export stops, naming the document and member, and writes nothing."""
     oblique_trk(tmp_path / "in.trk")
     store = tmp_path / "s.zv"
     assert cli("build", "streamlines", tmp_path / "in.trk", store, "--chunk-shape", "4").rc == 0
@@ -89,11 +93,21 @@ def test_a_broken_header_in_the_store_stops_the_export_naming_it(cli, tmp_path):
     doc = json.loads(doc_path.read_text())
     doc["attributes"]["dimensions"] = [145, 174]
     doc_path.write_text(json.dumps(doc))
-    run = cli("export", store, tmp_path / "out.trk")
-    assert run.rc == 2 and "headers/trk/zarr.json#/attributes/dimensions" in run.err, run.err
-    assert not (tmp_path / "out.trk").exists()
-    assert cli("export", store, tmp_path / "out.parquet").rc == 0  # a table does not need it
+    for out in ("out.trk", "out.tck"):
+        run = cli("export", store, tmp_path / out)
+        assert run.rc == 0 and "headers/trk/zarr.json#/attributes/dimensions" in run.err \
+            and "that header is not used" in run.err, run.err
+    np.testing.assert_array_equal(_header(tmp_path / "out.trk")["voxel_to_rasmm"], np.eye(4))
+    assert cli("export", store, tmp_path / "ref.trk", "--reference", tmp_path / "in.trk").rc == 0
+    np.testing.assert_array_equal(_header(tmp_path / "ref.trk")["voxel_to_rasmm"], LAS_AFFINE)
     assert "reference:      UNREADABLE -- headers/trk/zarr.json#/attributes/dimensions" in cli("info", store).out
+
+    doc["attributes"]["space"] = "voxmm"
+    doc_path.write_text(json.dumps(doc))
+    run = cli("export", store, tmp_path / "vox.trk")
+    assert run.rc == 2 and "headers/trk/zarr.json#/attributes/dimensions" in run.err, run.err
+    assert not (tmp_path / "vox.trk").exists()
+    assert cli("export", store, tmp_path / "out.parquet").rc == 0  # a table does not need it
 
 
 def test_a_freesurfer_surface_keeps_its_volume_geometry(cli, tmp_path):
@@ -117,7 +131,7 @@ def test_a_gifti_surface_keeps_its_metadata(cli, tmp_path):
     _gifti_surface(tmp_path / "lh.surf.gii")
     store = tmp_path / "s.zv"
     assert cli("build", "mesh", tmp_path / "lh.surf.gii", store, "--chunk-shape", "50").rc == 0
-    assert "reference:      GIfTI surface: structure CortexLeft; coordinate system NIFTI_XFORM_TALAIRACH to " \
+    assert "reference:      GIfTI surface: structure 'CortexLeft'; coordinate system NIFTI_XFORM_TALAIRACH to " \
         "NIFTI_XFORM_SCANNER_ANAT" in cli("info", store).out
     assert cli("export", store, tmp_path / "back.surf.gii").rc == 0
     back = gifti.GiftiImage.from_filename(str(tmp_path / "back.surf.gii"))
@@ -149,3 +163,43 @@ def test_the_space_survives_pyramid_shard_and_consolidate(cli, tmp_path):
     assert cli("consolidate", store).rc == 0
     assert cli("export", store, tmp_path / "out.trk", "--level", "1").rc == 0
     np.testing.assert_array_equal(_header(tmp_path / "out.trk")["voxel_to_rasmm"], LAS_AFFINE)
+
+
+def test_overwriting_with_a_file_of_no_header_drops_the_old_one(cli, tmp_path):
+    """A kept space describes the store's data: a rebuild from a file that has none must not leave it."""
+    from nibabel.streamlines.tck import TckFile
+    from test_streamlines import nib_tractogram
+
+    oblique_trk(tmp_path / "in.trk")
+    TckFile(nib_tractogram(with_data=False)).save(str(tmp_path / "in.tck"))
+    store = tmp_path / "s.zv"
+    assert cli("build", "streamlines", tmp_path / "in.trk", store, "--chunk-shape", "4").rc == 0
+    assert (store / "headers" / "trk" / "zarr.json").exists()
+    assert cli("build", "streamlines", tmp_path / "in.tck", store, "--chunk-shape", "4", "--overwrite").rc == 0
+    assert not (store / "headers").exists()
+    run = cli("export", store, tmp_path / "out.trk")
+    assert run.rc == 0 and "keeps no reference space" in run.err
+
+
+def test_a_reference_that_is_the_output_itself_with_overwrite(cli, tmp_path):
+    """The hunt: --overwrite moved OUT aside before the writer read the reference, which was OUT."""
+    oblique_trk(tmp_path / "in.trk")
+    store = tmp_path / "s.zv"
+    assert cli("build", "streamlines", tmp_path / "in.trk", store, "--chunk-shape", "4").rc == 0
+    nib_trk(tmp_path / "out.trk")
+    run = cli("export", store, tmp_path / "out.trk", "--reference", tmp_path / "out.trk", "--overwrite")
+    assert run.rc == 0, run.err
+    np.testing.assert_array_equal(_header(tmp_path / "out.trk")["voxel_to_rasmm"], AFFINE)
+
+
+def test_files_differing_only_in_origin_keep_their_space(cli, tmp_path):
+    """TRK's origin is not placed by (nibabel and TrackVis ignore it): files differing in it alone share
+    one space (the hunt found the space dropped for it)."""
+    oblique_trk(tmp_path / "a.trk")
+    raw = bytearray((tmp_path / "a.trk").read_bytes())
+    raw[24:36] = np.array([1.0, 2.0, 3.0], "<f4").tobytes()  # the header's origin
+    (tmp_path / "b.trk").write_bytes(bytes(raw))
+    store = tmp_path / "s.zv"
+    run = cli("build", "streamlines", tmp_path / "a.trk", tmp_path / "b.trk", store, "--chunk-shape", "4")
+    assert run.rc == 0 and "same file header" not in run.err, run.err
+    assert json.loads((store / "headers" / "trk" / "zarr.json").read_text())["attributes"]["n_count"] == 6

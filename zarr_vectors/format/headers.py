@@ -158,7 +158,8 @@ def stored_volume_info(headers: Mapping[str, Mapping[str, Any]]) -> dict[str, An
     for name, kind, length in VOLUME_INFO:
         member, value = f"volume_info/{name}", info[name]
         if kind == "text":
-            if not isinstance(value, str) or any(ord(c) < 32 for c in value) or len(value) > 1024:
+            if not isinstance(value, str) or len(value) > 1024 or any(ord(c) < 32 or 0xD800 <= ord(c) <= 0xDFFF
+                                                                     for c in value):  # a surrogate: no UTF-8
                 raise _bad(file, member, f"must be one line of text, found {short(value)}")
             out[name] = value
         elif name == "head":  # the footer's tag: nibabel reads no other
@@ -224,12 +225,21 @@ def _meta(value: Any, file: str, member: str) -> dict[str, str]:
 
 
 def _xml_text(text: str) -> bool:
-    return not any(ord(c) < 32 and c not in "\t\n\r" for c in text)
+    """Characters XML 1.0 holds: no control character but tab and newlines, no lone surrogate, not
+    U+FFFE / U+FFFF (nibabel writes them, and no parser reads the file back)."""
+    return not any((ord(c) < 32 and c not in "\t\n\r") or 0xD800 <= ord(c) <= 0xDFFF or 0xFFFE <= ord(c) <= 0xFFFF
+                   for c in text)
 
 
 def with_count(header: Mapping[str, Any], count: int) -> dict[str, Any]:
     """A header describing ``count`` streamlines (several files' headers kept as one)."""
     return {**header, "n_count": int(count)} if "n_count" in header else dict(header)
+
+
+def without_file_details(header: Mapping[str, Any]) -> dict[str, Any]:
+    """A header without what one file of several may differ in and still share the others' space: its
+    count, and TRK's ``origin`` and ``version`` (neither nibabel nor TrackVis places anything by them)."""
+    return {k: v for k, v in header.items() if k not in ("n_count", "origin", "version")}
 
 
 def with_root_hint(headers: Mapping[str, Mapping[str, Any]], crs: Any) -> dict[str, dict[str, Any]]:

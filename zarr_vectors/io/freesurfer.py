@@ -41,9 +41,9 @@ def read(path: str, **options: Any) -> Geometry:
         warnings.simplefilter("ignore", UserWarning)  # nibabel warns about absent volume info: no problem here
         try:
             coords, faces, volume_info = read_geometry(path, read_metadata=True)
-        except OSError as exc:  # a damaged volume-info footer ("Error parsing volume info"): the surface
-            coords, faces = read_geometry(path)  # before it may be whole, and read as it was before
-            damaged, volume_info = exc, {}
+        except (OSError, ValueError, OverflowError) as exc:  # a damaged volume-info footer ("Error parsing
+            coords, faces = read_geometry(path)  # volume info", a number or text it cannot parse): the
+            damaged, volume_info = exc, {}  # surface before it may be whole, read as it was before
     geometry = gp.mesh_geometry(path, np.asarray(coords), faces)
     if damaged is not None:
         warnings.warn(f"{path}: its volume geometry cannot be read ({damaged}) and is not kept", UserWarning,

@@ -195,17 +195,20 @@ def _header(path: str, image: Any, pointset: Any, triangles: Any) -> dict[str, d
     from nibabel.nifti1 import xform_codes
 
     system = pointset.coordsys
-    try:  # nibabel parsed the codes it knows; a transform it could not read as numbers fails here
-        coordsys = None if system is None else (
-            xform_codes.niistring[system.dataspace], xform_codes.niistring[system.xformspace], np.asarray(system.xform)
-        )  # fmt: skip
-        header = gifti_header(dict(image.meta), dict(pointset.meta),
-                              dict(triangles.meta) if triangles is not None else {}, coordsys)
-        stored_gifti({GIFTI: header})
-    except (MetadataError, KeyError, ValueError, TypeError) as exc:
-        warnings.warn(f"{path}: its metadata and coordinate system are not kept ({exc})", UserWarning, stacklevel=3)
-        return {}
-    return {GIFTI: header}
+    coordsys = None if system is None else (
+        xform_codes.niistring[system.dataspace], xform_codes.niistring[system.xformspace], np.asarray(system.xform)
+    )  # fmt: skip
+    metadata = (dict(image.meta), dict(pointset.meta), dict(triangles.meta) if triangles is not None else {})
+    for kept in (coordsys, None) if coordsys is not None else (None,):  # a bad transform costs only itself
+        header = gifti_header(*metadata, kept)
+        try:
+            stored_gifti({GIFTI: header})
+        except MetadataError as exc:
+            what = "coordinate system" if kept is not None else "metadata"
+            warnings.warn(f"{path}: its {what} is not kept ({exc})", UserWarning, stacklevel=3)
+            continue
+        return {GIFTI: header}
+    return {}
 
 
 def _native(data: Any) -> np.ndarray:

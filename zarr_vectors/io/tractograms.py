@@ -101,9 +101,7 @@ def space(
     from nibabel.affines import apply_affine
 
     if reference is not None:
-        ref = reference
-        if isinstance(reference, str):
-            ref = load(reference, "TRK") if reference.lower().endswith(".trk") else _image(reference)
+        ref = load_reference(reference) if isinstance(reference, str) else reference
         if hasattr(ref, "affine") and hasattr(ref, "shape"):  # an image
             return np.asarray(ref.affine, np.float64), np.asarray(ref.shape[:3]), np.asarray(ref.header.get_zooms()[:3])
         from nibabel.streamlines.trk import Field
@@ -164,23 +162,37 @@ def written_space(
 
 def given_space(path: str, positions: np.ndarray, reference: Any = None, affine: Any = None, dimensions: Any = None,
                 voxel_sizes: Any = None) -> ReferenceSpace:
-    """The reference space :func:`space` gives, checked as a stored header's is: a reference image of
-    two dimensions, voxel sizes of 0 or an affine that maps two voxel axes one way would write a
-    header of NaNs or one nibabel cannot orient."""
+    """The reference space :func:`space` gives (a TRK reference's voxel order too), checked as a
+    stored header's is: a reference image of two dimensions, voxel sizes of 0 or an affine that
+    maps two voxel axes one way would write a header of NaNs or one nibabel cannot orient."""
+    which = "given" if any(v is not None for v in (reference, affine, dimensions, voxel_sizes)) else \
+        "of the data's extent (the identity with 1 mm voxels)"
     try:
-        aff, dims, sizes = space(positions, reference, affine, dimensions, voxel_sizes)
+        ref = load_reference(reference) if isinstance(reference, str) else reference
+        aff, dims, sizes = space(positions, ref, affine, dimensions, voxel_sizes)
         aff, dims, sizes = np.asarray(aff, np.float64), np.asarray(dims).reshape(-1), np.asarray(sizes).reshape(-1)
         if aff.shape != (4, 4) or dims.shape != (3,) or sizes.shape != (3,):
             raise ValueError(f"an affine of shape {aff.shape}, {dims.size} dimensions and {sizes.size} voxel sizes "
                              "(a reference space is 4x4, 3 and 3)")
         given = ReferenceSpace(aff, (int(dims[0]), int(dims[1]), int(dims[2])),
-                               (float(sizes[0]), float(sizes[1]), float(sizes[2])))
+                               (float(sizes[0]), float(sizes[1]), float(sizes[2])), voxel_order_of(ref))
         stored_space({TRK: trk_header(given, positions="rasmm", count=0)})
     except MetadataError as exc:
-        raise gp.input_error(path, f"the reference space given cannot be written: {exc.reason}") from None
+        raise gp.input_error(path, f"the reference space {which} cannot be written: {exc.reason}") from None
     except (ValueError, TypeError, OverflowError) as exc:
-        raise gp.input_error(path, f"the reference space given cannot be written: {exc}") from None
+        raise gp.input_error(path, f"the reference space {which} cannot be written: {exc}") from None
     return given
+
+
+def voxel_order_of(ref: Any) -> str | None:
+    """A TRK reference's own voxel order (an image has none: the affine's axes are taken)."""
+    from nibabel.streamlines.trk import Field
+
+    if ref is None or (hasattr(ref, "affine") and hasattr(ref, "shape")):
+        return None
+    order = ref.header[Field.VOXEL_ORDER]
+    order = order.decode("latin1") if isinstance(order, bytes) else str(order)
+    return order.strip("\x00 ").upper() or None
 
 
 def rasmm_positions(path: str, geometry: Geometry) -> tuple[np.ndarray, StoredSpace | None]:
@@ -217,6 +229,20 @@ def trackvis_to_rasmm(space: ReferenceSpace) -> np.ndarray:
         Field.VOXEL_TO_RASMM: space.affine, Field.VOXEL_SIZES: np.asarray(space.voxel_sizes),
         Field.DIMENSIONS: np.asarray(space.dimensions), Field.VOXEL_ORDER: voxel_order(space).encode("latin1"),
     }), np.float64)
+
+
+def load_reference(path: str) -> Any:
+    """The nibabel object of a reference file: a TRK file's header (its streamlines are not read)
+    or an image (its data is not read); only the header is used, so the file may move after."""
+    if path.lower().endswith(".trk"):
+        import struct
+
+        import nibabel.streamlines as nibs
+        from nibabel.streamlines.tractogram_file import DataError, HeaderError
+
+        with gp.parsing(path, "TRK file", (HeaderError, DataError, struct.error, TypeError, *PARSE_ERRORS)):
+            return nibs.load(path, lazy_load=True)
+    return _image(path)
 
 
 def _image(path: str) -> Any:

@@ -59,12 +59,10 @@ def _header(path: str, trk: Any, count: int, space: str) -> dict[str, dict[str, 
     from nibabel.streamlines.trk import Field
 
     hdr = trk.header
-    order = hdr[Field.VOXEL_ORDER]
-    order = order.decode("latin1") if isinstance(order, bytes) else str(order)
     dims, sizes = [int(v) for v in hdr[Field.DIMENSIONS]], [float(v) for v in hdr[Field.VOXEL_SIZES]]
     reference = ReferenceSpace(
         np.asarray(hdr[Field.VOXEL_TO_RASMM], np.float64), (dims[0], dims[1], dims[2]), (sizes[0], sizes[1], sizes[2]),
-        order.strip("\x00 ").upper() or None,
+        tractograms.voxel_order_of(trk),
     )
     version = hdr.get("version")
     header = trk_header(

@@ -101,7 +101,8 @@ def read(path: str, **options: Any) -> Geometry:
     import zipfile
 
     gp.no_options(path, "TRX read", options)
-    with gp.parsing(path, "TRX file", (*tractograms.PARSE_ERRORS, TypeError, zipfile.BadZipFile)):
+    # OverflowError: trx-python casts header.json's DIMENSIONS to uint16 (-1 or 70000 raised it)
+    with gp.parsing(path, "TRX file", (*tractograms.PARSE_ERRORS, TypeError, OverflowError, zipfile.BadZipFile)):
         trx = _load(path)
     if trx._uncompressed_folder_handle is not None and os.name == "posix":
         # a deflated zip was extracted to a temporary directory: removed now, its files

@@ -85,6 +85,33 @@ def read_headers(storage: Storage, names: Sequence[str] = (TRK, TRX), *, crs: An
     return headers
 
 
+def usable_headers(storage: Storage, names: Sequence[str], *, crs: Any = None
+                   ) -> tuple[dict[str, dict[str, Any]], list[MetadataError]]:
+    """The headers an export can use, and the errors of those it leaves out.
+
+    A header whose members fail the checks is left out when the data does not depend on it -- a
+    TRX, FreeSurfer or GIfTI header, or a TRK header whose positions are RAS+ mm (the reference's
+    TRK ingest copies a file's header as it is, dimensions of 0 included): the export then goes on
+    as for a store without it, and says why.  A TRK header saying (or whose root says) the positions
+    are voxel mm, or one whose document cannot be read, is needed to place them: its error is raised.
+    """
+    headers = _header_attributes(storage, names)
+    if TRK in names:
+        headers = with_root_hint(headers, crs)
+    usable: dict[str, dict[str, Any]] = {}
+    left_out: list[MetadataError] = []
+    for name, attrs in headers.items():
+        try:
+            _check({name: attrs})
+        except MetadataError as exc:
+            if name == TRK and attrs.get("space", "rasmm") != "rasmm":
+                raise
+            left_out.append(exc)
+            continue
+        usable[name] = attrs
+    return usable, left_out
+
+
 def _check(headers: Mapping[str, Mapping[str, Any]]) -> None:
     """Every member of the headers this project reads back that a reader would use (MetadataError)."""
     stored_space(headers)

@@ -373,6 +373,10 @@ def test_a_gifti_surfaces_metadata_and_coordinate_system_survive_a_store(tmp_pat
          "coordsys/dataspace", "must be one of"),
         ({"coordsys": {"dataspace": "NIFTI_XFORM_UNKNOWN", "xformspace": "NIFTI_XFORM_UNKNOWN", "xform": [0] * 9}},
          "coordsys/xform", "16 finite numbers"),
+        # the hunt: nibabel wrote these into files no XML parser reads back (exit 0)
+        ({"meta": {"Name": "a\uffffb"}}, "meta/Name", "control"),
+        ({"meta": {"\ufffe": "x"}}, "meta/\ufffe", "control"),
+        ({"pointset_meta": {"Name": "\ud800"}}, "pointset_meta/Name", "control"),
     ],
 )
 def test_a_stores_broken_gifti_header_is_refused_naming_it(tmp_path, change, pointer, message):
@@ -390,16 +394,23 @@ def test_a_stores_broken_gifti_header_is_refused_naming_it(tmp_path, change, poi
     assert info.value.pointer == f"/attributes/{pointer}"
 
 
-def test_a_surface_whose_volume_geometry_is_damaged_still_reads(tmp_path):
+@pytest.mark.parametrize("footer", [
+    b"\x00\x00\x00\x14valid = 1\nfilename = x\nvolume = 1 2\n",  # nibabel: OSError
+    # the hunt: ValueError, UnicodeDecodeError and OverflowError from nibabel's footer parser
+    b"\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00\x14valid = 1  # volume info valid\nfilename = /s\xfcbj/orig.mgz\n",
+    b"\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00\x14valid = 1\nfilename = x\nvolume = 256 256 abc\n",
+    b"\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00\x14valid = 1\nfilename = x\nvolume = 99999999999999999999 1 1\n",
+])
+def test_a_surface_whose_volume_geometry_is_damaged_still_reads(tmp_path, footer):
     """The footer is read since the volume geometry is kept: a damaged one must not cost the surface,
-    which read before (nibabel's metadata read raises OSError for it)."""
+    which read before."""
     from nibabel.freesurfer import write_geometry
 
     from zarr_vectors.io import freesurfer
 
     write_geometry(str(tmp_path / "lh.white"), POS[:4].astype(np.float64), np.array([[0, 1, 2], [1, 2, 3]], np.int32))
     raw = (tmp_path / "lh.white").read_bytes()
-    (tmp_path / "lh.white").write_bytes(raw + b"\x00\x00\x00\x14valid = 1\nfilename = x\nvolume = 1 2\n")
+    (tmp_path / "lh.white").write_bytes(raw + footer)
     with pytest.warns(UserWarning, match="volume geometry cannot be read"):
         got = freesurfer.read(str(tmp_path / "lh.white"))
     assert got.headers == {} and got.faces.tolist() == [[0, 1, 2], [1, 2, 3]]
@@ -411,12 +422,28 @@ def test_a_gifti_whose_transform_a_store_cannot_keep_still_reads(tmp_path):
     from zarr_vectors.io import gifti
 
     points = nib_gifti.GiftiDataArray(
-        POS[:3], intent="NIFTI_INTENT_POINTSET",
+        POS[:3], intent="NIFTI_INTENT_POINTSET", meta=nib_gifti.GiftiMetaData({"GeometricType": "Anatomical"}),
         coordsys=nib_gifti.GiftiCoordSystem("NIFTI_XFORM_TALAIRACH", "NIFTI_XFORM_SCANNER_ANAT",
                                             np.full((4, 4), np.nan)),
     )  # fmt: skip
     triangles = nib_gifti.GiftiDataArray(np.array([[0, 1, 2]], np.int32), intent="NIFTI_INTENT_TRIANGLE")
     nib_gifti.GiftiImage(darrays=[points, triangles]).to_filename(str(tmp_path / "nan.surf.gii"))
-    with pytest.warns(UserWarning, match="metadata and coordinate system are not kept .*coordsys/xform"):
+    with pytest.warns(UserWarning, match="its coordinate system is not kept .*coordsys/xform"):
         got = gifti.read(str(tmp_path / "nan.surf.gii"))
-    assert got.headers == {} and got.faces.tolist() == [[0, 1, 2]]
+    assert got.faces.tolist() == [[0, 1, 2]]
+    assert "coordsys" not in got.headers["gifti"]
+    assert got.headers["gifti"]["pointset_meta"] == {"GeometricType": "Anatomical"}  # the rest is kept
+
+
+def test_a_trx_whose_dimensions_trx_python_cannot_cast_is_refused_not_a_traceback(tmp_path):
+    """The hunt: DIMENSIONS -1 or 70000 in header.json raised OverflowError inside trx-python."""
+    import zipfile
+
+    oblique_trk(tmp_path / "in.trk")
+    trx.write(str(tmp_path / "t.trx"), trk.read(str(tmp_path / "in.trk")))
+    zipfile.ZipFile(tmp_path / "t.trx").extractall(tmp_path / "d.trx")
+    header = json.loads((tmp_path / "d.trx" / "header.json").read_text())
+    header["DIMENSIONS"] = [-1, 8, 8]
+    (tmp_path / "d.trx" / "header.json").write_text(json.dumps(header))
+    with pytest.raises(InputError, match="not a readable TRX file .*OverflowError"):
+        trx.read(str(tmp_path / "d.trx"))
