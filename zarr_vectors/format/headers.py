@@ -124,14 +124,14 @@ def trk_header(
 
 
 def trx_header(
-    space: ReferenceSpace, *, dpv_names: Sequence[str] = (), dps_names: Sequence[str] = (),
+    affine: np.ndarray, dimensions: Sequence[int], *, dpv_names: Sequence[str] = (), dps_names: Sequence[str] = (),
     dpg_names: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The ``headers/trx`` attributes of a TRX file's header."""
+    """The ``headers/trx`` attributes of a TRX file's header (its voxel sizes are its affine's)."""
     return {
         "format_name": TRX,
-        "voxel_to_rasmm": [float(v) for v in np.asarray(space.affine, np.float64).reshape(-1)],
-        "dimensions": [int(v) for v in space.dimensions],
+        "voxel_to_rasmm": [float(v) for v in np.asarray(affine, np.float64).reshape(-1)],
+        "dimensions": [int(v) for v in dimensions],
         "dpv_names": list(dpv_names),
         "dps_names": list(dps_names),
         "dpg_names": list(dpg_names),
@@ -286,6 +286,13 @@ def stored_space(headers: Mapping[str, Mapping[str, Any]]) -> StoredSpace | None
         sizes = (float(norms[0]), float(norms[1]), float(norms[2]))
         return StoredSpace(ReferenceSpace(affine, _dimensions(attrs, file), sizes), TRX, "rasmm")
     return None
+
+
+def check_headers(headers: Mapping[str, Mapping[str, Any]]) -> None:
+    """Every member of the headers this project reads back that a reader would use (MetadataError)."""
+    stored_space(headers)
+    stored_volume_info(headers)
+    stored_gifti(headers)
 
 
 def _bad(file: str, member: str, message: str) -> MetadataError:

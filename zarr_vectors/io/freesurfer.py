@@ -49,18 +49,8 @@ def read(path: str, **options: Any) -> Geometry:
         warnings.warn(f"{path}: its volume geometry cannot be read ({damaged}) and is not kept", UserWarning,
                       stacklevel=2)
     if volume_info:
-        geometry.headers = _kept(path, freesurfer_header(volume_info))
+        geometry.headers = gp.kept_header(path, FREESURFER, freesurfer_header(volume_info), "volume geometry")
     return geometry
-
-
-def _kept(path: str, header: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """``{"freesurfer": header}`` when a store can keep it, else none, with a warning."""
-    try:
-        stored_volume_info({FREESURFER: header})
-    except MetadataError as exc:
-        warnings.warn(f"{path}: its volume geometry is not kept ({exc.reason})", UserWarning, stacklevel=3)
-        return {}
-    return {FREESURFER: header}
 
 
 def write(

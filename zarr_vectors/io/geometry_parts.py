@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.errors import InputError
+from zarr_vectors.errors import InputError, MetadataError
+from zarr_vectors.format.headers import check_headers
 from zarr_vectors.io.columns import TEXT_ENCODING
 from zarr_vectors.io.registry import build_kind
 from zarr_vectors.io.types import Geometry, as_geometry
@@ -121,6 +122,19 @@ def fan_triangles(faces: np.ndarray) -> np.ndarray:
         return faces
     k = np.arange(1, faces.shape[1] - 1)
     return np.stack([np.repeat(faces[:, 0], len(k)), faces[:, k].ravel(), faces[:, k + 1].ravel()], axis=1)
+
+
+def kept_header(path: str, name: str, header: dict[str, Any], what: str, after: str = ""
+                ) -> dict[str, dict[str, Any]]:
+    """``{name: header}`` for a Geometry's ``headers`` when a store can keep it (as a reader of the
+    store will check it); else none, with a warning naming its ``what`` and the problem -- the
+    file still reads: a header is not its geometry."""
+    try:
+        check_headers({name: header})
+    except MetadataError as exc:
+        warnings.warn(f"{path}: its {what} is not kept ({exc.reason}){after}", UserWarning, stacklevel=3)
+        return {}
+    return {name: header}
 
 
 def warn_unstored(path: str, what: str, names: Iterable[str]) -> None:

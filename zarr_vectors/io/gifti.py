@@ -189,26 +189,19 @@ def read(path: str, **options: Any) -> Geometry:
 
 def _header(path: str, image: Any, pointset: Any, triangles: Any) -> dict[str, dict[str, Any]]:
     """The file's metadata and the pointset's coordinate system as a store keeps them
-    (``headers/gifti``), when a store can: else none, with a warning."""
-    import warnings
-
+    (``headers/gifti``), when a store can: else none, with a warning (a transform a store cannot
+    keep costs only itself)."""
     from nibabel.nifti1 import xform_codes
 
     system = pointset.coordsys
-    coordsys = None if system is None else (
-        xform_codes.niistring[system.dataspace], xform_codes.niistring[system.xformspace], np.asarray(system.xform)
-    )  # fmt: skip
     metadata = (dict(image.meta), dict(pointset.meta), dict(triangles.meta) if triangles is not None else {})
-    for kept in (coordsys, None) if coordsys is not None else (None,):  # a bad transform costs only itself
-        header = gifti_header(*metadata, kept)
-        try:
-            stored_gifti({GIFTI: header})
-        except MetadataError as exc:
-            what = "coordinate system" if kept is not None else "metadata"
-            warnings.warn(f"{path}: its {what} is not kept ({exc})", UserWarning, stacklevel=3)
-            continue
-        return {GIFTI: header}
-    return {}
+    if system is not None:
+        coordsys = (xform_codes.niistring[system.dataspace], xform_codes.niistring[system.xformspace],
+                    np.asarray(system.xform))
+        kept = gp.kept_header(path, GIFTI, gifti_header(*metadata, coordsys), "coordinate system")
+        if kept:
+            return kept
+    return gp.kept_header(path, GIFTI, gifti_header(*metadata, None), "metadata")
 
 
 def _native(data: Any) -> np.ndarray:

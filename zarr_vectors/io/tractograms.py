@@ -120,23 +120,15 @@ def space(
     return aff, np.asarray(dimensions).astype(np.int64), sizes
 
 
-def kept_header(path: str, name: str, header: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """``{name: header}`` for a Geometry's ``headers`` when the header gives a reference space a
-    store can keep; else none, with a warning naming what is wrong (a file with no usable
-    space still reads: its streamlines are in RAS+ mm all the same)."""
-    try:
-        stored_space({name: header})
-    except MetadataError as exc:
-        warnings.warn(f"{path}: its reference space is not kept ({exc.reason}); an export to a "
-                      "streamline file will need one given", UserWarning, stacklevel=3)
-        return {}
-    return {name: header}
+#: what a file whose reference space a store cannot keep is told (its streamlines read all the same)
+NOT_KEPT = "; an export to a streamline file will need one given"
 
 
 def written_space(
     path: str,
     geometry: Geometry,
     what: str,
+    dimension_type: type[np.integer],
     *,
     reference: Any = None,
     affine: Any = None,
@@ -148,16 +140,24 @@ def written_space(
     The space given (``reference``, or ``affine`` / ``dimensions`` / ``voxel_sizes``) wins; else
     the one the data's ``headers`` keep (a store's, or a file's as read); else the identity with
     1 mm voxels over the data's extent, with a warning.  Positions a TRK header says are TrackVis
-    voxel mm (``space: voxmm``) are taken to RAS+ mm through that header first.
+    voxel mm (``space: voxmm``) are taken to RAS+ mm through that header first.  Grid dimensions
+    past what the header's ``dimension_type`` holds are refused (they would wrap).
     """
     positions, stored = rasmm_positions(path, geometry)
-    if all(v is None for v in (reference, affine, dimensions, voxel_sizes)):
-        if stored is not None:
-            return positions, stored.space
-        warnings.warn(f"{path}: the data keeps no reference space, so the {what} header gets the identity "
-                      "affine with 1 mm voxels over the data's extent; give one (reference=, or zv export "
-                      "--reference IMAGE)", UserWarning, stacklevel=3)
-    return positions, given_space(path, positions, reference, affine, dimensions, voxel_sizes)
+    none_given = all(v is None for v in (reference, affine, dimensions, voxel_sizes))
+    if none_given and stored is not None:
+        space = stored.space
+    else:
+        if none_given:
+            warnings.warn(f"{path}: the data keeps no reference space, so the {what} header gets the identity "
+                          "affine with 1 mm voxels over the data's extent; give one (reference=, or zv export "
+                          "--reference IMAGE)", UserWarning, stacklevel=3)
+        space = given_space(path, positions, reference, affine, dimensions, voxel_sizes)
+    largest = int(np.iinfo(dimension_type).max)
+    if max(space.dimensions) > largest:
+        raise gp.input_error(path, f"{what} holds grid dimensions up to {largest}; the reference space's are "
+                                   f"{list(space.dimensions)}")
+    return positions, space
 
 
 def given_space(path: str, positions: np.ndarray, reference: Any = None, affine: Any = None, dimensions: Any = None,

@@ -71,7 +71,7 @@ def _header(path: str, trk: Any, count: int, space: str) -> dict[str, dict[str, 
         n_scalars=int(hdr[Field.NB_SCALARS_PER_POINT]), n_properties=int(hdr[Field.NB_PROPERTIES_PER_STREAMLINE]),
         origin=hdr.get(Field.ORIGIN), version=None if version is None else int(version),
     )  # fmt: skip
-    return tractograms.kept_header(path, TRK, header)
+    return gp.kept_header(path, TRK, header, "reference space", tractograms.NOT_KEPT)
 
 
 def _check_count(path: str, header: Any, offsets: np.ndarray) -> None:
@@ -142,11 +142,8 @@ def write(
 
     gp.no_options(path, "TRK write", options)
     geometry, object_attributes = gp.polylines(data, path, "TRK")
-    positions, ref = tractograms.written_space(path, geometry, "TRK", reference=reference, affine=affine,
+    positions, ref = tractograms.written_space(path, geometry, "TRK", np.int16, reference=reference, affine=affine,
                                                dimensions=dimensions, voxel_sizes=voxel_sizes)
-    if max(ref.dimensions) > np.iinfo(np.int16).max:  # TRK's dimensions are int16: more would wrap
-        raise gp.input_error(path, f"TRK holds grid dimensions up to 32767; the reference space's are "
-                                   f"{list(ref.dimensions)}")
     hdr = {
         Field.VOXEL_TO_RASMM: ref.affine.astype(np.float32),
         Field.DIMENSIONS: np.asarray(ref.dimensions, np.int16),

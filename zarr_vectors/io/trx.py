@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.format.headers import TRX, ReferenceSpace, trx_header
+from zarr_vectors.format.headers import TRX, trx_header
 from zarr_vectors.io import geometry_parts as gp
 from zarr_vectors.io import tractograms
 from zarr_vectors.io.types import FileFormat, Geometry
@@ -148,16 +148,14 @@ def _header(path: str, trx: Any) -> dict[str, dict[str, Any]]:
     """The file's reference space as a store keeps it (``headers/trx``), when it is usable."""
     affine = np.asarray(trx.header["VOXEL_TO_RASMM"], np.float64)
     dims = np.asarray(trx.header["DIMENSIONS"]).reshape(-1)
-    sizes = np.sqrt((affine[:3, :3] ** 2).sum(axis=0)) if affine.shape == (4, 4) else np.ones(3)
     if affine.shape != (4, 4) or dims.shape != (3,):
         warnings.warn(f"{path}: its reference space is not kept (VOXEL_TO_RASMM {affine.shape}, DIMENSIONS "
-                      f"{dims.shape}); an export to a streamline file will need one given", UserWarning, stacklevel=3)
+                      f"{dims.shape}){tractograms.NOT_KEPT}", UserWarning, stacklevel=3)
         return {}
-    reference = ReferenceSpace(affine, (int(dims[0]), int(dims[1]), int(dims[2])),
-                               (float(sizes[0]), float(sizes[1]), float(sizes[2])))
-    header = trx_header(reference, dpv_names=list(trx.data_per_vertex), dps_names=list(trx.data_per_streamline),
+    header = trx_header(affine, dims.tolist(), dpv_names=list(trx.data_per_vertex),
+                        dps_names=list(trx.data_per_streamline),
                         dpg_names=sorted({k for data in trx.data_per_group.values() for k in data}))
-    return tractograms.kept_header(path, TRX, header)
+    return gp.kept_header(path, TRX, header, "reference space", tractograms.NOT_KEPT)
 
 
 def _passed_over(path: str, trx: Any) -> list[str]:
@@ -250,14 +248,11 @@ def write(
 
     gp.no_options(path, "TRX write", options)
     geometry, object_attributes = gp.polylines(data, path, "TRX")
-    positions, ref = tractograms.written_space(path, geometry, "TRX", reference=reference, affine=affine,
+    positions, ref = tractograms.written_space(path, geometry, "TRX", np.uint16, reference=reference, affine=affine,
                                                dimensions=dimensions)
     if positions.dtype.kind != "f":
         positions = positions.astype(np.float32)
     offsets = np.asarray(geometry.offsets, dtype=np.int64)
-    if max(ref.dimensions) > np.iinfo(np.uint16).max:  # TRX's dimensions are uint16: more would wrap
-        raise gp.input_error(path, f"TRX holds grid dimensions up to 65535; the reference space's are "
-                                   f"{list(ref.dimensions)}")
     trx = tmm.TrxFile()
     trx.header = {
         "VOXEL_TO_RASMM": ref.affine.astype(np.float32),

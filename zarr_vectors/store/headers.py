@@ -13,10 +13,8 @@ from zarr_vectors.format.headers import (
     HEADERS_GROUP,
     TRK,
     TRX,
+    check_headers,
     header_path,
-    stored_gifti,
-    stored_space,
-    stored_volume_info,
     with_root_hint,
 )
 from zarr_vectors.store.backend import Storage
@@ -45,7 +43,7 @@ def header_documents(headers: Mapping[str, Mapping[str, Any]] | None) -> dict[st
         key = meta_key(header_path(name))
         try:  # as every reader and the validator read it: a strict Zarr document, then its members
             load_document(dump_document(document), file=key)
-            _check({name: attrs})
+            check_headers({name: attrs})
         except MetadataError as exc:
             raise InputError(f"header {name!r}: {exc}") from None
         documents[header_path(name)] = document
@@ -81,7 +79,7 @@ def read_headers(storage: Storage, names: Sequence[str] = (TRK, TRX), *, crs: An
     headers = _header_attributes(storage, names)
     if TRK in names:  # a streamline export: the root may say where the positions are
         headers = with_root_hint(headers, crs)
-    _check(headers)
+    check_headers(headers)
     return headers
 
 
@@ -102,7 +100,7 @@ def usable_headers(storage: Storage, names: Sequence[str], *, crs: Any = None
     left_out: list[MetadataError] = []
     for name, attrs in headers.items():
         try:
-            _check({name: attrs})
+            check_headers({name: attrs})
         except MetadataError as exc:
             if name == TRK and attrs.get("space", "rasmm") != "rasmm":
                 raise
@@ -110,10 +108,3 @@ def usable_headers(storage: Storage, names: Sequence[str], *, crs: Any = None
             continue
         usable[name] = attrs
     return usable, left_out
-
-
-def _check(headers: Mapping[str, Mapping[str, Any]]) -> None:
-    """Every member of the headers this project reads back that a reader would use (MetadataError)."""
-    stored_space(headers)
-    stored_volume_info(headers)
-    stored_gifti(headers)
