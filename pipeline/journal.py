@@ -77,6 +77,11 @@ class _LatestWriter:
             self._pool.shutdown(wait=True)
 
 
+def _document(state: Mapping[str, Any]) -> bytes:
+    """A journal state as its object holds it (values JSON cannot hold, as text)."""
+    return json.dumps(state, indent=2, default=str).encode()
+
+
 def journal_storage(out: str, storage_options: Mapping[str, Any] | None) -> Storage:
     """The journal of the store at ``out``: one object beside it, ``<store>.zvjob.json``, on the same storage."""
     return Storage(out.rstrip("/") + ".zvjob.json", storage_options)
@@ -109,7 +114,7 @@ class Journal:
     @staticmethod
     def put_state(out: str, storage_options: Mapping[str, Any] | None, state: dict[str, Any]) -> None:
         """Write a whole state at once (a refusal's record: no job's writer runs for it)."""
-        journal_storage(out, storage_options).put("", json.dumps(state, indent=2, default=str).encode())
+        journal_storage(out, storage_options).put("", _document(state))
 
     def resume_from(self, previous: dict[str, Any]) -> None:
         self.state["stages"] = {k: v for k, v in previous.get("stages", {}).items() if v.get("status") == "done"}
@@ -131,7 +136,7 @@ class Journal:
         waits, never raises)."""
         with self._handing:
             self.state["heartbeat"] = time.time()
-            self._last = json.dumps(self.state, indent=2, default=str).encode()
+            self._last = _document(self.state)
             self._writer.submit(self._last)
 
     def beat(self) -> None:
@@ -143,7 +148,7 @@ class Journal:
                 return
             doc = json.loads(self._last)
             doc["heartbeat"] = time.time()
-            self._last = json.dumps(doc, indent=2, default=str).encode()
+            self._last = _document(doc)
             self._writer.submit(self._last)
 
     @contextmanager
