@@ -33,7 +33,7 @@ from pipeline.journal import (  # noqa: F401 - job_status: the jobs API
 )
 from zarr_vectors import config
 from zarr_vectors.errors import InputError, StageFailedError, StoreExistsError, ValidationFailedError, describe
-from zarr_vectors.store.backend import Storage
+from zarr_vectors.store.backend import LOCAL_PROTOCOLS, Storage
 from zarr_vectors.store.groups import refuse_foreign_entries
 
 KINDS = ("points", "graph", "skeleton", "mesh", "polylines", "streamlines")
@@ -83,7 +83,7 @@ def _located(path: str) -> str:
     scheme, sep, rest = path.partition("://")
     if not sep:
         return os.path.abspath(os.path.expanduser(path))
-    if scheme.lower() in ("file", "local"):  # fsspec's two names of the local file system
+    if scheme.lower() in LOCAL_PROTOCOLS:
         return f"{scheme}://{os.path.abspath(os.path.expanduser(rest))}"
     return path
 

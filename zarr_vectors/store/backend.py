@@ -190,6 +190,11 @@ class RangeRequest(NamedTuple):
     end: int | None = None
 
 
+#: fsspec's two names of the local file system: paths under them are this machine's (relative
+#: ones against its working directory), never a remote object store's
+LOCAL_PROTOCOLS = ("file", "local")
+
+
 def _split_url(url: str | os.PathLike[str]) -> tuple[str, str]:
     """Return ``(protocol, root path)`` for a local path or an fsspec URL."""
     text = os.fspath(url) if isinstance(url, (str, os.PathLike)) else None
@@ -201,7 +206,7 @@ def _split_url(url: str | os.PathLike[str]) -> tuple[str, str]:
         return "file", os.path.abspath(os.path.expanduser(text))
     protocol, rest = text.split("://", 1)
     protocol = protocol.lower()
-    if protocol in ("file", "local"):  # fsspec's two names of the local file system
+    if protocol in LOCAL_PROTOCOLS:
         return "file", os.path.abspath(os.path.expanduser(rest))
     if protocol in ("s3", "s3a"):
         rest = rest.strip("/")
