@@ -220,7 +220,9 @@ def local_cluster(
 
     n = _workers(workers, threads_per_worker)
     environ = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **WORKER_ENVIRON}
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
+    waited = dask.config.get("distributed.scheduler.no-workers-timeout", None) or config.get("cli.no-workers-timeout")
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ,
+                          "distributed.scheduler.no-workers-timeout": waited}):
         return LocalCluster(
             n_workers=n,
             threads_per_worker=threads_per_worker,

@@ -12,18 +12,28 @@ import warnings
 
 import numpy as np
 
+from zarr_vectors.errors import InputError
 from zarr_vectors.io.columns import TEXT_ENCODING
+from zarr_vectors.store.backend import local_path
 
 
 def local_csv(path: str) -> bool:
     """A plain (uncompressed, comma-separated) CSV file on this machine."""
-    return path.lower().endswith(".csv") and ("://" not in path or path.startswith("file://")) \
-        and os.path.isfile(path.removeprefix("file://"))
+    local = local_path(path)
+    return path.lower().endswith(".csv") and local is not None and os.path.isfile(local)
+
+
+def local_file(path: str) -> str:
+    """The file a local CSV's path or URL names (its callers have asked :func:`local_csv`)."""
+    local = local_path(path)
+    if local is None:
+        raise InputError(f"{path!r} is not a file on this machine")
+    return local
 
 
 def csv_header(path: str) -> list[str]:
     """The column names of a local CSV (its first line)."""
-    with open(path.removeprefix("file://"), encoding=TEXT_ENCODING, errors="replace") as f:
+    with open(local_file(path), encoding=TEXT_ENCODING, errors="replace") as f:
         return [name.strip().strip('"') for name in f.readline().rstrip("\r\n").split(",")]
 
 
@@ -36,7 +46,7 @@ def read_numeric_csv(path: str) -> dict[str, np.ndarray] | None:
     try:
         with warnings.catch_warnings():  # "input contained no data": preflight refuses an empty input itself
             warnings.filterwarnings("ignore", "loadtxt: input contained no data", UserWarning)
-            text = np.loadtxt(path.removeprefix("file://"), delimiter=",", skiprows=1, dtype=str, ndmin=2)
+            text = np.loadtxt(local_file(path), delimiter=",", skiprows=1, dtype=str, ndmin=2)
     except ValueError:  # ragged rows
         return None
     if text.size and text.shape[1] != len(names):
@@ -60,5 +70,5 @@ def read_csv_whole(path: str) -> dict[str, np.ndarray]:
     columns (a text column comes back as objects: its caller leaves such a file to the dataframe path)."""
     import pandas as pd
 
-    df = pd.read_csv(path.removeprefix("file://"))
+    df = pd.read_csv(local_file(path))
     return {str(c): df[c].to_numpy() for c in df.columns}

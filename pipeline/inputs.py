@@ -39,11 +39,11 @@ def _partitioned(spec: Any) -> bool:
 
 @functools.lru_cache(maxsize=1)  # preflight and the write stage read it once
 def _small_csv_points(paths: tuple[str, ...], threshold: int, eager: int) -> tuple[Any, Any, dict[str, Any]] | None:
-    from pipeline.columns import csv_header, local_csv, read_csv_whole, read_numeric_csv
+    from pipeline.columns import csv_header, local_csv, local_file, read_csv_whole, read_numeric_csv
 
     if not all(local_csv(p) for p in paths):
         return None
-    size = sum(os.path.getsize(p.removeprefix("file://")) for p in paths)
+    size = sum(os.path.getsize(local_file(p)) for p in paths)
     if size >= threshold:
         return None  # a large input: read lazily, in partitions
     tables = [read_numeric_csv(p) if size <= eager else read_csv_whole(p) for p in paths]

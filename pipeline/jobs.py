@@ -33,7 +33,7 @@ from pipeline.journal import (  # noqa: F401 - job_status: the jobs API
 )
 from zarr_vectors import config
 from zarr_vectors.errors import InputError, StageFailedError, StoreExistsError, ValidationFailedError, describe
-from zarr_vectors.store.backend import LOCAL_PROTOCOLS, Storage
+from zarr_vectors.store.backend import Storage, local_path
 from zarr_vectors.store.groups import refuse_foreign_entries
 
 KINDS = ("points", "graph", "skeleton", "mesh", "polylines", "streamlines")
@@ -78,14 +78,13 @@ class BuildSpec:
 
 
 def _located(path: str) -> str:
-    """A local path or ``file://`` URL made absolute (``file://rel.zv`` was read on a worker from
-    its own directory); other URLs as given."""
-    scheme, sep, rest = path.partition("://")
-    if not sep:
-        return os.path.abspath(os.path.expanduser(path))
-    if scheme.lower() in LOCAL_PROTOCOLS:
-        return f"{scheme}://{os.path.abspath(os.path.expanduser(rest))}"
-    return path
+    """A local path or ``file://`` / ``local://`` URL made absolute (``file://rel.zv`` was read on a
+    worker from its own directory); other URLs as given."""
+    local = local_path(path)
+    if local is None:
+        return path
+    scheme, sep, _ = path.partition("://")
+    return f"{scheme}://{local}" if sep else local
 
 
 # ---------------------------------------------------------------------------
@@ -152,9 +151,10 @@ def _input_size(path: str, storage_options: Mapping[str, Any], kind: str | None 
     from zarr_vectors.io import registry
 
     registry.format_for(path, kind)  # an unknown suffix is a usage error too
-    remote = "://" in path and not path.startswith("file://")
-    if not remote and not glob.has_magic(path) and os.path.isfile(path.removeprefix("file://")):
-        return os.path.getsize(path.removeprefix("file://"))
+    local = local_path(path)
+    remote = local is None
+    if local is not None and not glob.has_magic(local) and os.path.isfile(local):
+        return os.path.getsize(local)
     fs, fspath = fsspec.core.url_to_fs(path, **(dict(storage_options) if remote else {}))
     found = fs.glob(fspath) if glob.has_magic(fspath) else [fspath] if fs.exists(fspath) else []
     if not found:
@@ -165,14 +165,15 @@ def _input_size(path: str, storage_options: Mapping[str, Any], kind: str | None 
 def _check_output(spec: BuildSpec) -> None:
     """A local output path must be a directory (or not exist yet) below a writable directory,
     holding none of the inputs."""
-    if "://" in spec.out and not spec.out.startswith("file://"):
+    out = local_path(spec.out)  # as the store's Storage reads it
+    if out is None:
         return
-    out = os.path.expanduser(spec.out.removeprefix("file://"))  # as the store's Storage reads it
     if os.path.exists(out) and not os.path.isdir(out):
         raise InputError(f"output {spec.out!r} is a file, not a store directory")
     inside = os.path.realpath(out) + os.sep
     for source in spec.inputs:
-        if "://" not in source and os.path.realpath(source).startswith(inside):
+        local = local_path(source)
+        if local is not None and os.path.realpath(local).startswith(inside):
             raise InputError(f"input {source!r} lies inside the output {spec.out!r}, which the build replaces")
     parent = os.path.dirname(os.path.abspath(out))
     while not os.path.exists(parent):

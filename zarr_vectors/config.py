@@ -120,6 +120,12 @@ DEFAULTS: dict[str, Any] = {
         # A cluster costs seconds to start, which small jobs never repay (benchmarks/cli.py)
         "cli": {
             "cluster-threshold": "256MiB",
+            # an embedded cluster whose workers are all gone for this long (their nannies closed:
+            # none will come back) fails the tasks waiting for one, so the job stops naming its
+            # stage instead of waiting forever; distributed's own
+            # distributed.scheduler.no-workers-timeout wins when set.  A killed worker's nanny
+            # starts another within seconds
+            "no-workers-timeout": "60s",
         },
         # zv build's job journal: a running job saves it at least every `heartbeat` seconds; one
         # not saved for four of them is no claim on its store (a job killed on another host or in

@@ -35,6 +35,30 @@ def test_local_cluster_workers_get_the_worker_environment():
         assert client.dashboard_link.startswith("http")
 
 
+def test_a_stage_whose_embedded_workers_are_all_gone_fails_within_the_bound(zv_config):
+    """Regression: workers that left with their nannies (here retired; in the run that found it, a
+    task their process could not unpickle made the scheduler drop both) left the stage waiting
+    for a worker that could never come: the suite's 600 s timeout ended it."""
+    import threading
+    import time
+
+    from distributed.scheduler import NoWorkerError
+
+    zv_config("cli.no-workers-timeout", "2s")
+    zv_config("task-retries", 0)
+    with local_cluster(workers=1, memory_limit="1GiB") as cluster, Client(cluster):
+        assert cluster.scheduler.no_workers_timeout == 2
+        slow = [dask.delayed(time.sleep, pure=False)(1.5) for _ in range(3)]
+        threading.Timer(0.5, cluster.scale, (0,)).start()
+        started = time.monotonic()
+        with pytest.raises(NoWorkerError, match="without any running workers"):
+            runner.compute("stage", *slow)
+        assert time.monotonic() - started < 30
+    with dask.config.set({"distributed.scheduler.no-workers-timeout": "7s"}), \
+            local_cluster(workers=1, memory_limit="1GiB") as theirs:  # distributed's own setting wins
+        assert theirs.scheduler.no_workers_timeout == 7
+
+
 # ---------------------------------------------------------------------------
 # a real `dask scheduler` / `dask worker` started in another working directory
 # ---------------------------------------------------------------------------
@@ -232,6 +256,29 @@ def test_a_build_spec_resolves_its_local_paths_in_the_client(tmp_path, monkeypat
     (tmp_path / "home/b.zv").write_text("a file")  # 'file://~/b.zv' is checked where the store would go (review)
     with pytest.raises(InputError, match="is a file, not a store directory"):
         _check_output(BuildSpec(kind="points", inputs=["a.csv"], out="file://~/b.zv", chunk_shape=25))
+
+
+def test_both_local_schemes_are_checked_and_read_as_local_files(tmp_path):
+    """Regression: the job's checks knew ``file://`` only, so a ``local://`` output that is a file
+    passed preflight, an input given as a URL inside the output was not seen there, and a small
+    ``local://`` CSV took the dataframe path, as a remote file would."""
+    from pipeline.columns import local_csv
+    from pipeline.jobs import BuildSpec, _check_output, _input_size
+    from zarr_vectors.errors import InputError
+
+    (tmp_path / "d").mkdir()
+    table = tmp_path / "d" / "in.csv"
+    table.write_text("x,y,z\n1,2,3\n")
+    (tmp_path / "afile").write_text("not a store")
+    with pytest.raises(InputError, match="is a file, not a store directory"):
+        _check_output(BuildSpec(kind="points", inputs=[str(table)], out=f"local://{tmp_path}/afile", chunk_shape=25))
+    for scheme in ("file", "local"):
+        inside = BuildSpec(kind="points", inputs=[f"{scheme}://{table}"], out=f"local://{tmp_path}/d", chunk_shape=25)
+        with pytest.raises(InputError, match="lies inside the output"):
+            _check_output(inside)
+        assert local_csv(f"{scheme}://{table}")
+        assert _input_size(f"{scheme}://{table}", {"anon": False}) == table.stat().st_size
+    assert not local_csv(f"memory://{table}")
 
 
 @pytest.mark.parametrize("case", ["missing-file", "empty-file", "not-json", "not-an-address"])

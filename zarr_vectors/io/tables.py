@@ -17,12 +17,12 @@ import numpy as np
 from zarr_vectors.errors import InputError
 from zarr_vectors.io.columns import DEFAULT_AXES, ID_ATTRIBUTE, ColumnMap
 from zarr_vectors.io.types import Geometry, as_geometry
-from zarr_vectors.store.backend import LOCAL_PROTOCOLS
+from zarr_vectors.store.backend import local_path
 
 
 def remote_options(paths: Sequence[str], storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
     """fsspec options for the inputs: S3 options apply to remote inputs only, never to local files."""
-    remote = all("://" in p and p.split("://", 1)[0].lower() not in LOCAL_PROTOCOLS for p in paths)
+    remote = all(local_path(p) is None for p in paths)
     return dict(storage_options or {}) if remote else {}
 
 

@@ -195,6 +195,16 @@ class RangeRequest(NamedTuple):
 LOCAL_PROTOCOLS = ("file", "local")
 
 
+def local_path(url: str) -> str | None:
+    """The absolute path on this machine that a plain path or a ``file://`` / ``local://`` URL
+    names (relative ones against the working directory, ``~`` the home folder); None for any
+    other URL: an object store's or ``memory://``."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return os.path.abspath(os.path.expanduser(url))
+    return os.path.abspath(os.path.expanduser(rest)) if scheme.lower() in LOCAL_PROTOCOLS else None
+
+
 def _split_url(url: str | os.PathLike[str]) -> tuple[str, str]:
     """Return ``(protocol, root path)`` for a local path or an fsspec URL."""
     text = os.fspath(url) if isinstance(url, (str, os.PathLike)) else None
@@ -202,12 +212,11 @@ def _split_url(url: str | os.PathLike[str]) -> tuple[str, str]:
         raise InputError(f"a store URL is a string or a path, found {type(url).__name__}: {url!r}")
     if not text:
         raise InputError("store URL is empty")
-    if "://" not in text:  # '~' is the home folder, as fsspec and a shell read it ('./~' is not)
-        return "file", os.path.abspath(os.path.expanduser(text))
+    local = local_path(text)  # '~' is the home folder, as fsspec and a shell read it ('./~' is not)
+    if local is not None:
+        return "file", local
     protocol, rest = text.split("://", 1)
     protocol = protocol.lower()
-    if protocol in LOCAL_PROTOCOLS:
-        return "file", os.path.abspath(os.path.expanduser(rest))
     if protocol in ("s3", "s3a"):
         rest = rest.strip("/")
         if not rest:
