@@ -73,6 +73,22 @@ def _headers(fmt: Any, store: Any) -> dict[str, dict[str, Any]] | None:
     return usable
 
 
+def _not_written(fmt: Any, store: Any, kind: str) -> list[str]:
+    """Warnings for the headers the store keeps that ``fmt`` cannot hold (a TRK header exported to a
+    table): the file's reference space or metadata stay in the store only.  Asked (one listing of
+    ``headers/``) only when a format holding the store's kind takes a header this one does not."""
+    from zarr_vectors.format.headers import HEADERS_GROUP, header_path
+    from zarr_vectors.io import registry
+
+    others = {name for f in registry.formats() if kind in {registry.build_kind(k) for k in f.kinds}
+              for name in f.headers} - set(fmt.headers)
+    if not others:
+        return []
+    kept = sorted(others & set(store.storage.list_dir(HEADERS_GROUP)))
+    return [f"the store's {header_path(name)}, the header of the file it was built from, is not written: a "
+            f"{fmt.name} file holds none; positions are written as the store holds them" for name in kept]
+
+
 def _with_space(data: Any, headers: dict[str, dict[str, Any]] | None, reference: Any
                 ) -> tuple[Any, dict[str, Any]]:
     """The data with the store's headers, and the writer's ``reference`` when one was given."""
@@ -157,6 +173,8 @@ def _export(args: argparse.Namespace, options: dict) -> int:
     if args.level not in store.level_numbers():
         raise SystemExit(f"zv export: error: --level {args.level}: the store has levels {store.level_numbers()}")
     headers = _headers(fmt, store)
+    for line in _not_written(fmt, store, kind):
+        print(f"zv export: warning: {line}", file=sys.stderr)
     data = read_store(args.store, level=args.level, bbox=box, storage_options=options)
     if args.object_id:
         data = select.objects(data, args.object_id)

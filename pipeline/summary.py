@@ -90,9 +90,12 @@ def info_lines(store: ZVStore, object_sizes: Mapping[str, int]) -> tuple[list[st
         f"bounds:         {[rounded(root.bounds[0]), rounded(root.bounds[1])]}",
         f"consolidated:   {'yes' if is_consolidated(store.storage) else 'no'}",
     ]
-    if any(f"headers/{name}/zarr.json" in object_sizes for name in ("trk", "trx", "freesurfer", "gifti")):
+    from zarr_vectors.format.headers import READ_BACK, header_path
+    from zarr_vectors.format.paths import LEVEL_NAME
+
+    if any(f"{header_path(name)}/zarr.json" in object_sizes for name in READ_BACK):
         lines.append(f"reference:      {_reference_line(store)}")
-    named = {int(ds.path) for ds in root.datasets if ds.path.isdigit()}
+    named = {int(ds.path) for ds in root.datasets if LEVEL_NAME.fullmatch(ds.path)}
     levels = sorted(named | set(store.level_numbers()))  # one listing: a level folder may hold no object
     missing = [n for n in levels if f"{n}/zarr.json" not in object_sizes]
     for n in levels:
@@ -120,11 +123,11 @@ def info_lines(store: ZVStore, object_sizes: Mapping[str, int]) -> tuple[list[st
 def _reference_line(store: ZVStore) -> str:
     """The reference space the store's ``headers/`` keep, or why it cannot be read."""
     from zarr_vectors.errors import MetadataError
-    from zarr_vectors.format.headers import FREESURFER, GIFTI, TRK, TRX, stored_gifti, stored_space, stored_volume_info
+    from zarr_vectors.format.headers import READ_BACK, stored_gifti, stored_space, stored_volume_info
     from zarr_vectors.store.headers import read_headers
 
     try:
-        headers = read_headers(store.storage, (TRK, TRX, FREESURFER, GIFTI), crs=store.root.extra.get("crs"))
+        headers = read_headers(store.storage, READ_BACK, crs=store.root.extra.get("crs"))
         kept, volume, surface = stored_space(headers), stored_volume_info(headers), stored_gifti(headers)
     except MetadataError as exc:
         return f"UNREADABLE -- {exc}"

@@ -203,3 +203,53 @@ def test_files_differing_only_in_origin_keep_their_space(cli, tmp_path):
     run = cli("build", "streamlines", tmp_path / "a.trk", tmp_path / "b.trk", store, "--chunk-shape", "4")
     assert run.rc == 0 and "same file header" not in run.err, run.err
     assert json.loads((store / "headers" / "trk" / "zarr.json").read_text())["attributes"]["n_count"] == 6
+
+
+def test_an_export_to_a_format_of_no_header_says_the_header_is_not_written(cli, tmp_path):
+    """Regression (hunt): a TRK store exported to a table, or a FreeSurfer surface to GIfTI, dropped
+    the file's reference space or volume geometry with exit 0 and nothing said."""
+    from test_reference_space import _surface
+
+    oblique_trk(tmp_path / "in.trk")
+    assert cli("build", "streamlines", tmp_path / "in.trk", tmp_path / "s.zv", "--chunk-shape", "4").rc == 0
+    run = cli("export", tmp_path / "s.zv", tmp_path / "out.csv")
+    assert run.rc == 0 and "headers/trk, the header of the file it was built from, is not written: a csv file" \
+        in run.err, run.err
+    run = cli("export", tmp_path / "s.zv", tmp_path / "out.tck")  # TCK takes the space: RAS+ mm
+    assert run.rc == 0 and "headers/" not in run.err, run.err
+    _surface(tmp_path / "lh.white")
+    assert cli("build", "mesh", tmp_path / "lh.white", tmp_path / "m.zv", "--chunk-shape", "50").rc == 0
+    run = cli("export", tmp_path / "m.zv", tmp_path / "m.surf.gii")
+    assert run.rc == 0 and "headers/freesurfer, the header of the file it was built from, is not written" \
+        in run.err, run.err
+    run = cli("export", tmp_path / "m.zv", tmp_path / "m.white")
+    assert run.rc == 0 and "headers/" not in run.err, run.err
+
+
+def test_the_validator_warns_of_a_header_an_export_cannot_use(cli, tmp_path):
+    """Regression (hunt): the validator read ``headers/`` as Zarr JSON only, so a header every export
+    leaves out (or, for voxel-mm positions, refuses) validated clean."""
+    import zarr_vectors as zv
+
+    oblique_trk(tmp_path / "in.trk")
+    store = tmp_path / "s.zv"
+    assert cli("build", "streamlines", tmp_path / "in.trk", store, "--chunk-shape", "4").rc == 0
+    assert not [f for f in zv.validate(str(store), level=5).findings if f.code == "L2_HEADER_MEMBERS"]
+    doc_path = store / "headers" / "trk" / "zarr.json"
+    doc = json.loads(doc_path.read_text())
+    doc["attributes"]["dimensions"] = [145, 174]
+    doc_path.write_text(json.dumps(doc))
+    result = zv.validate(str(store), level=2)
+    found = [(f.node, f.pointer) for f in result.findings if f.code == "L2_HEADER_MEMBERS"]
+    assert result.ok and found == [("headers/trk", "/attributes/dimensions")], result.warnings
+
+    root_path = store / "zarr.json"  # positions the root says are voxel mm, and no TRK header to place them
+    root = json.loads(root_path.read_text())
+    root["attributes"]["crs"] = {"input_space": "voxmm"}
+    root_path.write_text(json.dumps(root))
+    doc_path.unlink()
+    doc_path.parent.rmdir()
+    result = zv.validate(str(store), level=2)
+    found = [(f.node, f.pointer) for f in result.findings if f.code == "L2_HEADER_MEMBERS"]
+    assert found == [("/", "/attributes/crs/input_space")], result.warnings
+    assert cli("validate", store, "--level", "2").rc == 0

@@ -360,6 +360,17 @@ def no_axes(s: Path) -> None:
     edit_attrs(s, "", lambda a: a["multiscales"][0].__setitem__("axes", []))
 
 
+@defect(P, "L2_HEADER_MEMBERS")
+def trk_header_of_no_grid(s: Path) -> None:
+    """a headers/trk group whose dimensions are 0, as the reference's TRK ingest copies a file's"""
+    for node, attrs in (("headers", {}), ("headers/trk", {
+            "format_name": "trk", "vox_to_ras": [1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0,
+                                                 0.0, 0.0, 0.0, 1.0],
+            "dimensions": [0, 0, 0], "voxel_size": [1.0, 1.0, 1.0], "voxel_order": "RAS"})):
+        (s / node).mkdir()
+        write_json(s, node, {"zarr_format": 3, "node_type": "group", "attributes": attrs})
+
+
 @defect(P, "L2_MULTISCALES_DATASETS")
 def dataset_without_translation(s: Path) -> None:
     """level 0's dataset has no translation"""

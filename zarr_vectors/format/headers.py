@@ -43,6 +43,7 @@ from zarr_vectors.format.schema import short
 HEADERS_GROUP = "headers"
 #: Header names this project writes and reads back (others are kept as they are, never read).
 TRK, TRX, FREESURFER, GIFTI = "trk", "trx", "freesurfer", "gifti"
+READ_BACK = (TRK, TRX, FREESURFER, GIFTI)
 #: The NIfTI transform spaces a GIfTI coordinate system names (nibabel's ``xform_codes``).
 XFORM_SPACES = ("NIFTI_XFORM_UNKNOWN", "NIFTI_XFORM_SCANNER_ANAT", "NIFTI_XFORM_ALIGNED_ANAT", "NIFTI_XFORM_TALAIRACH",
                 "NIFTI_XFORM_MNI_152", "NIFTI_XFORM_TEMPLATE_OTHER")

@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from zarr_vectors.format.metadata import OBJECT_INDEX_LAYOUT, OBJECT_INDEX_LAYOUT_V2
-from zarr_vectors.format.paths import CHUNK_COMPONENT
+from zarr_vectors.format.paths import CHUNK_COMPONENT, LEVEL_NAME
 from zarr_vectors.format.schema import (
     ANY,
     ARRAY_DATA_TYPES,
@@ -81,7 +81,7 @@ def document_class(path: str) -> str | None:
     """
     if path == "":
         return "RootGroup"
-    if "/" not in path and path.isdigit() and str(int(path)) == path:
+    if LEVEL_NAME.fullmatch(path):
         return "LevelGroup"
     expected = expected_at(path)
     if expected is None or expected.kind == PLAIN:

@@ -41,8 +41,10 @@ __all__ = [
     "parse_offsets",
 ]
 
-LEVEL_NAME = re.compile(r"0|[1-9][0-9]*")
-"""A level group's name under the root: a bare non-negative integer (match with ``fullmatch``)."""
+LEVEL_NAME = re.compile(r"0|[1-9][0-9]{0,17}")
+"""A level group's name under the root: a bare non-negative integer of ASCII digits, at most 18 of
+them (match with ``fullmatch``): ``int()`` of it is a 64-bit level number, where ``str.isdigit``
+also takes '²' and a 5,000-digit name that ``int()`` refuses."""
 
 ROOT_EXTRAS = ("parametric", "headers")
 """What else a store's root may hold beside its levels and ``zarr.json``."""

@@ -19,6 +19,7 @@ import numpy as np
 from zarr_vectors import config
 from zarr_vectors.encoding import FramedItems, frame_items, item_spans
 from zarr_vectors.errors import EncodingError, MetadataError, ResourceLimitError
+from zarr_vectors.format.paths import grid_indices
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.codecs import ZSTD_DEFAULT, Pipeline
 from zarr_vectors.store.nodes import (
@@ -125,8 +126,9 @@ def present_chunks(storage: Storage, path: str, n_chunks: int, ndim: int) -> lis
     for key in storage.list_files(posixpath.join(path, "c")):
         rel = key[len(prefix):] if key.startswith(prefix) else ""
         head = rel[: len(rel) - len(tail)] if rel.endswith(tail) else ""
-        if head.isdigit() and head.isascii() and int(head) < n_chunks and (head == "0" or head[0] != "0"):
-            found.append(int(head))
+        index = grid_indices([head])
+        if index is not None and index[0] < n_chunks:
+            found.append(index[0])
     return sorted(found)
 
 

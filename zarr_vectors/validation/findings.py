@@ -110,6 +110,9 @@ RULES: list[Rule] = [
                                        "(0 <= num_present <= num_objects = manifest rows)"),
         ("L2_OBJECT_ATTRIBUTE_ROWS", _E, "every object attribute has one row per object_index row (and "
                                          "attributes.shape, where present, equals its shape)"),
+        ("L2_HEADER_MEMBERS", _W, "the format headers a store keeps (headers/trk, trx, freesurfer, gifti) hold "
+                                  "members an export can use; positions the root says are TrackVis voxel mm have "
+                                  "a TRK header"),
         ("L2_LEVEL_BLOCK", _E, "each level has a zarr_vectors_level block"),
         ("L2_LEVEL_NUMBER", _E, "zarr_vectors_level.level equals the level's name"),
         ("L2_VERTEX_COUNT", _E, "zarr_vectors_level.vertex_count is an integer >= 0"),

@@ -12,9 +12,18 @@ from typing import Any
 
 import numpy as np
 
+from zarr_vectors.errors import MetadataError
 from zarr_vectors.format.coarsen import AGGREGATION_MEMBER
+from zarr_vectors.format.headers import READ_BACK, check_headers, header_path, with_root_hint
 from zarr_vectors.format.metadata import OBJECT_INDEX_LAYOUT
-from zarr_vectors.format.paths import format_delta, parse_chunk_key, parse_chunk_keys, parse_delta, parse_offsets
+from zarr_vectors.format.paths import (
+    LEVEL_NAME,
+    format_delta,
+    parse_chunk_key,
+    parse_chunk_keys,
+    parse_delta,
+    parse_offsets,
+)
 from zarr_vectors.format.schema import (
     CHUNK_GRID,
     DATA_TYPE,
@@ -86,11 +95,30 @@ OPEN_SET_WARNINGS: dict[str, tuple[str, str]] = {
 
 def check_metadata(model: StoreModel, report: Report) -> None:
     for what, fn in (("root", _check_root), ("levels", _check_levels), ("links families", _check_families),
-                     ("arrays", _check_arrays), ("object index", _check_object_index)):
+                     ("arrays", _check_arrays), ("object index", _check_object_index), ("headers", _check_headers)):
         try:
             fn(model, report)
         except Exception as exc:  # noqa: BLE001 - a crash is a finding
             report.add(crashed(2, "/", exc, what=what))
+
+
+def _check_headers(model: StoreModel, report: Report) -> None:
+    """The members of the format headers an export reads (``headers/trk`` ...), as it reads them.  A
+    warning: the format is whole without them (the reference's TRK ingest copies a file's
+    dimensions of 0 as they are), but an export leaves a failing header out, or, for positions in
+    TrackVis voxel mm, refuses the store."""
+    report.ran_rule("L2_HEADER_MEMBERS")
+    found = {name: node.attrs for name in READ_BACK
+             if (node := model.nodes.get(header_path(name))) is not None and node.node_type == "group"}
+    try:
+        found = with_root_hint(found, model.root.attrs.get("crs") if model.root else None)
+    except MetadataError as exc:
+        report.add(make("L2_HEADER_MEMBERS", "/", exc.reason, pointer=exc.pointer))
+    for name, attrs in found.items():
+        try:
+            check_headers({name: attrs})
+        except MetadataError as exc:
+            report.add(make("L2_HEADER_MEMBERS", header_path(name), exc.reason, pointer=exc.pointer))
 
 
 def _check_fields(fields: dict[str, Field], codes: dict[str, str], missing_codes: dict[str, str],
@@ -164,7 +192,7 @@ def _check_root(model: StoreModel, report: Report) -> None:
             report.add(make("L2_MULTISCALES_DATASETS", "/", f"no multiscales dataset for level {name}",
                             pointer="/attributes/multiscales/0/datasets"))
     for path in by_path:
-        if not (path.isdigit() and int(path) in model.levels and str(int(path)) == path):
+        if not (LEVEL_NAME.fullmatch(path) and int(path) in model.levels):
             report.add(make("L2_MULTISCALES_DATASETS", "/", f"multiscales dataset {path!r} names no level",
                             pointer=f"/attributes/multiscales/0/datasets/{by_path[path]}"))
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from zarr_vectors.format.paths import LEVEL_NAME
 from zarr_vectors.validation.findings import ERROR, Finding
 
 #: The arrays below a level, causes first
@@ -33,7 +34,7 @@ def _array_rank(node: str) -> tuple[int, int]:
     """(store level, array rank) of a node path such as ``0/vertex_fragments``; root: (-1, last)."""
     parts = node.split("/") if node else []
     last = len(ARRAY_ORDER) + 1
-    if not parts or not parts[0].isdigit():
+    if not parts or not LEVEL_NAME.fullmatch(parts[0]):
         return -1, last
     if len(parts) == 1:  # the level group itself
         return int(parts[0]), last

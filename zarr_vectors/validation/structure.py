@@ -522,7 +522,7 @@ def _check_levels(model: StoreModel, report: Report) -> None:
             model.levels[int(name)] = name
         elif LOOKS_NUMERIC.fullmatch(name):
             report.add(make("L1_BAD_LEVEL_NAME", name, f"level name {name!r} is not a bare non-negative integer "
-                            "(no sign, no leading zeros)"))
+                            "(no sign, no leading zeros, at most 18 digits)"))
         elif name not in ROOT_EXTRAS:
             report.add(make("L1_UNKNOWN_ROOT_CHILD", name, f"root child {name!r} is neither a level nor a known "
                             "root entity"))
