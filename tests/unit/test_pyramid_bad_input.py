@@ -64,6 +64,10 @@ BAD = [
     ({"factors": [(2, 1)], "chunk_scale_factors": [True]}, "positive integer"),
     ({"factors": [(2, 1)], "chunk_scale_factors": [(1, 2)]}, "has 2 entries, the store has 3 axes"),
     ({"factors": [(2, 1)], "chunk_scale_factors": [1, 1]}, "chunk_scale_factors has 2 entries but factors has 1"),
+    # regression (hunt): a scale past int64 passed, and the build failed after it had removed the old levels
+    ({"factors": [(2, 1)], "chunk_scale_factors": [2**63]}, "level 1's chunk would be [9223372036854775808, "),
+    ({"factors": [(2, 1), (2, 1)], "chunk_scale_factors": [(1, 2**16, 1), (1, 2**16, 1)]},
+     "chunk_scale_factors[1]: level 2's chunk would be [1, 4294967296, 1] times level 0's; at most 2147483648"),
     ({"factors": [(2, 1)], "cross_level_depth": -2}, "cross_level_depth must be an integer >= -1"),
     ({"factors": [(2, 1)], "cross_level_depth": 1.0}, "cross_level_depth must be an integer"),
     ({"factors": [(2, 1)], "cross_level_storage": "both"}, "cross_level_storage must be one of"),

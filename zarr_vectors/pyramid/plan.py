@@ -113,6 +113,10 @@ def _check_finite_bin(bin_shape: Sequence[float], i: int) -> None:
                          "the coarsening factors multiply past the largest number")
 
 
+#: the largest product of chunk scale factors on an axis, level 0 to any level
+MAX_CHUNK_SCALE = 2**31
+
+
 def _check_scale(scale: Any, ndim: int, i: int) -> tuple[int, ...]:
     values = list(scale) if isinstance(scale, Sequence) and not isinstance(scale, (str, bytes)) else [scale] * ndim
     if len(values) != ndim:
@@ -302,8 +306,14 @@ def _plan_levels(store: ZVStore, base: LevelState, factors: list[_Factor]) -> li
     ndim = store.root.sid_ndim
     out = []
     bin_shape, chunk_shape = base.bin_shape, base.chunk_shape
+    scaled = (1,) * ndim  # each level's chunk over level 0's: a links family's anchor ratio is one of these
     for i, f in enumerate(factors):
         scale = _check_scale(f.scale, ndim, i)
+        scaled = tuple(t * s for t, s in zip(scaled, scale))
+        if max(scaled) > MAX_CHUNK_SCALE:
+            raise InputError(f"chunk_scale_factors[{i}]: level {i + 1}'s chunk would be {list(scaled)} times level "
+                             f"0's; at most {MAX_CHUNK_SCALE} (2**31) per axis, so that cell indices times it stay "
+                             "64-bit integers")
         bin_shape = tuple(b * f.coarsen for b in bin_shape)
         _check_finite_bin(bin_shape, i)
         chunk_shape = tuple(c * s for c, s in zip(chunk_shape, scale))
