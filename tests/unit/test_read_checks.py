@@ -726,3 +726,15 @@ def test_a_store_whose_writer_was_killed_before_its_level_was_finished_reads_as_
     report = zv.validate(str(url), level=5)
     assert not report.ok
     assert any(f.code == "L2_ARRAYS_PRESENT" and "does not list 'vertices'" in f.message for f in report.findings)
+
+
+@pytest.mark.parametrize("chunk_shape", [[25.0, 25.0], [25.0]])
+def test_a_level_chunk_shape_of_another_rank_is_a_metadata_error(store, chunk_shape: list) -> None:
+    """Regression (hunt): the level document's per-axis members were read without the root's axes, so
+    a 2-entry chunk_shape in a 3-D store reached numpy (a broadcast ValueError in read, an IndexError
+    in the pyramid) and the commands failed as a crashed stage, exit 1."""
+    path = store("points")
+    edit(path, "0", lambda d: d["attributes"]["zarr_vectors_level"].__setitem__("chunk_shape", chunk_shape))
+    read_fails(path, MetadataError, f"chunk_shape has {len(chunk_shape)} entries, sid_ndim is 3")
+    with pytest.raises(MetadataError, match="0/zarr.json#/attributes/zarr_vectors_level/chunk_shape"):
+        zv.build_pyramid(str(path), factors=[2])

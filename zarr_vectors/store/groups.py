@@ -254,7 +254,8 @@ class ZVStore:
             raise InputError(f"store {self.url!r} has no level {number} (levels: {present})")
         if doc.get("node_type") != "group":
             raise MetadataError("a level must be a group", file=f"{path}/zarr.json", pointer="/node_type")
-        meta = LevelMetadata.from_attributes(doc.get("attributes", {}), file=f"{path}/zarr.json")
+        meta = LevelMetadata.from_attributes(doc.get("attributes", {}), file=f"{path}/zarr.json",
+                                             sid_ndim=self.root.sid_ndim)
         return Level(self, number, meta, snapshot=snap)
 
     def check_copy(self, level: Level) -> None:
