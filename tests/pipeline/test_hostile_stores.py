@@ -64,3 +64,14 @@ def test_names_str_isdigit_takes_but_int_refuses_are_not_levels(cli, points, tmp
     run = cli("validate", points)
     assert run.rc == 0 and "L1_UNKNOWN_ROOT_CHILD" in run.out, (run.out, run.err)
 
+
+def test_an_object_id_past_int64_is_not_in_the_object_index(cli, points, tmp_path):
+    """Regression: ``--object-id 99999999999999999999`` reached ``np.asarray(..., int64)``: a failed
+    stage (OverflowError, exit 1) in ``zv export``, a traceback in ``zv plot``."""
+    big = str(2**66)
+    run = cli("export", points, tmp_path / "o.csv", "--object-id", "3", big)
+    assert run.rc == 2 and f"object id(s) [{big}] are not in the store's object index" in run.err, run.err
+    assert not (tmp_path / "o.csv").exists()
+    run = cli("plot", points, "--out", tmp_path / "p.png", "--object-id", big)
+    assert run.rc == 2 and f"[{big}] are not in the store's object index" in run.err, run.err
+    assert cli("export", points, tmp_path / "o.csv", "--object-id", "3").rc == 0

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.errors import InputError
+from zarr_vectors.format.objects import wanted_objects
 from zarr_vectors.io.types import Geometry, as_geometry
 from zarr_vectors.read import keep_records
 
@@ -20,13 +21,9 @@ def objects(data: Any, wanted: Sequence[int]) -> Geometry:
     the edges, faces and polyline pieces whose vertices are all kept."""
     owners = getattr(data, "object_vertices", None)
     g = as_geometry(data)
-    ids = np.asarray(wanted, dtype=np.int64)
     if owners is None and g.object_ids is None:
         raise InputError("the store has no object index: --object-id cannot select anything")
-    known = owners.ids if owners is not None else np.unique(g.object_ids)
-    unknown = np.setdiff1d(ids, known)
-    if unknown.size:
-        raise InputError(f"object id(s) {unknown.tolist()} are not in the store's object index")
+    ids = wanted_objects(wanted, owners.ids if owners is not None else np.unique(g.object_ids), "")
     keep = np.zeros(len(g.positions), dtype=bool)
     if owners is not None:
         for i in ids.tolist():  # one slice per requested object

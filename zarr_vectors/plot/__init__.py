@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zarr_vectors.errors import InputError
+from zarr_vectors.format.objects import wanted_objects
 from zarr_vectors.plot import draw
 from zarr_vectors.read import LINKED_KINDS, POLYLINE_KINDS, VectorData, read
 
@@ -66,21 +67,17 @@ def _kept(data: VectorData, objects: Sequence[int] | None) -> np.ndarray:
     n = len(data.positions)
     if objects is None:
         return np.ones(n, dtype=bool)
-    wanted = np.asarray(list(objects), dtype=np.int64)
-    known = data.object_vertices.ids if data.object_vertices is not None else \
-        np.unique(data.object_ids) if data.object_ids is not None else None
-    unknown = np.setdiff1d(wanted, known) if known is not None else np.zeros(0, np.int64)
-    if unknown.size:  # as zv export refuses them: an empty picture would say nothing about why
-        raise InputError(f"objects: object id(s) {unknown.tolist()} are not in the level's object index")
-    if data.object_vertices is not None:
-        ov = data.object_vertices
-        owner = np.repeat(ov.ids, np.diff(ov.offsets))  # the object of each (object, vertex) pair
-        keep = np.zeros(n, dtype=bool)
-        keep[ov.indices[np.isin(owner, wanted)]] = True
-        return keep
-    if data.object_ids is not None:
+    ov = data.object_vertices
+    if ov is None and data.object_ids is None:
+        raise InputError("objects: the level has no object ids to select by")
+    known = ov.ids if ov is not None else np.unique(data.object_ids)
+    wanted = wanted_objects(objects, known, "objects: ")  # as zv export refuses them: an empty picture says nothing
+    if ov is None:
         return np.isin(data.object_ids, wanted)
-    raise InputError("objects: the level has no object ids to select by")
+    owner = np.repeat(ov.ids, np.diff(ov.offsets))  # the object of each (object, vertex) pair
+    keep = np.zeros(n, dtype=bool)
+    keep[ov.indices[np.isin(owner, wanted)]] = True
+    return keep
 
 
 def _polyline_pairs(data: VectorData) -> np.ndarray:
