@@ -32,7 +32,14 @@ from file_tree import tree
 import zarr_vectors as zv
 from zarr_vectors import links_api
 from zarr_vectors.encoding import frame_single
-from zarr_vectors.errors import ArrayError, EncodingError, InputError, MetadataError, StorageObjectError
+from zarr_vectors.errors import (
+    ArrayError,
+    EncodingError,
+    InconsistentStoreError,
+    InputError,
+    MetadataError,
+    StorageObjectError,
+)
 from zarr_vectors.sharding import PresenceMismatchError, shard
 from zarr_vectors.sharding.journal import STAGING
 from zarr_vectors.sharding.layout import grid_array_paths
@@ -755,6 +762,68 @@ def test_a_journal_that_is_not_one_is_refused_untouched(stores, tmp_path, journa
         zv.shard_store(str(store), 2)
     assert key in str(info.value) or getattr(info.value, "file", None) == key
     assert tree(store) == before
+
+
+@pytest.mark.parametrize("forged", ["not_a_grid_array", "no_keys", "another_document", "absent_array"])
+def test_a_journal_the_store_could_not_have_written_is_refused_untouched(stores, tmp_path, forged):
+    """Regression (hunt): a well-formed journal was replayed as found.  One naming
+    ``0/object_index/manifests`` (which no relayout touches) with no keys deleted every manifest
+    chunk, exit 0; a stale one (the store changed since) moved old cells over new ones.  A journal
+    must name a grid array the store has, hold that array's document relaid out, and list exactly
+    the objects of its present cells."""
+    from zarr_vectors.sharding.journal import JOURNAL, staging_dir
+    from zarr_vectors.sharding.layout import new_keys, target_document
+    from zarr_vectors.store.grid import GridArray
+
+    store = copy_of(stores["graph_duplicate"], tmp_path)
+    path = "0/object_index/manifests" if forged == "not_a_grid_array" else "0/vertices"
+    document = target_document(doc(store, "0/vertices"), (2, 2, 2))
+    keys = new_keys(GridArray(Storage(str(store)), "0/vertices", document), (2, 2, 2))
+    if forged == "not_a_grid_array":
+        document, keys = doc(store, path), []
+    elif forged == "no_keys":
+        keys = []
+    elif forged == "another_document":
+        document["attributes"]["nonempty_chunks"] = document["attributes"]["nonempty_chunks"][:1]
+        keys = keys[:1]
+    else:
+        path = "7/vertices"
+    key = posixpath.join(staging_dir(path), JOURNAL)
+    (store / key).parent.mkdir(parents=True)
+    (store / key).write_text(json.dumps({"array": path, "document": document, "keys": keys}))
+    before = tree(store)
+    with pytest.raises(EncodingError, match="not replaying it") as info:
+        zv.shard_store(str(store), 2)
+    assert key in str(info.value)
+    assert tree(store) == before
+
+
+def test_a_commit_stopped_after_its_document_was_written_is_finished(stores, tmp_path, monkeypatch,
+                                                                     reference_sharded):
+    """A journal whose array already has its new document (the commit stopped before removing the
+    journal) is still the array's own: it replays, and the run ends as an uninterrupted one."""
+    from zarr_vectors.sharding import journal
+
+    store = copy_of(stores["graph_duplicate"], tmp_path)
+    real = journal.write_nodes
+
+    def written_then_lost(storage, documents):
+        real(storage, documents)
+        raise RuntimeError("node lost")
+
+    monkeypatch.setattr(journal, "write_nodes", written_then_lost)
+    with pytest.raises(RuntimeError, match="node lost"), dask.config.set(scheduler="sync"):
+        zv.shard_store(str(store), 2)
+    assert any(k.endswith("/commit.json") for k in tree(store))
+    # regression (hunt): a pyramid built over unfinished commits made their journals stale, and the
+    # next zv shard moved the old staged cells over the new level, exit 0
+    interrupted = tree(store)
+    with pytest.raises(InconsistentStoreError, match="left [0-9]+ array commit.s. unfinished .* before building a"):
+        zv.build_pyramid(str(store), factors=[2])
+    assert tree(store) == interrupted
+    monkeypatch.setattr(journal, "write_nodes", real)
+    assert zv.shard_store(str(store), 2).recovered >= 1
+    assert tree(store) == tree(reference_sharded)
 
 
 def test_pack_tasks_the_plan_leaves_without_shards_write_nothing(tmp_path):

@@ -52,6 +52,13 @@ ROOT_EXTRAS = ("parametric", "headers")
 WORKING_PREFIX = ".zv-"
 """This implementation's own working entries in a store (the sharder's staging area)."""
 
+SHARD_STAGING = f"{WORKING_PREFIX}shard-staging"
+"""The sharder's staging area: per array, its new objects and, once complete, its commit journal
+(:mod:`zarr_vectors.sharding.journal`); a journal there is an unfinished change of the store."""
+
+COMMIT_JOURNAL = "commit.json"
+"""An array's commit journal in its staging directory."""
+
 TEMP_PREFIX = ".tmp-"
 """A local or fsspec write's temporary file beside its object, renamed over it when whole:
 listings and walks skip such names, so no node of a store may take one."""

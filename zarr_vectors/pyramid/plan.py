@@ -26,7 +26,7 @@ from zarr_vectors.format.paths import format_chunk_key, parse_delta
 from zarr_vectors.reconcile import require_reconciled
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.grid import GridArray
-from zarr_vectors.store.groups import Level, ZVStore, open_level_beside
+from zarr_vectors.store.groups import Level, ZVStore, open_level_beside, refuse_unfinished_relayout
 from zarr_vectors.store.kinds import store_kind
 
 __all__ = [
@@ -377,6 +377,7 @@ def plan_pyramid(
     storage = url if isinstance(url, Storage) else Storage(url, storage_options)
     level0, (top,) = open_level_beside(storage, 0, [lambda: storage.list_dir("")], skim=_unread_groups)
     store = level0.store
+    refuse_unfinished_relayout(storage, top, "building a pyramid")  # before anything is read for the plan
     kind = store_kind(store).kind  # a kind list reads as one kind (D19); refused when none fits
     base = _level0_state(level0)
     aggregation = _aggregation(base.level, aggregate)

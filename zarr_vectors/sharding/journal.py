@@ -28,13 +28,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from zarr_vectors.errors import ArrayError, EncodingError
-from zarr_vectors.format.paths import WORKING_PREFIX, grid_indices
+from zarr_vectors.format.paths import COMMIT_JOURNAL as JOURNAL
+from zarr_vectors.format.paths import SHARD_STAGING as STAGING
+from zarr_vectors.format.paths import grid_indices
+from zarr_vectors.format.schema import GRID_KINDS, expected_at
+from zarr_vectors.sharding.layout import new_keys, target_document
 from zarr_vectors.store.backend import Storage
-from zarr_vectors.store.nodes import check_format, write_nodes
+from zarr_vectors.store.grid import GridArray
+from zarr_vectors.store.nodes import check_format, meta_key, write_nodes
 from zarr_vectors.store.strict_json import load_document
-
-STAGING = f"{WORKING_PREFIX}shard-staging"
-JOURNAL = "commit.json"
 
 Commit = tuple[str, dict[str, Any], list[str]]
 """One array's new layout: its path, its new ``zarr.json`` document, its new object keys."""
@@ -169,20 +171,50 @@ def _object_key(key: str) -> bool:
 def recover(storage: Storage, names: Sequence[str] | None = None) -> tuple[int, bool]:
     """Finish every commit an interrupted run journaled: how many, and whether the staging area
     still holds anything (orphans of an interrupted pack stage, which the next run drops).
-    ``names``: the staging area's children, where the caller listed them already."""
+    ``names``: the staging area's children, where the caller listed them already.
+
+    A journal is data found in the store, and replaying it deletes objects: each must be one this
+    module could have written for the store as it is (:func:`_check_against_store`), or nothing is
+    replayed."""
     names = storage.list_dir(STAGING) if names is None else names
     keys = [posixpath.join(STAGING, name, JOURNAL) for name in names]
-    commits: list[Commit] = []
+    records: list[tuple[str, dict[str, Any]]] = []
     orphans = False
     for name, key, raw in zip(names, keys, storage.get_many(keys)):  # every journal in one batch
         if raw is None:  # staging of an interrupted pack stage: never journaled, discarded later
             orphans = True
             continue
         record = _journal_record(key, raw)
-        path = record["array"]
-        if staging_dir(path) != posixpath.join(STAGING, name):
-            raise EncodingError(f"{key}: journal names array {path!r}, which does not match its location")
-        commits.append((path, record["document"], list(record["keys"])))
+        if staging_dir(record["array"]) != posixpath.join(STAGING, name):
+            raise EncodingError(f"{key}: journal names array {record['array']!r}, which does not match its location")
+        records.append((key, record))
+    current = storage.get_many([meta_key(record["array"]) for _, record in records])
+    commits: list[Commit] = []
+    for (key, record), raw in zip(records, current):
+        _check_against_store(storage, key, record, raw)
+        commits.append((record["array"], record["document"], list(record["keys"])))
     if commits:
         apply_commits(storage, commits)
     return len(commits), orphans
+
+
+def _check_against_store(storage: Storage, key: str, record: dict[str, Any], raw: bytes | None) -> None:
+    """A journal names a grid array the store has (never ``object_index`` or anything a relayout leaves
+    alone), its document is that array's relaid out -- nothing but the chunk grid and codecs differ,
+    before or after the commit wrote it -- and its keys are exactly the objects that layout gives the
+    array's present cells (an EncodingError naming the journal otherwise; nothing is replayed)."""
+    path, document = record["array"], record["document"]
+    expected = expected_at(path)
+    if expected is None or expected.node_type != "array" or expected.kind not in GRID_KINDS:
+        raise EncodingError(f"{key}: journal names {path!r}, which is not a grid array (a relayout changes only "
+                            "those); not replaying it")
+    if raw is None:
+        raise EncodingError(f"{key}: journal names array {path!r}, which the store does not have; not replaying it")
+    grid = GridArray(storage, path, document)
+    layout = grid.sharding.shard_shape if grid.sharding is not None else None
+    if target_document(load_document(raw, file=meta_key(path)), layout) != document:
+        raise EncodingError(f"{key}: the journal's document for {path!r} is not the array's own relaid out (the "
+                            "array was changed since it was written); not replaying it")
+    if sorted(record["keys"]) != new_keys(grid, layout):
+        raise EncodingError(f"{key}: the journal's keys are not the objects of the cells {path!r} lists; not "
+                            "replaying it")

@@ -24,7 +24,14 @@ from zarr_vectors.errors import (
     describe,
 )
 from zarr_vectors.format.metadata import GEOMETRY_TYPES, LevelMetadata, RootMetadata
-from zarr_vectors.format.paths import LEVEL_FAMILIES, LEVEL_NAME, ROOT_EXTRAS, WORKING_PREFIX
+from zarr_vectors.format.paths import (
+    COMMIT_JOURNAL,
+    LEVEL_FAMILIES,
+    LEVEL_NAME,
+    ROOT_EXTRAS,
+    SHARD_STAGING,
+    WORKING_PREFIX,
+)
 from zarr_vectors.format.schema import KNOWN_CAPABILITIES, PLAIN, Expected, expected_node
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.consolidated import check_level_copy, consolidate, inline_entries
@@ -454,6 +461,21 @@ def removed_if_unfinished(storage: Storage) -> Iterator[None]:
         except Exception as lost:  # noqa: BLE001 - the write's failure is what is raised; this is said with it
             exc.add_note(f"and what it wrote at {storage.url!r} could not be removed: {describe(lost)}")
         raise
+
+
+def refuse_unfinished_relayout(storage: Storage, names: Sequence[str], doing: str) -> None:
+    """Refuse ``doing`` (e.g. "building a pyramid") on a store an interrupted ``shard_store`` /
+    ``unshard_store`` left commit journals in (``names``: its top's listing; one listing more only
+    when the staging area is there).  Changing the store first would make the journals stale, and
+    their replay by the next relayout would move old cells over new ones; finishing them is the
+    sharder's (a lower layer cannot run it)."""
+    if SHARD_STAGING not in names:
+        return
+    journals = [k for k in storage.list_files(SHARD_STAGING) if posixpath.basename(k) == COMMIT_JOURNAL]
+    if journals:
+        raise InconsistentStoreError(
+            f"store {storage.url!r}: an interrupted zv shard left {len(journals)} array commit(s) unfinished "
+            f"({journals[0]}); run zv shard (or zv shard --unshard) on it to finish them before {doing}")
 
 
 def refuse_foreign_entries(storage: Storage, names: Sequence[str]) -> None:
