@@ -73,5 +73,5 @@ def test_an_object_id_past_int64_is_not_in_the_object_index(cli, points, tmp_pat
     assert run.rc == 2 and f"object id(s) [{big}] are not in the store's object index" in run.err, run.err
     assert not (tmp_path / "o.csv").exists()
     run = cli("plot", points, "--out", tmp_path / "p.png", "--object-id", big)
-    assert run.rc == 2 and f"[{big}] are not in the store's object index" in run.err, run.err
+    assert run.rc == 2 and f"[{big}] are not in the level's object index" in run.err, run.err
     assert cli("export", points, tmp_path / "o.csv", "--object-id", "3").rc == 0

@@ -19,16 +19,16 @@ import numpy as np
 from zarr_vectors.errors import InputError
 
 
-def wanted_objects(wanted: Any, known: np.ndarray, where: str) -> np.ndarray:
+def wanted_objects(wanted: Any, known: np.ndarray, where: str, index: str = "the store's object index") -> np.ndarray:
     """The object ids ``wanted`` (a selection: ``zv export`` / ``zv plot --object-id``) as int64,
-    every one of them among ``known``; an :class:`InputError` naming those that are not (an id past
-    int64 is in no object index, not a numpy ``OverflowError``)."""
+    every one of them among ``known`` (``index``'s ids); an :class:`InputError` naming those that are
+    not (an id past int64 is in no object index, not a numpy ``OverflowError``)."""
     values = [int(v) for v in wanted]
     inside = [v for v in values if -(1 << 63) <= v < 1 << 63]
     ids = np.asarray(inside, dtype=np.int64)
     unknown = [v for v in values if v not in inside] + np.setdiff1d(ids, known).tolist()
     if unknown:
-        raise InputError(f"{where}object id(s) {unknown} are not in the store's object index")
+        raise InputError(f"{where}object id(s) {unknown} are not in {index}")
     return ids
 
 

@@ -71,7 +71,8 @@ def _kept(data: VectorData, objects: Sequence[int] | None) -> np.ndarray:
     if ov is None and data.object_ids is None:
         raise InputError("objects: the level has no object ids to select by")
     known = ov.ids if ov is not None else np.unique(data.object_ids)
-    wanted = wanted_objects(objects, known, "objects: ")  # as zv export refuses them: an empty picture says nothing
+    # refused as zv export refuses them: an empty picture would say nothing about why
+    wanted = wanted_objects(objects, known, "objects: ", "the level's object index")
     if ov is None:
         return np.isin(data.object_ids, wanted)
     owner = np.repeat(ov.ids, np.diff(ov.offsets))  # the object of each (object, vertex) pair
