@@ -13,7 +13,7 @@ from typing import Any
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from pipeline.cli import _storage_options, parse_bbox
+    from pipeline.cli import _storage_options, parse_bbox, user_warnings
 
     try:
         if args.level < 0:
@@ -30,11 +30,16 @@ def _plot(args: argparse.Namespace) -> int:
     kwargs: dict[str, Any] = {"level": args.level, "bbox": box, "color_by": args.color_by, "storage_options": options}
     if args.object_id:
         kwargs["objects"] = args.object_id
+    said: list[str] = []
     try:
-        path = save_plot(args.store, args.out, **kwargs)  # refuses a bad --out before reading
+        with user_warnings() as said:  # what the picture leaves out, said as export says it
+            path = save_plot(args.store, args.out, **kwargs)  # refuses a bad --out before reading
     except ZarrVectorsError as exc:
         print(f"zv plot: error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        for line in said:
+            print(f"zv plot: warning: {line}", file=sys.stderr)
     print(f"wrote {path}")
     return 0
 

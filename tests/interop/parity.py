@@ -64,6 +64,7 @@ CASE_DECISIONS: dict[str, str] = {
     "bad-no-vertex-fragments": "D24",  # a fragments_tile level reads without vertex_fragments
     "bad-consolidated-copy-leaves-out-a-node": "D24",
     "streamline-1d-trx": "D25",  # the reference's validator rejects every 1-D store
+    "bad-mesh-with-width-two": "D19",  # a single kind whose links contradict it: our reader refuses it too
 }
 
 

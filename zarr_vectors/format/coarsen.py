@@ -275,11 +275,13 @@ def cell_partials(
     cells: np.ndarray,
     chunk_shape: Sequence[float],
     grid: BinGrid,
+    where: str = "",
 ) -> CellPartials:
     """Bin every vertex and sum positions per (cell, bin), in row order within each cell.
 
     ``positions`` (m, D) of the surviving vertices of ``cells`` (c, D), grouped by cell
-    in cell order (``cell_of_vertex`` ascending, indices into ``cells``).
+    in cell order (``cell_of_vertex`` ascending, indices into ``cells``); ``where``: the array
+    they come from, for the errors.
     """
     m, ndim = positions.shape
     bs = np.asarray(grid.bin_shape, dtype=np.float64)
@@ -306,11 +308,14 @@ def cell_partials(
         np.floor(scratch, out=scratch)
         lo = np.minimum.reduceat(scratch, starts) - cell_bin0[occupied, d]
         hi = np.maximum.reduceat(scratch, starts) - cell_bin0[occupied, d]
-        bad = (lo < 0) | (hi >= span[d])
+        bad = ~((lo >= 0) & (hi < span[d]))  # NaN compares false: a cell holding one is bad too
         if bad.any():
             c = int(occupied[np.argmax(bad)])
+            if np.isnan(lo[np.argmax(bad)]) or np.isnan(hi[np.argmax(bad)]):
+                raise EncodingError(f"{where}: a vertex of cell {cells[c].tolist()} is NaN along axis {d}: it lies "
+                                    "in no bin")
             raise EncodingError(
-                f"a vertex of cell {cells[c].tolist()} lies outside that chunk (bins along axis {d} reach "
+                f"{where}: a vertex of cell {cells[c].tolist()} lies outside that chunk (bins along axis {d} reach "
                 f"{int(lo[np.argmax(bad)] + cell_bin0[c, d])}..{int(hi[np.argmax(bad)] + cell_bin0[c, d])})"
             )
         if strides[d] != 1:

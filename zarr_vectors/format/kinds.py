@@ -104,6 +104,16 @@ def refines(kind: str, other: str) -> bool:
     return other in lineage(kind)
 
 
+def width_problem(kind: str, width: int) -> str | None:
+    """Why a delta-0 family of ``link_width`` ``width`` cannot hold ``kind``'s records (None: it can)."""
+    if kind not in LINK_WIDTHS:
+        return None
+    lo, hi = LINK_WIDTHS[kind]
+    if width >= lo and (hi is None or width <= hi):
+        return None
+    return f"link_width is {width}, where a {kind} needs {lo if hi is not None else f'{lo} or more'}"
+
+
 def contradictions(kind: str, facts: StoreFacts) -> list[str]:
     """Why ``facts`` contradict ``kind`` (empty: they do not)."""
     out = []
@@ -113,10 +123,8 @@ def contradictions(kind: str, facts: StoreFacts) -> list[str]:
     width = facts.delta0_link_width
     if kind == "point_cloud" and width is not None:
         out.append("level 0 has a delta-0 links family (D17)")
-    if kind in LINK_WIDTHS and width is not None:
-        lo, hi = LINK_WIDTHS[kind]
-        if width < lo or (hi is not None and width > hi):
-            out.append(f"the delta-0 link_width is {width}")
+    if width is not None and width_problem(kind, width) is not None:
+        out.append(f"the delta-0 link_width is {width}")
     if kind in NEEDS_OBJECT_INDEX and not facts.has_object_index:
         out.append("level 0 has no object_index")
     if kind in NEEDS_OBJECT_INDEX and facts.has_link_fragments:  # a polyline's rows follow on implicitly

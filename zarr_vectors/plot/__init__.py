@@ -18,6 +18,7 @@ a notebook shows the returned figure as an image.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -163,6 +164,11 @@ def plot_level(
     chosen = _projections(data.positions.shape[1], projections)
     values = _values(data, color_by)
     keep = _kept(data, objects)
+    finite = np.isfinite(data.positions).all(axis=1)  # a reader returns NaN rows (L3_NONFINITE_VERTEX)
+    if not finite[keep].all():
+        warnings.warn(f"{int((keep & ~finite).sum())} vertices have NaN coordinates (the validator's "
+                      "L3_NONFINITE_VERTEX): not drawn", UserWarning, stacklevel=2)
+        keep &= finite
     if ax is not None:
         fig, axes = ax.figure, [ax]
         chosen = chosen[:1]

@@ -214,7 +214,7 @@ def bin_group(
         every = np.concatenate(whole) if params.objects else positions
         check_chunk_placement(vertices.path, every, [len(p) for p in whole], chunks, params.chunk_shape)
     vertex_cell = np.concatenate(cell_parts) if cell_parts else np.zeros(0, np.int64)
-    partials = cell_partials(positions, vertex_cell, cells, params.chunk_shape, params.grid)
+    partials = cell_partials(positions, vertex_cell, cells, params.chunk_shape, params.grid, vertices.path)
     reduced = {
         spec.name: reduce_rows(
             np.concatenate(parts) if parts else np.zeros((0, *spec.row_shape), spec.dtype),

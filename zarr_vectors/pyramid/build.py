@@ -284,7 +284,7 @@ class _Builder:
             fc = fi = runner.share(np.zeros(0, np.int64))
         vertices = src.array("vertices")
         fragments = src.array("vertex_fragments") if plan.has_objects else None
-        grid = BinGrid.covering(new.bin_shape, src.chunk_shape, src.origin, src.shape)
+        grid = BinGrid.covering(new.bin_shape, src.chunk_shape, *src.occupied_box())
         carried = tuple(
             AttributeSpec.of(name, src.array(f"vertex_attributes/{name}"), how) for name, how in plan.aggregation
         )

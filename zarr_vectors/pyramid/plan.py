@@ -237,17 +237,30 @@ class LevelState:
         none of the arrays it keeps), else from storage."""
         return self.grids[rel] if rel in self.grids else self.level.array(rel)
 
-    def linear(self, chunks: np.ndarray) -> np.ndarray:
-        return np.ravel_multi_index(tuple((chunks - np.asarray(self.origin)).T), self.shape)
+    def occupied_box(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(origin, shape) of the smallest box of chunks holding every occupied cell: what the build
+        addresses.  The arrays' declared grid may be far larger (the format lets a writer declare any
+        shape that covers its cells), and a key space sized from it overflows."""
+        if not len(self.cells):
+            return self.origin, (0,) * len(self.origin)
+        lo, hi = self.cells.min(axis=0), self.cells.max(axis=0)
+        return tuple(int(v) for v in lo), tuple(int(v) for v in hi - lo + 1)
 
     def rank(self, chunks: np.ndarray, what: str) -> np.ndarray:
         """Index into ``cells`` of each chunk (every one must be an occupied cell)."""
         if len(chunks) == 0:
             return np.zeros(0, dtype=np.int64)
-        lo, hi = np.asarray(self.origin), np.asarray(self.origin) + np.asarray(self.shape)
+        origin, shape = self.occupied_box()
+        if math.prod(shape) >= 1 << 62:
+            raise InputError(f"level {self.number}: its cells spread over {list(shape)} chunks, too many to address")
+        lo, hi = np.asarray(origin), np.asarray(origin) + np.asarray(shape)
         inside = ((chunks >= lo) & (chunks < hi)).all(axis=1)
-        keys = self.linear(self.cells) if len(self.cells) else np.zeros(0, np.int64)
-        q = self.linear(np.where(inside[:, None], chunks, lo))
+
+        def linear(at: np.ndarray) -> np.ndarray:
+            return np.ravel_multi_index(tuple((at - lo).T), shape)
+
+        keys = linear(self.cells) if len(self.cells) else np.zeros(0, np.int64)
+        q = linear(np.where(inside[:, None], chunks, lo))
         pos = np.minimum(np.searchsorted(keys, q), max(len(keys) - 1, 0))
         ok = inside & (keys[pos] == q) if len(keys) else np.zeros(len(chunks), bool)
         if not ok.all():

@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 from zarr_vectors.errors import MetadataError
-from zarr_vectors.format.kinds import KIND_CONVENTIONS, LINK_WIDTHS, KindReading, StoreFacts, describe, read_kind
+from zarr_vectors.format.kinds import KIND_CONVENTIONS, KindReading, StoreFacts, describe, read_kind, width_problem
 from zarr_vectors.format.paths import format_delta, parse_delta
 from zarr_vectors.format.schema import is_int, whole_ratio
 from zarr_vectors.validation.findings import Report, crashed, make
@@ -92,16 +92,11 @@ def _level4(model: StoreModel, report: Report) -> None:
             if delta == 0:
                 report.add(make("L4_POINT_CLOUD_LINKS", node.path, "a point cloud has a delta-0 links family (only "
                                 "cross-level families are legal on a point cloud, D17)"))
-    if kind in LINK_WIDTHS:
-        lo, hi = LINK_WIDTHS[kind]
-        for (number, delta), node in sorted(fams.items()):
-            w = node.attrs.get("link_width")
-            if delta != 0 or not is_int(w):
-                continue
-            if w < lo or (hi is not None and w > hi):
-                want = f">= {lo}" if hi is None else f"== {lo}"
-                report.add(make("L4_LINK_WIDTH", node.path, f"{kind} families need link_width {want}, found {w}",
-                                pointer="/attributes/link_width"))
+    for (number, delta), node in sorted(fams.items()):
+        w = node.attrs.get("link_width")
+        problem = width_problem(kind, w) if delta == 0 and is_int(w) else None
+        if problem is not None:  # the reader refuses the same (docs/decisions.md D19)
+            report.add(make("L4_LINK_WIDTH", node.path, problem, pointer="/attributes/link_width"))
 
 
 # ---------------------------------------------------------------------------
