@@ -29,15 +29,15 @@ import numpy as np
 from zarr_vectors.encoding import FragmentIndex, rows_back_to_back
 from zarr_vectors.errors import EncodingError, InconsistentStoreError, InputError, MetadataError, ResourceLimitError
 from zarr_vectors.format import bounds, points
-from zarr_vectors.format.kinds import width_problem
+from zarr_vectors.format.kinds import LINK_WIDTHS, width_problem
 from zarr_vectors.format.links import LinkRecords
 from zarr_vectors.format.objects import OBJECT_ID_RULE, ObjectVertices
-from zarr_vectors.format.paths import LEVEL_FAMILIES, format_chunk_key
+from zarr_vectors.format.paths import LEVEL_FAMILIES, format_chunk_key, format_delta
 from zarr_vectors.format.schema import is_int, vertices_row_dtype
 from zarr_vectors.store.grid import GridArray, read_cells_many
 from zarr_vectors.store.groups import Level, check_zv_array, open_level
 from zarr_vectors.store.kinds import store_kind
-from zarr_vectors.store.link_family import family_counts, family_document, list_link_attribute_names
+from zarr_vectors.store.link_family import LINKS, family_counts, family_document, list_link_attribute_names
 from zarr_vectors.store.link_read import RecordSources, read_link_attributes, read_links_located
 from zarr_vectors.store.object_index import ObjectIndex, read_object_index
 from zarr_vectors.store.tables import read_table
@@ -480,7 +480,10 @@ def read(
 def _check_links_fit(lvl: Level, kind: str) -> None:
     """The level's delta-0 family holds records of the kind the store says it is: a graph labelled a
     mesh read as faces of two corners, a mesh labelled a graph as edges cut from its triangles (the
-    validator's L4_LINK_WIDTH; the level's snapshot holds the document, so no request)."""
+    validator's L4_LINK_WIDTH).  The level's snapshot says whether there is a family and holds its
+    document: no request (asking for a family a points level does not have cost a round trip)."""
+    if kind not in LINK_WIDTHS or format_delta(0) not in lvl.children(LINKS):
+        return
     doc = family_document(lvl, 0)
     width = (doc.get("attributes") or {}).get("link_width") if doc is not None else None
     problem = width_problem(kind, width) if is_int(width) else None
