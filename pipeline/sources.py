@@ -42,6 +42,7 @@ from zarr_vectors.io import registry
 from zarr_vectors.io.columns import ID_ATTRIBUTE, ColumnMap, dropped_warning
 from zarr_vectors.io.tables import column_values
 from zarr_vectors.io.types import Geometry
+from zarr_vectors.store.backend import local_path
 
 
 @dataclass
@@ -115,9 +116,10 @@ def _read_whole(path: str, kind: str, columns: ColumnMap | None, storage_options
 
 
 def _stamp(path: str) -> tuple[float, int] | None:
-    if "://" in path:
+    local = local_path(path)
+    if local is None:
         return None
-    st = os.stat(path)
+    st = os.stat(local)
     return st.st_mtime, st.st_size
 
 

@@ -265,6 +265,7 @@ def test_both_local_schemes_are_checked_and_read_as_local_files(tmp_path):
     from pipeline.columns import local_csv
     from pipeline.jobs import BuildSpec, _check_output, _input_size
     from zarr_vectors.errors import InputError
+    from zarr_vectors.io import registry
 
     (tmp_path / "d").mkdir()
     table = tmp_path / "d" / "in.csv"
@@ -278,6 +279,7 @@ def test_both_local_schemes_are_checked_and_read_as_local_files(tmp_path):
             _check_output(inside)
         assert local_csv(f"{scheme}://{table}")
         assert _input_size(f"{scheme}://{table}", {"anon": False}) == table.stat().st_size
+        assert registry.format_for(f"{scheme}://{tmp_path}/d").name == "parquet"  # a dataset directory (review)
     assert not local_csv(f"memory://{table}")
 
 

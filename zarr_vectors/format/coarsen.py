@@ -275,7 +275,7 @@ def cell_partials(
     cells: np.ndarray,
     chunk_shape: Sequence[float],
     grid: BinGrid,
-    where: str = "",
+    where: str,
 ) -> CellPartials:
     """Bin every vertex and sum positions per (cell, bin), in row order within each cell.
 

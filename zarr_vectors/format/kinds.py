@@ -111,7 +111,8 @@ def width_problem(kind: str, width: int) -> str | None:
     lo, hi = LINK_WIDTHS[kind]
     if width >= lo and (hi is None or width <= hi):
         return None
-    return f"link_width is {width}, where a {kind} needs {lo if hi is not None else f'{lo} or more'}"
+    want = f"{lo} or more" if hi is None else str(lo) if hi == lo else f"{lo} to {hi}"
+    return f"link_width is {width}, where a {kind} needs {want}"
 
 
 def contradictions(kind: str, facts: StoreFacts) -> list[str]:

@@ -313,7 +313,7 @@ class LevelMetadata:
         return {"zarr_vectors_level": out}
 
     @classmethod
-    def from_attributes(cls, attrs: dict[str, Any], *, file: str, sid_ndim: int | None = None) -> LevelMetadata:
+    def from_attributes(cls, attrs: dict[str, Any], *, file: str, sid_ndim: int | None) -> LevelMetadata:
         """``sid_ndim``: the root's axes, which size the per-axis members (a level's ``chunk_shape``)."""
         top = _Reader(attrs, file=file, pointer="/attributes")
         r = _Reader(top.required("zarr_vectors_level"), file=file, pointer="/attributes/zarr_vectors_level")

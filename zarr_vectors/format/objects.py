@@ -24,9 +24,8 @@ def wanted_objects(wanted: Any, known: np.ndarray, where: str, index: str = "the
     every one of them among ``known`` (``index``'s ids); an :class:`InputError` naming those that are
     not (an id past int64 is in no object index, not a numpy ``OverflowError``)."""
     values = [int(v) for v in wanted]
-    inside = [v for v in values if -(1 << 63) <= v < 1 << 63]
-    ids = np.asarray(inside, dtype=np.int64)
-    unknown = [v for v in values if v not in inside] + np.setdiff1d(ids, known).tolist()
+    ids = np.asarray([v for v in values if -(1 << 63) <= v < 1 << 63], dtype=np.int64)
+    unknown = [v for v in values if not -(1 << 63) <= v < 1 << 63] + np.setdiff1d(ids, known).tolist()
     if unknown:
         raise InputError(f"{where}object id(s) {unknown} are not in {index}")
     return ids

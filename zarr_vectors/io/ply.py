@@ -16,6 +16,7 @@ components become properties ``name_0``, ``name_1``, ...; 64-bit integers are wr
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import numpy as np
@@ -131,7 +132,7 @@ def _check_counts(path: str, header: tuple[list[bytes], int], size: int, ascii_f
     body = size - header_bytes
     need, rows = 0, None
     for words in (line.decode("ascii", "replace").split() for line in lines):
-        if len(words) == 3 and words[0] == "element" and words[2].isdigit():
+        if len(words) == 3 and words[0] == "element" and re.fullmatch(r"[0-9]{1,18}", words[2]):
             rows = (words[1], int(words[2]))
         elif len(words) >= 3 and words[0] == "property" and rows is not None:
             kind = words[2] if words[1] == "list" else words[1]

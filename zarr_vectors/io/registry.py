@@ -19,6 +19,7 @@ from typing import Any
 
 from zarr_vectors.errors import InputError
 from zarr_vectors.io.types import FileFormat, pick
+from zarr_vectors.store.backend import local_path
 
 MODULES: tuple[str, ...] = (
     "parquet",
@@ -76,7 +77,8 @@ def format_for(path: str, kind: str | None = None) -> FileFormat:
     Raises :class:`InputError` naming the file and the known extensions.
     """
     found = pick(formats(), path)
-    if found is None and "://" not in path and os.path.isdir(path):
+    local = local_path(path)
+    if found is None and local is not None and os.path.isdir(local):
         found = by_name("parquet")
     if found is None:
         raise InputError(f"{path!r}: unknown file format (known extensions: {', '.join(extensions())})")

@@ -8,6 +8,7 @@ attribute and object attribute is named in a warning.
 
 from __future__ import annotations
 
+import re
 import warnings
 from typing import Any
 
@@ -23,7 +24,8 @@ def read(path: str, **options: Any) -> Geometry:
     geometry = tractograms.geometry(path, tck.tractogram)
     declared = str(tck.header.get("count", "")).strip()
     held = len(geometry.offsets) - 1
-    if declared.isdigit() and int(declared) != held:  # nibabel skips empty streamlines and reads past the count
+    # nibabel skips empty streamlines and reads past the count; ASCII digits only ('²' is a digit too)
+    if re.fullmatch(r"[0-9]{1,18}", declared) and int(declared) != held:
         warnings.warn(f"{path}: its header says count: {int(declared)}, the file holds {held} streamlines: a stale "
                       "count, or empty streamlines, which are skipped (the streamlines after one are numbered lower)",
                       UserWarning, stacklevel=2)

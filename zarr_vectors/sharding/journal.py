@@ -174,8 +174,8 @@ def recover(storage: Storage, names: Sequence[str] | None = None) -> tuple[int, 
     ``names``: the staging area's children, where the caller listed them already.
 
     A journal is data found in the store, and replaying it deletes objects: each must be one this
-    module could have written for the store as it is (:func:`_check_against_store`), or nothing is
-    replayed."""
+    module could have written for the store as it is (:func:`_checked_commit`, :func:`_check_in_place`),
+    or nothing is replayed."""
     names = storage.list_dir(STAGING) if names is None else names
     keys = [posixpath.join(STAGING, name, JOURNAL) for name in names]
     records: list[tuple[str, dict[str, Any]]] = []
@@ -189,32 +189,65 @@ def recover(storage: Storage, names: Sequence[str] | None = None) -> tuple[int, 
             raise EncodingError(f"{key}: journal names array {record['array']!r}, which does not match its location")
         records.append((key, record))
     current = storage.get_many([meta_key(record["array"]) for _, record in records])
-    commits: list[Commit] = []
-    for (key, record), raw in zip(records, current):
-        _check_against_store(storage, key, record, raw)
-        commits.append((record["array"], record["document"], list(record["keys"])))
+    commits = [_checked_commit(storage, key, record, raw) for (key, record), raw in zip(records, current)]
     if commits:
-        apply_commits(storage, commits)
+        listed = _listings(storage, commits)
+        for (key, _), commit, (staged, placed), raw in zip(records, commits, listed, current):
+            _check_in_place(storage, key, commit, staged, placed, raw)
+        apply_commits(storage, commits, listed)
     return len(commits), orphans
 
 
-def _check_against_store(storage: Storage, key: str, record: dict[str, Any], raw: bytes | None) -> None:
-    """A journal names a grid array the store has (never ``object_index`` or anything a relayout leaves
-    alone), its document is that array's relaid out -- nothing but the chunk grid and codecs differ,
-    before or after the commit wrote it -- and its keys are exactly the objects that layout gives the
-    array's present cells (an EncodingError naming the journal otherwise; nothing is replayed)."""
+def _canonical(document: dict[str, Any]) -> str:
+    """A document as comparable text: a NaN attribute (the strict reader allows one) equals itself."""
+    return json.dumps(document, sort_keys=True, allow_nan=True)
+
+
+def _refused(key: str, why: str) -> EncodingError:
+    return EncodingError(f"{key}: {why}; not replaying it (a journal a relayout did not write for the store as "
+                         f"it is: remove {STAGING!r} to keep the store as it stands)")
+
+
+def _checked_commit(storage: Storage, key: str, record: dict[str, Any], raw: bytes | None) -> Commit:
+    """A journal's commit, once it names a grid array the store has (never ``object_index`` or anything
+    a relayout leaves alone), its document is that array's relaid out -- nothing but the chunk grid
+    and codecs differ, before or after the commit wrote it -- and its keys are exactly the objects
+    that layout gives the array's present cells."""
     path, document = record["array"], record["document"]
     expected = expected_at(path)
     if expected is None or expected.node_type != "array" or expected.kind not in GRID_KINDS:
-        raise EncodingError(f"{key}: journal names {path!r}, which is not a grid array (a relayout changes only "
-                            "those); not replaying it")
+        raise _refused(key, f"journal names {path!r}, which is not a grid array (a relayout changes only those)")
     if raw is None:
-        raise EncodingError(f"{key}: journal names array {path!r}, which the store does not have; not replaying it")
+        raise _refused(key, f"journal names array {path!r}, which the store does not have")
     grid = GridArray(storage, path, document)
     layout = grid.sharding.shard_shape if grid.sharding is not None else None
-    if target_document(load_document(raw, file=meta_key(path)), layout) != document:
-        raise EncodingError(f"{key}: the journal's document for {path!r} is not the array's own relaid out (the "
-                            "array was changed since it was written); not replaying it")
+    if _canonical(target_document(load_document(raw, file=meta_key(path)), layout)) != _canonical(document):
+        raise _refused(key, f"the journal's document for {path!r} is not the array's own relaid out (the array "
+                            "was changed since it was written)")
     if sorted(record["keys"]) != new_keys(grid, layout):
-        raise EncodingError(f"{key}: the journal's keys are not the objects of the cells {path!r} lists; not "
-                            "replaying it")
+        raise _refused(key, f"the journal's keys are not the objects of the cells {path!r} lists")
+    return path, document, list(record["keys"])
+
+
+def _check_in_place(storage: Storage, key: str, commit: Commit, staged: Sequence[str], placed: Sequence[str],
+                    raw: bytes) -> None:
+    """A new object that is not staged must be one the commit already moved in, not an old object that
+    shares its name (old cell ``c/0/0/0`` and new shard ``c/0/0/0``): while the array's document is the
+    old one, such an object must have a valid index of the new shards, or, when unsharding, must not
+    have one of the old.  A forged journal that stages nothing would otherwise recast old objects."""
+    path, document, keys = commit
+    old = load_document(raw, file=meta_key(path))
+    if _canonical(old) == _canonical(document):  # the commit wrote the document: every move was done
+        return
+    there, present = set(staged), set(placed)
+    moved = [k for k in keys if staged_key(path, k) not in there and posixpath.join(path, k) in present]
+    new_spec, old_spec = GridArray(storage, path, document).sharding, GridArray(storage, path, old).sharding
+    spec = new_spec if new_spec is not None else old_spec
+    if not moved or spec is None:
+        return
+    tails = storage.get_ranges([(posixpath.join(path, k), *spec.index_range()) for k in moved])
+    for k, tail in zip(moved, tails):
+        is_shard = spec.holds_index(tail or b"")
+        if is_shard != (new_spec is not None):
+            raise _refused(key, f"{path}/{k} is neither staged nor an object the commit moved in (it is "
+                                f"{'an old shard' if is_shard else 'not a shard'})")

@@ -437,6 +437,15 @@ class ShardingSpec:
             indexes, good = indexes[~half], [g for g, h in zip(good, half.tolist()) if not h]
         return indexes, good, dict(sorted(failed.items()))
 
+    def holds_index(self, raw: bytes | memoryview) -> bool:
+        """Whether ``raw`` (an object's index range) is a shard index of this spec: its size and CRC32C
+        (a relayout's recovery tells a shard it moved in from a cell of the same name by it)."""
+        try:
+            self._index_body(raw, "")
+        except EncodingError:
+            return False
+        return True
+
     def _index_body(self, raw: bytes | memoryview, where: str) -> memoryview:
         """The entries' bytes of a stored index, its size and CRC32C checked."""
         if len(raw) != self.index_nbytes:

@@ -471,11 +471,13 @@ def refuse_unfinished_relayout(storage: Storage, names: Sequence[str], doing: st
     sharder's (a lower layer cannot run it)."""
     if SHARD_STAGING not in names:
         return
-    journals = [k for k in storage.list_files(SHARD_STAGING) if posixpath.basename(k) == COMMIT_JOURNAL]
+    keys = [posixpath.join(SHARD_STAGING, name, COMMIT_JOURNAL) for name in storage.list_dir(SHARD_STAGING)]
+    journals = [k for k, there in zip(keys, storage.overlap(storage.exists, keys)) if there]  # one listing, a batch
     if journals:
         raise InconsistentStoreError(
-            f"store {storage.url!r}: an interrupted zv shard left {len(journals)} array commit(s) unfinished "
-            f"({journals[0]}); run zv shard (or zv shard --unshard) on it to finish them before {doing}")
+            f"store {storage.url!r}: an interrupted zv shard (or zv shard --unshard) left {len(journals)} array "
+            f"commit(s) unfinished ({journals[0]}); run zv shard or zv shard --unshard on it to finish them "
+            f"before {doing}")
 
 
 def refuse_foreign_entries(storage: Storage, names: Sequence[str]) -> None:
