@@ -89,6 +89,17 @@ def _not_written(fmt: Any, store: Any, kind: str) -> list[str]:
             f"{fmt.name} file holds none; positions are written as the store holds them" for name in kept]
 
 
+def _say_not_finite(positions: Any) -> None:
+    """Vertices a store holds with NaN coordinates (the validator's warning L3_NONFINITE_VERTEX) are
+    written as read, and said: a file of them exported with nothing said looked whole."""
+    import numpy as np
+
+    bad = int((~np.isfinite(positions).all(axis=1)).sum()) if len(positions) else 0
+    if bad:
+        print(f"zv export: warning: {bad} vertices have NaN coordinates (the validator's L3_NONFINITE_VERTEX); "
+              "written as the store holds them", file=sys.stderr)
+
+
 def _with_space(data: Any, headers: dict[str, dict[str, Any]] | None, reference: Any
                 ) -> tuple[Any, dict[str, Any]]:
     """The data with the store's headers, and the writer's ``reference`` when one was given."""
@@ -178,6 +189,7 @@ def _export(args: argparse.Namespace, options: dict) -> int:
     data = read_store(args.store, level=args.level, bbox=box, storage_options=options)
     if args.object_id:
         data = select.objects(data, args.object_id)
+    _say_not_finite(data.positions)
     data, space = _with_space(data, headers, reference)
     from pipeline.cli import user_warnings
 

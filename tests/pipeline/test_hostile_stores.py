@@ -119,6 +119,8 @@ def test_a_nan_vertex_is_named_by_the_pyramid_and_left_out_of_a_picture(cli, poi
     assert run.rc == 0 and (tmp_path / "p.png").stat().st_size > 0, run.err
     assert "zv plot: warning: 1 vertices have NaN coordinates (the validator's L3_NONFINITE_VERTEX): not drawn" \
         in run.err, run.err
+    run = cli("export", points, tmp_path / "o.csv")  # written as read, and said
+    assert run.rc == 0 and "zv export: warning: 1 vertices have NaN coordinates" in run.err, run.err
 
 
 @pytest.mark.parametrize("declared", [2**21, 2**40])
