@@ -33,11 +33,11 @@ from zarr_vectors.format.kinds import LINK_WIDTHS, width_problem
 from zarr_vectors.format.links import LinkRecords
 from zarr_vectors.format.objects import OBJECT_ID_RULE, ObjectVertices
 from zarr_vectors.format.paths import LEVEL_FAMILIES, format_chunk_key, format_delta
-from zarr_vectors.format.schema import is_int, vertices_row_dtype
+from zarr_vectors.format.schema import vertices_row_dtype
 from zarr_vectors.store.grid import GridArray, read_cells_many
 from zarr_vectors.store.groups import Level, check_zv_array, open_level
-from zarr_vectors.store.kinds import store_kind
-from zarr_vectors.store.link_family import LINKS, family_counts, family_document, list_link_attribute_names
+from zarr_vectors.store.kinds import delta0_link_width, store_kind
+from zarr_vectors.store.link_family import LINKS, family_counts, list_link_attribute_names
 from zarr_vectors.store.link_read import RecordSources, read_link_attributes, read_links_located
 from zarr_vectors.store.object_index import ObjectIndex, read_object_index
 from zarr_vectors.store.tables import read_table
@@ -484,9 +484,8 @@ def _check_links_fit(lvl: Level, kind: str) -> None:
     document: no request (asking for a family a points level does not have cost a round trip)."""
     if kind not in LINK_WIDTHS or format_delta(0) not in lvl.children(LINKS):
         return
-    doc = family_document(lvl, 0)
-    width = (doc.get("attributes") or {}).get("link_width") if doc is not None else None
-    problem = width_problem(kind, width) if is_int(width) else None
+    width = delta0_link_width(lvl)
+    problem = width_problem(kind, width) if width is not None else None
     if problem is not None:
         raise InconsistentStoreError(f"{lvl.path}/links/0: {problem}: its records are not those of the store's "
                                      f"geometry type {kind!r}")
