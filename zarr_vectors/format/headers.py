@@ -296,6 +296,18 @@ def check_headers(headers: Mapping[str, Mapping[str, Any]]) -> None:
     stored_gifti(headers)
 
 
+def header_problems(headers: Mapping[str, Mapping[str, Any]]) -> dict[str, MetadataError]:
+    """Each header's first problem as :func:`check_headers` finds it, by name (those that pass are
+    not named): what an export leaves out, and what the validator warns of."""
+    problems: dict[str, MetadataError] = {}
+    for name, attrs in headers.items():
+        try:
+            check_headers({name: attrs})
+        except MetadataError as exc:
+            problems[name] = exc
+    return problems
+
+
 def _bad(file: str, member: str, message: str) -> MetadataError:
     return MetadataError(f"{member} {message}", file=file, pointer=f"/attributes/{member}")
 

@@ -15,6 +15,7 @@ from zarr_vectors.format.headers import (
     TRX,
     check_headers,
     header_path,
+    header_problems,
     with_root_hint,
 )
 from zarr_vectors.store.backend import Storage
@@ -96,15 +97,7 @@ def usable_headers(storage: Storage, names: Sequence[str], *, crs: Any = None
     headers = _header_attributes(storage, names)
     if TRK in names:
         headers = with_root_hint(headers, crs)
-    usable: dict[str, dict[str, Any]] = {}
-    left_out: list[MetadataError] = []
-    for name, attrs in headers.items():
-        try:
-            check_headers({name: attrs})
-        except MetadataError as exc:
-            if name == TRK and attrs.get("space", "rasmm") != "rasmm":
-                raise
-            left_out.append(exc)
-            continue
-        usable[name] = attrs
-    return usable, left_out
+    problems = header_problems(headers)
+    if TRK in problems and headers[TRK].get("space", "rasmm") != "rasmm":
+        raise problems[TRK]
+    return {name: attrs for name, attrs in headers.items() if name not in problems}, list(problems.values())

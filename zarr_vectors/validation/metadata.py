@@ -14,7 +14,7 @@ import numpy as np
 
 from zarr_vectors.errors import MetadataError
 from zarr_vectors.format.coarsen import AGGREGATION_MEMBER
-from zarr_vectors.format.headers import READ_BACK, check_headers, header_path, with_root_hint
+from zarr_vectors.format.headers import READ_BACK, header_path, header_problems, with_root_hint
 from zarr_vectors.format.metadata import OBJECT_INDEX_LAYOUT
 from zarr_vectors.format.paths import (
     LEVEL_NAME,
@@ -114,11 +114,8 @@ def _check_headers(model: StoreModel, report: Report) -> None:
         found = with_root_hint(found, model.root.attrs.get("crs") if model.root else None)
     except MetadataError as exc:
         report.add(make("L2_HEADER_MEMBERS", "/", exc.reason, pointer=exc.pointer))
-    for name, attrs in found.items():
-        try:
-            check_headers({name: attrs})
-        except MetadataError as exc:
-            report.add(make("L2_HEADER_MEMBERS", header_path(name), exc.reason, pointer=exc.pointer))
+    for name, exc in header_problems(found).items():
+        report.add(make("L2_HEADER_MEMBERS", header_path(name), exc.reason, pointer=exc.pointer))
 
 
 def _check_fields(fields: dict[str, Field], codes: dict[str, str], missing_codes: dict[str, str],
