@@ -188,12 +188,14 @@ def recover(storage: Storage, names: Sequence[str] | None = None) -> tuple[int, 
         if staging_dir(record["array"]) != posixpath.join(STAGING, name):
             raise EncodingError(f"{key}: journal names array {record['array']!r}, which does not match its location")
         records.append((key, record))
-    current = storage.get_many([meta_key(record["array"]) for _, record in records])
-    commits = [_checked_commit(storage, key, record, raw) for (key, record), raw in zip(records, current)]
+    paths = [record["array"] for _, record in records]
+    current = [None if raw is None else load_document(raw, file=meta_key(path))
+               for path, raw in zip(paths, storage.get_many([meta_key(path) for path in paths]))]
+    commits = [_checked_commit(storage, key, record, old) for (key, record), old in zip(records, current)]
     if commits:
         listed = _listings(storage, commits)
-        for (key, _), commit, (staged, placed), raw in zip(records, commits, listed, current):
-            _check_in_place(storage, key, commit, staged, placed, raw)
+        for (key, _), commit, (staged, placed), old in zip(records, commits, listed, current):
+            _check_in_place(storage, key, commit, staged, placed, old)
         apply_commits(storage, commits, listed)
     return len(commits), orphans
 
@@ -208,7 +210,7 @@ def _refused(key: str, why: str) -> EncodingError:
                          f"it is: remove {STAGING!r} to keep the store as it stands)")
 
 
-def _checked_commit(storage: Storage, key: str, record: dict[str, Any], raw: bytes | None) -> Commit:
+def _checked_commit(storage: Storage, key: str, record: dict[str, Any], old: dict[str, Any] | None) -> Commit:
     """A journal's commit, once it names a grid array the store has (never ``object_index`` or anything
     a relayout leaves alone), its document is that array's relaid out -- nothing but the chunk grid
     and codecs differ, before or after the commit wrote it -- and its keys are exactly the objects
@@ -217,11 +219,11 @@ def _checked_commit(storage: Storage, key: str, record: dict[str, Any], raw: byt
     expected = expected_at(path)
     if expected is None or expected.node_type != "array" or expected.kind not in GRID_KINDS:
         raise _refused(key, f"journal names {path!r}, which is not a grid array (a relayout changes only those)")
-    if raw is None:
+    if old is None:
         raise _refused(key, f"journal names array {path!r}, which the store does not have")
     grid = GridArray(storage, path, document)
     layout = grid.sharding.shard_shape if grid.sharding is not None else None
-    if _canonical(target_document(load_document(raw, file=meta_key(path)), layout)) != _canonical(document):
+    if _canonical(target_document(old, layout)) != _canonical(document):
         raise _refused(key, f"the journal's document for {path!r} is not the array's own relaid out (the array "
                             "was changed since it was written)")
     if sorted(record["keys"]) != new_keys(grid, layout):
@@ -230,13 +232,12 @@ def _checked_commit(storage: Storage, key: str, record: dict[str, Any], raw: byt
 
 
 def _check_in_place(storage: Storage, key: str, commit: Commit, staged: Sequence[str], placed: Sequence[str],
-                    raw: bytes) -> None:
+                    old: dict[str, Any]) -> None:
     """A new object that is not staged must be one the commit already moved in, not an old object that
     shares its name (old cell ``c/0/0/0`` and new shard ``c/0/0/0``): while the array's document is the
     old one, such an object must have a valid index of the new shards, or, when unsharding, must not
     have one of the old.  A forged journal that stages nothing would otherwise recast old objects."""
     path, document, keys = commit
-    old = load_document(raw, file=meta_key(path))
     if _canonical(old) == _canonical(document):  # the commit wrote the document: every move was done
         return
     there, present = set(staged), set(placed)
