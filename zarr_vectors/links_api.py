@@ -47,7 +47,7 @@ from zarr_vectors.format.schema import vertices_row_dtype
 from zarr_vectors.reconcile import finalize_links, merge_presence
 from zarr_vectors.store.codecs import ZSTD_DEFAULT, compressor_config
 from zarr_vectors.store.grid import GridArray, read_cells_many, write_cells_many
-from zarr_vectors.store.groups import Level
+from zarr_vectors.store.groups import Level, refuse_unfinished_relayout
 from zarr_vectors.store.link_cells import (
     LinkWriteSummary,
     attribute_cell_batches,
@@ -156,6 +156,7 @@ def write_chunk_links(
     coordinator creates arrays for concurrent writers).  Family counts are left to
     :func:`finalize_links`.
     """
+    _refuse_relayout(level)
     policy = require_policy(level, delta)
     offs = offsets_tuple(offsets, policy)
     cell = as_chunk(chunk, policy.sid_ndim)
@@ -193,7 +194,13 @@ def write_chunk_links(
             merge_presence(g, cs)
 
 
-def clear_family(level: Level, delta: int) -> None:
+def _refuse_relayout(level: Level) -> None:
+    """A links write on a store an interrupted ``zv shard`` left commits in would make their
+    journals stale (their replay moves old cells over the new ones); one listing of the root."""
+    refuse_unfinished_relayout(level.storage, level.storage.list_dir(""), "writing links")
+
+
+def _clear_family(level: Level, delta: int) -> None:
     """Remove ``links/<delta>`` with its attribute families (and link_fragments at delta 0)."""
     level.known_arrays.clear()
     for name in list_link_attribute_names(level):
@@ -246,6 +253,7 @@ def write_links(
     """
     if mode not in ("replace", "append"):
         raise InputError(f"mode must be 'replace' or 'append', got {mode!r}")
+    _refuse_relayout(level)
     existing = link_family_policy(level, delta)
     c, v = as_records(chunks, vi, sid_ndim=existing.sid_ndim if existing and mode == "append" else None)
     check_endpoint_deltas(endpoint_deltas, v.shape, delta)
@@ -289,7 +297,7 @@ def write_links(
         if int(partition.vi.max()) > limit or int(partition.perm.max()) > limit:
             raise InputError("link rows do not fit int32; use dtype='int64'")
     if mode == "replace":
-        clear_family(level, delta)
+        _clear_family(level, delta)
     create_links_family(level, delta, link_width=width, directed=directed, store=store, sid_ndim=ndim)
     if n:
         create_links_arrays(level, delta, partition, dtype=dtype_name, compressor=comp, extent=extent)
@@ -388,6 +396,7 @@ def write_link_attributes(
     partition is required: positional rows cannot express the fan-out of copies.
     A partition from a ``mode="append"`` write appends to the existing attribute cells.
     """
+    _refuse_relayout(level)
     policy = require_policy(level, delta)
     check_new_name(name, "link attribute")
     arr = attribute_values(values, name)
@@ -407,7 +416,7 @@ def write_link_attributes(
                 f"link attribute {name!r}: {arr.shape[0]} rows given, links/{format_delta(delta)} stores "
                 f"{total} records (values must be in enumeration order, one per stored record)"
             )
-        clear_attribute_family(level, name, delta)
+        _clear_attribute_family(level, name, delta)
         create_attribute_family(level, name, delta, counts.num_links if counts else None)
         batches = []
         pos = 0
@@ -444,7 +453,7 @@ def write_link_attributes(
                 "on disk (was the family rewritten since, or its nonempty_chunks not reconciled? run "
                 "finalize_links after decentralised writes)"
             )
-        clear_attribute_family(level, name, delta)
+        _clear_attribute_family(level, name, delta)
         create_attribute_family(level, name, delta, counts.num_links if counts else None)
     elif read_node(level.storage, level.node_path(link_attributes_group_path(name, delta))) is None:
         raise ArrayError(f"link attribute {name!r}: nothing to append to at delta {delta}")
@@ -475,6 +484,6 @@ def write_link_attributes(
         update_group_attributes(level, link_attributes_group_path(name, delta), {"num_links": counts.num_links})
 
 
-def clear_attribute_family(level: Level, name: str, delta: int) -> None:
+def _clear_attribute_family(level: Level, name: str, delta: int) -> None:
     level.known_arrays.clear()
     level.storage.delete_prefix(level.node_path(link_attributes_group_path(name, delta)))
