@@ -158,8 +158,9 @@ def _as_stored(box: tuple[np.ndarray, np.ndarray] | None, dtype: np.dtype) -> tu
 
 
 def _touches(chunks: np.ndarray, chunk_shape: np.ndarray, box: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-    """Whether each (m, D) chunk meets the inclusive ``box``: the cells a bbox read visits."""
-    lo_edge = chunks * chunk_shape
+    """Whether each (m, rank) chunk meets the inclusive ``box`` on the position axes: the cells a
+    bbox read visits."""
+    lo_edge = points.spatial_cells(chunks, len(chunk_shape)) * chunk_shape
     return ((lo_edge <= box[1]) & (lo_edge + chunk_shape >= box[0])).all(axis=1)
 
 
@@ -295,7 +296,7 @@ def _read_vertex_table(
     base = dict(zip(cells, np.r_[0, np.cumsum(counts)[:-1]].astype(int).tolist())) if cells else {}
     positions = np.concatenate(pos_parts) if pos_parts else np.zeros((0, ndim), dtype)
     coarsening = lvl.meta.coarsening_method
-    if points.chunk_placement_checked(coarsening, len(vertices.shape), ndim):
+    if points.chunk_placement_checked(lvl.number, coarsening, len(vertices.shape), ndim):
         points.check_chunk_placement(vertices.path, positions, counts, cells, lvl.chunk_shape)
     attributes: dict[str, np.ndarray] = {}
     for (name, grid), parts in zip(attr_grids.items(), per_grid[1:]):

@@ -421,15 +421,70 @@ def test_placement_is_checked_where_the_format_states_it(store) -> None:
     object ids hold them in the bins their fragments stand for."""
     from zarr_vectors.format.points import chunk_placement_checked, placement_checked
 
-    assert chunk_placement_checked("none", 3, 3) and chunk_placement_checked(None, 3, 3)
-    assert not chunk_placement_checked("grid_metavertex", 3, 3) and not chunk_placement_checked(None, 4, 3)
+    assert chunk_placement_checked(1, "none", 3, 3) and chunk_placement_checked(1, None, 3, 3)
+    assert not chunk_placement_checked(1, "grid_metavertex", 3, 3) and not chunk_placement_checked(1, None, 5, 3)
+    assert chunk_placement_checked(0, "manual", 3, 3)  # level 0 is never coarsened, whatever its label
+    assert chunk_placement_checked(0, "none", 4, 3)  # keys chunked along an attribute axis too
 
-    assert placement_checked(True, False, "none", 3, 3) and placement_checked(True, False, None, 3, 3)
-    assert not placement_checked(True, True, "none", 3, 3)
-    assert not placement_checked(True, False, "grid_metavertex", 3, 3)
-    assert not placement_checked(True, False, "None", 3, 3)  # a string, not JSON null
-    assert not placement_checked(False, False, "none", 3, 3)
-    assert not placement_checked(True, False, "none", 4, 3)  # chunked along an attribute axis too
+    assert placement_checked(True, False, 1, "none", 3, 3) and placement_checked(True, False, 1, None, 3, 3)
+    assert not placement_checked(True, True, 1, "none", 3, 3)
+    assert not placement_checked(True, False, 1, "grid_metavertex", 3, 3)
+    assert not placement_checked(True, False, 1, "None", 3, 3)  # a string, not JSON null
+    assert placement_checked(True, False, 0, "None", 3, 3)
+    assert not placement_checked(False, False, 0, "none", 3, 3)
+    assert not placement_checked(True, False, 0, "none", 4, 3)  # bins: only where every key axis is a position
+
+
+@pytest.mark.parametrize("name", ["points", "graph"])
+def test_level_0_is_uncoarsened_whatever_its_label_says(store, name: str) -> None:
+    """Regression (hunt): level 0 labelled ``coarsening_method: "manual"`` turned the placement check
+    off, so a vertex moved out of its cell passed level 5 and a bbox read of where it lay missed it."""
+    path = store(name)
+    g = grid(path, "0/vertices")
+    cell = listed(path, "0/vertices")[-1]
+    rows = np.frombuffer(g.read_cell(cell), "<f4").reshape(-1, 3).copy()
+    rows[0] = 0.5  # in chunk 0.0.0, which the last cell is not
+    g.write_cells({cell: rows.tobytes()}, record_presence=False)
+    edit(path, "0", lambda d: d["attributes"]["zarr_vectors_level"].__setitem__("coarsening_method", "manual"))
+    read_fails(path, InconsistentStoreError, f"0/vertices cell {format_chunk_key(cell)}", "outside the cell's chunk")
+    assert "L4_POINT_OUTSIDE_BIN" in validator_errors(path)
+
+
+def _chunk_by_attribute(path: Path) -> None:
+    """Make level 0 of a point cloud without object ids attribute-chunked (format.md §4) with one
+    attribute value: every grid array gains a leading key axis, its cells move under ``c/0/``."""
+    for node in ("0/vertices", "0/vertex_fragments", "0/vertex_attributes/value"):
+        def lead(d: dict) -> None:
+            d["shape"] = [1, *d["shape"]]
+            d["chunk_grid"]["configuration"]["chunk_shape"] = [1, *d["chunk_grid"]["configuration"]["chunk_shape"]]
+            d["attributes"]["nonempty_chunks"] = ["0." + k for k in d["attributes"]["nonempty_chunks"]]
+        edit(path, node, lead)
+        cells = path / node / "c"
+        cells.rename(path / node / "c0")
+        cells.mkdir()
+        (path / node / "c0").rename(cells / "0")
+    edit(path, "0", lambda d: d["attributes"]["zarr_vectors_level"].update(
+        chunk_dims=["gene", "x", "y", "z"], chunk_attribute_name="gene", chunk_attribute_values=["a"]))
+
+
+def test_an_attribute_chunked_level_is_read_by_box_and_its_placement_checked(built, store) -> None:
+    """Regression (hunt): a bbox read of an attribute-chunked level (keys lead with the attribute's
+    index) crashed with numpy's broadcast error, and its vertices' placement was never checked:
+    a cell moved into another chunk passed level 5 and read back."""
+    box = [[0, 0, 0], [40, 30, 60]]
+    expected = zv.read(str(built["points"]), bbox=box)
+    path = store("points")
+    _chunk_by_attribute(path)
+    assert validator_errors(path) == set()
+    got = zv.read(str(path), bbox=box)
+    assert len(got.positions) == len(expected.positions) > 0
+    np.testing.assert_array_equal(np.sort(got.positions, axis=0), np.sort(expected.positions, axis=0))
+
+    g = grid(path, "0/vertices")
+    cell = listed(path, "0/vertices")[-1]
+    g.write_cells({cell: (np.frombuffer(g.read_cell(cell), "<f4") - 25.0).tobytes()}, record_presence=False)
+    read_fails(path, InconsistentStoreError, f"0/vertices cell {format_chunk_key(cell)}", "outside the cell's chunk")
+    assert "L4_POINT_OUTSIDE_BIN" in validator_errors(path)
 
 
 def test_a_vertex_on_the_chunk_face_is_within_the_tolerance() -> None:

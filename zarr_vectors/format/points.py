@@ -109,22 +109,33 @@ def _strip_cells(
 PLACEMENT_TOLERANCE = 1e-6
 
 
-def chunk_placement_checked(coarsening_method: object, cell_rank: int, position_width: int) -> bool:
+def chunk_placement_checked(level: int, coarsening_method: object, cell_rank: int, position_width: int) -> bool:
     """Whether a level's vertices must lie in the chunk their cell stands for: every kind's
-    uncoarsened level (``coarsening_method`` absent, null or ``"none"``), where a cell key has
-    one coordinate per position axis (not a level chunked along an attribute axis too).  Every
-    writer places a vertex in a cell by its position, and a bbox read prunes by cell: a vertex
-    outside its cell's chunk reads back whole but is missed by a read of the box it lies in."""
-    return coarsening_method in (None, "none") and cell_rank == position_width
+    uncoarsened level -- level 0 whatever its label says (format.md §4: it is never coarsened),
+    and any level labelled so (``coarsening_method`` absent, null or ``"none"``) -- whose cell
+    keys have one coordinate per position axis, or one more leading it (an attribute-chunked
+    level, :func:`spatial_cells`).  Every writer places a vertex in a cell by its position, and
+    a bbox read prunes by cell: a vertex outside its cell's chunk reads back whole but is missed
+    by a read of the box it lies in."""
+    uncoarsened = level == 0 or coarsening_method in (None, "none")
+    return uncoarsened and cell_rank in (position_width, position_width + 1)
+
+
+def spatial_cells(cells: np.ndarray, position_width: int) -> np.ndarray:
+    """The position axes of ``(m, rank)`` cell keys: an attribute-chunked level's keys lead
+    with the attribute value's index (format.md §4), every other level's are all position."""
+    return cells[:, cells.shape[1] - position_width :]
 
 
 def placement_checked(
-    point_cloud: bool, has_objects: bool, coarsening_method: object, cell_rank: int, position_width: int
+    point_cloud: bool, has_objects: bool, level: int, coarsening_method: object, cell_rank: int, position_width: int
 ) -> bool:
     """Whether a level's vertices must also lie in the bin their fragment stands for: point clouds
-    without object ids, whose fragments are bins, where :func:`chunk_placement_checked` holds
-    (the spec states it there); the validator (level 4) checks it exactly there."""
-    return point_cloud and not has_objects and chunk_placement_checked(coarsening_method, cell_rank, position_width)
+    without object ids, whose fragments are bins, where :func:`chunk_placement_checked` holds and
+    every key axis is a position axis (the spec states it there); the validator (level 4) checks
+    it exactly there."""
+    chunked = chunk_placement_checked(level, coarsening_method, cell_rank, position_width)
+    return point_cloud and not has_objects and chunked and cell_rank == position_width
 
 
 def box_bounds(
@@ -173,10 +184,11 @@ def check_chunk_placement(
     if not len(cells):
         return
     shape = np.asarray(chunk_shape, dtype=np.float64)
-    bad = cells_outside_chunks(positions, np.asarray(counts, dtype=np.int64), np.asarray(cells), shape)
+    spatial = spatial_cells(np.asarray(cells, dtype=np.int64), len(shape))
+    bad = cells_outside_chunks(positions, np.asarray(counts, dtype=np.int64), spatial, shape)
     if bad.size:
         c = cells[int(bad[0])]
-        lo = np.asarray(c, dtype=np.float64) * shape
+        lo = spatial[int(bad[0])].astype(np.float64) * shape
         raise InconsistentStoreError(
             f"{where} cell {format_chunk_key(c)}: vertices lie outside the cell's chunk [{lo.tolist()}, "
             f"{(lo + shape).tolist()}) ({len(bad)} such cell(s) read)"

@@ -292,7 +292,7 @@ class _Builder:
         params = BinParams(
             self.ndim, vertices_row_dtype(vertices.attributes), src.chunk_shape, grid, plan.has_objects, carried,
             src.level.path, meta.vertex_count,
-            chunk_placement_checked(meta.coarsening_method, len(vertices.shape), self.ndim),
+            chunk_placement_checked(src.level.number, meta.coarsening_method, len(vertices.shape), self.ndim),
         )  # fmt: skip
         # groups of whole source cells, by rows where a built level knows them, else by cell count
         weights = src.counts if src.counts is not None else np.ones(len(src.cells), dtype=np.int64)

@@ -113,9 +113,9 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
                 bpc = tuple(ratios)
         max_fragments = math.prod(bpc) if bpc else None
         chunk_check = (requested >= 4 and vertices is not None
-                       and chunk_placement_checked(attrs.get("coarsening_method"), rank, ndim))
-        bin_check = (chunk_check and bpc is not None and fragments is not None
-                     and placement_checked(point_cloud, has_objects, attrs.get("coarsening_method"), rank, ndim))
+                       and chunk_placement_checked(number, attrs.get("coarsening_method"), rank, ndim))
+        bin_check = (chunk_check and bpc is not None and fragments is not None and placement_checked(
+            point_cloud, has_objects, number, attrs.get("coarsening_method"), rank, ndim))
         if binned and max_fragments is not None:
             ran["L3_TOO_MANY_FRAGMENTS"] = ran.get("L3_TOO_MANY_FRAGMENTS", 0) + 1
         if chunk_check:

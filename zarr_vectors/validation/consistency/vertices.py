@@ -239,7 +239,8 @@ def _bin_bounds(frag: np.ndarray, c: Chunk, bpc: np.ndarray, bs: np.ndarray) -> 
 def _check_chunk(positions: np.ndarray, c: Chunk, spec: VertexLevelSpec, key: str, out: list[Finding]) -> bool:
     """Every vertex inside the chunk its cell stands for (the union of its bins); False when one is not."""
     assert spec.chunk_shape is not None
-    lo, hi, tol = box_bounds(np.asarray(c, dtype=np.float64), np.asarray(spec.chunk_shape, dtype=np.float64))
+    spatial = c[len(c) - spec.ndim :]  # an attribute-chunked key leads with the attribute's index
+    lo, hi, tol = box_bounds(np.asarray(spatial, dtype=np.float64), np.asarray(spec.chunk_shape, dtype=np.float64))
     outside = outside_box(positions.astype(np.float64), lo, hi, tol)
     if not outside.any():
         return True
