@@ -301,3 +301,17 @@ def test_mode0_gather_skips_bad_empty_and_mixed_rows_between_good_ones():
     assert row.tolist() == [0, 0, 2, 2, 2, 3, 4, 4]
     assert chunk.tolist() == [[1, 2], [-4, 5], [7, 8], [7, 8], [7, 8], [0, 0], [2, 1], [2, 1]]
     assert frag.tolist() == [3, 6, 1, 2, 3, 9, 0, 5]
+
+
+def test_an_empty_run_still_names_its_chunk():
+    """Regression (hunt): a mode-1 run of count 0 or a mode-2 list of no fragments names a chunk
+    and no fragment; the summary left such blocks out, so a chunk that does not exist passed."""
+    from zarr_vectors.encoding import summarize_manifest_rows
+
+    def block(chunk: tuple[int, int], mode: int, body: bytes) -> bytes:
+        return struct.pack("<2q", *chunk) + bytes([mode]) + body
+
+    row = struct.pack("<I", 3) + block((1, 2), 0, struct.pack("<q", 3)) + block((9, 9), 1, struct.pack("<2q", 4, 0)) \
+        + block((-5, 9), 2, struct.pack("<I", 0))
+    assert summarize_manifest_rows([row], 2, first_row=7).max_fragment == {(1, 2): (3, 7), (9, 9): (-1, 7),
+                                                                           (-5, 9): (-1, 7)}

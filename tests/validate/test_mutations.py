@@ -15,11 +15,14 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import assert_clean, cell_file, edit_attrs, first_chunk, read_json, set_nonempty_raw, write_json
 
+import zarr_vectors as zv
 from zarr_vectors.conformance.corpus import Case, load_corpus
-from zarr_vectors.conformance.rawfiles import raw_text_edit
+from zarr_vectors.conformance.rawfiles import ZSTD, raw_text_edit, read_payload, write_payload
+from zarr_vectors.encoding import decode_ragged_blob, encode_ragged_blob, frame_items, unframe_items
 from zarr_vectors.validation import ValidationResult, validate
 from zarr_vectors.validation.findings import CATALOGUE
 
@@ -153,3 +156,78 @@ def test_empty_link_fragments_and_intra_array_are_valid(copy_store: Callable[[st
     # only the family counts can disagree now (they counted the removed records)
     assert {f.code for f in result.findings} <= {"L3_FAMILY_PHYSICAL_COUNT", "L3_FAMILY_NUM_LINKS"}, result.summary()
     assert doc["num_links"] > 0
+
+
+def _duplicate_graph(path: Path) -> Path:
+    """Five edges over three chunks, each edge stored once per distinct endpoint chunk."""
+    pos = np.array([[10, 10, 10], [20, 20, 20], [60, 10, 10], [70, 80, 90], [15, 12, 11]], dtype=np.float32)
+    zv.write_graph(str(path), pos, np.array([[0, 1], [2, 0], [1, 4], [3, 2], [4, 3]]), store="duplicate",
+                   chunk_shape=(50, 50, 50), compressor="none")
+    return path
+
+
+def _drop_cells(store: Path, *segments: str) -> None:
+    for segment in segments:
+        shutil.rmtree(store / f"0/links/0/{segment}/c")
+        set_nonempty_raw(store, f"0/links/0/{segment}", lambda keys: [])
+
+
+@pytest.mark.parametrize("damage", ["two_records_one_copy_each", "one_record_two_copies_in_one_chunk"])
+def test_every_duplicate_record_has_one_copy_per_endpoint_chunk(tmp_path: Path, damage: str) -> None:
+    """Regression (hunt): copies were counted per span size (rows spanning K chunks a multiple of
+    K), so two records each missing a copy, or a record with both copies led by one chunk, passed."""
+    store = _duplicate_graph(tmp_path / "g.zv")
+    assert_clean(store)
+    if damage == "two_records_one_copy_each":
+        _drop_cells(store, "-1.0.0", "0.-1.-1")  # edge 2-0's copy led by 1.0.0, edge 3-2's led by 1.1.1
+        physical = 6
+    else:  # edge 2-0: its copy led by 0.0.0 twice, none led by 1.0.0
+        _drop_cells(store, "-1.0.0")
+        rows, _ = decode_ragged_blob(read_payload(store, "0/links/0/+1.0.0", (0, 0, 0)), 3, np.dtype("<i8"))
+        write_payload(store, "0/links/0/+1.0.0", (0, 0, 0), encode_ragged_blob([np.concatenate([rows, rows])]))
+        physical = 8
+    edit_attrs(store, "0/links/0", lambda a: a.__setitem__("num_physical_records", physical))
+    errors = [f for f in validate(str(store), 5).findings if f.severity == "error"]
+    assert [f.code for f in errors] == ["L3_FAMILY_NUM_LINKS"], errors
+    assert "not stored once per distinct endpoint chunk" in errors[0].message
+
+
+@pytest.mark.parametrize("change", [-1, 1])
+def test_a_level_preserving_object_ids_keeps_its_parents_slots(copy_store: Callable[[str], Path], change: int) -> None:
+    """Regression (hunt): only inherited_num_objects was compared with the parent, so a level that
+    lost an object's slot, or gained an id its parent lacks, passed level 5 and read back so."""
+    store = copy_store("pyramid")
+    cell = store / "1/object_index/manifests/c/0"
+    items = unframe_items(ZSTD.decode(cell.read_bytes()))
+    items = items[:-1] if change < 0 else [*items, b"\0\0\0\0"]  # the last slot dropped, or an empty one added
+    cell.write_bytes(bytes(ZSTD.encode(frame_items(items))))
+    n = len(items)
+
+    manifests = read_json(store, "1/object_index/manifests")
+    manifests["shape"] = manifests["chunk_grid"]["configuration"]["chunk_shape"] = [n]
+    write_json(store, "1/object_index/manifests", manifests)
+    present = sum(i != b"\0\0\0\0" for i in items)
+    edit_attrs(store, "1/object_index", lambda a: a.update(num_objects=n, num_present=present))
+    errors = [f for f in validate(str(store), 5).findings if f.severity == "error"]
+    assert {f.code for f in errors} == {"L5_INHERITED_NUM_OBJECTS"}, errors  # level 2 (7 slots) now disagrees too
+    assert "1/object_index" in {f.node for f in errors}
+
+
+@pytest.mark.parametrize(("damage", "code"), [("big_endian", "L2_CODECS"), ("cut_chunk", "L3_CELL_UNDECODABLE")])
+def test_object_attributes_the_reader_refuses_are_findings(copy_store: Callable[[str], Path], damage: str,
+                                                          code: str) -> None:
+    """Regression (hunt): the validator never decoded typed arrays, so an object attribute declared
+    big-endian, or cut short, passed level 5 while ``zv.read`` refused the store."""
+    store = copy_store("points_ids")
+    node = "0/object_attributes/weight"
+    chunk = store / node / "c" / "0"
+    if damage == "big_endian":
+        doc = read_json(store, node)
+        doc["codecs"][0]["configuration"]["endian"] = "big"
+        write_json(store, node, doc)
+    else:
+        chunk.write_bytes(ZSTD.encode(ZSTD.decode(chunk.read_bytes())[:24]))
+    with pytest.raises(zv.ZarrVectorsError):
+        zv.read(str(store))
+    errors = [f for f in validate(str(store), 5).findings if f.severity == "error"]
+    assert [(f.code, f.node) for f in errors] == [(code, node)], errors

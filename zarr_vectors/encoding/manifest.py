@@ -419,8 +419,9 @@ class ManifestSummary:
     """Many manifest rows reduced to small tables (one per manifests chunk, then merged).
 
     ``max_fragment`` maps each chunk named to the largest fragment named in it and the
-    row naming it; ``problems`` holds one message per row that does not decode (a fragment
-    outside [0, 2**32) included), so one bad row does not hide the others.
+    row naming it (-1 where only empty runs name the chunk); ``problems`` holds one message
+    per row that does not decode (a fragment outside [0, 2**32) included), so one bad row
+    does not hide the others.
     """
 
     nonempty: int = 0
@@ -465,12 +466,12 @@ def summarize_manifest_rows(rows: Sequence[bytes], sid_ndim: int, *, first_row: 
             out.nonempty += 1
         for chunk, _, named in walked:  # the largest fragment of a run is its end: nothing is expanded
             if isinstance(named, tuple):
-                top = named[0] + named[1] - 1 if named[1] else None
+                top = named[0] + named[1] - 1 if named[1] else -1
             else:
-                top = int(named.max()) if len(named) else None
-            if top is not None:
-                _merge_max(out.max_fragment, np.asarray([chunk], dtype=np.int64), np.asarray([top]),
-                           np.asarray([first_row + r]))
+                top = int(named.max()) if len(named) else -1
+            # an empty run (-1) names no fragment, but still a chunk, which must exist
+            _merge_max(out.max_fragment, np.asarray([chunk], dtype=np.int64), np.asarray([top]),
+                       np.asarray([first_row + r]))
     return out
 
 

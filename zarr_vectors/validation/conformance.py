@@ -168,6 +168,12 @@ def _pyramid(model: StoreModel, report: Report) -> None:
                 report.add(make("L5_INHERITED_NUM_OBJECTS", lpath, f"inherited_num_objects is {inherited!r}, the "
                                 f"parent level {parent} has {slots} object slots",
                                 pointer="/attributes/zarr_vectors_level"))
+            own = model.nodes.get(f"{lpath}/object_index")
+            if own is not None and is_int(slots) and own.attrs.get("num_objects") != slots:
+                # ids keep their meaning: a dropped object keeps its (empty) slot, no new one appears
+                report.add(make("L5_INHERITED_NUM_OBJECTS", f"{lpath}/object_index", f"num_objects is "
+                                f"{own.attrs.get('num_objects')!r}, but the level preserves the object ids of level "
+                                f"{parent}, which has {slots} object slots", pointer="/attributes/num_objects"))
 
 
 def _cross_level(model: StoreModel, report: Report) -> None:

@@ -142,7 +142,7 @@ RULES: list[Rule] = [
                               "attributes the absence sentinel)"),
         ("L2_CHUNK_KEY_ENCODING", _E, "every array's chunk keys use the default encoding with separator '/'"),
         ("L2_CHUNK_GRID", _E, "every array has a regular chunk grid"),
-        ("L2_CODECS", _E, "every grid array declares a codec pipeline this validator can decode"),
+        ("L2_CODECS", _E, "every grid or typed array declares a codec pipeline this validator can decode"),
         ("L2_NONEMPTY_CHUNKS", _E, "every grid array has nonempty_chunks: a list of distinct canonical keys inside "
                                    "the array's grid"),
         ("L2_NONEMPTY_UNSORTED", _W, "nonempty_chunks is sorted as strings"),
@@ -152,7 +152,8 @@ RULES: list[Rule] = [
         3,
         ("L3_NONEMPTY_MISSING", _E, "every key in nonempty_chunks has a cell on disk"),
         ("L3_NONEMPTY_EXTRA", _E, "every cell on disk is listed in nonempty_chunks"),
-        ("L3_CELL_UNDECODABLE", _E, "every cell decompresses and has the one-item vlen framing"),
+        ("L3_CELL_UNDECODABLE", _E, ("every cell decompresses and has the one-item vlen framing; every typed "
+                                     "array chunk decodes to its declared size")),
         ("L3_SHARD_CORRUPT", _E, "sharded grid arrays: every shard object's index is complete, its CRC32C "
                                  "matches, and its entries lie inside the object and the array"),
         ("L3_VERTEX_ROWS", _E, "each vertex cell is a whole number of dtype x sid_ndim rows"),
@@ -187,7 +188,7 @@ RULES: list[Rule] = [
         ("L3_LINK_ATTRIBUTE_ROWS", _E, "each link-attribute cell has as many rows as the link cell has records"),
         ("L3_FAMILY_PHYSICAL_COUNT", _E, "a recorded num_physical_records equals the rows on disk"),
         ("L3_FAMILY_NUM_LINKS", _E, "num_links equals num_physical_records (canonical) or the distinct decoded "
-                                    "records (duplicate)"),
+                                    "records, each stored once per distinct endpoint chunk (duplicate)"),
         ("L3_CHECK_CRASHED", _E, "a level-3 check raised an exception (reported, never swallowed)"),
     ),
     *_rules(
@@ -215,7 +216,7 @@ RULES: list[Rule] = [
         ("L5_BIN_VOLUME", _E, "bin volume is non-decreasing with level"),
         ("L5_VERTEX_COUNT", _E, "vertex count is non-increasing with level"),
         ("L5_INHERITED_NUM_OBJECTS", _E, "preserves_object_ids levels carry inherited_num_objects equal to the "
-                                         "parent's object slot count"),
+                                         "parent's object slot count, and have that many slots themselves"),
         ("L5_CROSS_LEVEL_STORAGE", _E, "cross_level_storage/depth decide which delta != 0 families exist"),
         ("L5_MULTISCALE_LINKS_TOKEN", _E, "multiscale_links capability present iff some delta != 0 family exists"),
         ("L5_CROSS_LEVEL_TARGET", _E, "every delta != 0 family's target level exists (its records are resolved "

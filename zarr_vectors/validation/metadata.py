@@ -49,6 +49,7 @@ from zarr_vectors.format.schema import (
     vertices_row_dtype,
     whole_ratio,
 )
+from zarr_vectors.store.codecs import Pipeline
 from zarr_vectors.validation.findings import Report, crashed, make
 from zarr_vectors.validation.structure import CellCodec, StoreModel, origin_of
 
@@ -448,6 +449,20 @@ def _check_arrays(model: StoreModel, report: Report) -> None:
                 reason = getattr(exc, "reason", str(exc))
                 report.add(make("L2_CODECS", node.path, reason, pointer=getattr(exc, "pointer", "") or "/codecs"))
             _check_nonempty(node, report)
+        for node in typed_arrays(model, number):  # the reader's own pipeline refuses what it cannot decode
+            try:
+                Pipeline.from_codecs(node.doc.get("codecs"), file=f"{node.path}/zarr.json")
+            except MetadataError as exc:
+                report.add(make("L2_CODECS", node.path, exc.reason, pointer=exc.pointer or "/codecs"))
+
+
+def typed_arrays(model: StoreModel, number: int) -> list[Any]:
+    """A level's numeric (typed) arrays: its object attributes and a v2 index's ``object_ids``."""
+    lpath = model.levels[number]
+    group = f"{lpath}/object_attributes"
+    nodes = model.children(group) if group in model.nodes else []
+    ids = model.nodes.get(f"{lpath}/object_index/object_ids")
+    return [n for n in (*nodes, *([ids] if ids else [])) if n.node_type == "array" and n.doc]
 
 
 def _check_nonempty(node: Any, report: Report) -> None:

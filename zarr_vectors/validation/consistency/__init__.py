@@ -25,12 +25,15 @@ from typing import Any
 
 import dask
 
+from zarr_vectors.errors import ResourceLimitError, ZarrVectorsError
 from zarr_vectors.execution import runner
 from zarr_vectors.format import bounds
 from zarr_vectors.format.coarsen import AGGREGATION_MEMBER
 from zarr_vectors.format.paths import LEVEL_FAMILIES
 from zarr_vectors.format.points import chunk_placement_checked, placement_checked
 from zarr_vectors.format.schema import whole_ratio
+from zarr_vectors.store.backend import Storage
+from zarr_vectors.store.tables import read_table
 from zarr_vectors.validation.conformance import store_kind
 from zarr_vectors.validation.consistency.cells import (
     ArraySpec,
@@ -52,7 +55,13 @@ from zarr_vectors.validation.consistency.vertices import (
 )
 from zarr_vectors.validation.findings import Finding, crashed, make
 from zarr_vectors.validation.manifests import ManifestCheck
-from zarr_vectors.validation.metadata import attribute_layout, level_chunk_shape, level_transform, vertices_dtype
+from zarr_vectors.validation.metadata import (
+    attribute_layout,
+    level_chunk_shape,
+    level_transform,
+    typed_arrays,
+    vertices_dtype,
+)
 from zarr_vectors.validation.structure import StoreModel
 
 __all__ = ["run"]
@@ -145,6 +154,8 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
         }
         summary_d = dask.delayed(manifests.get(number), traverse=False)  # its tables need no walking
         level_reduces.append(dask.delayed(reduce_level, pure=False)(level_info, tables[number], summary_d))
+        level_reduces.extend(dask.delayed(typed_array_findings, pure=False)(storage_d, node.path)
+                             for node in typed_arrays(model, number))
         _arrays_present(model, number, static)
     for number, (parent, rules) in sorted(aggregated.items()):
         level_reduces.append(dask.delayed(aggregation_findings, pure=False)(
@@ -163,6 +174,20 @@ def _aggregated(model: StoreModel) -> dict[int, tuple[int, dict[str, Any]]]:
         if isinstance(rules, dict) and rules and isinstance(parent, int) and parent in model.levels:
             out[number] = (parent, rules)
     return out
+
+
+def typed_array_findings(storage: Storage, path: str) -> list[Finding]:
+    """A typed array's chunks decode to their declared size, read as the reader reads them (the
+    whole array, within ``zarr_vectors.limits.max-decoded-bytes``)."""
+    try:
+        read_table(storage, path)
+    except ResourceLimitError as exc:
+        return [make("L1_RESOURCE_LIMIT", path, str(exc))]
+    except ZarrVectorsError as exc:
+        return [make("L3_CELL_UNDECODABLE", path, str(exc))]
+    except Exception as exc:  # noqa: BLE001
+        return [crashed(3, path, exc, what="typed array")]
+    return []
 
 
 def _collect(*parts: list[Finding]) -> list[Finding]:

@@ -19,7 +19,6 @@ import numpy as np
 
 from zarr_vectors.encoding import FragmentIndex, decode_ragged_blob, decode_ragged_ints, lehmer_decode_rows
 from zarr_vectors.format import bounds
-from zarr_vectors.format.coarsen import unique_sorted
 from zarr_vectors.format.links import links_has_perm
 from zarr_vectors.format.paths import (
     format_chunk_key,
@@ -81,10 +80,12 @@ class FamilySpec:
 class LinkResult:
     findings: list[Finding] = field(default_factory=list)
     rows: int = 0
+    # duplicate families, one array per cell: each row's record hash (its endpoints in input
+    # order), the hash of the cell it is stored in (the copy's leading chunk), and its number
+    # K of distinct endpoint chunks: a record has one copy led by each of its K chunks
     hashes: list[np.ndarray] = field(default_factory=list)
-    # duplicate families: physical rows per number of distinct endpoint chunks K (each logical
-    # record has exactly K copies, so the logical count is sum(rows_K / K))
-    copies: dict[int, int] = field(default_factory=dict)
+    leads: list[np.ndarray] = field(default_factory=list)
+    spans: list[np.ndarray] = field(default_factory=list)
 
 
 def link_batch(storage: Storage, fam: FamilySpec, units: list[tuple[str, list[Chunk]]],
@@ -171,8 +172,8 @@ def _link_cells(fam: FamilySpec, seg: SegmentSpec, chunks: list[Chunk], payloads
                                 f"the link cell has {n} records", cell=key))
         if fam.store == "duplicate" and n:
             res.hashes.append(_record_hashes(vi, perm, endpoint_chunks, fam.width))
-            k = len(set(endpoint_chunks)) if fam.delta == 0 else 1
-            res.copies[k] = res.copies.get(k, 0) + n
+            res.leads.append(np.full(n, hash(tuple(c)) & _MASK, dtype=np.uint64))  # ints hash alike everywhere
+            res.spans.append(np.full(n, len(set(endpoint_chunks)) if fam.delta == 0 else 1, dtype=np.int64))
 
 
 def _decode_link_cell(payload: bytes, width: int, dtype: np.dtype, flat: bool, path: str, key: str,
@@ -241,6 +242,7 @@ def _endpoint_chunks(src: Chunk, offsets: tuple[tuple[int, ...], ...], fam: Fami
     return [src] + [tuple(a + o for a, o in zip(anchor, off)) for off in offsets]
 
 
+_MASK = (1 << 64) - 1
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 _MUL = np.uint64(0xBF58476D1CE4E5B9)
 
@@ -287,18 +289,14 @@ def reduce_family(fam: FamilySpec, policy: dict[str, Any], *parts: LinkResult) -
                     out.append(make("L3_FAMILY_NUM_LINKS", fam.path, f"num_links is {num} but a canonical family "
                                     f"holds {rows} records on disk"))
             else:
-                hashes = [h for p in parts for h in p.hashes]
-                distinct = int(unique_sorted(np.concatenate(hashes)).size) if hashes else 0
-                copies: dict[int, int] = defaultdict(int)
-                for p in parts:
-                    for k, n in p.copies.items():
-                        copies[k] += n
-                incomplete = {k: n for k, n in copies.items() if n % k}
-                logical = sum(n // k for k, n in copies.items())
-                if incomplete:
-                    k, n = sorted(incomplete.items())[0]
-                    out.append(make("L3_FAMILY_NUM_LINKS", fam.path, f"{n} physical rows span {k} chunks each, not a "
-                                    f"multiple of {k}: some records are missing a copy"))
+                copies = _duplicate_copies(parts)
+                distinct, logical = len(copies.spans), int((copies.rows // copies.spans).sum())
+                wrong = np.flatnonzero(~copies.complete)
+                if wrong.size:
+                    r = int(wrong[0])
+                    out.append(make("L3_FAMILY_NUM_LINKS", fam.path, f"{wrong.size} records are not stored once per "
+                                    f"distinct endpoint chunk: one spans {copies.spans[r]} chunks and has "
+                                    f"{copies.rows[r]} copies led by {copies.leads[r]} of them"))
                 elif num not in (distinct, logical):
                     out.append(make("L3_FAMILY_NUM_LINKS", fam.path, f"num_links is {num} but the duplicate family's "
                                     f"{rows} physical rows decode to {distinct} distinct records ({logical} input "
@@ -306,6 +304,42 @@ def reduce_family(fam: FamilySpec, policy: dict[str, Any], *parts: LinkResult) -
     except Exception as exc:  # noqa: BLE001
         out.append(crashed(3, fam.path, exc, what="family counts"))
     return out
+
+
+@dataclass(frozen=True)
+class DuplicateCopies:
+    """Per distinct record of a duplicate family: its rows, the distinct cells leading them and
+    its span K; complete where the copies are led by K cells, as many by each (a record given
+    m times in the input is stored m times in each of its K chunks)."""
+
+    rows: np.ndarray
+    leads: np.ndarray
+    spans: np.ndarray
+    complete: np.ndarray
+
+
+def _duplicate_copies(parts: Sequence[LinkResult]) -> DuplicateCopies:
+    """Group every copy of a duplicate family by record hash, then by leading cell (one sort)."""
+    if not any(p.hashes for p in parts):
+        empty = np.zeros(0, dtype=np.int64)
+        return DuplicateCopies(empty, empty, empty, np.zeros(0, dtype=bool))
+    h, lead, span = (np.concatenate([a for p in parts for a in getattr(p, n)]) for n in ("hashes", "leads", "spans"))
+    order = np.lexsort((lead, h))
+    h, lead, span = h[order], lead[order], span[order]
+    new_record = np.r_[True, h[1:] != h[:-1]]
+    new_pair = new_record | np.r_[True, lead[1:] != lead[:-1]]
+    record = np.cumsum(new_record) - 1
+    rows = np.bincount(record)
+    leads = np.bincount(record[new_pair])
+    pair_starts = np.flatnonzero(new_pair)
+    pair_rows = np.diff(np.r_[pair_starts, len(h)])
+    most = np.zeros(len(rows), dtype=np.int64)
+    np.maximum.at(most, record[pair_starts], pair_rows)
+    spans = span[new_record]
+    starts = np.flatnonzero(new_record)
+    same_span = np.minimum.reduceat(span, starts) == np.maximum.reduceat(span, starts)
+    complete = same_span & (leads == spans) & (rows % spans == 0) & (most * spans == rows)
+    return DuplicateCopies(rows, leads, spans, complete)
 
 
 def _ratio(model: StoreModel, number: int, rank: int) -> tuple[int, ...] | None:
