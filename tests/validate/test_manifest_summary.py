@@ -113,3 +113,36 @@ def test_manifest_chunk_coordinates_at_the_int64_extremes_are_summarised(copy_st
     found = {x.code for x in result.findings}
     assert "L3_MANIFEST_CHUNK_MISSING" in found, result.summary()
     assert not [c for c in found if c.endswith("_CHECK_CRASHED")], result.summary()
+
+
+def _named_expected(rows: list[bytes]) -> dict:
+    """How often each (chunk, fragment) is named, capped at 2, decoded row by row."""
+    times: dict = {}
+    for row in rows:
+        for b in decode_manifest(row, 3):
+            for f in b.fragments.tolist():
+                times.setdefault(b.chunk, {})[f] = min(times.get(b.chunk, {}).get(f, 0) + 1, 2)
+    return {c: dict(sorted(t.items())) for c, t in times.items()}
+
+
+def _named(summary: object) -> dict:
+    return {c: dict(zip(f.tolist(), t.tolist())) for c, (f, t) in summary.named.items()}
+
+
+def test_named_fragments_are_counted_as_row_by_row_decoding_counts_them() -> None:
+    """The ownership rules' counts (L3_FRAGMENT_SHARED, L3_VERTEX_OWNERS): mode-0 rows in one
+    pass, runs and lists expanded, chunks split over two summaries merged."""
+    rng = np.random.default_rng(9)
+    n = 60
+    rows_of = np.sort(rng.integers(0, n, 200))
+    mode0 = list(encode_mode0_manifests(rows_of, rng.integers(-1, 2, (200, 3)), rng.integers(0, 6, 200), n))
+    mixed = [encode_manifest([((0, 1, 0), [4, 5, 6]), ((1, 1, 1), [2])], 3),
+             encode_manifest([((0, 1, 0), [1, 3, 5])], 3)]
+    rows = mode0[:30] + mixed + mode0[30:]
+    summary = summarize_manifest_rows(rows, 3, count_named=True)
+    assert summary.named_complete and _named(summary) == _named_expected(rows)
+    assert any(2 in t.values() for t in _named(summary).values())  # the draw names some fragment twice
+    halves = merge_manifest_summaries([summarize_manifest_rows(rows[:25], 3, count_named=True),
+                                       summarize_manifest_rows(rows[25:], 3, first_row=25, count_named=True)])
+    assert _named(halves) == _named_expected(rows)
+    assert summarize_manifest_rows(rows, 3).named == {}  # counted only when asked

@@ -231,3 +231,21 @@ def test_object_attributes_the_reader_refuses_are_findings(copy_store: Callable[
         zv.read(str(store))
     errors = [f for f in validate(str(store), 5).findings if f.severity == "error"]
     assert [(f.code, f.node) for f in errors] == [(code, node)], errors
+
+
+def test_a_level_0_vertex_in_no_fragment_has_no_owner(copy_store: Callable[[str], Path]) -> None:
+    """Regression (hunt): a FragmentIndex that left a row out of every fragment passed level 5, and
+    the reader gave that vertex object id -1, though at level 0 every vertex has one owner."""
+    from zarr_vectors.encoding import FragmentIndex
+
+    store = copy_store("points_ids")
+    edit_attrs(store, "0", lambda a: a["zarr_vectors_level"].pop("fragments_tile"))  # not a tiling claim's finding
+    node = "0/vertex_fragments"
+    c = first_chunk(store, node)
+    index = FragmentIndex.decode(read_payload(store, node, c))
+    parts = index.fragment_rows()
+    parts[0] = parts[0][:-1]  # the first fragment's last row: in no fragment now
+    write_payload(store, node, c, FragmentIndex.from_fragments(parts).encode())
+    errors = [f for f in validate(str(store), 5).findings if f.severity == "error"]
+    assert [(f.code, f.cell) for f in errors] == [("L3_VERTEX_OWNERS", ".".join(map(str, c)))], errors
+    assert "1 vertices lie in no fragment" in errors[0].message

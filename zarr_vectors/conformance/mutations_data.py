@@ -175,22 +175,54 @@ def fragment_attribute_short(s: Path) -> None:
     write_payload(s, a, c, read_payload(s, a, c)[:-4])
 
 
+def _blocks(row: bytes) -> int:
+    return int(np.frombuffer(row[:4], "<u4")[0])
+
+
 def _manifest_row(chunk: tuple[int, ...], fragment: int) -> bytes:
     return (np.array([1], "<u4").tobytes() + np.array(chunk, "<i8").tobytes() + b"\x00"
             + np.array([fragment], "<i8").tobytes())
 
 
+def _with_block(row: bytes, chunk: tuple[int, ...], fragment: int) -> bytes:
+    """A manifest row with one more mode-0 block (its own blocks kept: every vertex keeps its owner)."""
+    return np.array([_blocks(row) + 1], "<u4").tobytes() + row[4:] + _manifest_row(chunk, fragment)[4:]
+
+
 @defect(PI, "L3_MANIFEST_CHUNK_MISSING")
 def manifest_names_missing_chunk(s: Path) -> None:
-    """object 0's manifest names chunk 99.99.99"""
-    _rewrite_manifests(s, lambda items: [_manifest_row((99, 99, 99), 0), *items[1:]])
+    """object 0's manifest also names chunk 99.99.99"""
+    _rewrite_manifests(s, lambda items: [_with_block(items[0], (99, 99, 99), 0), *items[1:]])
 
 
 @defect(PI, "L3_MANIFEST_FRAGMENT_OUT_OF_RANGE")
 def manifest_names_missing_fragment(s: Path) -> None:
-    """object 1's manifest names fragment 500 of a chunk"""
+    """object 1's manifest also names fragment 500 of a chunk"""
     c = first_chunk(s, "0/vertices")
-    _rewrite_manifests(s, lambda items: [items[0], _manifest_row(c, 500), *items[2:]])
+    _rewrite_manifests(s, lambda items: [items[0], _with_block(items[1], c, 500), *items[2:]])
+
+
+@defect(PI, "L3_FRAGMENT_SHARED")
+def manifest_names_a_fragment_of_another_object(s: Path) -> None:
+    """object 1's manifest also names object 0's first fragment (level 0 has no shared_fragments)"""
+    def share(items: list[bytes]) -> list[bytes]:
+        block = items[0][4:37]  # object 0's first block (mode 0, D = 3: 8 D + 1 + 8 bytes)
+        chunk, fragment = tuple(np.frombuffer(block[:24], "<i8").tolist()), int(np.frombuffer(block[25:], "<i8")[0])
+        return [items[0], _with_block(items[1], chunk, fragment), *items[2:]]
+
+    _rewrite_manifests(s, share)
+
+
+@defect(PI, "L3_VERTEX_OWNERS")
+def manifest_drops_a_fragment(s: Path) -> None:
+    """the first manifest of several blocks loses its last: that fragment's vertices have no owner"""
+    def drop(items: list[bytes]) -> list[bytes]:
+        i = next(k for k, row in enumerate(items) if _blocks(row) >= 2)
+        row = items[i]
+        assert len(row) == 4 + 33 * _blocks(row), "mode-0 blocks only"
+        return [*items[:i], np.array([_blocks(row) - 1], "<u4").tobytes() + row[4:-33], *items[i + 1:]]
+
+    _rewrite_manifests(s, drop)
 
 
 @defect(PI, "L3_OBJECT_NUM_PRESENT")

@@ -414,6 +414,9 @@ def decode_manifest_table(
 # ---------------------------------------------------------------------------
 # summaries: what a consistency check needs from many rows, never the rows
 # ---------------------------------------------------------------------------
+NamedCounts = dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]]  # chunk -> (fragments, times named)
+
+
 @dataclass
 class ManifestSummary:
     """Many manifest rows reduced to small tables (one per manifests chunk, then merged).
@@ -427,16 +430,25 @@ class ManifestSummary:
     nonempty: int = 0
     max_fragment: dict[tuple[int, ...], tuple[int, int]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    #: With ``count_named``: per chunk, the fragments named (ascending) and how many times, capped
+    #: at 2 -- whether each vertex group has one owner, none or several.  ``named_complete`` is
+    #: False when a run too long to expand (past :func:`fragment_budget`) was left out.
+    named: NamedCounts = field(default_factory=dict)
+    named_complete: bool = True
 
 
-def summarize_manifest_rows(rows: Sequence[bytes], sid_ndim: int, *, first_row: int = 0) -> ManifestSummary:
+def summarize_manifest_rows(
+    rows: Sequence[bytes], sid_ndim: int, *, first_row: int = 0, count_named: bool = False
+) -> ManifestSummary:
     """Summarise manifest rows numbered from ``first_row``; a bad row is a problem, not an exception.
 
     Mode-0 rows are summarised in one vectorised pass, any other row through
-    :func:`decode_manifest`.
+    :func:`decode_manifest`.  ``count_named`` also counts how often each fragment is named.
     """
     _check_sid_ndim(sid_ndim)
     out = ManifestSummary()
+    named_chunks: list[np.ndarray] = []
+    named_frags: list[np.ndarray] = []
     fast, counts, block_row, blocks = _mode0_blocks(rows, sid_ndim)
     out.nonempty = int(np.count_nonzero(counts[fast] > 0))
     if block_row.size:
@@ -455,6 +467,9 @@ def summarize_manifest_rows(rows: Sequence[bytes], sid_ndim: int, *, first_row: 
             frags, chunks, block_row = frags[keep], chunks[keep], block_row[keep]
         if block_row.size:
             _merge_max(out.max_fragment, chunks, frags, block_row + first_row)
+            named_chunks.append(chunks)
+            named_frags.append(frags)
+    budget = fragment_budget(sid_ndim) if count_named else 0
     for r in np.flatnonzero(~fast).tolist():
         mv = memoryview(rows[r]).cast("B")
         try:
@@ -472,7 +487,58 @@ def summarize_manifest_rows(rows: Sequence[bytes], sid_ndim: int, *, first_row: 
             # an empty run (-1) names no fragment, but still a chunk, which must exist
             _merge_max(out.max_fragment, np.asarray([chunk], dtype=np.int64), np.asarray([top]),
                        np.asarray([first_row + r]))
+            if count_named:
+                expanded = np.arange(named[0], named[0] + named[1]) if isinstance(named, tuple) else named
+                budget -= len(expanded)
+                if budget < 0:
+                    out.named_complete = False
+                    continue
+                named_frags.append(np.asarray(expanded, dtype=np.int64))
+                named_chunks.append(np.tile(np.asarray(chunk, dtype=np.int64), (len(expanded), 1)))
+    if count_named and named_frags:
+        out.named = _named_counts(np.concatenate(named_chunks), np.concatenate(named_frags))
     return out
+
+
+def _named_counts(chunks: np.ndarray, frags: np.ndarray) -> NamedCounts:
+    """Per chunk, its named fragments (ascending) and how often each is named, capped at 2: one
+    sort of the blocks, a loop over the chunks only."""
+    lo = chunks.min(axis=0)
+    span = [h - low + 1 for h, low in zip(chunks.max(axis=0).tolist(), lo.tolist())]  # Python ints: no wrap
+    top = int(frags.max()) + 1
+    if math.prod(span) * top < 1 << 62:  # one int64 per block: a plain sort (the common case, ~10x lexsort)
+        packed = np.sort(np.ravel_multi_index(tuple((chunks - lo).T), tuple(span)) * top + frags)
+        key, frag = packed // top, packed % top
+        table = None
+    else:
+        table, inverse = np.unique(chunks, axis=0, return_inverse=True)
+        order = np.lexsort((frags, inverse.ravel()))
+        key, frag = inverse.ravel()[order], frags[order]
+    first = np.flatnonzero(np.r_[True, (key[1:] != key[:-1]) | (frag[1:] != frag[:-1])])
+    times = np.minimum(np.diff(np.r_[first, len(frag)]), 2).astype(np.uint8)
+    key, frag = key[first], frag[first]
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    ends = np.r_[starts[1:], len(key)]
+    def chunk_of(k: int) -> tuple[int, ...]:
+        if table is not None:
+            return tuple(table[k].tolist())
+        return tuple(int(c) + int(low) for c, low in zip(np.unravel_index(k, tuple(span)), lo.tolist()))
+
+    return {chunk_of(int(key[a])): (frag[a:b], times[a:b]) for a, b in zip(starts.tolist(), ends.tolist())}
+
+
+def _merge_named(into: NamedCounts, part: NamedCounts) -> None:
+    """Fold one summary's named counts into another's (a chunk named from two manifests chunks)."""
+    for chunk, (frag, times) in part.items():
+        if chunk not in into:
+            into[chunk] = (frag, times)
+            continue
+        both_frag = np.concatenate([into[chunk][0], frag])
+        both_times = np.concatenate([into[chunk][1], times]).astype(np.int64)
+        order = np.argsort(both_frag, kind="stable")
+        both_frag, both_times = both_frag[order], both_times[order]
+        first = np.flatnonzero(np.r_[True, both_frag[1:] != both_frag[:-1]])
+        into[chunk] = (both_frag[first], np.minimum(np.add.reduceat(both_times, first), 2).astype(np.uint8))
 
 
 def _merge_max(table: dict[tuple[int, ...], tuple[int, int]], chunks: np.ndarray, frags: np.ndarray, rows: np.ndarray) -> None:
@@ -516,6 +582,8 @@ def merge_manifest_summaries(parts: Iterable[ManifestSummary]) -> ManifestSummar
     for p in parts:
         out.problems.extend(p.problems)
         out.nonempty += p.nonempty
+        out.named_complete &= p.named_complete
+        _merge_named(out.named, p.named)
         for chunk, (f, r) in p.max_fragment.items():
             prev = out.max_fragment.get(chunk)
             if prev is None or f > prev[0]:

@@ -171,6 +171,10 @@ RULES: list[Rule] = [
         ("L3_MANIFEST_FRAGMENT_OUT_OF_RANGE", _E, "every manifest fragment index is below that chunk's fragment "
                                                   "count"),
         ("L3_OBJECT_NUM_PRESENT", _E, "object_index num_present equals the number of non-empty manifests"),
+        ("L3_FRAGMENT_SHARED", _E, ("a level without shared_fragments names each fragment in one manifest "
+                                    "block at most")),
+        ("L3_VERTEX_OWNERS", _E, ("at level 0 of an object-indexed store each vertex has one owner: it lies in "
+                                  "exactly one fragment, and every fragment is named by a manifest")),
         ("L3_OFFSETS_NOT_CANONICAL", _E, "undirected canonical delta-0 families: no lexicographically negative "
                                          "offset, offsets non-decreasing across the segment"),
         ("L3_HAS_PERM", _E, "each links array's has_perm equals links_has_perm(offsets, delta, directed, store)"),

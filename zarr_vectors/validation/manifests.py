@@ -44,13 +44,14 @@ class ManifestCheck:
 
 def decode_manifest_chunk(
     storage: Storage, path: str, key: str, chunk_index: int, doc: dict[str, Any], sid_ndim: int,
-    declared: tuple[Any, Any] = (None, None),
+    declared: tuple[Any, Any] = (None, None), count_named: bool = False,
 ) -> ManifestCheck:
     """Decode one manifests chunk (all its rows); any failure is a finding, never an exception.
 
     ``declared`` is the level's ``(num_present, vertex_count)``: with them the chunk decodes with
     its bound from metadata (:func:`zarr_vectors.format.bounds.manifest_chunk_bound`), and one
-    inflating past it is an ``L1_RESOURCE_LIMIT`` finding.
+    inflating past it is an ``L1_RESOURCE_LIMIT`` finding.  ``count_named`` counts how often each
+    fragment is named (level 3's ownership rules, where :func:`counts_named`).
     """
     out = ManifestCheck()
     cell = str(chunk_index)
@@ -79,7 +80,7 @@ def decode_manifest_chunk(
             out.findings.append(make("L1_MANIFEST_UNDECODABLE", path, f"chunk holds {len(items)} rows, expected "
                                      f"{rows_per_chunk}", cell=cell))
             return out
-        out.summary = summarize_manifest_rows(items[:count], sid_ndim, first_row=first)
+        out.summary = summarize_manifest_rows(items[:count], sid_ndim, first_row=first, count_named=count_named)
         out.findings.extend(make("L1_MANIFEST_UNDECODABLE", path, message) for message in out.summary.problems)
         for r, extra in enumerate(items[count:]):
             if extra:
@@ -140,6 +141,12 @@ def manifest_jobs(
     return [(path, cell_key(path, (i,), prefix, sep), i, doc, sid, declared) for i in stored], findings
 
 
+def counts_named(model: StoreModel, number: int) -> bool:
+    """Whether a level's manifests are checked for who owns each fragment: where fragments may
+    not be shared (no ``shared_fragments: true``), and at level 0, where each vertex has one owner."""
+    return number == 0 or model.level_attrs(number).get("shared_fragments") is not True
+
+
 def start_manifests(model: StoreModel, report: Report) -> dict[int, list[Any]]:
     """Submit the decode tasks of every level's manifests without waiting for them (the client
     checks metadata meanwhile); :func:`collect_manifests` waits and keeps the summaries."""
@@ -152,8 +159,9 @@ def start_manifests(model: StoreModel, report: Report) -> dict[int, list[Any]]:
         if not jobs:
             continue
         storage_d = dask.delayed(model.storage, traverse=False)
+        named = counts_named(model, number)
         per_level[number] = [
-            dask.delayed(decode_manifest_chunk, pure=False)(storage_d, path, key, i, doc, sid, declared)
+            dask.delayed(decode_manifest_chunk, pure=False)(storage_d, path, key, i, doc, sid, declared, named)
             for path, key, i, doc, sid, declared in jobs
         ]
     if not per_level:

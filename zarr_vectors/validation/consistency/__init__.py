@@ -54,7 +54,7 @@ from zarr_vectors.validation.consistency.vertices import (
     vertex_batch,
 )
 from zarr_vectors.validation.findings import Finding, crashed, make
-from zarr_vectors.validation.manifests import ManifestCheck
+from zarr_vectors.validation.manifests import ManifestCheck, counts_named
 from zarr_vectors.validation.metadata import (
     attribute_layout,
     level_chunk_shape,
@@ -133,7 +133,7 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
             number, lpath, ndim, rank, vertices, fragments, vattrs, fattrs,
             claims_tile=attrs.get("fragments_tile") is True, binned=binned, max_fragments=max_fragments,
             bin_check=bin_check, chunk_check=chunk_check, chunk_shape=cs, bin_shape=bin_shape, bins_per_chunk=bpc,
-            attribute_ranges=number in ranged,
+            attribute_ranges=number in ranged, one_owner=number == 0 and has_objects,
         )
         sizes: dict[Chunk, int] = defaultdict(int)
         for s in (vertices, fragments, *vattrs, *fattrs):
@@ -151,6 +151,8 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
             "vertex_count": attrs.get("vertex_count"),
             "vertices_ok": vertices is not None and not vertices.unreadable,
             "num_present": (model.nodes[f"{lpath}/object_index"].attrs.get("num_present") if has_objects else None),
+            "shared_ok": not counts_named(model, number),
+            "one_owner": number == 0,
         }
         summary_d = dask.delayed(manifests.get(number), traverse=False)  # its tables need no walking
         level_reduces.append(dask.delayed(reduce_level, pure=False)(level_info, tables[number], summary_d))
@@ -221,7 +223,8 @@ def run(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]) 
     if any(model.level_attrs(n).get("fragments_tile") is True for n in model.levels):
         ran["L3_FRAGMENTS_TILE"] = 1
     if manifests:
-        for code in ("L3_MANIFEST_CHUNK_MISSING", "L3_MANIFEST_FRAGMENT_OUT_OF_RANGE", "L3_OBJECT_NUM_PRESENT"):
+        for code in ("L3_MANIFEST_CHUNK_MISSING", "L3_MANIFEST_FRAGMENT_OUT_OF_RANGE", "L3_OBJECT_NUM_PRESENT",
+                     "L3_FRAGMENT_SHARED", "L3_VERTEX_OWNERS"):
             ran[code] = 1
     try:
         orphan_attribute_families(model, static)
