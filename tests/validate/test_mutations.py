@@ -249,3 +249,19 @@ def test_a_level_0_vertex_in_no_fragment_has_no_owner(copy_store: Callable[[str]
     errors = [f for f in validate(str(store), 5).findings if f.severity == "error"]
     assert [(f.code, f.cell) for f in errors] == [("L3_VERTEX_OWNERS", ".".join(map(str, c)))], errors
     assert "1 vertices lie in no fragment" in errors[0].message
+
+
+def test_a_link_attribute_family_has_one_row_layout(copy_store: Callable[[str], Path]) -> None:
+    """Regression (hunt): one array of a link-attribute family declaring int32 among float32 ones
+    passed level 5 while the reader refused the family ("differ across the family")."""
+    store = copy_store("graph")
+    family = "0/link_attributes/weight/0"
+    filled = [p.name for p in sorted((store / family).iterdir())
+              if p.is_dir() and read_json(store, f"{family}/{p.name}")["attributes"]["nonempty_chunks"]]
+    assert len(filled) >= 2
+    node = f"{family}/{filled[-1]}"
+    edit_attrs(store, node, lambda a: a.__setitem__("dtype", "int32"))  # same row bytes as float32
+    with pytest.raises(zv.ZarrVectorsError, match="differ across the family"):
+        zv.read(str(store))
+    errors = [f for f in validate(str(store), 5).findings if f.severity == "error"]
+    assert [(f.code, f.node) for f in errors] == [("L2_ARRAY_DTYPE", node)], errors

@@ -134,7 +134,8 @@ RULES: list[Rule] = [
         ("L2_LINKS_ARRAY_AGREES", _E, "every array under a family agrees with it: link_width, level_delta, offsets "
                                       "field equal to its path segment, boolean has_perm"),
         ("L2_ARRAY_DTYPE", _E, "every grid array's dtype, row_shape and encoding are usable (vertices float, links "
-                               "integer, attributes bool or numeric, numpy names, rows that fit a cell)"),
+                               "integer, attributes bool or numeric, numpy names, rows that fit a cell), one layout "
+                               "per link-attribute family"),
         ("L2_DATA_TYPE", _E, "every array's data_type is the one its kind has (grid arrays, manifests, groups: "
                              "variable_length_bytes; object_ids int64; object attributes numeric and equal to "
                              "their dtype)"),

@@ -449,11 +449,34 @@ def _check_arrays(model: StoreModel, report: Report) -> None:
                 reason = getattr(exc, "reason", str(exc))
                 report.add(make("L2_CODECS", node.path, reason, pointer=getattr(exc, "pointer", "") or "/codecs"))
             _check_nonempty(node, report)
+        _check_link_attribute_layouts(model, lpath, report)
         for node in typed_arrays(model, number):  # the reader's own pipeline refuses what it cannot decode
             try:
                 Pipeline.from_codecs(node.doc.get("codecs"), file=f"{node.path}/zarr.json")
             except MetadataError as exc:
                 report.add(make("L2_CODECS", node.path, exc.reason, pointer=exc.pointer or "/codecs"))
+
+
+def _check_link_attribute_layouts(model: StoreModel, lpath: str, report: Report) -> None:
+    """One row layout per link-attribute family (``link_attributes/<name>/<delta>``): a reader
+    joins the family's cells into one column, so its arrays holding cells must agree on dtype
+    and row_shape (the reader refuses the family otherwise)."""
+    if f"{lpath}/link_attributes" not in model.nodes:
+        return
+    for name in model.children(f"{lpath}/link_attributes"):
+        for family in model.children(name.path):
+            first: tuple[Any, Any, str] | None = None
+            for node in model.children(family.path):
+                if node.node_type != "array" or not node.attrs.get("nonempty_chunks"):
+                    continue
+                layout = (node.attrs.get("dtype", "float32"), node.attrs.get("row_shape", []))
+                if first is None:
+                    first = (*layout, node.path)
+                elif layout != first[:2]:
+                    report.add(make("L2_ARRAY_DTYPE", node.path, f"dtype/row_shape {short(layout[0])}/"
+                                    f"{short(layout[1])} differ from {first[2]}'s {short(first[0])}/{short(first[1])}: "
+                                    "a link-attribute family has one row layout", pointer="/attributes/dtype"))
+                    break
 
 
 def typed_arrays(model: StoreModel, number: int) -> list[Any]:
