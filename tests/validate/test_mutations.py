@@ -23,6 +23,8 @@ import zarr_vectors as zv
 from zarr_vectors.conformance.corpus import Case, load_corpus
 from zarr_vectors.conformance.rawfiles import ZSTD, raw_text_edit, read_payload, write_payload
 from zarr_vectors.encoding import decode_ragged_blob, encode_ragged_blob, frame_items, unframe_items
+from zarr_vectors.store.backend import Storage
+from zarr_vectors.store.tables import write_table
 from zarr_vectors.validation import ValidationResult, validate
 from zarr_vectors.validation.findings import CATALOGUE
 
@@ -109,15 +111,11 @@ def test_untouched_store_is_clean(base_stores: dict[str, Path], base: str) -> No
 def test_allowed_layout_is_a_warning(copy_store: Callable[[str], Path]) -> None:
     store = copy_store("points_ids")
     edit_attrs(store, "0/object_index", lambda a: a.__setitem__("layout", "vlen_manifests_v2"))
-    # v2 needs its id table: add one through raw files (ids 0..n-1, the same as v1's row = id)
+    # v2 needs its id table: ids 0..n-1, the same as v1's row = id (a table without its chunk
+    # would read as all zeros, which L3_OBJECT_IDS refuses)
     rows = read_json(store, "0/object_index/manifests")["shape"][0]
-    (store / "0/object_index/object_ids").mkdir()
-    write_json(store, "0/object_index/object_ids", {
-        "shape": [rows], "data_type": "int64",
-        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [rows]}},
-        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
-        "fill_value": 0, "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
-        "attributes": {}, "zarr_format": 3, "node_type": "array"})
+    write_table(Storage(str(store)), "0/object_index/object_ids", np.arange(rows, dtype=np.int64), fill_value=0,
+                attributes={}, compressor=None, chunk_rows=rows)
     result = validate(str(store), 5, allow_layouts=("vlen_manifests_v2",))
     assert result.ok, result.summary()
     assert [f.code for f in result.findings] == ["L2_OBJECT_INDEX_LAYOUT"]
@@ -265,3 +263,21 @@ def test_a_link_attribute_family_has_one_row_layout(copy_store: Callable[[str], 
         zv.read(str(store))
     errors = [f for f in validate(str(store), 5).findings if f.severity == "error"]
     assert [(f.code, f.node) for f in errors] == [("L2_ARRAY_DTYPE", node)], errors
+
+
+@pytest.mark.parametrize(("ids", "claims_sorted", "finding"), [
+    ([0, 1, -7], False, "distinct and >= 0"), ([2, 1, 0], True, "object_ids_sorted is true, but row 1 holds 1 after 2")])
+def test_a_v2_index_holds_usable_object_ids(copy_store: Callable[[str], Path], ids: list[int], claims_sorted: bool,
+                                             finding: str) -> None:
+    """Regression (hunt): a v2 index (allowed) whose ids repeat or go negative passed level 5 while
+    the reader refused it; one claiming sorted ids that are not passed too."""
+    store = copy_store("points_ids")
+    n = read_json(store, "0/object_index")["attributes"]["num_objects"]
+    column = np.arange(n, dtype=np.int64) + 10
+    column[: len(ids)] = ids
+    write_table(Storage(str(store)), "0/object_index/object_ids", column, fill_value=0, attributes={}, compressor=None)
+    edit_attrs(store, "0/object_index", lambda a: a.update(layout="vlen_manifests_v2", object_ids_sorted=claims_sorted))
+    allowed = ("vlen_manifests_v2",)
+    errors = [f for f in validate(str(store), 5, allow_layouts=allowed).findings if f.severity == "error"]
+    assert [(f.code, f.node) for f in errors] == [("L3_OBJECT_IDS", "0/object_index/object_ids")], errors
+    assert finding in errors[0].message

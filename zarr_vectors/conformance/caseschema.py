@@ -52,8 +52,7 @@ CASE_SCHEMA: dict[str, Any] = {
             "properties": {
                 "valid": {"const": True},
                 "validate": {"allOf": [{"$ref": "#/$defs/validate"}, {"properties": {"level": {"const": 5}}}]},
-                "options": {"type": "object", "additionalProperties": False,
-                            "properties": {"allow_layouts": {"type": "array", "items": {"type": "string"}}}},
+                "options": {"$ref": "#/$defs/options"},
                 "read": {"type": "object", "minProperties": 1, "propertyNames": {"pattern": "^[0-9]+$"},
                          "additionalProperties": {"$ref": "#/$defs/level"}},
             },
@@ -68,7 +67,10 @@ CASE_SCHEMA: dict[str, Any] = {
                 "validate": {"allOf": [{"$ref": "#/$defs/validate"}, {"properties": {"codes": {"minItems": 1}}}]},
                 "read": {"enum": ["error", "ok"]},
                 "decision": {"type": ["string", "null"], "pattern": "^D[0-9]+$"},
+                "options": {"$ref": "#/$defs/options"},
             },
         },
+        "options": {"type": "object", "additionalProperties": False,
+                    "properties": {"allow_layouts": {"type": "array", "items": {"type": "string"}}}},
     },
 }

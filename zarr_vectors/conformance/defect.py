@@ -31,6 +31,7 @@ class Defect:
     apply: Callable[[Path], None]  # edits the copied store in place
     code: str
     description: str
+    allow_layouts: tuple[str, ...] = ()  # layouts validate and read are told to accept (D1)
 
 
 Edit = Callable[[Path], None]
@@ -40,10 +41,11 @@ def registry() -> tuple[list[Defect], Callable[..., Callable[[Edit], Edit]]]:
     """A list of defects and the decorator that appends to it (name from the function, text from its docstring)."""
     found: list[Defect] = []
 
-    def defect(base: str, code: str, *, name: str | None = None, text: str | None = None) -> Callable[[Edit], Edit]:
+    def defect(base: str, code: str, *, name: str | None = None, text: str | None = None,
+               allow_layouts: tuple[str, ...] = ()) -> Callable[[Edit], Edit]:
         def register(fn: Edit) -> Edit:
             label = (name or fn.__name__).replace("_", "-")
-            found.append(Defect(label, base, fn, code, text or (fn.__doc__ or label).strip()))
+            found.append(Defect(label, base, fn, code, text or (fn.__doc__ or label).strip(), allow_layouts))
             return fn
 
         return register

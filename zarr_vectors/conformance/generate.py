@@ -93,10 +93,10 @@ def _valid_case(case_id: str, description: str, kind: str, writer: dict[str, str
     return _case(case_id, description, kind, writer, out, expect)
 
 
-def _read_outcome(store: Path, levels: list[int]) -> str:
+def _read_outcome(store: Path, levels: list[int], allow_layouts: tuple[str, ...] = ()) -> str:
     for level in levels:
         try:
-            decoded_level(str(store), level)
+            decoded_level(str(store), level, allow_layouts)
         except ZarrVectorsError:
             return "error"
     return "ok"
@@ -108,13 +108,15 @@ def _invalid_case(d: Defect, base: dict[str, Any], out: Path) -> dict[str, Any]:
     shutil.copytree(out / "fixtures" / d.base, store)
     d.apply(store)
     level = CATALOGUE[d.code].level
-    result = validate(str(store), level)
+    result = validate(str(store), level, allow_layouts=d.allow_layouts)
     if d.code not in result.codes():
         raise GenerationError(f"{case_id}: expected {d.code} at level {level}\n{result.summary()}")
     expect = {"valid": False, "derived_from": d.base, "defect": d.description,
               "validate": {"level": level, "codes": [d.code]},
-              "read": _read_outcome(store, [int(k) for k in base["expect"]["read"]]),
+              "read": _read_outcome(store, [int(k) for k in base["expect"]["read"]], d.allow_layouts),
               "decision": DECISIONS.get(d.code)}
+    if d.allow_layouts:
+        expect["options"] = {"allow_layouts": list(d.allow_layouts)}
     return _case(case_id, d.description, base["kind"], base["writer"], out, expect)
 
 

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from zarr_vectors.conformance.defect import registry
 from zarr_vectors.conformance.rawfiles import (
     ZSTD,
@@ -21,6 +23,9 @@ from zarr_vectors.conformance.rawfiles import (
     write_json,
 )
 from zarr_vectors.encoding import frame_items, unframe_items
+from zarr_vectors.store.backend import Storage
+from zarr_vectors.store.codecs import ZSTD_DEFAULT
+from zarr_vectors.store.tables import write_table
 
 DEFECTS, defect = registry()
 P, PI, G = "points-basic", "points-ids", "graph-undirected-canonical"
@@ -386,6 +391,17 @@ def layout_v3(s: Path) -> None:
 @defect(PI, "L2_OBJECT_INDEX_LAYOUT")
 def layout_v2_not_allowed(s: Path) -> None:
     """object_index layout 'vlen_manifests_v2' (not allowed by default, D1)"""
+    edit_attrs(s, "0/object_index", lambda a: a.__setitem__("layout", "vlen_manifests_v2"))
+
+
+@defect(PI, "L3_OBJECT_IDS", allow_layouts=("vlen_manifests_v2",))
+def object_ids_repeated(s: Path) -> None:
+    """layout v2 (allowed) whose object_ids name object 0 twice: two manifest rows, one object"""
+    n = read_json(s, "0/object_index")["attributes"]["num_objects"]
+    ids = np.arange(n, dtype=np.int64)
+    ids[-1] = 0
+    write_table(Storage(str(s)), "0/object_index/object_ids", ids, fill_value=0, attributes={},
+                compressor=ZSTD_DEFAULT, chunk_rows=n)
     edit_attrs(s, "0/object_index", lambda a: a.__setitem__("layout", "vlen_manifests_v2"))
 
 

@@ -95,7 +95,7 @@ def _read_outcome(corpus: Corpus, case: Case) -> str:
     levels = [int(k) for k in base.doc["expect"]["read"]] if base.valid else [0]
     for level in levels:
         try:
-            decoded_level(str(corpus.root / case.fixture), level)
+            decoded_level(str(corpus.root / case.fixture), level, _allowed(case))
         except ZarrVectorsError:
             return "error"
     return "ok"

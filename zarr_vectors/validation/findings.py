@@ -172,6 +172,8 @@ RULES: list[Rule] = [
         ("L3_MANIFEST_FRAGMENT_OUT_OF_RANGE", _E, "every manifest fragment index is below that chunk's fragment "
                                                   "count"),
         ("L3_OBJECT_NUM_PRESENT", _E, "object_index num_present equals the number of non-empty manifests"),
+        ("L3_OBJECT_IDS", _E, ("a v2 index's object_ids are distinct and >= 0, ascending where object_ids_sorted "
+                               "says so")),
         ("L3_FRAGMENT_SHARED", _E, ("a level without shared_fragments names each fragment in one manifest "
                                     "block at most")),
         ("L3_VERTEX_OWNERS", _E, ("at level 0 of an object-indexed store each vertex has one owner: it lies in "

@@ -24,6 +24,7 @@ from collections import defaultdict
 from typing import Any
 
 import dask
+import numpy as np
 
 from zarr_vectors.errors import ResourceLimitError, ZarrVectorsError
 from zarr_vectors.execution import runner
@@ -157,7 +158,12 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
         summary_d = dask.delayed(manifests.get(number), traverse=False)  # its tables need no walking
         level_reduces.append(dask.delayed(reduce_level, pure=False)(level_info, tables[number], summary_d))
         level_reduces.extend(dask.delayed(typed_array_findings, pure=False)(storage_d, node.path)
-                             for node in typed_arrays(model, number))
+                             for node in typed_arrays(model, number) if not node.path.endswith("/object_ids"))
+        if f"{lpath}/object_index/object_ids" in model.nodes and has_objects:
+            claims_sorted = model.nodes[f"{lpath}/object_index"].attrs.get("object_ids_sorted") is True
+            level_reduces.append(dask.delayed(object_ids_findings, pure=False)(
+                storage_d, f"{lpath}/object_index/object_ids", claims_sorted))
+            ran["L3_OBJECT_IDS"] = 1
         _arrays_present(model, number, static)
     for number, (parent, rules) in sorted(aggregated.items()):
         level_reduces.append(dask.delayed(aggregation_findings, pure=False)(
@@ -181,15 +187,37 @@ def _aggregated(model: StoreModel) -> dict[int, tuple[int, dict[str, Any]]]:
 def typed_array_findings(storage: Storage, path: str) -> list[Finding]:
     """A typed array's chunks decode to their declared size, read as the reader reads them (the
     whole array, within ``zarr_vectors.limits.max-decoded-bytes``)."""
+    return _read_typed(storage, path)[1]
+
+
+def object_ids_findings(storage: Storage, path: str, claims_sorted: bool) -> list[Finding]:
+    """A v2 index's ``object_ids`` (row r is object ``object_ids[r]``): distinct and >= 0, as the
+    reader requires, and ascending where ``object_ids_sorted`` promises it (a reader may search them)."""
+    ids, out = _read_typed(storage, path)
+    if ids is None or ids.ndim != 1 or not len(ids):
+        return out
+    ids = ids.astype(np.int64, copy=False)
+    ordered = np.sort(ids)
+    if ordered[0] < 0 or (ordered[1:] == ordered[:-1]).any():
+        out.append(make("L3_OBJECT_IDS", path, f"object ids must be distinct and >= 0 (each manifest row is one "
+                        f"object): the smallest is {int(ordered[0])}, {int((ordered[1:] == ordered[:-1]).sum())} "
+                        "repeat an earlier one"))
+    elif claims_sorted and not np.array_equal(ordered, ids):
+        first = int(np.flatnonzero(ids[1:] < ids[:-1])[0]) + 1
+        out.append(make("L3_OBJECT_IDS", path, f"object_ids_sorted is true, but row {first} holds {int(ids[first])} "
+                        f"after {int(ids[first - 1])}"))
+    return out
+
+
+def _read_typed(storage: Storage, path: str) -> tuple[np.ndarray | None, list[Finding]]:
     try:
-        read_table(storage, path)
+        return read_table(storage, path)[0], []
     except ResourceLimitError as exc:
-        return [make("L1_RESOURCE_LIMIT", path, str(exc))]
+        return None, [make("L1_RESOURCE_LIMIT", path, str(exc))]
     except ZarrVectorsError as exc:
-        return [make("L3_CELL_UNDECODABLE", path, str(exc))]
+        return None, [make("L3_CELL_UNDECODABLE", path, str(exc))]
     except Exception as exc:  # noqa: BLE001
-        return [crashed(3, path, exc, what="typed array")]
-    return []
+        return None, [crashed(3, path, exc, what="typed array")]
 
 
 def _collect(*parts: list[Finding]) -> list[Finding]:
