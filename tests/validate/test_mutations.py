@@ -281,3 +281,23 @@ def test_a_v2_index_holds_usable_object_ids(copy_store: Callable[[str], Path], i
     errors = [f for f in validate(str(store), 5, allow_layouts=allowed).findings if f.severity == "error"]
     assert [(f.code, f.node) for f in errors] == [("L3_OBJECT_IDS", "0/object_index/object_ids")], errors
     assert finding in errors[0].message
+
+
+@pytest.mark.parametrize("edit", ["base_bin_shape_removed", "base_bin_shape_doubled", "scale_four"])
+def test_level_0_bins_are_stated_once(copy_store: Callable[[str], Path], edit: str) -> None:
+    """Regression (hunt): base_bin_shape and level 0's NGFF transform could disagree (our readers go
+    by the transform, another reader by base_bin_shape) and the store passed level 5."""
+    store = copy_store("points")
+    doc = read_json(store, "")
+    zv_block, level0 = doc["attributes"]["zarr_vectors"], doc["attributes"]["multiscales"][0]["datasets"][0]
+    assert "base_bin_shape" in zv_block and zv_block["base_bin_shape"] != zv_block["chunk_shape"]
+    if edit == "base_bin_shape_removed":
+        del zv_block["base_bin_shape"]  # so the bins are the chunks, while the translation says half a bin
+    elif edit == "base_bin_shape_doubled":
+        zv_block["base_bin_shape"] = [2 * b for b in zv_block["base_bin_shape"]]
+    else:
+        level0["coordinateTransformations"][0]["scale"] = [4.0] * len(zv_block["chunk_shape"])
+    write_json(store, "", doc)
+    errors = [f for f in validate(str(store), 5).findings if f.severity == "error"]
+    assert [f.code for f in errors] == ["L2_MULTISCALES_DATASETS"], errors
+    assert ("scale" if edit == "scale_four" else "translation") in errors[0].message

@@ -104,7 +104,7 @@ RULES: list[Rule] = [
         ("L2_UNKNOWN_CAPABILITY", _W, "every format_capabilities token is a known one (D9)"),
         ("L2_BASE_BIN_SHAPE", _E, "base_bin_shape has sid_ndim entries > 0, each dividing chunk_shape"),
         ("L2_MULTISCALES_DATASETS", _E, "multiscales[0].datasets has one entry per level with sid_ndim-long scale "
-                                        "and translation"),
+                                        "and translation, level 0's scale all 1 and translation half its bin shape"),
         ("L2_OBJECT_INDEX_LAYOUT", _E, "object_index layout is vlen_manifests_v1 (D1); an allowed layout is a warning"),
         ("L2_OBJECT_INDEX_COUNTS", _E, "object_index num_objects, num_present, sid_ndim present and sane "
                                        "(0 <= num_present <= num_objects = manifest rows)"),

@@ -189,10 +189,31 @@ def _check_root(model: StoreModel, report: Report) -> None:
         if name not in by_path:
             report.add(make("L2_MULTISCALES_DATASETS", "/", f"no multiscales dataset for level {name}",
                             pointer="/attributes/multiscales/0/datasets"))
+    if "0" in by_path:
+        _check_level0_transform(zv, datasets[by_path["0"]], d, f"/attributes/multiscales/0/datasets/{by_path['0']}",
+                                report)
     for path in by_path:
         if not (LEVEL_NAME.fullmatch(path) and int(path) in model.levels):
             report.add(make("L2_MULTISCALES_DATASETS", "/", f"multiscales dataset {path!r} names no level",
                             pointer=f"/attributes/multiscales/0/datasets/{by_path[path]}"))
+
+
+def _check_level0_transform(zv: dict[str, Any], ds: Any, d: int | None, pointer: str, report: Report) -> None:
+    """Level 0's bin shape is stated twice (format.md §3.2): ``base_bin_shape`` (the chunk shape
+    when absent) and the NGFF transform, scale all 1 and translation half the bin.  Our readers
+    take bins from the transform; one going by ``base_bin_shape`` must see the same bins."""
+    transform = dataset_transform(ds, d)
+    bins = zv.get("base_bin_shape", zv.get("chunk_shape"))
+    if transform is None or problem(ROOT_FIELDS["chunk_shape"], bins, d) is not None:
+        return  # their own rules report them
+    scale, translation = transform
+    if any(v != 1.0 for v in scale):
+        report.add(make("L2_MULTISCALES_DATASETS", "/", f"level 0's scale is {list(scale)}, not all 1",
+                        pointer=pointer))
+    if not all(math.isclose(2.0 * t, float(b), rel_tol=1e-9) for t, b in zip(translation, bins)):
+        stated = "base_bin_shape" if "base_bin_shape" in zv else "chunk_shape (no base_bin_shape)"
+        report.add(make("L2_MULTISCALES_DATASETS", "/", f"level 0's translation {list(translation)} is not half its "
+                        f"bin shape {list(bins)} ({stated}): readers would disagree on the bins", pointer=pointer))
 
 
 def dataset_transform(ds: Any, d: int | None) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
