@@ -11,13 +11,15 @@ reachable from one module.
 
 from __future__ import annotations
 
+import functools
 import posixpath
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Callable, Sequence
+from typing import Concatenate, Literal, ParamSpec, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
+from zarr_vectors import reconcile
 from zarr_vectors.errors import ArrayError, InputError
 from zarr_vectors.format import bounds
 from zarr_vectors.format.links import (
@@ -44,8 +46,9 @@ from zarr_vectors.format.paths import (
     link_attributes_group_path,
 )
 from zarr_vectors.format.schema import vertices_row_dtype
-from zarr_vectors.reconcile import finalize_links, merge_presence
+from zarr_vectors.reconcile import merge_presence
 from zarr_vectors.store.codecs import ZSTD_DEFAULT, compressor_config
+from zarr_vectors.store.consolidated import reconsolidating
 from zarr_vectors.store.grid import GridArray, read_cells_many, write_cells_many
 from zarr_vectors.store.groups import Level, refuse_unfinished_relayout
 from zarr_vectors.store.link_cells import (
@@ -133,6 +136,29 @@ __all__ = [
 ]
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _changes_links(write: Callable[Concatenate[Level, P], R]) -> Callable[Concatenate[Level, P], R]:
+    """A links write of this API: refused on a store an interrupted ``zv shard`` left commits in
+    (it would make their journals stale, and their replay move old cells over the new ones; one
+    listing of the root), and never leaving a consolidated copy stale (dropped first, written
+    again when the write succeeds)."""
+
+    @functools.wraps(write)
+    def changing(level: Level, *args: P.args, **kwargs: P.kwargs) -> R:
+        refuse_unfinished_relayout(level.storage, level.storage.list_dir(""), "writing links")
+        with reconsolidating(level.storage, has_copy=level.store.consolidated is not None):
+            return write(level, *args, **kwargs)
+
+    return changing
+
+
+finalize_links = _changes_links(reconcile.finalize_links)
+
+
+@_changes_links
 def write_chunk_links(
     level: Level,
     delta: int,
@@ -156,7 +182,6 @@ def write_chunk_links(
     coordinator creates arrays for concurrent writers).  Family counts are left to
     :func:`finalize_links`.
     """
-    _refuse_relayout(level)
     policy = require_policy(level, delta)
     offs = offsets_tuple(offsets, policy)
     cell = as_chunk(chunk, policy.sid_ndim)
@@ -194,12 +219,6 @@ def write_chunk_links(
             merge_presence(g, cs)
 
 
-def _refuse_relayout(level: Level) -> None:
-    """A links write on a store an interrupted ``zv shard`` left commits in would make their
-    journals stale (their replay moves old cells over the new ones); one listing of the root."""
-    refuse_unfinished_relayout(level.storage, level.storage.list_dir(""), "writing links")
-
-
 def _clear_family(level: Level, delta: int) -> None:
     """Remove ``links/<delta>`` with its attribute families (and link_fragments at delta 0)."""
     level.known_arrays.clear()
@@ -212,6 +231,7 @@ def _clear_family(level: Level, delta: int) -> None:
         level.storage.delete_prefix(level.node_path(LINK_FRAGMENTS))
 
 
+@_changes_links
 def write_links(
     level: Level,
     delta: int,
@@ -253,7 +273,6 @@ def write_links(
     """
     if mode not in ("replace", "append"):
         raise InputError(f"mode must be 'replace' or 'append', got {mode!r}")
-    _refuse_relayout(level)
     existing = link_family_policy(level, delta)
     c, v = as_records(chunks, vi, sid_ndim=existing.sid_ndim if existing and mode == "append" else None)
     check_endpoint_deltas(endpoint_deltas, v.shape, delta)
@@ -331,7 +350,7 @@ def write_links(
         merge_presence(grid, cells)
     old = family_counts(level, delta) if append else LinkCounts(0, 0)
     if old is None:
-        finalize_links(level, delta)
+        reconcile.finalize_links(level, delta)
     else:
         stamp_counts(
             level,
@@ -377,6 +396,7 @@ def _link_cell_sets(arrays: Sequence[FamilyArray]) -> dict[str, set[Chunk]]:
     return {fa.segment: set(fa.cells) for fa in arrays}
 
 
+@_changes_links
 def write_link_attributes(
     level: Level,
     name: str,
@@ -396,7 +416,6 @@ def write_link_attributes(
     partition is required: positional rows cannot express the fan-out of copies.
     A partition from a ``mode="append"`` write appends to the existing attribute cells.
     """
-    _refuse_relayout(level)
     policy = require_policy(level, delta)
     check_new_name(name, "link attribute")
     arr = attribute_values(values, name)

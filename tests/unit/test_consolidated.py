@@ -226,3 +226,53 @@ def test_malformed_consolidated_copy_is_refused_by_read(pyramided, tmp_path):
     (store / "zarr.json").write_text(json.dumps(doc))
     with pytest.raises(zv.MetadataError, match="consolidated_metadata must be"):
         zv.read(str(store))
+
+
+def test_a_nan_attribute_survives_consolidation_and_a_number_for_a_boolean_does_not(tmp_path) -> None:
+    """Regression (hunt): the copy was compared with ``!=``: a NaN attribute (valid) never equals
+    itself, so our own consolidate made a valid store fail L1_CONSOLIDATED_STALE and the reader
+    refuse it; and ``1 == True == 1.0``, so a copy saying ``directed: 1`` where the node says
+    ``true`` (zarr-python then sees 1) passed.  Both now compare as JSON."""
+    store = tmp_path / "p.zv"
+    zv.write_points(str(store), np.array([[1, 1, 1], [30, 30, 30]], "f4"), chunk_shape=25.0,
+                    attributes={"w": np.array([1, 2], "f4")})
+    path = store / "0/vertex_attributes/w/zarr.json"
+    doc = json.loads(path.read_text())
+    doc["attributes"]["note"] = float("nan")
+    path.write_text(json.dumps(doc, allow_nan=True))
+    zv.consolidate_store(str(store))
+    assert validate(str(store), 5).ok and len(zv.read(str(store)).positions) == 2
+
+    graph = tmp_path / "g.zv"
+    graph_store(graph)
+    zv.consolidate_store(str(graph))
+    root = root_doc(graph)
+    copy = root["consolidated_metadata"]["metadata"]["0/links/0"]["attributes"]
+    assert copy["directed"] is False
+    copy["directed"] = 0
+    (graph / "zarr.json").write_text(json.dumps(root))
+    result = validate(str(graph), 5)
+    assert [f.code for f in result.findings if f.severity == "error"] == ["L1_CONSOLIDATED_STALE"], result.summary()
+    with pytest.raises(zv.ZarrVectorsError, match="consolidated metadata is stale"):
+        zv.read(str(graph))
+
+
+def test_the_links_api_leaves_no_stale_copy(tmp_path) -> None:
+    """Regression (hunt): links_api.write_link_attributes on a consolidated store added five nodes
+    and left the copy as it was: the store failed L1_CONSOLIDATED_STALE and the reader refused it.
+    Every links write of the API drops the copy first and writes it again when it succeeds."""
+    from zarr_vectors import links_api
+    from zarr_vectors.store.groups import open_store
+
+    store = tmp_path / "g.zv"
+    graph_store(store)
+    zv.consolidate_store(str(store))
+    level = open_store(str(store)).level(0)
+    records = links_api.read_links(level, 0)
+    links_api.write_link_attributes(level, "score", 0, np.arange(len(records.vi), dtype="f4"))
+    assert_current(store)
+    level = open_store(str(store)).level(0)
+    links_api.write_links(level, 0, records.chunks, records.vi)  # replaces the family (and drops "score")
+    links_api.finalize_links(level, 0)
+    assert_current(store)
+    assert is_consolidated(Storage(str(store)))

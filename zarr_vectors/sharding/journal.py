@@ -36,7 +36,7 @@ from zarr_vectors.sharding.layout import new_keys, target_document
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.grid import GridArray
 from zarr_vectors.store.nodes import check_format, meta_key, write_nodes
-from zarr_vectors.store.strict_json import load_document
+from zarr_vectors.store.strict_json import load_document, same_json
 
 Commit = tuple[str, dict[str, Any], list[str]]
 """One array's new layout: its path, its new ``zarr.json`` document, its new object keys."""
@@ -200,11 +200,6 @@ def recover(storage: Storage, names: Sequence[str] | None = None) -> tuple[int, 
     return len(commits), orphans
 
 
-def _canonical(document: dict[str, Any]) -> str:
-    """A document as comparable text: a NaN attribute (the strict reader allows one) equals itself."""
-    return json.dumps(document, sort_keys=True, allow_nan=True)
-
-
 def _refused(key: str, why: str) -> EncodingError:
     return EncodingError(f"{key}: {why}; not replaying it (a journal a relayout did not write for the store as "
                          f"it is: remove {STAGING!r} to keep the store as it stands)")
@@ -223,7 +218,7 @@ def _checked_commit(storage: Storage, key: str, record: dict[str, Any], old: dic
         raise _refused(key, f"journal names array {path!r}, which the store does not have")
     grid = GridArray(storage, path, document)
     layout = grid.sharding.shard_shape if grid.sharding is not None else None
-    if _canonical(target_document(old, layout)) != _canonical(document):
+    if not same_json(target_document(old, layout), document):
         raise _refused(key, f"the journal's document for {path!r} is not the array's own relaid out (the array "
                             "was changed since it was written)")
     if sorted(record["keys"]) != new_keys(grid, layout):
@@ -238,7 +233,7 @@ def _check_in_place(storage: Storage, key: str, commit: Commit, staged: Sequence
     old one, such an object must have a valid index of the new shards, or, when unsharding, must not
     have one of the old.  A forged journal that stages nothing would otherwise recast old objects."""
     path, document, keys = commit
-    if _canonical(old) == _canonical(document):  # the commit wrote the document: every move was done
+    if same_json(old, document):  # the commit wrote the document: every move was done
         return
     there, present = set(staged), set(placed)
     moved = [k for k in keys if staged_key(path, k) not in there and posixpath.join(path, k) in present]

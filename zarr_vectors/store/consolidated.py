@@ -25,7 +25,7 @@ from typing import Any
 from zarr_vectors.errors import InconsistentStoreError, MetadataError
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.nodes import meta_key, require_node, write_node
-from zarr_vectors.store.strict_json import load_document
+from zarr_vectors.store.strict_json import load_document, same_json
 
 MEMBER = "consolidated_metadata"
 
@@ -92,7 +92,7 @@ def copy_differences(entries: Mapping[str, Any], nodes: Mapping[str, Any]) -> li
     for rel, entry in sorted(entries.items()):
         if rel not in nodes:
             problems.append(f"the copy names {rel!r}, which is not a node of the store")
-        elif nodes[rel] is not None and _without_member(entry) != _without_member(nodes[rel]):
+        elif nodes[rel] is not None and not same_json(_without_member(entry), _without_member(nodes[rel])):
             copy, actual = _without_member(entry), _without_member(nodes[rel])
             problems.append(f"the copy of {rel!r} differs from its zarr.json ({_first_difference(copy, actual)})")
     problems += [f"the copy leaves out node {rel!r}" for rel in sorted(set(nodes) - set(entries))]
@@ -143,7 +143,7 @@ def _first_difference(copy: Any, actual: Any) -> str:
     if not isinstance(copy, dict) or not isinstance(actual, dict):
         return "not an object" if not isinstance(copy, dict) else "differs"
     for key in sorted(set(copy) | set(actual)):
-        if copy.get(key, ...) != actual.get(key, ...):
+        if key not in copy or key not in actual or not same_json(copy[key], actual[key]):
             return f"member {key!r}"
     return "differs"
 

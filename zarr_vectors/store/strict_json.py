@@ -170,6 +170,13 @@ def find_problems(raw: bytes) -> tuple[dict[str, Any] | None, list[Problem]]:
     return doc, report.problems
 
 
+def same_json(a: Any, b: Any) -> bool:
+    """Whether two parsed JSON values are the same JSON: a NaN attribute (the strict reader
+    allows one) equals itself, and ``true``, ``1`` and ``1.0`` differ -- Python's ``==`` says
+    neither, while a zarr reader sees ``True`` where the other document has ``1``."""
+    return json.dumps(a, sort_keys=True, allow_nan=True) == json.dumps(b, sort_keys=True, allow_nan=True)
+
+
 def dump_document(doc: dict[str, Any]) -> bytes:
     """Serialise a ``zarr.json`` as zarr-python does (indent 2, UTF-8, no BOM).
 
