@@ -29,7 +29,7 @@ import numpy as np
 from zarr_vectors.encoding import FragmentIndex, rows_back_to_back
 from zarr_vectors.errors import EncodingError, InconsistentStoreError, InputError, MetadataError, ResourceLimitError
 from zarr_vectors.format import bounds, points
-from zarr_vectors.format.kinds import LINK_WIDTHS, width_problem
+from zarr_vectors.format.kinds import LINK_WIDTHS, POLYLINE_KINDS, width_problem
 from zarr_vectors.format.links import LinkRecords
 from zarr_vectors.format.objects import OBJECT_ID_RULE, ObjectVertices
 from zarr_vectors.format.paths import LEVEL_FAMILIES, format_chunk_key, format_delta
@@ -42,7 +42,6 @@ from zarr_vectors.store.link_read import RecordSources, read_link_attributes, re
 from zarr_vectors.store.object_index import ObjectIndex, read_object_index
 from zarr_vectors.store.tables import read_table
 
-POLYLINE_KINDS = ("polyline", "streamline", "line")
 LINKED_KINDS = ("graph", "mesh", "skeleton")
 
 

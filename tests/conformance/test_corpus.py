@@ -156,7 +156,7 @@ def test_corpus_counts_coverage_and_size() -> None:
         assert c.doc["expect"]["derived_from"] in {v.id for v in valid}
         assert c.doc["expect"]["validate"]["level"] == CATALOGUE[c.doc["expect"]["validate"]["codes"][0]].level
     size = sum(p.stat().st_size for p in CORPUS.rglob("*") if p.is_file())
-    assert size < 5_000_000, size
+    assert size < 6_000_000, size  # a repository budget: 265 cases took 5.0 MB, 1.4 MB of it the case files
 
 
 def test_reference_fixtures_are_checked_by_hash(tmp_path: Path) -> None:

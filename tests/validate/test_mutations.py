@@ -301,3 +301,27 @@ def test_level_0_bins_are_stated_once(copy_store: Callable[[str], Path], edit: s
     errors = [f for f in validate(str(store), 5).findings if f.severity == "error"]
     assert [f.code for f in errors] == ["L2_MULTISCALES_DATASETS"], errors
     assert ("scale" if edit == "scale_four" else "translation") in errors[0].message
+
+
+def test_streamline_bridges_that_contradict_the_manifests_are_found(tmp_path: Path) -> None:
+    """Regression (hunt): two streamlines crossing from one chunk into another whose manifests
+    swap their second runs passed level 5, and zv.read returned the spliced lines (the reader goes
+    by the manifests); the bridges still joined each line's own runs."""
+    from zarr_vectors.encoding import decode_manifest, encode_manifest
+
+    lines = np.array([[1, 1, 0], [2, 1, 0], [3, 1, 0], [11, 1, 0], [12, 1, 0], [13, 1, 0],
+                      [1, 5, 0], [2, 5, 0], [3, 5, 0], [11, 5, 0], [12, 5, 0], [13, 5, 0]], dtype="f4")
+    store = tmp_path / "s.zv"
+    zv.write_polylines(str(store), lines, np.array([0, 6, 12]), chunk_shape=10.0, kind="streamline")
+    assert_clean(store)
+    cell = store / "0/object_index/manifests/c/0"
+    items = unframe_items(ZSTD.decode(cell.read_bytes()))
+    runs = [[(b.chunk, b.fragments.tolist()) for b in decode_manifest(row, 3)] for row in items]
+    assert [len(r) for r in runs] == [2, 2]
+    runs[0][1], runs[1][1] = runs[1][1], runs[0][1]  # each line's second run is now the other's
+    cell.write_bytes(ZSTD.encode(frame_items([encode_manifest(r, 3) for r in runs])))
+    spliced = zv.read(str(store))
+    assert spliced.positions[3].tolist() == [11, 5, 0]  # what the reader makes of the manifests
+    errors = [f for f in validate(str(store), 5).findings if f.severity == "error"]
+    assert [(f.code, f.node) for f in errors] == [("L4_POLYLINE_BRIDGES", "0/links/0")], errors
+    assert "2 bridges the manifests' runs imply are not stored and 2 stored records" in errors[0].message

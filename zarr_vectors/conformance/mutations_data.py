@@ -506,3 +506,17 @@ def aggregated_value_no_reduction_gives(s: Path) -> None:
     values = np.frombuffer(read_payload(s, rel, chunk), "<f4").copy()
     values[0] = 1e6
     write_payload(s, rel, chunk, values.tobytes())
+
+
+@defect("streamline-3d", "L4_POLYLINE_BRIDGES")
+def streamline_runs_reversed(s: Path) -> None:
+    """a streamline's manifest lists its runs in reverse order: its bridges join other vertices"""
+    def blocks(row: bytes) -> list[bytes]:  # mode 0, D = 3: 33 bytes each, the chunk coords first
+        assert len(row) == 4 + 33 * _blocks(row), "mode-0 blocks only"
+        return [row[4 + 33 * b : 37 + 33 * b] for b in range(_blocks(row))]
+
+    def reverse(items: list[bytes]) -> list[bytes]:
+        i = next(k for k, row in enumerate(items) if len({b[:24] for b in blocks(row)}) >= 2)  # runs in 2+ chunks
+        return [*items[:i], items[i][:4] + b"".join(reversed(blocks(items[i]))), *items[i + 1:]]
+
+    _rewrite_manifests(s, reverse)

@@ -216,6 +216,21 @@ class FragmentIndex:
         out[~self.is_range] = self.csr_offsets[:-1]
         return out
 
+    def first_last_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """First and last row of every fragment (-1 for an empty one), nothing expanded: where a
+        run of a polyline begins and ends."""
+        first = np.full(self.num_fragments, -1, dtype=np.int64)
+        last = first.copy()
+        ranged = np.flatnonzero(self.is_range)
+        used = self.range_counts > 0
+        first[ranged[used]] = self.range_starts[used]
+        last[ranged[used]] = self.range_starts[used] + self.range_counts[used] - 1
+        explicit = np.flatnonzero(~self.is_range)
+        used = np.diff(self.csr_offsets) > 0
+        first[explicit[used]] = self.csr_indices[self.csr_offsets[:-1][used]]
+        last[explicit[used]] = self.csr_indices[self.csr_offsets[1:][used] - 1]
+        return first, last
+
     def rows(self, f: int) -> np.ndarray:
         """Row indices of fragment ``f``, in order."""
         if not 0 <= f < self.num_fragments:

@@ -57,7 +57,10 @@ LINK_WIDTHS: dict[str, tuple[int, int | None]] = {
 }
 """(min, max or None) ``link_width`` of a kind's delta-0 family."""
 
-NEEDS_OBJECT_INDEX = frozenset({"line", "polyline", "streamline"})
+POLYLINE_KINDS = ("polyline", "streamline", "line")
+"""Kinds stored as runs of vertices in manifest order, joined across chunks by delta-0 bridges (§8)."""
+
+NEEDS_OBJECT_INDEX = frozenset(POLYLINE_KINDS)
 """Kinds whose vertices are ordered only by their manifests, hence unreadable without an object index."""
 
 _POINTER = "/attributes/zarr_vectors/geometry_types"

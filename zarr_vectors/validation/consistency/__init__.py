@@ -30,6 +30,7 @@ from zarr_vectors.errors import ResourceLimitError, ZarrVectorsError
 from zarr_vectors.execution import runner
 from zarr_vectors.format import bounds
 from zarr_vectors.format.coarsen import AGGREGATION_MEMBER
+from zarr_vectors.format.kinds import POLYLINE_KINDS
 from zarr_vectors.format.paths import LEVEL_FAMILIES
 from zarr_vectors.format.points import chunk_placement_checked, placement_checked
 from zarr_vectors.format.schema import whole_ratio
@@ -47,6 +48,7 @@ from zarr_vectors.validation.consistency.cells import (
     load_shards,
 )
 from zarr_vectors.validation.consistency.links import link_graph, orphan_attribute_families
+from zarr_vectors.validation.consistency.polylines import bridge_findings
 from zarr_vectors.validation.consistency.vertices import (
     VertexLevelSpec,
     aggregation_findings,
@@ -94,6 +96,7 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
     tables: dict[int, Any] = {}
     reading = store_kind(model)
     point_cloud = not isinstance(reading, str) and reading is not None and reading.kind == "point_cloud"
+    polylines = not isinstance(reading, str) and reading is not None and reading.kind in POLYLINE_KINDS
     ndim = model.sid_ndim or 0
     aggregated = _aggregated(model) if requested >= 5 else {}
     ranged = set(aggregated) | {parent for parent, _ in aggregated.values()}
@@ -165,6 +168,10 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
                 storage_d, f"{lpath}/object_index/object_ids", claims_sorted))
             ran["L3_OBJECT_IDS"] = 1
         _arrays_present(model, number, static)
+        if requested >= 4 and polylines and has_objects:
+            level_reduces.append(dask.delayed(bridge_findings, pure=False)(storage_d, number,
+                                                                           tuple(model.allow_layouts)))
+            ran["L4_POLYLINE_BRIDGES"] = ran.get("L4_POLYLINE_BRIDGES", 0) + 1
     for number, (parent, rules) in sorted(aggregated.items()):
         level_reduces.append(dask.delayed(aggregation_findings, pure=False)(
             model.levels[number], parent, rules, tables[parent], tables[number]))

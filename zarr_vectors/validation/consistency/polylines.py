@@ -1,0 +1,150 @@
+"""Level 4 — a polyline level's bridges agree with its manifests.
+
+A polyline, streamline or line level stores each line's vertices as runs (fragments), in
+the order its manifest names them, and a delta-0 record -- a bridge -- from the last vertex
+of each run to the first of the next wherever the two lie in different chunks
+(``docs/format.md`` §8).  The reader assembles lines from the manifests alone, so a store
+whose bridges say otherwise reads back as other lines than its links describe.  One task
+per level compares the two: the bridges the manifests imply (from each fragment's first
+and last row) and the records stored, as multisets -- unordered pairs for an undirected
+family.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from zarr_vectors.encoding import FragmentIndex
+from zarr_vectors.errors import ZarrVectorsError
+from zarr_vectors.format.paths import format_chunk_key
+from zarr_vectors.store.backend import Storage
+from zarr_vectors.store.grid import read_cells_many
+from zarr_vectors.store.groups import Level, open_level
+from zarr_vectors.store.link_family import link_family_policy
+from zarr_vectors.store.link_read import read_links
+from zarr_vectors.store.object_index import ObjectIndex, read_object_index
+from zarr_vectors.validation.findings import Finding, crashed, make
+
+
+def bridge_findings(storage: Storage, number: int, allow_layouts: tuple[str, ...]) -> list[Finding]:
+    """``L4_POLYLINE_BRIDGES`` for one level; a level whose parts do not decode gets nothing here
+    (level 3 reports them)."""
+    path = str(number)
+    try:
+        level = open_level(storage, number)
+        objects = read_object_index(level, allow_layouts=allow_layouts)
+        policy = link_family_policy(level, 0)
+        if objects is None or (policy is None and number > 0):  # coarse levels may keep no bridges
+            return []
+        expected = _implied_bridges(level, objects)
+        stored = _stored_bridges(level) if policy is not None else np.zeros((0, expected.shape[1]), np.int64)
+        if policy is not None and not policy.directed:
+            expected, stored = _unordered(expected), _unordered(stored)
+        if policy is not None and policy.store == "duplicate":
+            stored = np.unique(stored, axis=0)
+        if _same_rows(expected, stored):
+            return []
+        missing, extra = _multiset_difference(expected, stored), _multiset_difference(stored, expected)
+    except ZarrVectorsError:
+        return []  # an undecodable part is level 3's finding
+    except Exception as exc:  # noqa: BLE001
+        return [crashed(4, path, exc, what="polyline bridges")]
+    if not (len(missing) or len(extra)):
+        return []
+    example = (missing if len(missing) else extra)[0].tolist()
+    d = (len(example) - 2) // 2
+    first = (f"{format_chunk_key(example[:d])} row {example[d]} -> {format_chunk_key(example[d + 1 : -1])} "
+             f"row {example[-1]}")
+    return [make("L4_POLYLINE_BRIDGES", f"{path}/links/0", f"{len(missing)} bridges the manifests' runs imply are not "
+                 f"stored and {len(extra)} stored records join no consecutive runs (first: {first}, "
+                 f"{'implied' if len(missing) else 'stored'}): the lines read back are not the ones the links "
+                 "describe")]
+
+
+def _implied_bridges(level: Level, objects: ObjectIndex) -> np.ndarray:
+    """(b, 2 D + 2) rows ``(chunk_a, last row of run a, chunk_b, first row of run b)`` for
+    consecutive non-empty runs of one line in different chunks, in manifest order."""
+    ids, chunks, frags = objects.blocks_table()
+    d = chunks.shape[1] if chunks.ndim == 2 else 0
+    if not len(ids):
+        return np.zeros((0, 2 * d + 2), dtype=np.int64)
+    grid = level.array("vertex_fragments")
+    order = np.lexsort(chunks.T[::-1])  # blocks grouped by chunk (a sort, not np.unique's row compare)
+    starts = np.flatnonzero(np.r_[True, (chunks[order][1:] != chunks[order][:-1]).any(axis=1)])
+    bounds = np.r_[starts, len(order)]
+    keys = [tuple(c) for c in chunks[order[starts]].tolist()]
+    present = set(grid.nonempty_chunk_coords())
+    wanted = [k for k in keys if k in present]
+    indexes = dict(zip(wanted, (FragmentIndex.decode(p) for p in read_cells_many([(grid, c) for c in wanted],
+                                                                                   required=True))))
+    first = np.full(len(ids), -1, dtype=np.int64)
+    last = first.copy()
+    for k, key in enumerate(keys):  # one step per chunk, the blocks vectorised
+        index = indexes.get(key)
+        if index is None:
+            continue  # a chunk without a FragmentIndex: level 3's L3_MANIFEST_CHUNK_MISSING
+        blocks = order[bounds[k] : bounds[k + 1]]
+        f = frags[blocks]
+        inside = (f >= 0) & (f < index.num_fragments)
+        starts, ends = index.first_last_rows()
+        first[blocks[inside]], last[blocks[inside]] = starts[f[inside]], ends[f[inside]]
+    counts = (first >= 0).astype(np.int64)
+    kept = np.flatnonzero(counts > 0)
+    a, b = kept[:-1], kept[1:]
+    bridge = (ids[a] == ids[b]) & (chunks[a] != chunks[b]).any(axis=1)
+    a, b = a[bridge], b[bridge]
+    return np.column_stack([chunks[a], last[a], chunks[b], first[b]]).astype(np.int64)
+
+
+def _stored_bridges(level: Level) -> np.ndarray:
+    records = read_links(level, 0)
+    if records.vi.ndim != 2 or records.vi.shape[1] != 2:
+        return np.zeros((0, 0), dtype=np.int64)  # another width: L4_LINK_WIDTH's finding
+    return np.column_stack([records.chunks[:, 0], records.vi[:, 0], records.chunks[:, 1], records.vi[:, 1]])
+
+
+def _unordered(pairs: np.ndarray) -> np.ndarray:
+    """Each row's two endpoints in a fixed order (the smaller, as a tuple, first)."""
+    if not len(pairs):
+        return pairs
+    half = pairs.shape[1] // 2
+    a, b = pairs[:, :half], pairs[:, half:]
+    differ = a != b
+    first_diff = np.argmax(differ, axis=1)
+    rows = np.arange(len(pairs))
+    swap = differ.any(axis=1) & (a[rows, first_diff] > b[rows, first_diff])
+    out = pairs.copy()
+    out[swap] = np.column_stack([b[swap], a[swap]])
+    return out
+
+
+_MUL = np.uint64(0xBF58476D1CE4E5B9)
+
+
+def _same_rows(left: np.ndarray, right: np.ndarray) -> bool:
+    """Whether two row sets are equal as multisets, by sorted 64-bit row hashes: one sort each (a
+    whole store's thousands of bridges; np.unique over rows was most of the check's time).  Only
+    a mismatch is worked out exactly (:func:`_multiset_difference`)."""
+    if left.shape != right.shape:
+        return False
+    return bool(np.array_equal(np.sort(_row_hashes(left)), np.sort(_row_hashes(right))))
+
+
+def _row_hashes(rows: np.ndarray) -> np.ndarray:
+    h = np.full(len(rows), 0x9E3779B97F4A7C15, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for column in rows.T.astype(np.uint64):
+            h = (h ^ column) * _MUL
+            h ^= h >> np.uint64(31)
+    return h
+
+
+def _multiset_difference(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Rows of ``left`` not matched one for one by rows of ``right``."""
+    if not len(left) or not len(right) or left.shape[1] != right.shape[1]:
+        return left
+    rows, inverse = np.unique(np.concatenate([left, right]), axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    have = np.bincount(inverse[: len(left)], minlength=len(rows))
+    take = np.bincount(inverse[len(left) :], minlength=len(rows))
+    return np.repeat(rows, np.maximum(have - take, 0), axis=0)
