@@ -145,4 +145,6 @@ def test_named_fragments_are_counted_as_row_by_row_decoding_counts_them() -> Non
     halves = merge_manifest_summaries([summarize_manifest_rows(rows[:25], 3, count_named=True),
                                        summarize_manifest_rows(rows[25:], 3, first_row=25, count_named=True)])
     assert _named(halves) == _named_expected(rows)
+    present = [bool(decode_manifest(row, 3)) for row in rows]  # which objects the level has (L5's dropped ids)
+    assert summary.present_rows(len(rows)).tolist() == present == halves.present_rows(len(rows)).tolist()
     assert summarize_manifest_rows(rows, 3).named == {}  # counted only when asked

@@ -435,6 +435,18 @@ class ManifestSummary:
     #: False when a run too long to expand (past :func:`fragment_budget`) was left out.
     named: NamedCounts = field(default_factory=dict)
     named_complete: bool = True
+    #: Which rows name anything (an object present at the level): (first row, rows, packed bits)
+    #: per summarised chunk, for :meth:`present_rows`.
+    present_parts: list[tuple[int, int, np.ndarray]] = field(default_factory=list)
+
+    def present_rows(self, total: int) -> np.ndarray:
+        """One bool per row of the array (``total`` rows): whether its manifest names anything;
+        rows of no summarised chunk are False."""
+        out = np.zeros(total, dtype=bool)
+        for first, n, bits in self.present_parts:
+            n = max(0, min(n, total - first))
+            out[first : first + n] = np.unpackbits(bits, count=n).astype(bool)
+        return out
 
 
 def summarize_manifest_rows(
@@ -451,6 +463,7 @@ def summarize_manifest_rows(
     named_frags: list[np.ndarray] = []
     fast, counts, block_row, blocks = _mode0_blocks(rows, sid_ndim)
     out.nonempty = int(np.count_nonzero(counts[fast] > 0))
+    present = fast & (counts > 0)
     if block_row.size:
         frags = blocks["fragment"].astype(np.int64)
         chunks = blocks["chunk"].reshape(len(blocks), sid_ndim)
@@ -463,6 +476,7 @@ def summarize_manifest_rows(
                                frags[at].tolist()):
                 out.problems.append(f"row {first_row + r}: manifest: block {b} names fragment {f}, outside [0, 2**32)")
             out.nonempty -= len(bad_rows)
+            present[bad_rows] = False
             keep = ~np.isin(block_row, bad_rows)
             frags, chunks, block_row = frags[keep], chunks[keep], block_row[keep]
         if block_row.size:
@@ -479,6 +493,7 @@ def summarize_manifest_rows(
             continue
         if walked:
             out.nonempty += 1
+            present[r] = True
         for chunk, _, named in walked:  # the largest fragment of a run is its end: nothing is expanded
             if isinstance(named, tuple):
                 top = named[0] + named[1] - 1 if named[1] else -1
@@ -497,6 +512,7 @@ def summarize_manifest_rows(
                 named_chunks.append(np.tile(np.asarray(chunk, dtype=np.int64), (len(expanded), 1)))
     if count_named and named_frags:
         out.named = _named_counts(np.concatenate(named_chunks), np.concatenate(named_frags))
+    out.present_parts.append((first_row, len(rows), np.packbits(present)))
     return out
 
 
@@ -584,6 +600,7 @@ def merge_manifest_summaries(parts: Iterable[ManifestSummary]) -> ManifestSummar
         out.nonempty += p.nonempty
         out.named_complete &= p.named_complete
         _merge_named(out.named, p.named)
+        out.present_parts.extend(p.present_parts)
         for chunk, (f, r) in p.max_fragment.items():
             prev = out.max_fragment.get(chunk)
             if prev is None or f > prev[0]:

@@ -176,8 +176,8 @@ RULES: list[Rule] = [
                                "says so")),
         ("L3_FRAGMENT_SHARED", _E, ("a level without shared_fragments names each fragment in one manifest "
                                     "block at most")),
-        ("L3_VERTEX_OWNERS", _E, ("at level 0 of an object-indexed store each vertex has one owner: it lies in "
-                                  "exactly one fragment, and every fragment is named by a manifest")),
+        ("L3_VERTEX_OWNERS", _E, ("on a level with an object index every vertex lies in a fragment a manifest "
+                                  "names; at level 0 in exactly one (one owner)")),
         ("L3_OFFSETS_NOT_CANONICAL", _E, "undirected canonical delta-0 families: no lexicographically negative "
                                          "offset, offsets non-decreasing across the segment"),
         ("L3_HAS_PERM", _E, "each links array's has_perm equals links_has_perm(offsets, delta, directed, store)"),
@@ -226,7 +226,8 @@ RULES: list[Rule] = [
         ("L5_BIN_VOLUME", _E, "bin volume is non-decreasing with level"),
         ("L5_VERTEX_COUNT", _E, "vertex count is non-increasing with level"),
         ("L5_INHERITED_NUM_OBJECTS", _E, "preserves_object_ids levels carry inherited_num_objects equal to the "
-                                         "parent's object slot count, and have that many slots themselves"),
+                                         "parent's object slot count, have that many slots themselves, and "
+                                         "bring back no object the parent dropped"),
         ("L5_CROSS_LEVEL_STORAGE", _E, "cross_level_storage/depth decide which delta != 0 families exist"),
         ("L5_MULTISCALE_LINKS_TOKEN", _E, "multiscale_links capability present iff some delta != 0 family exists"),
         ("L5_CROSS_LEVEL_TARGET", _E, "every delta != 0 family's target level exists (its records are resolved "

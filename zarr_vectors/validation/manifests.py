@@ -51,7 +51,7 @@ def decode_manifest_chunk(
     ``declared`` is the level's ``(num_present, vertex_count)``: with them the chunk decodes with
     its bound from metadata (:func:`zarr_vectors.format.bounds.manifest_chunk_bound`), and one
     inflating past it is an ``L1_RESOURCE_LIMIT`` finding.  ``count_named`` counts how often each
-    fragment is named (level 3's ownership rules, where :func:`counts_named`).
+    fragment is named (level 3's ownership rules).
     """
     out = ManifestCheck()
     cell = str(chunk_index)
@@ -141,10 +141,10 @@ def manifest_jobs(
     return [(path, cell_key(path, (i,), prefix, sep), i, doc, sid, declared) for i in stored], findings
 
 
-def counts_named(model: StoreModel, number: int) -> bool:
-    """Whether a level's manifests are checked for who owns each fragment: where fragments may
-    not be shared (no ``shared_fragments: true``), and at level 0, where each vertex has one owner."""
-    return number == 0 or model.level_attrs(number).get("shared_fragments") is not True
+def shared_fragments(model: StoreModel, number: int) -> bool:
+    """Whether a level may name one fragment in several manifests (``shared_fragments: true``;
+    never level 0, where each vertex has one owner)."""
+    return number > 0 and model.level_attrs(number).get("shared_fragments") is True
 
 
 def start_manifests(model: StoreModel, report: Report) -> dict[int, list[Any]]:
@@ -159,9 +159,8 @@ def start_manifests(model: StoreModel, report: Report) -> dict[int, list[Any]]:
         if not jobs:
             continue
         storage_d = dask.delayed(model.storage, traverse=False)
-        named = counts_named(model, number)
         per_level[number] = [
-            dask.delayed(decode_manifest_chunk, pure=False)(storage_d, path, key, i, doc, sid, declared, named)
+            dask.delayed(decode_manifest_chunk, pure=False)(storage_d, path, key, i, doc, sid, declared, True)
             for path, key, i, doc, sid, declared in jobs
         ]
     if not per_level:

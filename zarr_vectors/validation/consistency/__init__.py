@@ -31,6 +31,7 @@ from zarr_vectors.execution import runner
 from zarr_vectors.format import bounds
 from zarr_vectors.format.coarsen import AGGREGATION_MEMBER
 from zarr_vectors.format.kinds import POLYLINE_KINDS
+from zarr_vectors.format.metadata import OBJECT_INDEX_LAYOUT
 from zarr_vectors.format.paths import LEVEL_FAMILIES
 from zarr_vectors.format.points import chunk_placement_checked, placement_checked
 from zarr_vectors.format.schema import whole_ratio
@@ -57,7 +58,7 @@ from zarr_vectors.validation.consistency.vertices import (
     vertex_batch,
 )
 from zarr_vectors.validation.findings import Finding, crashed, make
-from zarr_vectors.validation.manifests import ManifestCheck, counts_named
+from zarr_vectors.validation.manifests import ManifestCheck, shared_fragments
 from zarr_vectors.validation.metadata import (
     attribute_layout,
     level_chunk_shape,
@@ -137,7 +138,7 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
             number, lpath, ndim, rank, vertices, fragments, vattrs, fattrs,
             claims_tile=attrs.get("fragments_tile") is True, binned=binned, max_fragments=max_fragments,
             bin_check=bin_check, chunk_check=chunk_check, chunk_shape=cs, bin_shape=bin_shape, bins_per_chunk=bpc,
-            attribute_ranges=number in ranged, one_owner=number == 0 and has_objects,
+            attribute_ranges=number in ranged, owned=has_objects, one_owner=number == 0,
         )
         sizes: dict[Chunk, int] = defaultdict(int)
         for s in (vertices, fragments, *vattrs, *fattrs):
@@ -155,8 +156,7 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
             "vertex_count": attrs.get("vertex_count"),
             "vertices_ok": vertices is not None and not vertices.unreadable,
             "num_present": (model.nodes[f"{lpath}/object_index"].attrs.get("num_present") if has_objects else None),
-            "shared_ok": not counts_named(model, number),
-            "one_owner": number == 0,
+            "shared_ok": shared_fragments(model, number),
         }
         summary_d = dask.delayed(manifests.get(number), traverse=False)  # its tables need no walking
         level_reduces.append(dask.delayed(reduce_level, pure=False)(level_info, tables[number], summary_d))
@@ -172,12 +172,38 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
             level_reduces.append(dask.delayed(bridge_findings, pure=False)(storage_d, number,
                                                                            tuple(model.allow_layouts)))
             ran["L4_POLYLINE_BRIDGES"] = ran.get("L4_POLYLINE_BRIDGES", 0) + 1
+    if requested >= 5:
+        static.extend(_objects_come_back(model, manifests))
     for number, (parent, rules) in sorted(aggregated.items()):
         level_reduces.append(dask.delayed(aggregation_findings, pure=False)(
             model.levels[number], parent, rules, tables[parent], tables[number]))
     for number, lpath in sorted(model.levels.items()):
         family_reduces.extend(link_graph(model, number, tables, static, limits))
     return dask.delayed(_collect, pure=False)(*level_reduces, *family_reduces)
+
+
+def _objects_come_back(model: StoreModel, manifests: dict[int, ManifestCheck]) -> list[Finding]:
+    """A level preserving object ids names no object its parent level dropped (an empty
+    manifest there): ids keep their meaning, and a dropped object stays dropped up the
+    pyramid (``L5_INHERITED_NUM_OBJECTS``; v1 rows, where a row is its id)."""
+    out = []
+    for number in sorted(manifests):
+        attrs, lpath = model.level_attrs(number), model.levels[number]
+        parent = attrs.get("parent_level")
+        if attrs.get("preserves_object_ids") is not True or not isinstance(parent, int) or parent not in manifests:
+            continue
+        groups = [model.nodes.get(f"{model.levels[n]}/object_index") for n in (number, parent)]
+        if any(g is None or g.attrs.get("layout") != OBJECT_INDEX_LAYOUT or not isinstance(
+                g.attrs.get("num_objects"), int) for g in groups):
+            continue
+        rows = min(g.attrs["num_objects"] for g in groups)  # a count that differs is reported by the slot rule
+        back = np.flatnonzero(manifests[number].summary.present_rows(rows)
+                              & ~manifests[parent].summary.present_rows(rows))
+        if back.size:
+            out.append(make("L5_INHERITED_NUM_OBJECTS", f"{lpath}/object_index/manifests", f"object {int(back[0])} "
+                            f"({back.size} in all) has vertices here, but level {parent} dropped it (an empty "
+                            "manifest): a level preserving object ids brings back no dropped object"))
+    return out
 
 
 def _aggregated(model: StoreModel) -> dict[int, tuple[int, dict[str, Any]]]:

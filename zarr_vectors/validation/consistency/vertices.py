@@ -57,7 +57,8 @@ class VertexLevelSpec:
     bin_shape: tuple[float, ...] | None = None
     bins_per_chunk: tuple[int, ...] | None = None
     attribute_ranges: bool = False  # level 5 (D22): gather each vertex attribute's value range
-    one_owner: bool = False  # level 0 with an object index: each vertex lies in exactly one fragment
+    owned: bool = False  # a level with an object index: each vertex lies in a fragment (L3_VERTEX_OWNERS)
+    one_owner: bool = False  # level 0: in exactly one
 
 
 @dataclass
@@ -128,8 +129,8 @@ def _vertex_batch(storage: Storage, spec: VertexLevelSpec, chunks: list[Chunk], 
                 res.fragments[c] = index.num_fragments
                 if n_rows is not None:
                     _check_fragment_ranges(index, n_rows, spec, key, out)
-                if spec.one_owner and n_rows is not None:
-                    _check_one_fragment_each(index, n_rows, spec, key, out)
+                if spec.owned and n_rows is not None:
+                    _check_fragments_cover(index, n_rows, spec, key, out)
                 if spec.binned and spec.max_fragments is not None and index.num_fragments > spec.max_fragments:
                     out.append(make("L3_TOO_MANY_FRAGMENTS", spec.fragments.path, f"{index.num_fragments} fragments, "
                                     f"more than the {spec.max_fragments} bins per chunk", cell=key))
@@ -157,21 +158,24 @@ def _vertex_batch(storage: Storage, spec: VertexLevelSpec, chunks: list[Chunk], 
                     out.append(crashed(4, vpath, exc, cell=key, what="bin containment"))
 
 
-def _check_one_fragment_each(index: FragmentIndex, n_rows: int, spec: VertexLevelSpec, key: str,
-                             out: list[Finding]) -> None:
-    """Level 0 of an object-indexed store: every row in exactly one fragment (one owner; rows
-    past the cell are ``L3_FRAGMENT_OUT_OF_RANGE``'s)."""
+def _check_fragments_cover(index: FragmentIndex, n_rows: int, spec: VertexLevelSpec, key: str,
+                           out: list[Finding]) -> None:
+    """Every row of an object-indexed level in a fragment (an owner), at level 0 in exactly one;
+    rows past the cell are ``L3_FRAGMENT_OUT_OF_RANGE``'s."""
     try:
         _, rows = index.expand()
     except ResourceLimitError as exc:  # overlapping ranges selecting far more rows than the cell holds
         out.append(make("L1_RESOURCE_LIMIT", spec.fragments.path if spec.fragments else spec.path, str(exc), cell=key))
         return
     cover = np.bincount(rows[(rows >= 0) & (rows < n_rows)], minlength=n_rows)
-    none, several = int(np.count_nonzero(cover == 0)), int(np.count_nonzero(cover > 1))
+    none = int(np.count_nonzero(cover == 0))
+    several = int(np.count_nonzero(cover > 1)) if spec.one_owner else 0
     if none or several:
+        first = int(np.flatnonzero((cover == 0) | ((cover > 1) & spec.one_owner))[0])
+        rule = "at level 0 each vertex has one owner" if spec.one_owner else "every vertex has an owner"
         out.append(make("L3_VERTEX_OWNERS", spec.fragments.path if spec.fragments else spec.path,
-                        f"{none} vertices lie in no fragment and {several} in several (first row "
-                        f"{int(np.flatnonzero(cover != 1)[0])}): at level 0 each vertex has one owner", cell=key))
+                        f"{none} vertices lie in no fragment and {several} in several (first row {first}): {rule}",
+                        cell=key))
 
 
 def _check_fragment_ranges(index: FragmentIndex, n_rows: int, spec: VertexLevelSpec, key: str,
@@ -318,7 +322,9 @@ def merge_vertex(*parts: VertexResult) -> VertexResult:
 def _check_owners(model_level: dict[str, Any], table: VertexResult, summary: ManifestSummary, mpath: str,
                   out: list[Finding]) -> None:
     """Who owns each fragment: named once at most where the level does not declare
-    ``shared_fragments``, and, at level 0, by some manifest (the decode counted where either holds)."""
+    ``shared_fragments``, and by some manifest everywhere (an unnamed fragment's vertices belong
+    to no object: at level 0 every vertex has one owner, a coarse level's metavertices are the
+    kept objects' own)."""
     named = summary.named
     if not model_level["shared_ok"]:
         shared = [(c, int(frag[times > 1][0])) for c, (frag, times) in sorted(named.items()) if (times > 1).any()]
@@ -327,7 +333,7 @@ def _check_owners(model_level: dict[str, Any], table: VertexResult, summary: Man
             out.append(make("L3_FRAGMENT_SHARED", mpath, f"fragment {f} of chunk {format_chunk_key(c)} is named more "
                             f"than once ({len(shared)} chunk(s) with such fragments), and the level does not declare "
                             "shared_fragments"))
-    if not (model_level["one_owner"] and summary.named_complete):
+    if not summary.named_complete:
         return
     empty = np.zeros(0, dtype=np.int64)
     unnamed = {c: n - int(np.count_nonzero(named.get(c, (empty, None))[0] < n))
@@ -336,8 +342,8 @@ def _check_owners(model_level: dict[str, Any], table: VertexResult, summary: Man
     if unnamed:
         c = min(unnamed)
         out.append(make("L3_VERTEX_OWNERS", mpath, f"{unnamed[c]} of the {table.fragments[c]} fragments of chunk "
-                        f"{format_chunk_key(c)} are named by no manifest ({len(unnamed)} chunk(s) so): at level 0 "
-                        "each vertex has one owner"))
+                        f"{format_chunk_key(c)} are named by no manifest ({len(unnamed)} chunk(s) so): their vertices "
+                        "belong to no object"))
 
 
 # ---------------------------------------------------------------------------
