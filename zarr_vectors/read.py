@@ -417,6 +417,22 @@ def _object_vertices(table: VertexTable) -> ObjectVertices:
     return ObjectVertices.from_pairs(table.objects.ids, owner, rows, len(table.positions))
 
 
+def _check_one_owner(owned: ObjectVertices, table: VertexTable) -> None:
+    """At level 0 each vertex belongs to one object (format.md §6.7): a manifest naming another
+    object's fragment made ``--object-id`` return that object's vertices, and a row in no fragment
+    read back with id -1 (the validator's ``L3_VERTEX_OWNERS`` / ``L3_FRAGMENT_SHARED``)."""
+    owners = np.bincount(owned.indices, minlength=owned.num_vertices)
+    wrong = np.flatnonzero(owners != 1)
+    if wrong.size:
+        v = int(wrong[0])
+        bases = np.asarray([table.base[c] for c in table.cells], dtype=np.int64)
+        cell = table.cells[int(np.searchsorted(bases, v, side="right")) - 1]
+        raise InconsistentStoreError(
+            f"level {table.level}: row {v - table.base[cell]} of chunk {format_chunk_key(cell)} belongs to "
+            f"{int(owners[v])} objects ({wrong.size} such vertices read); at level 0 each vertex belongs to one"
+        )
+
+
 def _object_attributes(lvl: Level, rows: int) -> dict[str, np.ndarray]:
     """Every object attribute, one row per object-index row (``rows`` of them)."""
     out = {}
@@ -465,6 +481,8 @@ def read(
     else:
         if table.objects is not None:
             data.object_vertices = _object_vertices(table)
+            if lvl.number == 0:
+                _check_one_owner(data.object_vertices, table)
         if kind in LINKED_KINDS:
             _assemble_records(data, table, lvl, kind)
     if table.box is not None:  # the box as the positions' dtype holds it

@@ -793,3 +793,29 @@ def test_a_level_chunk_shape_of_another_rank_is_a_metadata_error(store, chunk_sh
     read_fails(path, MetadataError, f"chunk_shape has {len(chunk_shape)} entries, sid_ndim is 3")
     with pytest.raises(MetadataError, match="0/zarr.json#/attributes/zarr_vectors_level/chunk_shape"):
         zv.build_pyramid(str(path), factors=[2])
+
+
+@pytest.mark.parametrize("damage", ["fragment_named_twice", "row_in_no_fragment"])
+def test_a_level_0_vertex_of_no_object_or_of_two_is_refused(store, damage: str) -> None:
+    """Regression (hunt): at level 0 each vertex belongs to one object; a manifest naming another
+    object's fragment made ``--object-id`` return that object's vertices, and a row left out of
+    every fragment read back with object id -1."""
+    from zarr_vectors.conformance.rawfiles import ZSTD
+    from zarr_vectors.encoding import decode_manifest, encode_manifest, frame_items, unframe_items
+
+    path = store("points_ids")
+    if damage == "fragment_named_twice":
+        cell = path / "0/object_index/manifests/c/0"
+        items = unframe_items(ZSTD.decode(cell.read_bytes()))
+        runs = [[(b.chunk, b.fragments.tolist()) for b in decode_manifest(row, 3)] for row in items]
+        runs[1] = runs[1] + runs[0][:1]  # object 1 also names object 0's first fragment
+        cell.write_bytes(ZSTD.encode(frame_items([encode_manifest(r, 3) for r in runs])))
+    else:
+        edit(path, "0", lambda d: d["attributes"]["zarr_vectors_level"].pop("fragments_tile"))
+        g = grid(path, "0/vertex_fragments")
+        chunk = listed(path, "0/vertex_fragments")[0]
+        parts = FragmentIndex.decode(g.read_cell(chunk)).fragment_rows()
+        parts[0] = parts[0][:-1]
+        g.write_cells({chunk: FragmentIndex.from_fragments(parts).encode()}, record_presence=False)
+    owners = "2 objects" if damage == "fragment_named_twice" else "0 objects"
+    read_fails(path, InconsistentStoreError, owners, "at level 0 each vertex belongs to one")
