@@ -417,11 +417,12 @@ def _object_vertices(table: VertexTable) -> ObjectVertices:
     return ObjectVertices.from_pairs(table.objects.ids, owner, rows, len(table.positions))
 
 
-def _check_one_owner(owned: ObjectVertices, table: VertexTable) -> None:
-    """At level 0 each vertex belongs to one object (format.md §6.7): a manifest naming another
-    object's fragment made ``--object-id`` return that object's vertices, and a row in no fragment
-    read back with id -1 (the validator's ``L3_VERTEX_OWNERS`` / ``L3_FRAGMENT_SHARED``)."""
-    owners = np.bincount(owned.indices, minlength=owned.num_vertices)
+def _check_one_owner(owners: np.ndarray, table: VertexTable) -> None:
+    """At level 0 each vertex read belongs to one object (format.md §6.7; ``owners`` counts them
+    per storage row): a manifest naming another object's fragment made ``--object-id`` return that
+    object's vertices, a row in no fragment read back with id -1, and a polyline's fragment index
+    changed under it read back as other lines (the validator's ``L3_VERTEX_OWNERS`` /
+    ``L3_FRAGMENT_SHARED``)."""
     wrong = np.flatnonzero(owners != 1)
     if wrong.size:
         v = int(wrong[0])
@@ -477,12 +478,13 @@ def read(
     )
     gaps = None
     if kind in POLYLINE_KINDS:
-        gaps = _assemble_polylines(data, table)
+        gaps = _assemble_polylines(data, table, one_owner=lvl.number == 0)
     else:
         if table.objects is not None:
             data.object_vertices = _object_vertices(table)
             if lvl.number == 0:
-                _check_one_owner(data.object_vertices, table)
+                owned = data.object_vertices
+                _check_one_owner(np.bincount(owned.indices, minlength=owned.num_vertices), table)
         if kind in LINKED_KINDS:
             _assemble_records(data, table, lvl, kind)
     if table.box is not None:  # the box as the positions' dtype holds it
@@ -603,7 +605,7 @@ def _skeleton_edges(table: VertexTable, explicit: np.ndarray) -> np.ndarray:
     return np.stack([child, parent[child]], axis=1)
 
 
-def _assemble_polylines(data: VectorData, table: VertexTable) -> np.ndarray:
+def _assemble_polylines(data: VectorData, table: VertexTable, *, one_owner: bool) -> np.ndarray:
     """Vertices in traversal order: each object's fragments concatenated in manifest block order.
 
     Returns, per returned vertex, whether vertices of its polyline were skipped just
@@ -614,6 +616,8 @@ def _assemble_polylines(data: VectorData, table: VertexTable) -> np.ndarray:
         raise MetadataError("a polyline level needs an object index", file="object_index/zarr.json")
     ids, chunks, frags = table.objects.blocks_table()
     rows, n_rows = _fragment_rows(table, chunks, frags)
+    if one_owner:  # level 0: each vertex read on exactly one line
+        _check_one_owner(np.bincount(rows, minlength=len(table.positions)), table)
     skipped = np.cumsum(table.cell_rank(chunks) < 0)  # unread blocks up to and including each block
     emitted = np.flatnonzero(n_rows > 0)
     block_gap = np.zeros(len(n_rows), dtype=bool)

@@ -503,11 +503,11 @@ def summarize_manifest_rows(
             _merge_max(out.max_fragment, np.asarray([chunk], dtype=np.int64), np.asarray([top]),
                        np.asarray([first_row + r]))
             if count_named:
-                expanded = np.arange(named[0], named[0] + named[1]) if isinstance(named, tuple) else named
-                budget -= len(expanded)
+                budget -= named[1] if isinstance(named, tuple) else len(named)  # before anything is expanded
                 if budget < 0:
                     out.named_complete = False
                     continue
+                expanded = np.arange(named[0], named[0] + named[1]) if isinstance(named, tuple) else named
                 named_frags.append(np.asarray(expanded, dtype=np.int64))
                 named_chunks.append(np.tile(np.asarray(chunk, dtype=np.int64), (len(expanded), 1)))
     if count_named and named_frags:

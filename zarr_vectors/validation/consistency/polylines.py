@@ -16,6 +16,7 @@ import numpy as np
 
 from zarr_vectors.encoding import FragmentIndex
 from zarr_vectors.errors import ZarrVectorsError
+from zarr_vectors.format import bounds
 from zarr_vectors.format.paths import format_chunk_key
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.grid import read_cells_many
@@ -71,19 +72,20 @@ def _implied_bridges(level: Level, objects: ObjectIndex) -> np.ndarray:
     grid = level.array("vertex_fragments")
     order = np.lexsort(chunks.T[::-1])  # blocks grouped by chunk (a sort, not np.unique's row compare)
     starts = np.flatnonzero(np.r_[True, (chunks[order][1:] != chunks[order][:-1]).any(axis=1)])
-    bounds = np.r_[starts, len(order)]
+    groups = np.r_[starts, len(order)]
     keys = [tuple(c) for c in chunks[order[starts]].tolist()]
     present = set(grid.nonempty_chunk_coords())
     wanted = [k for k in keys if k in present]
-    indexes = dict(zip(wanted, (FragmentIndex.decode(p) for p in read_cells_many([(grid, c) for c in wanted],
-                                                                                   required=True))))
+    limit = bounds.fragment_index_bound(level.meta.vertex_count)  # no cell inflates past what the level holds
+    payloads = read_cells_many([(grid, c) for c in wanted], required=True, max_payload_bytes=[limit] * len(wanted))
+    indexes = dict(zip(wanted, map(FragmentIndex.decode, payloads)))
     first = np.full(len(ids), -1, dtype=np.int64)
     last = first.copy()
     for k, key in enumerate(keys):  # one step per chunk, the blocks vectorised
         index = indexes.get(key)
         if index is None:
             continue  # a chunk without a FragmentIndex: level 3's L3_MANIFEST_CHUNK_MISSING
-        blocks = order[bounds[k] : bounds[k + 1]]
+        blocks = order[groups[k] : groups[k + 1]]
         f = frags[blocks]
         inside = (f >= 0) & (f < index.num_fragments)
         starts, ends = index.first_last_rows()
