@@ -149,7 +149,7 @@ def _changes_links(write: Callable[Concatenate[Level, P], R]) -> Callable[Concat
     @functools.wraps(write)
     def changing(level: Level, *args: P.args, **kwargs: P.kwargs) -> R:
         refuse_unfinished_relayout(level.storage, level.storage.list_dir(""), "writing links")
-        with reconsolidating(level.storage, has_copy=level.store.consolidated is not None):
+        with reconsolidating(level.storage):  # the root as it is now: it may have been consolidated since
             return write(level, *args, **kwargs)
 
     return changing
@@ -158,7 +158,6 @@ def _changes_links(write: Callable[Concatenate[Level, P], R]) -> Callable[Concat
 finalize_links = _changes_links(reconcile.finalize_links)
 
 
-@_changes_links
 def write_chunk_links(
     level: Level,
     delta: int,
@@ -180,7 +179,9 @@ def write_chunk_links(
     ``link_fragments`` entry at the same chunk; otherwise a self-describing blob.
     The family must exist; the array is created when missing (single-process use; a
     coordinator creates arrays for concurrent writers).  Family counts are left to
-    :func:`finalize_links`.
+    :func:`finalize_links`, which also refuses a store with unfinished shard commits and writes
+    a consolidated copy again: a cell write is one step of many, and checking (or rebuilding the
+    copy) per cell would cost a listing and every node's document each time.
     """
     policy = require_policy(level, delta)
     offs = offsets_tuple(offsets, policy)

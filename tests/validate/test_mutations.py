@@ -383,3 +383,16 @@ def test_a_coarse_vertex_no_object_owns_is_found(tmp_path: Path) -> None:
     errors = [f for f in validate(str(store), 5).findings if f.severity == "error"]
     assert [(f.code, f.node) for f in errors] == [("L3_VERTEX_OWNERS", "1/object_index/manifests")], errors
     assert "named by no manifest" in errors[0].message
+
+
+def test_streamline_bridges_are_checked_on_s3(s3_bucket) -> None:
+    """The bridge task opens its level through the store's own storage (a worker on an object store);
+    a request or decode failing there would be a finding, not a pass."""
+    bucket, options = s3_bucket
+    url = f"s3://{bucket}/s.zv"
+    rng = np.random.default_rng(4)
+    walks = (rng.uniform(20, 80, (30, 1, 3)) + np.cumsum(rng.normal(0, 4, (30, 12, 3)), axis=1)).astype("f4")
+    zv.write_polylines(url, walks.reshape(-1, 3), np.arange(0, 361, 12), chunk_shape=15.0, kind="streamline",
+                       storage_options=options)
+    result = validate(url, 5, storage_options=options)
+    assert result.ok and any("L4_POLYLINE_BRIDGES" in rule for rule in result.passed), result.summary()

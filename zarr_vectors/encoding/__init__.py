@@ -23,6 +23,7 @@ from zarr_vectors.encoding.manifest import (
     encode_manifest,
     encode_mode0_manifests,
     merge_manifest_summaries,
+    named_coverage,
     summarize_manifest_rows,
 )
 from zarr_vectors.encoding.ragged import (
@@ -65,6 +66,7 @@ __all__ = [
     "lehmer_encode",
     "lehmer_encode_rows",
     "merge_manifest_summaries",
+    "named_coverage",
     "rows_back_to_back",
     "summarize_manifest_rows",
     "unframe_items",

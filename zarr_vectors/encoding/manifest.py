@@ -414,7 +414,7 @@ def decode_manifest_table(
 # ---------------------------------------------------------------------------
 # summaries: what a consistency check needs from many rows, never the rows
 # ---------------------------------------------------------------------------
-NamedCounts = dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]]  # chunk -> (fragments, times named)
+NamedRuns = dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]]  # chunk -> (first fragment, count) per block
 
 
 @dataclass
@@ -430,11 +430,10 @@ class ManifestSummary:
     nonempty: int = 0
     max_fragment: dict[tuple[int, ...], tuple[int, int]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
-    #: With ``count_named``: per chunk, the fragments named (ascending) and how many times, capped
-    #: at 2 -- whether each vertex group has one owner, none or several.  ``named_complete`` is
-    #: False when a run too long to expand (past :func:`fragment_budget`) was left out.
-    named: NamedCounts = field(default_factory=dict)
-    named_complete: bool = True
+    #: With ``count_named``: per chunk, every block's named fragments as runs (first, count), never
+    #: expanded -- a 16-byte mode-1 block may name 2**32 of them.  Whoever knows the chunk's
+    #: fragment count turns them into how often each fragment is named (:func:`named_coverage`).
+    named: NamedRuns = field(default_factory=dict)
     #: Which rows name anything (an object present at the level): (first row, rows, packed bits)
     #: per summarised chunk, for :meth:`present_rows`.
     present_parts: list[tuple[int, int, np.ndarray]] = field(default_factory=list)
@@ -460,7 +459,8 @@ def summarize_manifest_rows(
     _check_sid_ndim(sid_ndim)
     out = ManifestSummary()
     named_chunks: list[np.ndarray] = []
-    named_frags: list[np.ndarray] = []
+    named_starts: list[np.ndarray] = []
+    named_counts: list[np.ndarray] = []
     fast, counts, block_row, blocks = _mode0_blocks(rows, sid_ndim)
     out.nonempty = int(np.count_nonzero(counts[fast] > 0))
     present = fast & (counts > 0)
@@ -482,8 +482,8 @@ def summarize_manifest_rows(
         if block_row.size:
             _merge_max(out.max_fragment, chunks, frags, block_row + first_row)
             named_chunks.append(chunks)
-            named_frags.append(frags)
-    budget = fragment_budget(sid_ndim) if count_named else 0
+            named_starts.append(frags)
+            named_counts.append(np.ones(len(frags), dtype=np.int64))
     for r in np.flatnonzero(~fast).tolist():
         mv = memoryview(rows[r]).cast("B")
         try:
@@ -493,7 +493,7 @@ def summarize_manifest_rows(
             continue
         if walked:
             out.nonempty += 1
-            present[r] = True
+            present[r] = any((n[1] if isinstance(n, tuple) else len(n)) > 0 for _, _, n in walked)
         for chunk, _, named in walked:  # the largest fragment of a run is its end: nothing is expanded
             if isinstance(named, tuple):
                 top = named[0] + named[1] - 1 if named[1] else -1
@@ -502,59 +502,38 @@ def summarize_manifest_rows(
             # an empty run (-1) names no fragment, but still a chunk, which must exist
             _merge_max(out.max_fragment, np.asarray([chunk], dtype=np.int64), np.asarray([top]),
                        np.asarray([first_row + r]))
-            if count_named:
-                budget -= named[1] if isinstance(named, tuple) else len(named)  # before anything is expanded
-                if budget < 0:
-                    out.named_complete = False
-                    continue
-                expanded = np.arange(named[0], named[0] + named[1]) if isinstance(named, tuple) else named
-                named_frags.append(np.asarray(expanded, dtype=np.int64))
-                named_chunks.append(np.tile(np.asarray(chunk, dtype=np.int64), (len(expanded), 1)))
-    if count_named and named_frags:
-        out.named = _named_counts(np.concatenate(named_chunks), np.concatenate(named_frags))
+            if count_named:  # a run stays one (start, count); a list is as long as its stored bytes
+                starts = np.asarray([named[0]] if isinstance(named, tuple) else named, dtype=np.int64)
+                named_starts.append(starts)
+                named_counts.append(np.asarray([named[1]], dtype=np.int64) if isinstance(named, tuple)
+                                    else np.ones(len(starts), dtype=np.int64))
+                named_chunks.append(np.tile(np.asarray(chunk, dtype=np.int64), (len(starts), 1)))
+    if count_named and named_starts:
+        out.named = _runs_by_chunk(np.concatenate(named_chunks), np.concatenate(named_starts),
+                                   np.concatenate(named_counts))
     out.present_parts.append((first_row, len(rows), np.packbits(present)))
     return out
 
 
-def _named_counts(chunks: np.ndarray, frags: np.ndarray) -> NamedCounts:
-    """Per chunk, its named fragments (ascending) and how often each is named, capped at 2: one
-    sort of the blocks, a loop over the chunks only."""
-    lo = chunks.min(axis=0)
-    span = [h - low + 1 for h, low in zip(chunks.max(axis=0).tolist(), lo.tolist())]  # Python ints: no wrap
-    top = int(frags.max()) + 1
-    if math.prod(span) * top < 1 << 62:  # one int64 per block: a plain sort (the common case, ~10x lexsort)
-        packed = np.sort(np.ravel_multi_index(tuple((chunks - lo).T), tuple(span)) * top + frags)
-        key, frag = packed // top, packed % top
-        table = None
-    else:
-        table, inverse = np.unique(chunks, axis=0, return_inverse=True)
-        order = np.lexsort((frags, inverse.ravel()))
-        key, frag = inverse.ravel()[order], frags[order]
-    first = np.flatnonzero(np.r_[True, (key[1:] != key[:-1]) | (frag[1:] != frag[:-1])])
-    times = np.minimum(np.diff(np.r_[first, len(frag)]), 2).astype(np.uint8)
-    key, frag = key[first], frag[first]
-    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-    ends = np.r_[starts[1:], len(key)]
-    def chunk_of(k: int) -> tuple[int, ...]:
-        if table is not None:
-            return tuple(table[k].tolist())
-        return tuple(int(c) + int(low) for c, low in zip(np.unravel_index(k, tuple(span)), lo.tolist()))
-
-    return {chunk_of(int(key[a])): (frag[a:b], times[a:b]) for a, b in zip(starts.tolist(), ends.tolist())}
+def _runs_by_chunk(chunks: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> NamedRuns:
+    """The blocks' runs grouped by chunk: one sort of the chunk coordinates, a loop over chunks."""
+    order = np.lexsort(chunks.T[::-1])
+    chunks, starts, counts = chunks[order], starts[order], counts[order]
+    first = np.flatnonzero(np.r_[True, (chunks[1:] != chunks[:-1]).any(axis=1)])
+    ends = np.r_[first[1:], len(chunks)]
+    return {tuple(chunks[a].tolist()): (starts[a:b], counts[a:b]) for a, b in zip(first.tolist(), ends.tolist())}
 
 
-def _merge_named(into: NamedCounts, part: NamedCounts) -> None:
-    """Fold one summary's named counts into another's (a chunk named from two manifests chunks)."""
-    for chunk, (frag, times) in part.items():
-        if chunk not in into:
-            into[chunk] = (frag, times)
-            continue
-        both_frag = np.concatenate([into[chunk][0], frag])
-        both_times = np.concatenate([into[chunk][1], times]).astype(np.int64)
-        order = np.argsort(both_frag, kind="stable")
-        both_frag, both_times = both_frag[order], both_times[order]
-        first = np.flatnonzero(np.r_[True, both_frag[1:] != both_frag[:-1]])
-        into[chunk] = (both_frag[first], np.minimum(np.add.reduceat(both_times, first), 2).astype(np.uint8))
+def named_coverage(runs: tuple[np.ndarray, np.ndarray] | None, fragments: int) -> np.ndarray:
+    """How many blocks name each of a chunk's ``fragments`` fragments: a difference array over the
+    runs clipped to the fragments that exist (past them is ``L3_MANIFEST_FRAGMENT_OUT_OF_RANGE``),
+    so its size is the chunk's, never a run's."""
+    cover = np.zeros(fragments + 1, dtype=np.int64)
+    if runs is not None and fragments:
+        starts, counts = runs
+        np.add.at(cover, np.clip(starts, 0, fragments), 1)
+        np.add.at(cover, np.clip(starts + counts, 0, fragments), -1)
+    return np.cumsum(cover[:-1])
 
 
 def _merge_max(table: dict[tuple[int, ...], tuple[int, int]], chunks: np.ndarray, frags: np.ndarray, rows: np.ndarray) -> None:
@@ -593,16 +572,19 @@ def _merge_max(table: dict[tuple[int, ...], tuple[int, int]], chunks: np.ndarray
 
 
 def merge_manifest_summaries(parts: Iterable[ManifestSummary]) -> ManifestSummary:
-    """One summary of many (the chunks of one manifests array)."""
+    """One summary of many (the chunks of one manifests array); runs of one chunk are joined once."""
     out = ManifestSummary()
+    pending: dict[tuple[int, ...], list[tuple[np.ndarray, np.ndarray]]] = {}
     for p in parts:
         out.problems.extend(p.problems)
         out.nonempty += p.nonempty
-        out.named_complete &= p.named_complete
-        _merge_named(out.named, p.named)
+        for chunk, runs in p.named.items():
+            pending.setdefault(chunk, []).append(runs)
         out.present_parts.extend(p.present_parts)
         for chunk, (f, r) in p.max_fragment.items():
             prev = out.max_fragment.get(chunk)
             if prev is None or f > prev[0]:
                 out.max_fragment[chunk] = (f, r)
+    out.named = {chunk: (np.concatenate([r[0] for r in runs]), np.concatenate([r[1] for r in runs]))
+                 for chunk, runs in pending.items()}
     return out

@@ -60,6 +60,10 @@ LINK_WIDTHS: dict[str, tuple[int, int | None]] = {
 POLYLINE_KINDS = ("polyline", "streamline", "line")
 """Kinds stored as runs of vertices in manifest order, joined across chunks by delta-0 bridges (§8)."""
 
+ROW_BRIDGED_KINDS = ("polyline", "streamline")
+"""Polyline kinds whose bridges name vertex rows in both implementations; the reference's line
+writer stores a fragment index in ``vi`` (D12), so a line store's bridges are not held to rows."""
+
 NEEDS_OBJECT_INDEX = frozenset(POLYLINE_KINDS)
 """Kinds whose vertices are ordered only by their manifests, hence unreadable without an object index."""
 

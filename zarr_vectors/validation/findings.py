@@ -203,7 +203,7 @@ RULES: list[Rule] = [
         ("L4_LINKS_CONVENTION", _E, "links_convention is allowed for the geometry type"),
         ("L4_POINT_CLOUD_LINKS", _E, "a point cloud has no delta-0 links family (D17)"),
         ("L4_LINK_WIDTH", _E, "per-geometry link widths: mesh >= 3; graph, skeleton, line, polyline, streamline == 2"),
-        ("L4_POLYLINE_BRIDGES", _E, ("polyline, streamline and line levels: the delta-0 records are the bridges the "
+        ("L4_POLYLINE_BRIDGES", _E, ("polyline and streamline levels: the delta-0 records are the bridges the "
                                      "manifests' runs imply (a run's last vertex to the next run's first, across "
                                      "chunks), no more and no fewer")),
         ("L4_GEOMETRY_TYPES", _W, "a kind list reads as one kind: no listed kind is set aside for contradicting "

@@ -30,7 +30,7 @@ from zarr_vectors.errors import ResourceLimitError, ZarrVectorsError
 from zarr_vectors.execution import runner
 from zarr_vectors.format import bounds
 from zarr_vectors.format.coarsen import AGGREGATION_MEMBER
-from zarr_vectors.format.kinds import POLYLINE_KINDS
+from zarr_vectors.format.kinds import ROW_BRIDGED_KINDS
 from zarr_vectors.format.metadata import OBJECT_INDEX_LAYOUT
 from zarr_vectors.format.paths import LEVEL_FAMILIES
 from zarr_vectors.format.points import chunk_placement_checked, placement_checked
@@ -97,7 +97,7 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
     tables: dict[int, Any] = {}
     reading = store_kind(model)
     point_cloud = not isinstance(reading, str) and reading is not None and reading.kind == "point_cloud"
-    polylines = not isinstance(reading, str) and reading is not None and reading.kind in POLYLINE_KINDS
+    polylines = not isinstance(reading, str) and reading is not None and reading.kind in ROW_BRIDGED_KINDS
     ndim = model.sid_ndim or 0
     aggregated = _aggregated(model) if requested >= 5 else {}
     ranged = set(aggregated) | {parent for parent, _ in aggregated.values()}

@@ -1,8 +1,8 @@
 """Level 3 — the cells of grid arrays: which exist, where their bytes are, batched reads.
 
 Shared by the vertex and link tasks: small picklable array descriptions, the shard indexes
-of sharded arrays, one concurrent read of many cells, and the greedy batching of cells
-into tasks of a target size.
+of sharded arrays, one concurrent read of many cells, the greedy batching of cells
+into tasks of a target size, and one 64-bit hash of integer rows.
 """
 
 from __future__ import annotations
@@ -27,6 +27,22 @@ from zarr_vectors.validation.findings import Finding, crashed, make
 from zarr_vectors.validation.structure import CellCodec, Node, StoreModel, origin_of
 
 Chunk = tuple[int, ...]
+_MIX, _MUL = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9)
+
+
+def row_hashes(rows: np.ndarray) -> np.ndarray:
+    """One 64-bit hash per row of an ``(n, k)`` integer array: rows compared, counted or sorted
+    as one number each (equal rows hash alike; two unequal ones collide about once in 2**64)."""
+    h = np.full(len(rows), _MIX, dtype=np.uint64)
+    if not len(rows):
+        return h
+    with np.errstate(over="ignore"):
+        for column in np.asarray(rows).reshape(len(rows), -1).T.astype(np.uint64):
+            h = (h ^ (column + _MIX + (h << np.uint64(6)) + (h >> np.uint64(2)))) * _MUL
+            h ^= h >> np.uint64(31)
+    return h
+
+
 MAX_EXAMPLES = 3  # cells named per finding kind before "... and N more" (output format, not tuning)
 
 

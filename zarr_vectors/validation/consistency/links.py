@@ -36,6 +36,7 @@ from zarr_vectors.validation.consistency.cells import (
     batch_target,
     batches,
     prefetch,
+    row_hashes,
 )
 from zarr_vectors.validation.consistency.vertices import VertexResult
 from zarr_vectors.validation.findings import Finding, crashed, make
@@ -172,7 +173,7 @@ def _link_cells(fam: FamilySpec, seg: SegmentSpec, chunks: list[Chunk], payloads
                                 f"the link cell has {n} records", cell=key))
         if fam.store == "duplicate" and n:
             res.hashes.append(_record_hashes(vi, perm, endpoint_chunks, fam.width))
-            res.leads.append(np.full(n, hash(tuple(c)) & _MASK, dtype=np.uint64))  # ints hash alike everywhere
+            res.leads.append(np.full(n, row_hashes(np.asarray([c]))[0], dtype=np.uint64))
             res.spans.append(np.full(n, len(set(endpoint_chunks)) if fam.delta == 0 else 1, dtype=np.int64))
 
 
@@ -242,9 +243,6 @@ def _endpoint_chunks(src: Chunk, offsets: tuple[tuple[int, ...], ...], fam: Fami
     return [src] + [tuple(a + o for a, o in zip(anchor, off)) for off in offsets]
 
 
-_MASK = (1 << 64) - 1
-_MIX = np.uint64(0x9E3779B97F4A7C15)
-_MUL = np.uint64(0xBF58476D1CE4E5B9)
 
 
 def _record_hashes(vi: np.ndarray, perm: np.ndarray | None, chunks: list[Chunk], width: int) -> np.ndarray:
@@ -262,14 +260,7 @@ def _record_hashes(vi: np.ndarray, perm: np.ndarray | None, chunks: list[Chunk],
         inp[rows, sigma] = stored  # input endpoint sigma[k] = stored endpoint k
     else:
         inp = stored
-    flat = inp.reshape(n, -1).astype(np.uint64)
-    h = np.full(n, _MIX, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for j in range(flat.shape[1]):
-            h ^= flat[:, j] + _MIX + (h << np.uint64(6)) + (h >> np.uint64(2))
-            h *= _MUL
-            h ^= h >> np.uint64(31)
-    return h
+    return row_hashes(inp.reshape(n, -1))
 
 
 def reduce_family(fam: FamilySpec, policy: dict[str, Any], *parts: LinkResult) -> list[Finding]:

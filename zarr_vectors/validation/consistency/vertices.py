@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from zarr_vectors.encoding import FragmentIndex, ManifestSummary
+from zarr_vectors.encoding import FragmentIndex, ManifestSummary, named_coverage
 from zarr_vectors.errors import ResourceLimitError
 from zarr_vectors.format.paths import (
     format_chunk_key,
@@ -322,28 +322,27 @@ def merge_vertex(*parts: VertexResult) -> VertexResult:
 def _check_owners(model_level: dict[str, Any], table: VertexResult, summary: ManifestSummary, mpath: str,
                   out: list[Finding]) -> None:
     """Who owns each fragment: named once at most where the level does not declare
-    ``shared_fragments``, and by some manifest everywhere (an unnamed fragment's vertices belong
-    to no object: at level 0 every vertex has one owner, a coarse level's metavertices are the
-    kept objects' own)."""
-    named = summary.named
-    if not model_level["shared_ok"]:
-        shared = [(c, int(frag[times > 1][0])) for c, (frag, times) in sorted(named.items()) if (times > 1).any()]
-        if shared:
-            c, f = shared[0]
-            out.append(make("L3_FRAGMENT_SHARED", mpath, f"fragment {f} of chunk {format_chunk_key(c)} is named more "
-                            f"than once ({len(shared)} chunk(s) with such fragments), and the level does not declare "
-                            "shared_fragments"))
-    if not summary.named_complete:
-        return
-    empty = np.zeros(0, dtype=np.int64)
-    unnamed = {c: n - int(np.count_nonzero(named.get(c, (empty, None))[0] < n))
-               for c, n in table.fragments.items()}
-    unnamed = {c: k for c, k in unnamed.items() if k}
+    ``shared_fragments``, and by some manifest everywhere (an unnamed fragment belongs to no
+    object: at level 0 every vertex has one owner, a coarse level's metavertices are the kept
+    objects' own).  Coverage per chunk from the blocks' runs, sized by the chunk's fragments."""
+    shared: list[tuple[Chunk, int]] = []
+    unnamed: dict[Chunk, int] = {}
+    for c, fragments in sorted(table.fragments.items()):
+        cover = named_coverage(summary.named.get(c), fragments)
+        if not model_level["shared_ok"] and (cover > 1).any():
+            shared.append((c, int(np.argmax(cover > 1))))
+        if (cover == 0).any():
+            unnamed[c] = int(np.count_nonzero(cover == 0))
+    if shared:
+        c, f = shared[0]
+        out.append(make("L3_FRAGMENT_SHARED", mpath, f"fragment {f} of chunk {format_chunk_key(c)} is named more "
+                        f"than once ({len(shared)} chunk(s) with such fragments), and the level does not declare "
+                        "shared_fragments"))
     if unnamed:
         c = min(unnamed)
         out.append(make("L3_VERTEX_OWNERS", mpath, f"{unnamed[c]} of the {table.fragments[c]} fragments of chunk "
-                        f"{format_chunk_key(c)} are named by no manifest ({len(unnamed)} chunk(s) so): their vertices "
-                        "belong to no object"))
+                        f"{format_chunk_key(c)} are named by no manifest ({len(unnamed)} chunk(s) so): a fragment's "
+                        "vertices belong to some object"))
 
 
 # ---------------------------------------------------------------------------
