@@ -515,11 +515,20 @@ def summarize_manifest_rows(
     return out
 
 
+def group_rows(group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ``group`` (n, D) -- chunk coordinates, say -- by distinct row, ascending as
+    ``np.unique(axis=0)`` orders them (a sort, not its row compare): the stable order and where
+    each distinct row's run starts in it."""
+    order = np.lexsort(group.T[::-1]) if len(group) else np.zeros(0, dtype=np.int64)
+    ordered = group[order]
+    starts = np.flatnonzero(np.r_[True, (ordered[1:] != ordered[:-1]).any(axis=1)]) if len(group) else order
+    return order, starts
+
+
 def _runs_by_chunk(chunks: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> NamedRuns:
     """The blocks' runs grouped by chunk: one sort of the chunk coordinates, a loop over chunks."""
-    order = np.lexsort(chunks.T[::-1])
+    order, first = group_rows(chunks)
     chunks, starts, counts = chunks[order], starts[order], counts[order]
-    first = np.flatnonzero(np.r_[True, (chunks[1:] != chunks[:-1]).any(axis=1)])
     ends = np.r_[first[1:], len(chunks)]
     return {tuple(chunks[a].tolist()): (starts[a:b], counts[a:b]) for a, b in zip(first.tolist(), ends.tolist())}
 

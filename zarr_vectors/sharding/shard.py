@@ -55,6 +55,7 @@ import dask
 import numpy as np
 
 from zarr_vectors import config
+from zarr_vectors.encoding import group_rows
 from zarr_vectors.errors import EncodingError, InputError, InternalError
 from zarr_vectors.execution import runner
 from zarr_vectors.format.paths import format_chunk_key
@@ -275,7 +276,7 @@ def _plan(grids: list[GridArray], shard_shape: tuple[int, ...] | None, target: i
         index = np.asarray(grid.nonempty_chunk_coords(), dtype=np.int64) - np.asarray(grid.origin, dtype=np.int64)
         # a task owns whole target shards; when unsharding, whole source shards (read once)
         unit_shape = shard_shape if shard_shape is not None else grid.sharding.shard_shape  # type: ignore[union-attr]
-        order, starts = _group_rows(index // np.asarray(unit_shape, dtype=np.int64))
+        order, starts = group_rows(index // np.asarray(unit_shape, dtype=np.int64))
         group = index[order] // np.asarray(unit_shape, dtype=np.int64)
         ends = np.r_[starts[1:], len(order)]
         for key, lo, hi in zip(group[starts].tolist(), starts.tolist(), ends.tolist()):
@@ -295,15 +296,6 @@ def _plan(grids: list[GridArray], shard_shape: tuple[int, ...] | None, target: i
             for a, j, rows in jobs
         ])  # fmt: skip
     return tasks
-
-
-def _group_rows(group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of ``group`` (n, D) by distinct row, ascending as ``np.unique(axis=0)`` orders them:
-    the stable order and where each distinct row's run starts in it."""
-    order = np.lexsort(group.T[::-1]) if len(group) else np.zeros(0, dtype=np.int64)
-    ordered = group[order]
-    starts = np.flatnonzero(np.r_[True, (ordered[1:] != ordered[:-1]).any(axis=1)]) if len(group) else order
-    return order, starts
 
 
 def split_commits(weights: Sequence[int]) -> list[slice]:

@@ -44,14 +44,14 @@ class ManifestCheck:
 
 def decode_manifest_chunk(
     storage: Storage, path: str, key: str, chunk_index: int, doc: dict[str, Any], sid_ndim: int,
-    declared: tuple[Any, Any] = (None, None), count_named: bool = False,
+    declared: tuple[Any, Any] = (None, None),
 ) -> ManifestCheck:
     """Decode one manifests chunk (all its rows); any failure is a finding, never an exception.
 
     ``declared`` is the level's ``(num_present, vertex_count)``: with them the chunk decodes with
     its bound from metadata (:func:`zarr_vectors.format.bounds.manifest_chunk_bound`), and one
-    inflating past it is an ``L1_RESOURCE_LIMIT`` finding.  ``count_named`` counts how often each
-    fragment is named (level 3's ownership rules).
+    inflating past it is an ``L1_RESOURCE_LIMIT`` finding.  The summary keeps the runs of fragments
+    each block names (level 3's ownership rules).
     """
     out = ManifestCheck()
     cell = str(chunk_index)
@@ -80,7 +80,7 @@ def decode_manifest_chunk(
             out.findings.append(make("L1_MANIFEST_UNDECODABLE", path, f"chunk holds {len(items)} rows, expected "
                                      f"{rows_per_chunk}", cell=cell))
             return out
-        out.summary = summarize_manifest_rows(items[:count], sid_ndim, first_row=first, count_named=count_named)
+        out.summary = summarize_manifest_rows(items[:count], sid_ndim, first_row=first, count_named=True)
         out.findings.extend(make("L1_MANIFEST_UNDECODABLE", path, message) for message in out.summary.problems)
         for r, extra in enumerate(items[count:]):
             if extra:
@@ -160,7 +160,7 @@ def start_manifests(model: StoreModel, report: Report) -> dict[int, list[Any]]:
             continue
         storage_d = dask.delayed(model.storage, traverse=False)
         per_level[number] = [
-            dask.delayed(decode_manifest_chunk, pure=False)(storage_d, path, key, i, doc, sid, declared, True)
+            dask.delayed(decode_manifest_chunk, pure=False)(storage_d, path, key, i, doc, sid, declared)
             for path, key, i, doc, sid, declared in jobs
         ]
     if not per_level:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from zarr_vectors.encoding import FragmentIndex
+from zarr_vectors.encoding import FragmentIndex, group_rows
 from zarr_vectors.errors import ResourceLimitError, ZarrVectorsError
 from zarr_vectors.format import bounds
 from zarr_vectors.format.paths import format_chunk_key
@@ -76,8 +76,7 @@ def _implied_bridges(level: Level, objects: ObjectIndex) -> np.ndarray:
     if not len(ids):
         return np.zeros((0, 2 * d + 2), dtype=np.int64)
     grid = level.array("vertex_fragments")
-    order = np.lexsort(chunks.T[::-1])  # blocks grouped by chunk (a sort, not np.unique's row compare)
-    starts = np.flatnonzero(np.r_[True, (chunks[order][1:] != chunks[order][:-1]).any(axis=1)])
+    order, starts = group_rows(chunks)  # the blocks by chunk
     groups = np.r_[starts, len(order)]
     keys = [tuple(c) for c in chunks[order[starts]].tolist()]
     present = set(grid.nonempty_chunk_coords())
@@ -94,10 +93,9 @@ def _implied_bridges(level: Level, objects: ObjectIndex) -> np.ndarray:
         blocks = order[groups[k] : groups[k + 1]]
         f = frags[blocks]
         inside = (f >= 0) & (f < index.num_fragments)
-        starts, ends = index.first_last_rows()
-        first[blocks[inside]], last[blocks[inside]] = starts[f[inside]], ends[f[inside]]
-    counts = (first >= 0).astype(np.int64)
-    kept = np.flatnonzero(counts > 0)
+        run_first, run_last = index.first_last_rows()
+        first[blocks[inside]], last[blocks[inside]] = run_first[f[inside]], run_last[f[inside]]
+    kept = np.flatnonzero(first >= 0)  # the non-empty runs
     a, b = kept[:-1], kept[1:]
     bridge = (ids[a] == ids[b]) & (chunks[a] != chunks[b]).any(axis=1)
     a, b = a[bridge], b[bridge]

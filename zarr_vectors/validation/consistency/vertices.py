@@ -162,10 +162,11 @@ def _check_fragments_cover(index: FragmentIndex, n_rows: int, spec: VertexLevelS
                            out: list[Finding]) -> None:
     """Every row of an object-indexed level in a fragment (an owner), at level 0 in exactly one;
     rows past the cell are ``L3_FRAGMENT_OUT_OF_RANGE``'s."""
+    where = spec.fragments.path if spec.fragments else spec.path
     try:
         _, rows = index.expand()
     except ResourceLimitError as exc:  # overlapping ranges selecting far more rows than the cell holds
-        out.append(make("L1_RESOURCE_LIMIT", spec.fragments.path if spec.fragments else spec.path, str(exc), cell=key))
+        out.append(make("L1_RESOURCE_LIMIT", where, str(exc), cell=key))
         return
     cover = np.bincount(rows[(rows >= 0) & (rows < n_rows)], minlength=n_rows)
     none = int(np.count_nonzero(cover == 0))
@@ -173,7 +174,7 @@ def _check_fragments_cover(index: FragmentIndex, n_rows: int, spec: VertexLevelS
     if none or several:
         first = int(np.flatnonzero((cover == 0) | ((cover > 1) & spec.one_owner))[0])
         rule = "at level 0 each vertex has one owner" if spec.one_owner else "every vertex has an owner"
-        out.append(make("L3_VERTEX_OWNERS", spec.fragments.path if spec.fragments else spec.path,
+        out.append(make("L3_VERTEX_OWNERS", where,
                         f"{none} vertices lie in no fragment and {several} in several (first row {first}): {rule}",
                         cell=key))
 
