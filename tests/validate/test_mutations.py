@@ -329,6 +329,25 @@ def test_streamline_bridges_that_contradict_the_manifests_are_found(tmp_path: Pa
     assert "2 bridges the manifests' runs imply are not stored and 2 stored records" in errors[0].message
 
 
+def test_streamline_bridges_are_compared_from_the_link_tasks(tmp_path: Path, monkeypatch) -> None:
+    """The level-3 link tasks hash the records they decode; a valid level is checked from those
+    hashes without reading its links a second time (the row-by-row comparison runs only on a mismatch)."""
+    from zarr_vectors.validation.consistency import polylines
+
+    rng = np.random.default_rng(7)
+    walks = (rng.uniform(20, 80, (40, 1, 3)) + np.cumsum(rng.normal(0, 4, (40, 15, 3)), axis=1)).astype("f4")
+    store = tmp_path / "s.zv"
+    zv.write_polylines(str(store), walks.reshape(-1, 3), np.arange(0, 601, 15), chunk_shape=15.0, kind="streamline")
+    assert read_json(store, "0/links/0")["attributes"]["num_links"] > 20  # runs to join
+
+    def read_again(*args: object) -> None:
+        raise AssertionError("a valid level's links were read a second time")
+
+    monkeypatch.setattr(polylines, "read_links", read_again)
+    result = validate(str(store), 5)
+    assert result.ok and any("L4_POLYLINE_BRIDGES" in rule for rule in result.passed), result.summary()
+
+
 def _manifest_rows(store: Path, level: int) -> list[list[tuple[tuple[int, ...], list[int]]]]:
     from zarr_vectors.encoding import decode_manifest
 

@@ -15,12 +15,13 @@ import dask
 from zarr_vectors import config
 from zarr_vectors.encoding import (
     MAX_SID_NDIM,
+    FramedItems,
     ManifestSummary,
     item_spans,
     merge_manifest_summaries,
     summarize_manifest_rows,
 )
-from zarr_vectors.errors import ResourceLimitError
+from zarr_vectors.errors import EncodingError, ResourceLimitError
 from zarr_vectors.execution import runner
 from zarr_vectors.format.bounds import manifest_chunk_bound
 from zarr_vectors.format.schema import is_int
@@ -42,6 +43,11 @@ class ManifestCheck:
         return cls([f for p in parts for f in p.findings], merge_manifest_summaries(p.summary for p in parts))
 
 
+#: one stored manifests chunk to decode: (array path, key, chunk index, array document, sid_ndim,
+#: the level's declared (num_present, vertex_count)) -- see :func:`manifest_jobs`
+ManifestJob = tuple[str, str, int, dict[str, Any], int, tuple[Any, Any]]
+
+
 def decode_manifest_chunk(
     storage: Storage, path: str, key: str, chunk_index: int, doc: dict[str, Any], sid_ndim: int,
     declared: tuple[Any, Any] = (None, None),
@@ -56,45 +62,63 @@ def decode_manifest_chunk(
     out = ManifestCheck()
     cell = str(chunk_index)
     try:
-        rows_per_chunk = doc["chunk_grid"]["configuration"]["chunk_shape"][0]
-        codecs = doc["codecs"]
-        n_rows = int(doc["shape"][0])
-        comp = Compressor.from_config(codecs[1], file=f"{path}/zarr.json", pointer="/codecs/1") if len(codecs) > 1 \
-            else None
-        first = chunk_index * rows_per_chunk
-        count = max(0, min(rows_per_chunk, n_rows - first))
-        raw = storage.get(key)
-        if raw is None:
-            return out
-        limit = manifest_chunk_bound(count, rows_per_chunk, declared[0], declared[1], sid_ndim)
         try:
-            items = item_spans(comp.decode(raw, limit=decode_limit(limit), where=key) if comp else raw)
+            chunk = read_manifest_chunk(storage, path, key, chunk_index, doc, sid_ndim, declared)
         except ResourceLimitError as exc:
             out.findings.append(make("L1_RESOURCE_LIMIT", path, f"chunk is not decoded: {exc}", cell=cell))
             return out
-        except Exception as exc:  # noqa: BLE001 - an undecodable chunk is a finding
-            out.findings.append(make("L1_MANIFEST_UNDECODABLE", path, f"chunk {key!r} does not decode: {exc}",
-                                     cell=cell))
+        except ManifestChunkError as exc:
+            out.findings.append(make("L1_MANIFEST_UNDECODABLE", path, str(exc), cell=cell))
             return out
-        if len(items) != rows_per_chunk:
-            out.findings.append(make("L1_MANIFEST_UNDECODABLE", path, f"chunk holds {len(items)} rows, expected "
-                                     f"{rows_per_chunk}", cell=cell))
+        if chunk is None:
             return out
+        first, count, items = chunk
         out.summary = summarize_manifest_rows(items[:count], sid_ndim, first_row=first, count_named=True)
         out.findings.extend(make("L1_MANIFEST_UNDECODABLE", path, message) for message in out.summary.problems)
         for r, extra in enumerate(items[count:]):
             if extra:
                 out.findings.append(make("L1_MANIFEST_UNDECODABLE", path, f"padding row {first + count + r} past the "
-                                         f"array's {n_rows} rows is not empty", cell=cell))
+                                         f"array's {doc['shape'][0]} rows is not empty", cell=cell))
                 break
     except Exception as exc:  # noqa: BLE001
         out.findings.append(crashed(1, path, exc, cell=cell, what="manifest decode"))
     return out
 
 
-def manifest_jobs(
-    model: StoreModel, number: int
-) -> tuple[list[tuple[str, str, int, dict[str, Any], int, tuple[Any, Any]]], list[Finding]]:
+class ManifestChunkError(EncodingError):
+    """A manifests chunk that does not decode to its rows (``L1_MANIFEST_UNDECODABLE``)."""
+
+
+def read_manifest_chunk(
+    storage: Storage, path: str, key: str, chunk_index: int, doc: dict[str, Any], sid_ndim: int,
+    declared: tuple[Any, Any] = (None, None),
+) -> tuple[int, int, FramedItems] | None:
+    """One stored manifests chunk as ``(first row, rows of the array in it, all its items)``, decoded
+    within its bound (:func:`decode_manifest_chunk`); None once it is gone.  Raises
+    :class:`ManifestChunkError` or ``ResourceLimitError``."""
+    rows_per_chunk = doc["chunk_grid"]["configuration"]["chunk_shape"][0]
+    codecs = doc["codecs"]
+    n_rows = int(doc["shape"][0])
+    comp = Compressor.from_config(codecs[1], file=f"{path}/zarr.json", pointer="/codecs/1") if len(codecs) > 1 \
+        else None
+    first = chunk_index * rows_per_chunk
+    count = max(0, min(rows_per_chunk, n_rows - first))
+    raw = storage.get(key)
+    if raw is None:
+        return None
+    limit = manifest_chunk_bound(count, rows_per_chunk, declared[0], declared[1], sid_ndim)
+    try:
+        items = item_spans(comp.decode(raw, limit=decode_limit(limit), where=key) if comp else raw)
+    except ResourceLimitError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - an undecodable chunk is a finding
+        raise ManifestChunkError(f"chunk {key!r} does not decode: {exc}") from None
+    if len(items) != rows_per_chunk:
+        raise ManifestChunkError(f"chunk holds {len(items)} rows, expected {rows_per_chunk}")
+    return first, count, items
+
+
+def manifest_jobs(model: StoreModel, number: int) -> tuple[list[ManifestJob], list[Finding]]:
     """(path, key, chunk index, doc, sid_ndim, (num_present, vertex_count)) for every *stored*
     manifests chunk of a level, and the findings about the array's declared grid.
 

@@ -49,7 +49,7 @@ from zarr_vectors.validation.consistency.cells import (
     load_shards,
 )
 from zarr_vectors.validation.consistency.links import link_graph, orphan_attribute_families
-from zarr_vectors.validation.consistency.polylines import bridge_findings
+from zarr_vectors.validation.consistency.polylines import bridge_findings, implied_bridges
 from zarr_vectors.validation.consistency.vertices import (
     VertexLevelSpec,
     aggregation_findings,
@@ -58,9 +58,10 @@ from zarr_vectors.validation.consistency.vertices import (
     vertex_batch,
 )
 from zarr_vectors.validation.findings import Finding, crashed, make
-from zarr_vectors.validation.manifests import ManifestCheck, shared_fragments
+from zarr_vectors.validation.manifests import ManifestCheck, manifest_jobs, shared_fragments
 from zarr_vectors.validation.metadata import (
     attribute_layout,
+    family_policy,
     level_chunk_shape,
     level_transform,
     typed_arrays,
@@ -95,6 +96,7 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
     level_reduces = []
     family_reduces = []
     tables: dict[int, Any] = {}
+    implied: dict[int, list[Any]] = {}  # level -> its tasks hashing the bridges its manifests imply
     reading = store_kind(model)
     point_cloud = not isinstance(reading, str) and reading is not None and reading.kind == "point_cloud"
     polylines = not isinstance(reading, str) and reading is not None and reading.kind in ROW_BRIDGED_KINDS
@@ -134,11 +136,14 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
             ran["L3_TOO_MANY_FRAGMENTS"] = ran.get("L3_TOO_MANY_FRAGMENTS", 0) + 1
         if chunk_check:
             ran["L4_POINT_OUTSIDE_BIN"] = ran.get("L4_POINT_OUTSIDE_BIN", 0) + 1
+        bridged = requested >= 4 and polylines and has_objects
+        bridge_policy = family_policy(model, number, 0) if bridged and fragments is not None else None
         vspec = VertexLevelSpec(
             number, lpath, ndim, rank, vertices, fragments, vattrs, fattrs,
             claims_tile=attrs.get("fragments_tile") is True, binned=binned, max_fragments=max_fragments,
             bin_check=bin_check, chunk_check=chunk_check, chunk_shape=cs, bin_shape=bin_shape, bins_per_chunk=bpc,
             attribute_ranges=number in ranged, owned=has_objects, one_owner=number == 0,
+            run_ends=bridge_policy is not None,
         )
         sizes: dict[Chunk, int] = defaultdict(int)
         for s in (vertices, fragments, *vattrs, *fattrs):
@@ -168,9 +173,14 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
                 storage_d, f"{lpath}/object_index/object_ids", claims_sorted))
             ran["L3_OBJECT_IDS"] = 1
         _arrays_present(model, number, static)
-        if requested >= 4 and polylines and has_objects:
+        if bridge_policy is not None:  # compared with the delta-0 family's link tasks (links.link_graph)
+            implied[number] = [dask.delayed(implied_bridges, pure=False)(storage_d, number, job,
+                                                                         bridge_policy["directed"], *tasks)
+                               for job in manifest_jobs(model, number)[0]]
+        elif bridged:
             level_reduces.append(dask.delayed(bridge_findings, pure=False)(storage_d, number,
                                                                            tuple(model.allow_layouts)))
+        if bridged:
             ran["L4_POLYLINE_BRIDGES"] = ran.get("L4_POLYLINE_BRIDGES", 0) + 1
     if requested >= 5:
         static.extend(_objects_come_back(model, manifests))
@@ -178,7 +188,9 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
         level_reduces.append(dask.delayed(aggregation_findings, pure=False)(
             model.levels[number], parent, rules, tables[parent], tables[number]))
     for number, lpath in sorted(model.levels.items()):
-        family_reduces.extend(link_graph(model, number, tables, static, limits))
+        family_reduces.extend(link_graph(model, number, tables, static, limits, implied))
+    family_reduces.extend(dask.delayed(bridge_findings, pure=False)(storage_d, number, tuple(model.allow_layouts))
+                          for number in sorted(implied))  # no link tasks for the family: compared row by row
     return dask.delayed(_collect, pure=False)(*level_reduces, *family_reduces)
 
 

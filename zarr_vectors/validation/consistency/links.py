@@ -38,6 +38,7 @@ from zarr_vectors.validation.consistency.cells import (
     prefetch,
     row_hashes,
 )
+from zarr_vectors.validation.consistency.polylines import bridge_hashes, compare_bridges
 from zarr_vectors.validation.consistency.vertices import VertexResult
 from zarr_vectors.validation.findings import Finding, crashed, make
 from zarr_vectors.validation.metadata import (
@@ -75,6 +76,7 @@ class FamilySpec:
     r_trg: tuple[int, ...]
     link_fragments: ArraySpec | None
     segments: dict[str, SegmentSpec]
+    bridges: bool = False  # a polyline level's delta-0 family: hash its records for L4_POLYLINE_BRIDGES
 
 
 @dataclass
@@ -87,6 +89,8 @@ class LinkResult:
     hashes: list[np.ndarray] = field(default_factory=list)
     leads: list[np.ndarray] = field(default_factory=list)
     spans: list[np.ndarray] = field(default_factory=list)
+    # a polyline level's delta-0 family: one bridge hash per record (polylines.bridge_hashes), one array
+    bridges: list[np.ndarray] = field(default_factory=list)
 
 
 def link_batch(storage: Storage, fam: FamilySpec, units: list[tuple[str, list[Chunk]]],
@@ -103,22 +107,26 @@ def link_batch(storage: Storage, fam: FamilySpec, units: list[tuple[str, list[Ch
     except Exception as exc:  # noqa: BLE001
         res.findings.append(crashed(3, fam.path, exc, what="link cell reads"))
         return res
+    bridges: list[np.ndarray] = []  # rows hashed once for the batch: ~0.1 ms a call, whatever its rows
     for segment, chunks in units:
         seg = fam.segments[segment]
         payloads, lf_cells = next(fetched), next(fetched)
         attr_cells = [(a, next(fetched)) for a in seg.attributes]
         try:
             _link_cells(fam, seg, chunks, payloads, lf_cells, attr_cells, src_rows.rows,
-                        trg_rows.rows if trg_rows else None, res)
+                        trg_rows.rows if trg_rows else None, res, bridges)
         except Exception as exc:  # noqa: BLE001
             res.findings.append(crashed(3, seg.links.path, exc, cell=format_chunk_key(chunks[0]) if chunks else None,
                                         what="link cells"))
+    if bridges:
+        res.bridges.append(bridge_hashes(np.concatenate(bridges), fam.directed))
     return res
 
 
 def _link_cells(fam: FamilySpec, seg: SegmentSpec, chunks: list[Chunk], payloads: dict[Chunk, bytes],
                 lf_cells: dict[Chunk, bytes], attr_cells: list[tuple[ArraySpec, dict[Chunk, bytes]]],
-                src_rows: dict[Chunk, int], trg_rows: dict[Chunk, int] | None, res: LinkResult) -> None:
+                src_rows: dict[Chunk, int], trg_rows: dict[Chunk, int] | None, res: LinkResult,
+                bridges: list[np.ndarray]) -> None:
     out = res.findings
     path = seg.links.path
     dtype = np.dtype(seg.dtype).newbyteorder("<")
@@ -172,9 +180,12 @@ def _link_cells(fam: FamilySpec, seg: SegmentSpec, chunks: list[Chunk], payloads
                 out.append(make("L3_LINK_ATTRIBUTE_ROWS", a.path, f"{got} bytes = {got / rb:g} rows of {rb} bytes, "
                                 f"the link cell has {n} records", cell=key))
         if fam.store == "duplicate" and n:
-            res.hashes.append(_record_hashes(vi, perm, endpoint_chunks, fam.width))
+            res.hashes.append(row_hashes(_input_rows(vi, perm, endpoint_chunks, fam.width)))
             res.leads.append(np.full(n, row_hashes(np.asarray([c]))[0], dtype=np.uint64))
             res.spans.append(np.full(n, len(set(endpoint_chunks)) if fam.delta == 0 else 1, dtype=np.int64))
+        if fam.bridges and fam.width == 2 and n:  # another width never matches: the comparison says so
+            # an undirected bridge is compared as an unordered pair: its input order is not needed
+            bridges.append(_input_rows(vi, perm if fam.directed else None, endpoint_chunks, fam.width))
 
 
 def _decode_link_cell(payload: bytes, width: int, dtype: np.dtype, flat: bool, path: str, key: str,
@@ -245,8 +256,9 @@ def _endpoint_chunks(src: Chunk, offsets: tuple[tuple[int, ...], ...], fam: Fami
 
 
 
-def _record_hashes(vi: np.ndarray, perm: np.ndarray | None, chunks: list[Chunk], width: int) -> np.ndarray:
-    """One 64-bit hash per record of its endpoints in INPUT order (so every physical copy hashes alike)."""
+def _input_rows(vi: np.ndarray, perm: np.ndarray | None, chunks: list[Chunk], width: int) -> np.ndarray:
+    """Each record's endpoints in INPUT order, ``(chunk_0, vi_0, chunk_1, vi_1, ...)`` a row (so
+    every physical copy of a record reads alike)."""
     n = len(vi)
     d = len(chunks[0])
     stored = np.empty((n, width, d + 1), dtype=np.int64)
@@ -260,7 +272,7 @@ def _record_hashes(vi: np.ndarray, perm: np.ndarray | None, chunks: list[Chunk],
         inp[rows, sigma] = stored  # input endpoint sigma[k] = stored endpoint k
     else:
         inp = stored
-    return row_hashes(inp.reshape(n, -1))
+    return inp.reshape(n, -1)
 
 
 def reduce_family(fam: FamilySpec, policy: dict[str, Any], *parts: LinkResult) -> list[Finding]:
@@ -359,8 +371,10 @@ def _set_limits(seg: SegmentSpec, width: int, records: int | None) -> None:
 
 
 def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: list[Finding],
-               limits: tuple[int, int]) -> list[Any]:
-    """Static checks of a level's links families into ``static``; one reduce per family (delayed)."""
+               limits: tuple[int, int], implied_bridges: dict[int, list[Any]]) -> list[Any]:
+    """Static checks of a level's links families into ``static``; one reduce per family (delayed).
+    A level in ``implied_bridges`` (its tasks hashing the bridges its manifests imply) is taken out
+    of it when its delta-0 family's tasks hash the stored records, and one more reduce compares them."""
     lpath = model.levels[number]
     rank = model.grid_rank(number) or 0
     out = []
@@ -410,8 +424,9 @@ def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: l
         target = number + delta
         r_src = _ratio(model, number, rank) or (1,) * rank
         r_trg = _ratio(model, target, rank) or (1,) * rank
+        implied = implied_bridges.pop(number, None) if delta == 0 else None
         fam = FamilySpec(number, fam_node.path, delta, width, directed, store, target in model.levels, r_src, r_trg,
-                         lf if delta == 0 else None, segments)
+                         lf if delta == 0 else None, segments, bridges=implied is not None)
         _mirror(model, number, delta, fam, static)
         units = sorted(((s.segment, c), size) for s in segments.values() for c, (_, size) in s.links.cells.items())
         target_bytes = batch_target(sum(n for _, n in units), limits)
@@ -426,6 +441,9 @@ def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: l
             cells_d = dask.delayed(sorted(grouped.items()), traverse=False)  # plain data: nothing for dask to walk
             tasks.append(dask.delayed(link_batch, pure=False)(storage_d, fam_d, cells_d, tables[number], trg_table))
         out.append(dask.delayed(reduce_family, pure=False)(fam_d, pol, *tasks))
+        if implied is not None:
+            out.append(dask.delayed(compare_bridges, pure=False)(
+                storage_d, number, tuple(model.allow_layouts), store == "duplicate", len(implied), *implied, *tasks))
     # link_fragments: a cell for every cell of the delta-0 all-zero array and for no other cell
     if lf is not None:
         have = set(lf.cells)

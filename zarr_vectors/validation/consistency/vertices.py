@@ -59,6 +59,7 @@ class VertexLevelSpec:
     attribute_ranges: bool = False  # level 5 (D22): gather each vertex attribute's value range
     owned: bool = False  # a level with an object index: each vertex lies in a fragment (L3_VERTEX_OWNERS)
     one_owner: bool = False  # level 0: in exactly one
+    run_ends: bool = False  # a polyline level checked at level 4: keep each fragment's first and last row
 
 
 @dataclass
@@ -69,6 +70,9 @@ class VertexResult:
     bin_checked: int = 0
     undecoded: int = 0  # vertex cells whose row count is unknown (already reported)
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)  # attribute -> (min, max), NaN ignored
+    # with spec.run_ends: each decoded FragmentIndex's (first rows, last rows), what the bridge tasks
+    # need (polylines.implied_bridges); not merged by merge_vertex, whose table every link task gets
+    run_ends: dict[Chunk, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
 def vertex_batch(storage: Storage, spec: VertexLevelSpec, chunks: list[Chunk]) -> VertexResult:
@@ -127,6 +131,8 @@ def _vertex_batch(storage: Storage, spec: VertexLevelSpec, chunks: list[Chunk], 
                     out.append(make("L3_FRAGMENT_INDEX_UNDECODABLE", spec.fragments.path, str(exc), cell=key))
             if index is not None:
                 res.fragments[c] = index.num_fragments
+                if spec.run_ends:
+                    res.run_ends[c] = index.first_last_rows()
                 if n_rows is not None:
                     _check_fragment_ranges(index, n_rows, spec, key, out)
                 if spec.owned and n_rows is not None:
