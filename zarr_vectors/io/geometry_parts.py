@@ -137,6 +137,16 @@ def kept_header(path: str, name: str, header: dict[str, Any], what: str, after: 
     return {name: header}
 
 
+def refuse_clashes(path: str, what: str, names: Iterable[str], taken: Iterable[str]) -> None:
+    """An attribute named like a field the format writes itself (a position, the faces, an id) is
+    refused, never written over it or under it: which of the two a reader would see depends on
+    the writer's order (exports never replace data silently)."""
+    clash = sorted(set(names) & set(taken))
+    if clash:
+        raise InputError(f"{path}: {what} {', '.join(map(repr, clash))} would replace the field(s) this format "
+                         "writes under that name; rename the attribute(s) to write this file")
+
+
 def warn_unstored(path: str, what: str, names: Iterable[str]) -> None:
     """Name the columns a file format cannot hold (exports never drop data silently)."""
     names = sorted(names)
