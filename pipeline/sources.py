@@ -506,28 +506,37 @@ def resolve_ids(
     return index, attr_arrays
 
 
+def _unused(name: str, taken: set[str]) -> str:
+    """``name``, underscored until no column of the records has it (taken into ``taken``)."""
+    while name in taken:
+        name = f"_{name}"
+    taken.add(name)
+    return name
+
+
 def _resolve_by_merge(
     records: dd.DataFrame, vertices: VertexTable, columns: Sequence[str], attrs: Sequence[str], *, what: str
 ) -> tuple[da.Array, dict[str, da.Array]]:
     """The shuffle join for vertex tables too large to broadcast: merge on id, then sort by record."""
     if int(dd.from_dask_array(vertices.ids).nunique().compute()) != vertices.ids.shape[0]:
         raise InputError("vertex ids are not unique")
+    taken = set(records.columns)
+    rec, idx_cols = _unused("_rec", taken), [_unused(f"_idx_{c}", taken) for c in columns]  # never a user's column
     lookup = dd.from_dask_array(
         da.stack([vertices.ids, da.arange(vertices.ids.shape[0], chunks=vertices.ids.chunks[0], dtype=np.int64)], axis=1),
-        columns=["id", "_row"],
+        columns=["id", "row"],
     )
-    merged = records.assign(_rec=1).assign(_rec=lambda d: d["_rec"].cumsum() - 1)
-    for c in columns:
-        merged = merged.merge(lookup.rename(columns={"id": c, "_row": f"_idx_{c}"}), on=c, how="left")
-    merged = merged.sort_values("_rec")
-    idx_cols = [f"_idx_{c}" for c in columns]
+    merged = records.assign(**{rec: 1}).assign(**{rec: lambda d: d[rec].cumsum() - 1})
+    for c, idx in zip(columns, idx_cols):
+        merged = merged.merge(lookup.rename(columns={"id": c, "row": idx}), on=c, how="left")
+    merged = merged.sort_values(rec)
 
     def checked(part: Any) -> Any:
         missing = part[idx_cols].isna().any(axis=1)
         if missing.any():
             first = part[missing].iloc[:1]
             named = first[list(columns)].to_numpy()[0].tolist()
-            raise InputError(f"{what} row {int(first['_rec'].iloc[0])} names vertex id(s) {named} not in the vertex table")
+            raise InputError(f"{what} row {int(first[rec].iloc[0])} names vertex id(s) {named} not in the vertex table")
         return part
 
     merged = merged.map_partitions(checked, meta=merged._meta)

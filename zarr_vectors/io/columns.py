@@ -109,7 +109,7 @@ class ColumnMap:
                 raise InputError(f"{where}: --columns {bad} hold {[str(dtypes[c]) for c in bad]}, which cannot be "
                                  "stored (attributes are numbers or booleans)")
             return [c for c in self.columns if c not in taken], []
-        rest = [c for c in dtypes if c not in taken and c != "_row"]
+        rest = [c for c in dtypes if c not in taken]
         return [c for c in rest if storable(dtypes[c])], [c for c in rest if not storable(dtypes[c])]
 
 

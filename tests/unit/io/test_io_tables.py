@@ -225,3 +225,13 @@ def test_a_csv_header_naming_a_column_twice_is_refused(tmp_path):
         csv.frame([str(tmp_path / "part" / "p*.csv")])
     path.write_text("x,y,z,,\n1,2,3,4,5\n")  # empty names are not repeats: pandas names each
     assert sorted(csv.read(str(path)).attributes) == ["Unnamed: 3", "Unnamed: 4"]
+
+
+def test_a_column_named_like_internal_bookkeeping_is_an_attribute(tmp_path):
+    """Regression (hunt): a column ``_row`` -- the name of a pipeline join's own column -- was left
+    out of the attributes and of the dropped columns alike: lost without a word."""
+    (tmp_path / "p.csv").write_text("x,y,z,_row,val\n1,2,3,7,0.5\n4,5,6,8,0.25\n")
+    g = csv.read(str(tmp_path / "p.csv"))
+    assert sorted(g.attributes) == ["_row", "val"] and not g.dropped
+    np.testing.assert_array_equal(g.attributes["_row"], [7, 8])
+
