@@ -40,12 +40,14 @@ def csv_header(path: str) -> list[str]:
 def read_numeric_csv(path: str) -> dict[str, np.ndarray] | None:
     """A small local CSV whose columns are all numbers, read whole with numpy; None when a
     value is not a number or is missing (the dataframe reader then decides what it is).
-    A column of integers comes back int64 and any other float64, as the dataframe reader
-    types them, so a store's attribute types do not depend on the input's size."""
+    Columns are typed as the dataframe reader types them, so a store's attribute types do not
+    depend on the input's size: integers int64, or uint64 past int64 when none is negative
+    (other integers that large are left to it: it keeps them as text), anything else float64.
+    Blank lines are skipped, as it skips them."""
     names = csv_header(path)
     try:
-        with warnings.catch_warnings():  # "input contained no data": preflight refuses an empty input itself
-            warnings.filterwarnings("ignore", "loadtxt: input contained no data", UserWarning)
+        with warnings.catch_warnings():  # an empty input (preflight refuses it itself), a blank line
+            warnings.filterwarnings("ignore", r"(loadtxt: input|Input line \d+) contained no data", UserWarning)
             text = np.loadtxt(local_file(path), delimiter=",", skiprows=1, dtype=str, ndmin=2)
     except ValueError:  # ragged rows
         return None
@@ -53,16 +55,29 @@ def read_numeric_csv(path: str) -> dict[str, np.ndarray] | None:
         return None
     out: dict[str, np.ndarray] = {}
     for i, name in enumerate(names):
-        column = text[:, i] if text.size else np.zeros(0, dtype=str)
-        for dtype in (np.int64, np.float64):
-            try:
-                out[name] = column.astype(dtype)
-                break
-            except (ValueError, OverflowError):
-                continue
-        else:
+        typed = _typed_column(text[:, i] if text.size else np.zeros(0, dtype=str))
+        if typed is None:
             return None
+        out[name] = typed
     return out
+
+
+def _typed_column(column: np.ndarray) -> np.ndarray | None:
+    """A column of number text as the dataframe reader types it, or None where it would not
+    (no number, or integers that fit neither int64 nor uint64)."""
+    try:
+        return column.astype(np.int64)
+    except OverflowError:  # integers, some past int64
+        try:
+            return column.astype(np.uint64)
+        except (ValueError, OverflowError):
+            return None
+    except ValueError:
+        pass
+    try:
+        return column.astype(np.float64)
+    except (ValueError, OverflowError):
+        return None
 
 
 def read_csv_whole(path: str) -> dict[str, np.ndarray]:

@@ -163,6 +163,33 @@ def test_a_csv_with_a_byte_order_mark_reads_as_without(tmp_path):
     np.testing.assert_array_equal(lazy.positions.compute(scheduler="sync"), df[["x", "y", "z"]].to_numpy())
 
 
+@pytest.mark.parametrize("text, dtype", [
+    ("x,seg\n1.5,18446744073709551615\n4.5,9223372036854775809\n", np.uint64),  # past int64: uint64
+    ("x,seg\n1.5,7\n\n4.5,-2\n", np.int64),  # a blank line is skipped, without a warning
+    ("x,seg\n1.5,-1\n4.5,18446744073709551615\n", None),  # the dataframe reader keeps these as text
+    ("x,seg\n1.5,18446744073709551616\n4.5,1\n", None),
+])
+def test_a_small_csv_types_its_columns_as_the_dataframe_reader_does(tmp_path, text, dtype):
+    """Regression (hunt): the small-CSV reader tried int64 then float64, so uint64 ids past int64
+    were stored as float64, losing their low digits, where a larger file kept them exactly; a blank
+    line printed numpy's warning about `max_rows` as a build warning."""
+    import warnings
+
+    from pipeline.columns import read_csv_whole, read_numeric_csv
+
+    (tmp_path / "t.csv").write_text(text)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = read_numeric_csv(str(tmp_path / "t.csv"))
+    want = read_csv_whole(str(tmp_path / "t.csv"))
+    if dtype is None:
+        assert got is None and want["seg"].dtype == object
+        return
+    assert got is not None and got["seg"].dtype == want["seg"].dtype == dtype
+    np.testing.assert_array_equal(got["seg"], want["seg"])
+    np.testing.assert_array_equal(got["x"], want["x"])
+
+
 @pytest.mark.parametrize("name, message", [
     ("a.txt", "unknown file format"),
 ])
@@ -200,18 +227,21 @@ def test_resolve_ids_maps_non_contiguous_ids_to_rows(tmp_path, zv_config, join):
     zv_config("sources.dense-id-span", 10**6 if join == "dense" else 0)
     g = graph_frames(300, 700)
     vsrc = write_parquet_parts(g.vertices, tmp_path / "v.parquet", parts=3)
-    write_parquet_parts(g.edges, tmp_path / "e.parquet", parts=4)
+    n = len(g.edges)
+    edges = g.edges.assign(_rec=np.arange(n)[::-1] * 3, _idx_src=np.arange(n) % 7)  # the join's own names
+    write_parquet_parts(edges, tmp_path / "e.parquet", parts=4)
     vertices = sources.vertex_table(sources.read_table(str(vsrc)), with_ids=True)
     edges_in = pd.read_parquet(tmp_path / "e.parquet")
     with dask.config.set(scheduler="sync"):
         index, attrs = sources.resolve_ids(sources.read_table(str(tmp_path / "e.parquet")), vertices, ["src", "dst"],
                                            what="edge")
         assert index.numblocks[0] > 1 or join == "merge"  # one block per record partition, never gathered
-        index, weight = dask.compute(index, attrs["weight"])
+        index, values = dask.compute(index, attrs)
     ids = g.vertices["id"].to_numpy()
     np.testing.assert_array_equal(ids[index], edges_in[["src", "dst"]].to_numpy())  # input order kept
-    assert sorted(attrs) == ["weight"]
-    np.testing.assert_array_equal(weight, edges_in["weight"].to_numpy())
+    assert sorted(values) == ["_idx_src", "_rec", "weight"]
+    for name, column in values.items():  # a user's column is never the join's bookkeeping
+        np.testing.assert_array_equal(column, edges_in[name].to_numpy())
 
 
 @pytest.mark.parametrize("join", ["dense", "sorted", "merge"])
