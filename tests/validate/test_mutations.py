@@ -267,6 +267,23 @@ def test_a_link_attribute_family_has_one_row_layout(copy_store: Callable[[str], 
     assert [(f.code, f.node) for f in errors] == [("L2_ARRAY_DTYPE", node)], errors
 
 
+def test_a_link_attribute_array_without_a_dtype_is_one_finding(copy_store: Callable[[str], Path]) -> None:
+    """A link-attribute array must state its dtype (there is no default); the family's one-layout
+    rule had compared it as float32, so a float64 family reported the same array twice."""
+    store = copy_store("graph")
+    family = "0/link_attributes/weight/0"
+    filled = [p.name for p in sorted((store / family).iterdir())
+              if p.is_dir() and read_json(store, f"{family}/{p.name}")["attributes"]["nonempty_chunks"]]
+    node = f"{family}/{filled[-1]}"
+    for name in filled:
+        edit_attrs(store, f"{family}/{name}", lambda a: a.__setitem__("dtype", "float64"))
+    edit_attrs(store, node, lambda a: a.pop("dtype"))
+    with pytest.raises(zv.ZarrVectorsError, match="dtype"):
+        zv.read(str(store))
+    errors = [f for f in validate(str(store), 2).findings if f.severity == "error"]
+    assert [(f.code, f.node, f.pointer) for f in errors] == [("L2_ARRAY_DTYPE", node, "/attributes")], errors
+
+
 @pytest.mark.parametrize(("ids", "claims_sorted", "finding"), [
     ([0, 1, -7], False, "distinct and >= 0"), ([2, 1, 0], True, "object_ids_sorted is true, but row 1 holds 1 after 2")])
 def test_a_v2_index_holds_usable_object_ids(copy_store: Callable[[str], Path], ids: list[int], claims_sorted: bool,

@@ -345,7 +345,7 @@ def read_link_attributes(
             raise ArrayError(f"level {level.number}: {rel} is missing; attributes must mirror every link array")
         if set(grid.nonempty_chunk_coords()) != set(fa.cells):
             raise ArrayError(f"{grid.path}: its cells do not mirror {fa.grid.path}")
-        dt = np.dtype(grid.attributes.get("dtype", "float32")).newbyteorder("<")
+        dt = np.dtype(grid.attributes["dtype"]).newbyteorder("<")  # required, checked when the array opened
         rs = tuple(int(x) for x in grid.attributes.get("row_shape", []))
         if spec is None:
             spec = (dt, rs)

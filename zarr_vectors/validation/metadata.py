@@ -488,9 +488,10 @@ def _check_link_attribute_layouts(model: StoreModel, lpath: str, report: Report)
         for family in model.children(name.path):
             first: tuple[Any, Any, str] | None = None
             for node in model.children(family.path):
-                if node.node_type != "array" or not node.attrs.get("nonempty_chunks"):
+                if (node.node_type != "array" or not node.attrs.get("nonempty_chunks")
+                        or row_layout_problem("link_attribute", node.attrs) is not None):  # reported on its own
                     continue
-                layout = (node.attrs.get("dtype", "float32"), node.attrs.get("row_shape", []))
+                layout = (node.attrs["dtype"], node.attrs.get("row_shape", []))
                 if first is None:
                     first = (*layout, node.path)
                 elif layout != first[:2]:
