@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,7 @@ from zarr_vectors.conformance.rawfiles import (
     set_nonempty,
     write_payload,
 )
-from zarr_vectors.encoding import FragmentIndex, encode_ragged_blob
+from zarr_vectors.encoding import FragmentIndex, decode_ragged_blob, encode_ragged_blob
 
 DEFECTS, defect = registry()
 P, PI, G = "points-basic", "points-ids", "graph-undirected-canonical"
@@ -483,6 +484,19 @@ def explicit_without_minus_family(s: Path) -> None:
 def none_with_families(s: Path) -> None:
     """cross_level_storage 'none' over stored cross-level families"""
     edit_attrs(s, "", lambda a: a["zarr_vectors"].__setitem__("cross_level_storage", "none"))
+
+
+@defect(PY, "L5_CROSS_LEVEL_MIRROR")
+def minus_record_names_another_fine_row(s: Path) -> None:
+    """a level-1 links/-1 record names its neighbour's fine row: every row still exists and the
+    counts hold, but the pair is not one of links/+1 at level 0 turned around"""
+    a = "1/links/-1/0.0.0"
+    c = first_chunk(s, a)
+    dtype = read_json(s, a)["attributes"]["dtype"]
+    rows, starts = decode_ragged_blob(read_payload(s, a, c), 2, dtype)
+    rows = rows.copy()
+    rows[0, 1] = rows[1, 1]
+    write_payload(s, a, c, encode_ragged_blob([rows[lo:hi] for lo, hi in pairwise(starts)], dtype))
 
 
 @defect(PY, "L5_MULTISCALE_LINKS_TOKEN")

@@ -232,6 +232,7 @@ RULES: list[Rule] = [
         ("L5_MULTISCALE_LINKS_TOKEN", _E, "multiscale_links capability present iff some delta != 0 family exists"),
         ("L5_CROSS_LEVEL_TARGET", _E, "every delta != 0 family's target level exists (its records are resolved "
                                       "at level 3)"),
+        ("L5_CROSS_LEVEL_MIRROR", _E, "links/-N holds exactly the records of links/+N, turned around"),
         ("L5_ATTRIBUTE_AGGREGATION", _E, "a coarse level's aggregated vertex attribute lies within its parent "
                                          "level's range of that attribute, as every reduction does (D22)"),
         ("L5_CHECK_CRASHED", _E, "a level-5 check raised an exception (reported, never swallowed)"),

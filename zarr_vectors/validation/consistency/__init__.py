@@ -48,6 +48,7 @@ from zarr_vectors.validation.consistency.cells import (
     check_presence,
     load_shards,
 )
+from zarr_vectors.validation.consistency.crosslevel import mirror_findings
 from zarr_vectors.validation.consistency.links import link_graph, orphan_attribute_families
 from zarr_vectors.validation.consistency.polylines import bridge_findings, implied_bridges
 from zarr_vectors.validation.consistency.vertices import (
@@ -187,8 +188,15 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
     for number, (parent, rules) in sorted(aggregated.items()):
         level_reduces.append(dask.delayed(aggregation_findings, pure=False)(
             model.levels[number], parent, rules, tables[parent], tables[number]))
+    mirrors: dict[tuple[int, int], list[Any]] | None = {} if requested >= 5 else None
     for number, lpath in sorted(model.levels.items()):
-        family_reduces.extend(link_graph(model, number, tables, static, limits, implied))
+        family_reduces.extend(link_graph(model, number, tables, static, limits, implied, mirrors))
+    for (number, delta), up in sorted((mirrors or {}).items()):
+        down = (mirrors or {}).get((number + delta, -delta))
+        if delta > 0 and down is not None:
+            family_reduces.append(dask.delayed(mirror_findings, pure=False)(storage_d, number, delta, len(up), *up,
+                                                                            *down))
+            ran["L5_CROSS_LEVEL_MIRROR"] = ran.get("L5_CROSS_LEVEL_MIRROR", 0) + 1
     family_reduces.extend(dask.delayed(bridge_findings, pure=False)(storage_d, number, tuple(model.allow_layouts))
                           for number in sorted(implied))  # no link tasks for the family: compared row by row
     return dask.delayed(_collect, pure=False)(*level_reduces, *family_reduces)

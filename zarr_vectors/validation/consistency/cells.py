@@ -43,6 +43,18 @@ def row_hashes(rows: np.ndarray) -> np.ndarray:
     return h
 
 
+def multiset_difference(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Rows of ``left`` not matched one for one by rows of ``right`` (exact: what a check names
+    once the rows' hashes disagreed)."""
+    if not len(left) or not len(right) or left.shape[1] != right.shape[1]:
+        return left
+    rows, inverse = np.unique(np.concatenate([left, right]), axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    have = np.bincount(inverse[: len(left)], minlength=len(rows))
+    take = np.bincount(inverse[len(left) :], minlength=len(rows))
+    return np.repeat(rows, np.maximum(have - take, 0), axis=0)
+
+
 MAX_EXAMPLES = 3  # cells named per finding kind before "... and N more" (output format, not tuning)
 
 

@@ -38,6 +38,7 @@ from zarr_vectors.validation.consistency.cells import (
     prefetch,
     row_hashes,
 )
+from zarr_vectors.validation.consistency.crosslevel import mirror_rows
 from zarr_vectors.validation.consistency.polylines import bridge_hashes, compare_bridges
 from zarr_vectors.validation.consistency.vertices import VertexResult
 from zarr_vectors.validation.findings import Finding, crashed, make
@@ -77,6 +78,7 @@ class FamilySpec:
     link_fragments: ArraySpec | None
     segments: dict[str, SegmentSpec]
     bridges: bool = False  # a polyline level's delta-0 family: hash its records for L4_POLYLINE_BRIDGES
+    mirror: bool = False  # a ±N family whose mirror exists: hash its records for L5_CROSS_LEVEL_MIRROR
 
 
 @dataclass
@@ -91,6 +93,8 @@ class LinkResult:
     spans: list[np.ndarray] = field(default_factory=list)
     # a polyline level's delta-0 family: one bridge hash per record (polylines.bridge_hashes), one array
     bridges: list[np.ndarray] = field(default_factory=list)
+    # a ±N family with FamilySpec.mirror: one hash per record (crosslevel.mirror_rows), one array
+    mirror: list[np.ndarray] = field(default_factory=list)
 
 
 def link_batch(storage: Storage, fam: FamilySpec, units: list[tuple[str, list[Chunk]]],
@@ -108,25 +112,28 @@ def link_batch(storage: Storage, fam: FamilySpec, units: list[tuple[str, list[Ch
         res.findings.append(crashed(3, fam.path, exc, what="link cell reads"))
         return res
     bridges: list[np.ndarray] = []  # rows hashed once for the batch: ~0.1 ms a call, whatever its rows
+    mirrored: list[np.ndarray] = []
     for segment, chunks in units:
         seg = fam.segments[segment]
         payloads, lf_cells = next(fetched), next(fetched)
         attr_cells = [(a, next(fetched)) for a in seg.attributes]
         try:
             _link_cells(fam, seg, chunks, payloads, lf_cells, attr_cells, src_rows.rows,
-                        trg_rows.rows if trg_rows else None, res, bridges)
+                        trg_rows.rows if trg_rows else None, res, bridges, mirrored)
         except Exception as exc:  # noqa: BLE001
             res.findings.append(crashed(3, seg.links.path, exc, cell=format_chunk_key(chunks[0]) if chunks else None,
                                         what="link cells"))
     if bridges:
         res.bridges.append(bridge_hashes(np.concatenate(bridges), fam.directed))
+    if mirrored:
+        res.mirror.append(row_hashes(mirror_rows(np.concatenate(mirrored), fam.delta)))
     return res
 
 
 def _link_cells(fam: FamilySpec, seg: SegmentSpec, chunks: list[Chunk], payloads: dict[Chunk, bytes],
                 lf_cells: dict[Chunk, bytes], attr_cells: list[tuple[ArraySpec, dict[Chunk, bytes]]],
                 src_rows: dict[Chunk, int], trg_rows: dict[Chunk, int] | None, res: LinkResult,
-                bridges: list[np.ndarray]) -> None:
+                bridges: list[np.ndarray], mirrored: list[np.ndarray]) -> None:
     out = res.findings
     path = seg.links.path
     dtype = np.dtype(seg.dtype).newbyteorder("<")
@@ -186,6 +193,8 @@ def _link_cells(fam: FamilySpec, seg: SegmentSpec, chunks: list[Chunk], payloads
         if fam.bridges and fam.width == 2 and n:  # another width never matches: the comparison says so
             # an undirected bridge is compared as an unordered pair: its input order is not needed
             bridges.append(_input_rows(vi, perm if fam.directed else None, endpoint_chunks, fam.width))
+        if fam.mirror and fam.width == 2 and n:  # as bridges: another width never matches
+            mirrored.append(_input_rows(vi, None, endpoint_chunks, fam.width))  # cross-level: never permuted
 
 
 def _decode_link_cell(payload: bytes, width: int, dtype: np.dtype, flat: bool, path: str, key: str,
@@ -371,10 +380,13 @@ def _set_limits(seg: SegmentSpec, width: int, records: int | None) -> None:
 
 
 def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: list[Finding],
-               limits: tuple[int, int], implied_bridges: dict[int, list[Any]]) -> list[Any]:
+               limits: tuple[int, int], implied_bridges: dict[int, list[Any]],
+               mirrors: dict[tuple[int, int], list[Any]] | None = None) -> list[Any]:
     """Static checks of a level's links families into ``static``; one reduce per family (delayed).
     A level in ``implied_bridges`` (its tasks hashing the bridges its manifests imply) is taken out
-    of it when its delta-0 family's tasks hash the stored records, and one more reduce compares them."""
+    of it when its delta-0 family's tasks hash the stored records, and one more reduce compares them.
+    With ``mirrors``, a ±N family whose mirror family exists hashes its records too, and its link
+    tasks go into ``mirrors[(level, delta)]`` (compared by :func:`crosslevel.mirror_findings`)."""
     lpath = model.levels[number]
     rank = model.grid_rank(number) or 0
     out = []
@@ -425,8 +437,10 @@ def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: l
         r_src = _ratio(model, number, rank) or (1,) * rank
         r_trg = _ratio(model, target, rank) or (1,) * rank
         implied = implied_bridges.pop(number, None) if delta == 0 else None
+        mirrored = (mirrors is not None and delta != 0 and target in model.levels
+                    and family_policy(model, target, -delta) is not None)
         fam = FamilySpec(number, fam_node.path, delta, width, directed, store, target in model.levels, r_src, r_trg,
-                         lf if delta == 0 else None, segments, bridges=implied is not None)
+                         lf if delta == 0 else None, segments, bridges=implied is not None, mirror=mirrored)
         _mirror(model, number, delta, fam, static)
         units = sorted(((s.segment, c), size) for s in segments.values() for c, (_, size) in s.links.cells.items())
         target_bytes = batch_target(sum(n for _, n in units), limits)
@@ -441,6 +455,8 @@ def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: l
             cells_d = dask.delayed(sorted(grouped.items()), traverse=False)  # plain data: nothing for dask to walk
             tasks.append(dask.delayed(link_batch, pure=False)(storage_d, fam_d, cells_d, tables[number], trg_table))
         out.append(dask.delayed(reduce_family, pure=False)(fam_d, pol, *tasks))
+        if mirrors is not None and mirrored:
+            mirrors[(number, delta)] = tasks
         if implied is not None:
             out.append(dask.delayed(compare_bridges, pure=False)(
                 storage_d, number, tuple(model.allow_layouts), store == "duplicate", len(implied), *implied, *tasks))

@@ -32,7 +32,7 @@ from zarr_vectors.store.groups import Level, open_level
 from zarr_vectors.store.link_family import link_family_policy
 from zarr_vectors.store.link_read import read_links
 from zarr_vectors.store.object_index import ObjectIndex, read_object_index
-from zarr_vectors.validation.consistency.cells import row_hashes
+from zarr_vectors.validation.consistency.cells import multiset_difference, row_hashes
 from zarr_vectors.validation.consistency.vertices import VertexResult
 from zarr_vectors.validation.findings import Finding, crashed, make
 from zarr_vectors.validation.manifests import ManifestChunkError, ManifestJob, read_manifest_chunk
@@ -100,8 +100,8 @@ def bridge_findings(storage: Storage, number: int, allow_layouts: tuple[str, ...
             stored = np.unique(stored, axis=0)
         if _same_rows(expected, stored):
             return []
-        return _difference_finding(number, _multiset_difference(expected, stored),
-                                   _multiset_difference(stored, expected))
+        return _difference_finding(number, multiset_difference(expected, stored),
+                                   multiset_difference(stored, expected))
     return _guarded(number, compare)
 
 
@@ -198,18 +198,7 @@ def _unordered(pairs: np.ndarray) -> np.ndarray:
 def _same_rows(left: np.ndarray, right: np.ndarray) -> bool:
     """Whether two row sets are equal as multisets, by sorted 64-bit row hashes: one sort each (a
     whole store's thousands of bridges; np.unique over rows was most of the check's time).  Only
-    a mismatch is worked out exactly (:func:`_multiset_difference`)."""
+    a mismatch is worked out exactly (``multiset_difference``)."""
     if left.shape != right.shape:
         return False
     return bool(np.array_equal(np.sort(row_hashes(left)), np.sort(row_hashes(right))))
-
-
-def _multiset_difference(left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """Rows of ``left`` not matched one for one by rows of ``right``."""
-    if not len(left) or not len(right) or left.shape[1] != right.shape[1]:
-        return left
-    rows, inverse = np.unique(np.concatenate([left, right]), axis=0, return_inverse=True)
-    inverse = inverse.ravel()
-    have = np.bincount(inverse[: len(left)], minlength=len(rows))
-    take = np.bincount(inverse[len(left) :], minlength=len(rows))
-    return np.repeat(rows, np.maximum(have - take, 0), axis=0)
