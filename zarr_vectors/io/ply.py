@@ -11,6 +11,8 @@ other than vertex and face are named in ``Geometry.dropped``.
 Write: binary little-endian (``text=True`` for ASCII); attributes with several
 components become properties ``name_0``, ``name_1``, ...; 64-bit integers are written as
 32-bit when their values fit, else named in a warning like every column PLY cannot hold.
+A property name that clashes (``x``, ``vertex_indices``, another attribute's ``n_0``) or that
+PLY cannot spell (a space, non-ASCII) is refused.
 """
 
 from __future__ import annotations
@@ -171,12 +173,12 @@ def write(path: str, data: Any, *, text: bool = False, **options: Any) -> None:
     unstored: list[str] = []
     positions = np.asarray(geometry.positions)
     vertex_columns = {a: positions[:, i] for i, a in enumerate("xyz")}
-    vertex_columns.update(_columns(geometry.attributes, unstored))
+    vertex_columns.update(_columns(path, "vertex attribute(s)", geometry.attributes, vertex_columns, unstored))
     elements = [plyfile.PlyElement.describe(_table(vertex_columns), "vertex")]
     if geometry.faces is not None:
         faces = np.asarray(geometry.faces)
         face_columns = {"vertex_indices": faces.astype(np.int32)}
-        face_columns.update(_columns(geometry.edge_attributes, unstored))
+        face_columns.update(_columns(path, "face attribute(s)", geometry.edge_attributes, face_columns, unstored))
         len_type = "u1" if faces.shape[1] < 256 else "u4"
         elements.append(
             plyfile.PlyElement.describe(_table(face_columns), "face", len_types={"vertex_indices": len_type})
@@ -186,9 +188,14 @@ def write(path: str, data: Any, *, text: bool = False, **options: Any) -> None:
         plyfile.PlyData(elements, text=text).write(path)
 
 
-def _columns(attributes: dict[str, np.ndarray], unstored: list[str]) -> dict[str, np.ndarray]:
-    """PLY scalar properties from attributes: components split, bools as uint8, int64 narrowed if it fits."""
-    out = {}
+def _columns(path: str, what: str, attributes: dict[str, np.ndarray], taken: dict[str, np.ndarray],
+             unstored: list[str]) -> dict[str, np.ndarray]:
+    """PLY scalar properties from attributes: components split, bools as uint8, int64 narrowed if it fits.
+
+    A property named like one ``taken`` by the element (``x``, ``vertex_indices``), or like another
+    attribute's component (``n_0`` beside a 3-component ``n``), is refused, not written over it.
+    """
+    out: dict[str, np.ndarray] = {}
     for name, values in attributes.items():
         values = np.asarray(values)
         if values.dtype == bool:
@@ -203,12 +210,23 @@ def _columns(attributes: dict[str, np.ndarray], unstored: list[str]) -> dict[str
         if values.dtype.kind not in _PLY_KINDS:
             unstored.append(name)
             continue
+        _check_name(path, name)
         if values.ndim == 1:
-            out[name] = values
+            columns = {name: values}
         else:
             flat = values.reshape(len(values), -1)
-            out.update({f"{name}_{k}": flat[:, k] for k in range(flat.shape[1])})
+            columns = {f"{name}_{k}": flat[:, k] for k in range(flat.shape[1])}
+        gp.refuse_clashes(path, what, columns, [*taken, *out])
+        out.update(columns)
     return out
+
+
+def _check_name(path: str, name: str) -> None:
+    """A PLY header is words split at whitespace, in ASCII: an attribute name must be one such word
+    (plyfile refuses others with a bare ValueError that names no file)."""
+    if not re.fullmatch(r"[!-~]+", name):
+        raise gp.input_error(path, f"attribute {name!r} cannot be a PLY property name: PLY names are printable "
+                                   "ASCII without spaces; rename the attribute to write this file")
 
 
 def _table(columns: dict[str, np.ndarray]) -> np.ndarray:

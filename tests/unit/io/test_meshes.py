@@ -21,6 +21,7 @@ from geometry_roundtrip import face_set, read_in_capped_child, through_store, ve
 
 from zarr_vectors.errors import InputError
 from zarr_vectors.io import freesurfer, gifti, obj, ply, stl
+from zarr_vectors.io.types import Geometry
 
 # a small mesh spanning several 2.0-unit chunks: two triangles and a quad's worth of triangles
 POS = np.array([[0, 0, 0], [3, 0, 0], [0, 3, 0], [3, 3, 1], [5, 1, 2], [1, 5, 3]], np.float32)
@@ -184,6 +185,28 @@ def test_ply_truncated_or_not_ply_is_refused(tmp_path):
     (tmp_path / "no.ply").write_bytes(b"solid x\n")
     with pytest.raises(InputError, match=r"no\.ply: not a readable PLY file"):
         ply.read(str(tmp_path / "no.ply"))
+
+
+@pytest.mark.parametrize(("attributes", "face_attributes", "clash"), [
+    ({"x": RED}, {}, r"vertex attribute\(s\) 'x'"),
+    ({}, {"vertex_indices": QUALITY}, r"face attribute\(s\) 'vertex_indices'"),
+    ({"n": np.zeros((6, 3)), "n_1": RED}, {}, r"vertex attribute\(s\) 'n_1'"),
+], ids=["position", "faces", "component"])
+def test_ply_write_refuses_an_attribute_named_like_a_property_it_writes(tmp_path, attributes, face_attributes, clash):
+    """Regression (hunt): an attribute ``x`` replaced the x coordinates (plyfile keeps the last column of a name)."""
+    mesh = Geometry(kind="mesh", positions=POS, faces=TRI, attributes=attributes, edge_attributes=face_attributes)
+    with pytest.raises(InputError, match=rf"m\.ply: {clash} would replace the field"):
+        ply.write(str(tmp_path / "m.ply"), mesh)
+    assert not (tmp_path / "m.ply").exists()
+
+
+@pytest.mark.parametrize("name", ["fiber count", "größe", ""])
+def test_ply_write_refuses_an_attribute_name_ply_cannot_spell(tmp_path, name):
+    """Regression (hunt): plyfile's bare ValueError named neither the file nor what to do."""
+    mesh = Geometry(kind="mesh", positions=POS, faces=TRI, attributes={name: RED})
+    with pytest.raises(InputError, match=rf"m\.ply: attribute {re.escape(repr(name))} cannot be a PLY property "
+                                         "name: PLY names are printable ASCII without spaces"):
+        ply.write(str(tmp_path / "m.ply"), mesh)
 
 
 # ---------------------------------------------------------------------------
