@@ -4,9 +4,10 @@ Read: the ``vertex`` element's ``x y z`` are the positions and every other scala
 property an attribute of its own name (``nx``, ``red``, ...); the ``face`` element's
 ``vertex_indices`` (or ``vertex_index``) list the faces -- polygons of one size as they
 are, mixed sizes fanned into triangles with a face attribute ``polygon`` naming the
-input face -- and its other scalar properties are face attributes.  A file without faces
-is a point cloud (kind ``points``).  List properties other than the faces and elements
-other than vertex and face are named in ``Geometry.dropped``.
+input face; a list of floats is refused -- and its other scalar properties are face
+attributes.  A file without faces is a point cloud (kind ``points``).  List properties
+other than the faces and elements other than vertex and face are named in
+``Geometry.dropped``.
 
 Write: binary little-endian (``text=True`` for ASCII); attributes with several
 components become properties ``name_0``, ``name_1``, ...; 64-bit integers are written as
@@ -60,6 +61,9 @@ def read(path: str, **options: Any) -> Geometry:
             raise gp.input_error(path, "the face element has no vertex_indices list")
         dropped += [f for f in dropped_f if f != f"face.{corner_list}"]
         if corner_list is not None and len(face.data):
+            index_type = np.dtype(face.ply_property(corner_list).val_dtype)
+            if index_type.kind not in "iu":  # as in GIfTI and TRX: a float index was truncated (2.9 became 2)
+                raise gp.input_error(path, f"the face list {corner_list} holds {index_type}, not integers")
             corners = face.data[corner_list]
             if corners.dtype == object:  # one array per face: lengths may differ
                 counts = np.fromiter(map(len, corners), dtype=np.int64, count=len(corners))

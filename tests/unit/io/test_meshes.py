@@ -187,6 +187,21 @@ def test_ply_truncated_or_not_ply_is_refused(tmp_path):
         ply.read(str(tmp_path / "no.ply"))
 
 
+@pytest.mark.parametrize("text", [False, True], ids=["binary", "ascii"])
+def test_ply_float_face_indices_are_refused_not_truncated(tmp_path, text):
+    """Regression (hunt): a float vertex_indices list was cast to int64, 2.9 read as vertex 2."""
+    import plyfile
+
+    vertex = np.empty(3, [("x", "f4"), ("y", "f4"), ("z", "f4")])
+    vertex["x"], vertex["y"], vertex["z"] = POS[:3].T
+    face = np.empty(1, [("vertex_indices", "f4", (3,))])
+    face["vertex_indices"] = [[0.7, 1.2, 2.9]]
+    elements = [plyfile.PlyElement.describe(vertex, "vertex"), plyfile.PlyElement.describe(face, "face")]
+    plyfile.PlyData(elements, text=text).write(str(tmp_path / "f.ply"))
+    with pytest.raises(InputError, match=r"f\.ply: the face list vertex_indices holds float32, not integers"):
+        ply.read(str(tmp_path / "f.ply"))
+
+
 @pytest.mark.parametrize(("attributes", "face_attributes", "clash"), [
     ({"x": RED}, {}, r"vertex attribute\(s\) 'x'"),
     ({}, {"vertex_indices": QUALITY}, r"face attribute\(s\) 'vertex_indices'"),
