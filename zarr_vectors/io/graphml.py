@@ -83,8 +83,9 @@ def _plain(values: np.ndarray) -> list[Any]:
 
 def write(path: str, data: Any, *, directed: bool = False, **_: Any) -> None:
     """Nodes keyed by their kept ids (else row numbers) with ``x, y, z``, ``object_id`` and the
-    attributes as data keys; every edge with its attributes, directed as ``directed`` says
-    (``zv export`` passes the store's links policy)."""
+    attributes as data keys (an attribute named like one of the others is refused); every edge
+    with its attributes, directed as ``directed`` says (``zv export`` passes the store's links
+    policy)."""
     import networkx as nx
 
     g = as_geometry(data)
@@ -102,7 +103,9 @@ def write(path: str, data: Any, *, directed: bool = False, **_: Any) -> None:
     node_data = {a: _plain(g.positions[:, i]) for i, a in enumerate(axes)}
     if g.object_ids is not None:
         node_data["object_id"] = _plain(g.object_ids)
-    node_data.update({k: _plain(v) for k, v in g.attributes.items() if k != ID_ATTRIBUTE})
+    attributes = {k: v for k, v in g.attributes.items() if k != ID_ATTRIBUTE}  # kept ids key the nodes
+    gp.refuse_clashes(path, "vertex attribute(s)", attributes, node_data)
+    node_data.update({k: _plain(v) for k, v in attributes.items()})
     keys = list(node_data)
     for i, node in enumerate(ids.tolist()):
         graph.add_node(node, **{k: node_data[k][i] for k in keys})

@@ -148,3 +148,13 @@ def test_graphml_text_ids_are_named_and_replaced_by_rows(tmp_path):
     np.testing.assert_array_equal(got.attributes["id"], [0, 1])
     assert got.dropped == ("node id",)
     np.testing.assert_array_equal(got.edge_attributes["weight"], [2.0, np.nan])
+
+
+@pytest.mark.parametrize("name", ["x", "object_id"])
+def test_graphml_write_refuses_an_attribute_named_like_a_key_it_writes(tmp_path, name):
+    """Regression (hunt): an attribute ``x`` replaced the nodes' x positions (and ``object_id`` their objects)."""
+    g = Geometry("graph", np.arange(9.0).reshape(3, 3), object_ids=np.array([1, 1, 2]), edges=np.array([[0, 1]]),
+                 attributes={name: np.array([100.0, 200.0, 300.0])})
+    with pytest.raises(InputError, match=rf"g\.graphml: vertex attribute\(s\) '{name}' would replace the field"):
+        graphml.write(str(tmp_path / "g.graphml"), g)
+    assert not (tmp_path / "g.graphml").exists()
