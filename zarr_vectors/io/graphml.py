@@ -1,9 +1,10 @@
 """GraphML graphs (networkx).
 
 Node positions are node data keys (``x, y[, z]`` or ``--position-columns``), which every
-node must have (or a key default); every other numeric or boolean node key is a vertex
-attribute, every numeric edge key an edge attribute (the key's default where a node or
-edge lacks it, else NaN), and keys holding anything else are named in ``dropped``.
+node must have (or a key default); a node declared twice, or named only by an edge, is
+refused.  Every other numeric or boolean node key is a vertex attribute, every numeric
+edge key an edge attribute (the key's default where a node or edge lacks it, else NaN),
+and keys holding anything else are named in ``dropped``.
 Integer node ids are kept as the vertex attribute ``id``; other ids (text) are named in
 ``dropped`` as ``node id`` and the node's position in the file is kept instead, so results
 map back to the input's nodes either way.
@@ -38,16 +39,50 @@ def _integer_ids(nodes: list[Any]) -> np.ndarray | None:
     return ids if [str(i) for i in ids.tolist()] == [str(n) for n in nodes] else None
 
 
+_NODE = "http://graphml.graphdrawing.org/xmlns node"  # a <node> as expat names it (namespace, space, tag)
+
+
+def _declared_nodes(path: str, f: Any) -> set[str]:
+    """The ids of the file's ``<node>`` elements, read as a stream (expat, no tree); one declared twice is
+    refused.  networkx shows neither mistake: it merges a repeated node into one (the later data over the
+    earlier) and adds a node that only an edge names."""
+    from xml.parsers import expat
+
+    seen: set[str] = set()
+
+    def start(name: str, attributes: dict[str, str]) -> None:
+        if name == _NODE:
+            node = attributes.get("id")
+            if node is None:  # networkx would name it 'None'
+                raise InputError(f"{path!r}: a <node> without an id")
+            if node in seen:
+                raise InputError(f"{path!r}: node {node!r} is declared twice (GraphML node ids are unique)")
+            seen.add(node)
+
+    parser = expat.ParserCreate(namespace_separator=" ")
+    parser.StartElementHandler = start
+    parser.ParseFile(f)
+    return seen
+
+
 def read(path: str, *, columns: ColumnMap | None = None, storage_options: Mapping[str, Any] | None = None) -> Geometry:
     import fsspec
     import networkx as nx
 
     try:
         with fsspec.open(path, "rb", **remote_options([path], storage_options)) as f:
+            declared = _declared_nodes(path, f)
+            f.seek(0)
             graph = nx.read_graphml(f)
+    except InputError:
+        raise
     except Exception as exc:  # ParseError, NetworkXError for a file that is not GraphML
         raise unreadable(path, exc) from exc
     nodes = list(graph.nodes)
+    undeclared = [n for n in nodes if n not in declared]
+    if undeclared:  # networkx adds them, placed at the key defaults if there are any
+        raise InputError(f"{path!r}: {len(undeclared)} node(s) named only by an edge, never declared, among them "
+                         f"{undeclared[:5]!r}")
     row = {n: i for i, n in enumerate(nodes)}
     # a key's <default> holds where a node or edge has no value of its own; networkx keeps the
     # defaults aside (graph.graph["node_default"]), it does not fill them in
@@ -61,7 +96,7 @@ def read(path: str, *, columns: ColumnMap | None = None, storage_options: Mappin
     unplaced = [n for n in nodes if any(a not in node_default and a not in graph.nodes[n] for a in g.axes)]
     if unplaced:  # NaN rows otherwise, refused later without naming a node
         raise InputError(f"{path!r}: {len(unplaced)} node(s) without a position ({', '.join(g.axes)}), among them "
-                         f"{unplaced[:5]!r}: declared without one, or named only by an edge (networkx then adds it)")
+                         f"{unplaced[:5]!r}: declared without one, and the keys have no default")
     g.kind = "graph"
     dropped = list(g.dropped) + ([] if ids is not None else ["node id"])  # text ids: the row number is kept
     pairs = list(graph.edges(data=True))

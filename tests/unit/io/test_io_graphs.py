@@ -60,8 +60,8 @@ def test_graphml_edge_to_an_undeclared_node_is_named(tmp_path):
     text = (tmp_path / "ok.graphml").read_text()
     (tmp_path / "bad.graphml").write_text(text.replace("</graph>", '<edge source="a" target="q"/></graph>'))
     assert len(graphml.read(str(tmp_path / "ok.graphml")).positions) == 2
-    with pytest.raises(InputError, match=r"bad\.graphml': 1 node\(s\) without a position \(x, y, z\), among them "
-                                         r"\['q'\]: declared without one, or named only by an edge"):
+    with pytest.raises(InputError, match=r"bad\.graphml': 1 node\(s\) named only by an edge, never declared, "
+                                         r"among them \['q'\]"):
         graphml.read(str(tmp_path / "bad.graphml"))
     (tmp_path / "bare.graphml").write_text(text.replace("</graph>", '<node id="c"><data key="d0">1.0</data></node>'
                                                                     "</graph>"))
@@ -90,6 +90,22 @@ def test_graphml_key_defaults_fill_what_a_node_or_edge_lacks(tmp_path):
     g = graphml.read(str(tmp_path / "d.graphml"))
     np.testing.assert_array_equal(g.positions, [[0.5, 0.25, 1.0], [4.0, 5.0, 6.0]])
     np.testing.assert_array_equal(g.edge_attributes["weight"], [2.5, 1.0])
+
+
+def test_graphml_node_declared_twice_or_only_by_an_edge_is_named_even_with_key_defaults(tmp_path):
+    """Regression (hunt): networkx merged a node declared twice into one vertex (x, y from the second
+    declaration, z from the first), and a node only an edge named took the key defaults as its position."""
+    twice = GRAPHML_DEFAULTS.replace('<edge source="0"', '<node id="1"><data key="x">9</data></node><edge source="0"')
+    (tmp_path / "twice.graphml").write_text(twice)
+    with pytest.raises(InputError, match=r"twice\.graphml': node '1' is declared twice"):
+        graphml.read(str(tmp_path / "twice.graphml"))
+    (tmp_path / "typo.graphml").write_text(GRAPHML_DEFAULTS.replace('target="0"', 'target="O"'))
+    with pytest.raises(InputError, match=r"typo\.graphml': 1 node\(s\) named only by an edge, never declared, "
+                                         r"among them \['O'\]"):
+        graphml.read(str(tmp_path / "typo.graphml"))
+    (tmp_path / "anon.graphml").write_text(GRAPHML_DEFAULTS.replace('<node id="1">', "<node>"))
+    with pytest.raises(InputError, match=r"anon\.graphml': a <node> without an id"):
+        graphml.read(str(tmp_path / "anon.graphml"))
 
 
 def test_edge_list_with_vertex_table(tmp_path):
