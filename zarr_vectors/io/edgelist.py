@@ -3,9 +3,10 @@
 Fields are separated by whitespace or commas; lines starting with ``#`` are comments,
 except that a first line ``# src dst weight ...`` names the columns (else they are
 ``src, dst``, then ``weight``, ``weight_2``, ...).  ``src`` and ``dst`` are vertex
-ids of the vertex table -- a CSV, Parquet or NPZ table with ``id, x, y[, z]`` -- given
-as the first ``zv build graph`` input (read alone, :func:`read` takes it as
-``vertices``, by default ``NAME.vertices.csv`` beside the list, which :func:`write` writes).
+ids (each given to one row) of the vertex table -- a CSV, Parquet or NPZ table with
+``id, x, y[, z]`` -- given as the first ``zv build graph`` input (read alone, :func:`read`
+takes it as ``vertices``, by default ``NAME.vertices.csv`` beside the list, which
+:func:`write` writes).
 """
 
 from __future__ import annotations
@@ -88,9 +89,14 @@ def read(path: str, *, vertices: str | None = None, columns: ColumnMap | None = 
     columns = columns or ColumnMap()
     ends = columns.edge_columns(list(edges.columns), path)
     order = np.argsort(g.ids, kind="stable")
+    ids = g.ids[order]
+    repeated = np.flatnonzero(ids[1:] == ids[:-1]) + 1  # searchsorted would find one of the rows, the others none
+    if len(repeated):
+        first = int(order[repeated].min())  # the earliest row repeating an id above it
+        raise InputError(f"{where!r}: vertex ids are not unique: id {g.ids[first]} appears more than once")
     named = edges[ends].to_numpy()
-    at = np.minimum(np.searchsorted(g.ids[order], named), len(order) - 1)
-    found = g.ids[order][at] == named
+    at = np.minimum(np.searchsorted(ids, named), len(ids) - 1)
+    found = ids[at] == named
     if not found.all():
         row = int(np.argmax(~found.all(axis=1)))
         raise InputError(f"{path!r}: edge {row} names vertex id(s) {named[row].tolist()} not in {where!r}")

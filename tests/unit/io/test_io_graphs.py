@@ -123,6 +123,14 @@ def test_edge_list_with_vertex_table(tmp_path):
         edgelist.read(str(tmp_path / "bad.edgelist"), vertices=str(tmp_path / "v.csv"))
 
 
+def test_edge_list_vertex_table_repeating_an_id_is_refused_naming_the_first_repeat(tmp_path):
+    """Regression (hunt): edges naming a repeated id were attached to one of its rows, the other left isolated."""
+    (tmp_path / "v.csv").write_text("id,x,y\n5,0,0\n9,1,0\n9,5,5\n5,2,0\n")
+    (tmp_path / "e.edgelist").write_text("5 9\n")
+    with pytest.raises(InputError, match=r"v\.csv': vertex ids are not unique: id 9 appears more than once"):
+        edgelist.read(str(tmp_path / "e.edgelist"), vertices=str(tmp_path / "v.csv"))
+
+
 @pytest.mark.parametrize("first", ["# src dst weight\n", ""])
 def test_edge_list_and_vertex_table_with_byte_order_marks(tmp_path, first):
     """Regression: a byte-order mark before an edge list's header comment hid the comment, so the
