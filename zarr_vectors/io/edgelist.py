@@ -95,8 +95,8 @@ def read(path: str, *, vertices: str | None = None, columns: ColumnMap | None = 
         first = int(order[repeated].min())  # the earliest row repeating an id above it
         raise InputError(f"{where!r}: vertex ids are not unique: id {g.ids[first]} appears more than once")
     named = edges[ends].to_numpy()
-    at = np.minimum(np.searchsorted(ids, named), len(ids) - 1)
-    found = ids[at] == named
+    at = np.minimum(np.searchsorted(ids, named), max(len(ids) - 1, 0))
+    found = ids[at] == named if len(ids) else np.zeros(named.shape, dtype=bool)
     if not found.all():
         row = int(np.argmax(~found.all(axis=1)))
         raise InputError(f"{path!r}: edge {row} names vertex id(s) {named[row].tolist()} not in {where!r}")

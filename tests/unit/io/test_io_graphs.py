@@ -131,6 +131,14 @@ def test_edge_list_vertex_table_repeating_an_id_is_refused_naming_the_first_repe
         edgelist.read(str(tmp_path / "e.edgelist"), vertices=str(tmp_path / "v.csv"))
 
 
+def test_edge_list_with_an_empty_vertex_table_names_the_edge(tmp_path):
+    """Regression (hunt): an empty vertex table raised numpy's IndexError (index -1 of an empty array)."""
+    (tmp_path / "v.csv").write_text("id,x,y\n")
+    (tmp_path / "e.edgelist").write_text("1 2\n")
+    with pytest.raises(InputError, match=r"e\.edgelist': edge 0 names vertex id\(s\) \[1, 2\] not in"):
+        edgelist.read(str(tmp_path / "e.edgelist"), vertices=str(tmp_path / "v.csv"))
+
+
 @pytest.mark.parametrize("first", ["# src dst weight\n", ""])
 def test_edge_list_and_vertex_table_with_byte_order_marks(tmp_path, first):
     """Regression: a byte-order mark before an edge list's header comment hid the comment, so the
