@@ -109,12 +109,17 @@ def read(path: str, *, vertices: str | None = None, columns: ColumnMap | None = 
 
 def write(path: str, data: Any, **_: Any) -> None:
     """The edges as ``src dst attributes...`` under a header comment, the vertices in :func:`vertices_path`
-    (object attributes beside it, ``NAME.objects.csv``)."""
+    (object attributes beside it, ``NAME.objects.csv``).  An edge attribute whose name the header
+    cannot hold as one name (empty, or with whitespace or a comma) is refused before anything is written."""
     import pandas as pd
 
     g = as_geometry(data)
     if g.edges is None:
         raise InputError(f"{path!r}: an edge list holds graphs; the store has no edges")
+    split_names = [name for name in g.edge_attributes if not name or re.search(SEPARATOR, name)]
+    if split_names:  # '# src dst fiber count' reads back as four names for three columns
+        raise InputError(f"{path!r}: edge attribute {split_names[0]!r} cannot be named in an edge list's header, "
+                         "whose names are split at whitespace and commas; rename the attribute to write this file")
     tables = table_frames(g)
     pd.DataFrame(tables[""]).to_csv(vertices_path(path), index=False, float_format="%.17g")
     if "objects" in tables:

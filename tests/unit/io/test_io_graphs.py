@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import networkx as nx
 import numpy as np
 import pandas as pd
@@ -137,6 +139,21 @@ def test_edge_list_with_an_empty_vertex_table_names_the_edge(tmp_path):
     (tmp_path / "e.edgelist").write_text("1 2\n")
     with pytest.raises(InputError, match=r"e\.edgelist': edge 0 names vertex id\(s\) \[1, 2\] not in"):
         edgelist.read(str(tmp_path / "e.edgelist"), vertices=str(tmp_path / "v.csv"))
+
+
+@pytest.mark.parametrize("name", ["fiber count", "a,b", ""])
+def test_edge_list_write_refuses_an_attribute_name_its_header_would_split(tmp_path, name):
+    """Regression (hunt): 'fiber count' was written as '# src dst fiber count', four names for three
+    columns, so the reader fell back to src, dst, weight and the attribute came back as 'weight'."""
+    g = Geometry("graph", np.arange(9.0).reshape(3, 3), edges=np.array([[0, 1], [1, 2]]), ids=np.array([1, 2, 3]),
+                 edge_attributes={name: np.array([1.0, 2.0])})
+    with pytest.raises(InputError, match=rf"g\.edgelist': edge attribute {re.escape(repr(name))} cannot be named in "
+                                         "an edge list's header"):
+        edgelist.write(str(tmp_path / "g.edgelist"), g)
+    assert list(tmp_path.iterdir()) == []  # refused before the vertex table was written
+    g.edge_attributes = {"fiber_count": np.array([1.0, 2.0])}
+    edgelist.write(str(tmp_path / "g.edgelist"), g)
+    np.testing.assert_array_equal(edgelist.read(str(tmp_path / "g.edgelist")).edge_attributes["fiber_count"], [1, 2])
 
 
 @pytest.mark.parametrize("first", ["# src dst weight\n", ""])
