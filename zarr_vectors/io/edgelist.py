@@ -125,7 +125,7 @@ def write(path: str, data: Any, **_: Any) -> None:
     if "objects" in tables:
         pd.DataFrame(tables["objects"]).to_csv(vertices_path(path, "objects"), index=False, float_format="%.17g")
     edges = pd.DataFrame(tables["edges"])
-    with open(path, "w") as f:
+    with open(path, "w", encoding="utf-8") as f:  # as the reader reads it, whatever the locale
         f.write("# " + " ".join(edges.columns) + "\n")
         edges.to_csv(f, sep=" ", header=False, index=False, float_format="%.17g")
 

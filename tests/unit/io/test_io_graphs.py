@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 
 import networkx as nx
 import numpy as np
@@ -154,6 +157,23 @@ def test_edge_list_write_refuses_an_attribute_name_its_header_would_split(tmp_pa
     g.edge_attributes = {"fiber_count": np.array([1.0, 2.0])}
     edgelist.write(str(tmp_path / "g.edgelist"), g)
     np.testing.assert_array_equal(edgelist.read(str(tmp_path / "g.edgelist")).edge_attributes["fiber_count"], [1, 2])
+
+
+def test_edge_list_header_is_utf8_whatever_the_locale(tmp_path):
+    """Regression (hunt): the edge list was written in the locale's encoding, read as UTF-8: under an ASCII
+    locale an attribute 'größe' failed with a bare UnicodeEncodeError (latin-1 would not read back)."""
+    script = ("import sys, numpy as np\n"
+              "from zarr_vectors.io import edgelist\n"
+              "from zarr_vectors.io.types import Geometry\n"
+              "g = Geometry('graph', np.zeros((2, 3)), edges=np.array([[0, 1]]), ids=np.array([1, 2]),\n"
+              "             edge_attributes={'gr\\u00f6\\u00dfe': np.array([4.0])})\n"
+              "edgelist.write(sys.argv[1], g)\n")
+    env = {**os.environ, "LC_ALL": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
+    run = subprocess.run([sys.executable, "-c", script, str(tmp_path / "g.edgelist")], env=env, capture_output=True,
+                         text=True, timeout=120, check=False)
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / "g.edgelist").read_bytes().startswith("# src dst größe\n".encode())
+    np.testing.assert_array_equal(edgelist.read(str(tmp_path / "g.edgelist")).edge_attributes["größe"], [4.0])
 
 
 @pytest.mark.parametrize("first", ["# src dst weight\n", ""])
