@@ -7,6 +7,7 @@ about a second at start-up, more than a 100-point build takes.
 
 from __future__ import annotations
 
+import csv
 import os
 import warnings
 
@@ -32,9 +33,10 @@ def local_file(path: str) -> str:
 
 
 def csv_header(path: str) -> list[str]:
-    """The column names of a local CSV (its first line)."""
-    with open(local_file(path), encoding=TEXT_ENCODING, errors="replace") as f:
-        return [name.strip().strip('"') for name in f.readline().rstrip("\r\n").split(",")]
+    """The column names of a local CSV (its first row that is not blank), as the dataframe reader
+    names them: quotes undone and the spaces after a comma skipped (``x, y, z`` names ``y``)."""
+    with open(local_file(path), encoding=TEXT_ENCODING, errors="replace", newline="") as f:
+        return next((row for row in csv.reader(f, skipinitialspace=True) if row), [])
 
 
 def read_numeric_csv(path: str) -> dict[str, np.ndarray] | None:
@@ -43,12 +45,12 @@ def read_numeric_csv(path: str) -> dict[str, np.ndarray] | None:
     Columns are typed as the dataframe reader types them, so a store's attribute types do not
     depend on the input's size: integers int64, or uint64 past int64 when none is negative
     (other integers that large are left to it: it keeps them as text), anything else float64.
-    Blank lines are skipped, as it skips them."""
+    Blank lines are skipped, as it skips them; ``#`` starts no comment, as it does not."""
     names = csv_header(path)
     try:
         with warnings.catch_warnings():  # an empty input (preflight refuses it itself), a blank line
             warnings.filterwarnings("ignore", r"(loadtxt: input|Input line \d+) contained no data", UserWarning)
-            text = np.loadtxt(local_file(path), delimiter=",", skiprows=1, dtype=str, ndmin=2)
+            text = np.loadtxt(local_file(path), delimiter=",", skiprows=1, dtype=str, ndmin=2, comments=None)
     except ValueError:  # ragged rows
         return None
     if text.size and text.shape[1] != len(names):
@@ -85,5 +87,5 @@ def read_csv_whole(path: str) -> dict[str, np.ndarray]:
     columns (a text column comes back as objects: its caller leaves such a file to the dataframe path)."""
     import pandas as pd
 
-    df = pd.read_csv(local_file(path))
+    df = pd.read_csv(local_file(path), skipinitialspace=True)  # the dialect of io.csv.frame
     return {str(c): df[c].to_numpy() for c in df.columns}

@@ -22,7 +22,7 @@ def frame(paths: Sequence[str], *, storage_options: Mapping[str, Any] | None = N
     gz = any(p.lower().endswith(".gz") for p in paths)
     sep = "\t" if all(p.lower().endswith((".tsv", ".tsv.gz")) for p in paths) else ","
     try:
-        df = dd.read_csv(list(paths), storage_options=opts or None, sep=sep,
+        df = dd.read_csv(list(paths), storage_options=opts or None, sep=sep, skipinitialspace=True,  # 'x, y, z'
                          blocksize=None if gz else config.get("sources.csv-blocksize"))
     except Exception as exc:
         raise unreadable(", ".join(paths), exc) from exc
@@ -44,7 +44,7 @@ def _refuse_repeated_names(path: str, sep: str, opts: Mapping[str, Any]) -> None
         (first, *_) = fsspec.open_files(path, "rt", compression="infer", newline="", encoding="utf-8-sig",
                                         errors="replace", expand=True, **opts)
         with first as f:
-            names = next((row for row in csv.reader(f, delimiter=sep) if row), [])
+            names = next((row for row in csv.reader(f, delimiter=sep, skipinitialspace=True) if row), [])
     except Exception as exc:  # read by dask a moment ago: a failure here is the file's, and named
         raise unreadable(path, exc) from exc
     repeated = sorted(name for name, count in Counter(names).items() if count > 1 and name)
