@@ -27,6 +27,7 @@ from zarr_vectors.io.types import FileFormat, Geometry, as_geometry
 
 RAW_AXES = ("X", "Y", "Z")  # the stored integers; the positions are their scaled x, y, z
 WRITE_FORMATS = (0, 1, 2, 3, 6, 7, 8)
+EXTRA_NAME_BYTES = 32  # an extra-bytes record's name field
 
 
 #: the most points a LAZ file may claim per stored byte: far past any real compression (a few
@@ -253,6 +254,13 @@ def write(path: str, data: Any, *, scale: float | None = None, **_: Any) -> None
     if g.positions.shape[1] != 3:
         raise InputError(f"{path!r}: LAS holds 3-D points; the store's are {g.positions.shape[1]}-D")
     attrs = {k: np.asarray(v) for k, v in g.attributes.items()}
+    # laspy's scaled x, y, z and raw X, Y, Z are the coordinates: an attribute under one replaced them
+    gp.refuse_clashes(path, "attributes", attrs, ("x", "y", "z", *RAW_AXES,
+                                                  *(("object_id",) if g.object_ids is not None else ())))
+    long = sorted(k for k in attrs if len(k.encode()) > EXTRA_NAME_BYTES or "\0" in k)
+    if long:  # laspy raised its own "bytes too long"; a NUL would cut the name short on read
+        raise InputError(f"{path!r}: attribute names {long} do not fit a LAS extra-bytes name ({EXTRA_NAME_BYTES} "
+                         "bytes of UTF-8, no NUL); rename them to write this file")
     if g.object_ids is not None:
         attrs["object_id"] = np.asarray(g.object_ids, dtype=np.int64)
     bad = [k for k, v in attrs.items() if v.ndim != 1]

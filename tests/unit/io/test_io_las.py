@@ -225,3 +225,29 @@ def test_written_coordinates_keep_every_digit_the_grid_can_hold(tmp_path):
     assert np.abs(np.column_stack([back.x, back.y, back.z]) - fine).max() <= 5e-7
     las.write(str(tmp_path / "given.las"), Geometry(kind="points", positions=fine), scale=0.01)  # a given scale is kept
     assert laspy.read(str(tmp_path / "given.las")).header.scales.tolist() == [0.01] * 3
+
+
+@pytest.mark.parametrize(("name", "object_ids"), [("X", None), ("x", None), ("Z", None), ("object_id", np.zeros(20))])
+def test_an_attribute_named_like_the_coordinates_is_refused(tmp_path, name, object_ids):
+    """Hunt: an attribute ``X`` (laspy's raw integer coordinates) replaced the written x; ``x`` was a
+    raw IndexError; ``object_id`` beside the object ids was written over by them."""
+    from zarr_vectors.io.types import Geometry
+
+    g = _points({name: np.arange(20)})
+    g = Geometry(kind="points", positions=g.positions, attributes=g.attributes, object_ids=object_ids)
+    out = tmp_path / "out.las"
+    with pytest.raises(InputError, match=rf"out\.las: attributes '{name}' would replace the field"):
+        las.write(str(out), g)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("name", ["a_rather_long_attribute_name_of_40_chars", "é" * 17, "a\0b"])
+def test_an_attribute_name_an_extra_bytes_record_cannot_hold_is_refused(tmp_path, name):
+    """Hunt: a name past 32 bytes was laspy's raw ``ValueError: bytes too long``."""
+    out = tmp_path / "out.las"
+    with pytest.raises(InputError, match=r"out\.las'?: attribute names \[.*\] do not fit a LAS extra-bytes name"):
+        las.write(str(out), _points({name: np.arange(20)}))
+    assert not out.exists()
+    las.write(str(out), _points({"é" * 16: np.arange(20)}))  # 32 bytes: held
+    np.testing.assert_array_equal(laspy.read(str(out))["é" * 16], np.arange(20))
+
