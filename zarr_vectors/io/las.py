@@ -208,41 +208,62 @@ def _misfit(path: str, name: str, values: np.ndarray, dim: Any) -> str | None:
             "extra-bytes dimension")
 
 
-def _grid(positions: np.ndarray, scale: float | None) -> tuple[float, np.ndarray]:
+def _grid(path: str, positions: np.ndarray, scale: float | None) -> tuple[float, np.ndarray]:
     """``(scale, offsets)`` of the 32-bit integer grid the coordinates are written on.
 
     Offsets are 0 while the coordinates fit the integers, else the floor of the minimum.  A
     given ``scale`` grows by powers of ten until the extent fits.  Without one, the coarsest of
     0.001 .. 1e-9 on which every coordinate lies (to a thousandth of a step: a LAS input at
-    0.0001 exported at a fixed 0.001 lost its last digit), else the finest that fits, with a
-    warning that the coordinates were rounded to it."""
+    0.0001 exported at a fixed 0.001 lost its last digit), else the finest that fits, else
+    0.001 grown as a given scale.  Whichever way it is chosen, coordinates the grid does not
+    hold are rounded with a warning naming the step and the largest change (an extent past
+    2**31 thousandths was rounded to 0.01 or coarser without one)."""
+    if not np.isfinite(positions).all():  # no grid holds them: the growing scale never fitted (a hang)
+        row = int(np.argmin(np.isfinite(positions).all(axis=1)))
+        raise InputError(f"{path!r}: point {row} has the position {positions[row].tolist()}; LAS holds finite "
+                         "coordinates only")
+    if scale is not None and not (np.isfinite(scale) and scale > 0):
+        raise InputError(f"{path!r}: the LAS scale {scale!r} is not a finite positive number")
     low, high = (positions.min(axis=0), positions.max(axis=0)) if len(positions) else (np.zeros(3), np.zeros(3))
 
     def offsets_for(step: float) -> np.ndarray:
-        return np.zeros(3) if max(abs(low).max(), abs(high).max()) / step < 2**31 - 1 else np.floor(low)
+        with np.errstate(over="ignore"):
+            return np.zeros(3) if max(abs(low).max(), abs(high).max()) / step < 2**31 - 1 else np.floor(low)
 
     def fits(step: float, offsets: np.ndarray) -> bool:
-        return float((high - offsets).max()) / step < 2**31 - 1 and float((offsets - low).max()) / step < 2**31
+        with np.errstate(over="ignore"):  # an extent past float64's range is inf: fits no step
+            return float((high - offsets).max()) / step < 2**31 - 1 and float((offsets - low).max()) / step < 2**31
 
-    if scale is not None:
-        offsets = offsets_for(scale)
-        while not fits(scale, offsets):
+    def change(step: float, offsets: np.ndarray) -> float:
+        """The largest distance a coordinate moves on the grid (laspy rounds to the nearest integer)."""
+        return float(np.abs(np.round((positions - offsets) / step) * step + offsets - positions).max(initial=0.0))
+
+    chosen, why = None, "the given scale"
+    if scale is None:
+        for step in (1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9):
+            offsets = offsets_for(step)
+            if not fits(step, offsets):
+                break
+            chosen, why = (step, offsets), "the finest whose integers hold the extent"
+            if change(step, offsets) <= step / 1000:
+                return chosen
+        if chosen is None:  # an extent past 2**31 thousandths: the given-scale rule from 0.001
+            scale = 0.001
+    if chosen is None:
+        given, offsets = scale, offsets_for(scale)
+        while not fits(scale, offsets) and scale < np.inf:  # bounded: about 300 steps reach inf
             scale *= 10
-        return scale, offsets
-    finest = None
-    for step in (1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9):
-        offsets = offsets_for(step)
-        if not fits(step, offsets):
-            break
-        finest = step, offsets
-        on_grid = np.round((positions - offsets) / step) * step + offsets
-        if np.allclose(on_grid, positions, rtol=0.0, atol=step / 1000):
-            return finest
-    if finest is None:  # an extent past 2**31 thousandths: the given-scale rule from 0.001
-        return _grid(positions, 0.001)
-    warnings.warn(f"LAS coordinates rounded to a step of {finest[0]:g} (the finest whose integers hold the extent)",
-                  UserWarning, stacklevel=3)
-    return finest
+        if not fits(scale, offsets):
+            raise InputError(f"{path!r}: the coordinates span {low.tolist()} .. {high.tolist()}, more than LAS's "
+                             "32-bit integers hold at any scale")
+        chosen = scale, offsets
+        if scale != given:
+            why = f"{given:g} grown by powers of ten until its integers hold the extent"
+    moved = change(*chosen)
+    if moved > chosen[0] / 1000:
+        warnings.warn(f"{path}: LAS coordinates rounded to a step of {chosen[0]:g} ({why}); the largest change is "
+                      f"{moved:.3g}", UserWarning, stacklevel=3)
+    return chosen
 
 
 def write(path: str, data: Any, *, scale: float | None = None, **_: Any) -> None:
@@ -269,7 +290,7 @@ def write(path: str, data: Any, *, scale: float | None = None, **_: Any) -> None
     gp.warn_unstored(path, "LAS", g.object_attributes)  # a point's dimensions; an object has no row
     fmt = _point_format(path, attrs)
     header = laspy.LasHeader(point_format=fmt, version="1.4" if fmt >= 6 else "1.2")
-    step, offsets = _grid(np.asarray(g.positions, dtype=np.float64), scale)
+    step, offsets = _grid(path, np.asarray(g.positions, dtype=np.float64), scale)
     header.offsets, header.scales = offsets, np.full(3, step)
     standard = set(header.point_format.dimension_names)
     extra = [k for k in attrs if k not in standard]

@@ -223,7 +223,8 @@ def test_written_coordinates_keep_every_digit_the_grid_can_hold(tmp_path):
         las.write(str(tmp_path / "fine.las"), Geometry(kind="points", positions=fine))
     back = laspy.read(str(tmp_path / "fine.las"))
     assert np.abs(np.column_stack([back.x, back.y, back.z]) - fine).max() <= 5e-7
-    las.write(str(tmp_path / "given.las"), Geometry(kind="points", positions=fine), scale=0.01)  # a given scale is kept
+    with pytest.warns(UserWarning, match=r"rounded to a step of 0.01 \(the given scale\); the largest change is"):
+        las.write(str(tmp_path / "given.las"), Geometry(kind="points", positions=fine), scale=0.01)  # kept
     assert laspy.read(str(tmp_path / "given.las")).header.scales.tolist() == [0.01] * 3
 
 
@@ -251,3 +252,48 @@ def test_an_attribute_name_an_extra_bytes_record_cannot_hold_is_refused(tmp_path
     las.write(str(out), _points({"é" * 16: np.arange(20)}))  # 32 bytes: held
     np.testing.assert_array_equal(laspy.read(str(out))["é" * 16], np.arange(20))
 
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("scale", [None, 0.001])
+def test_non_finite_positions_are_refused_at_once(tmp_path, bad, scale):
+    """Hunt: a NaN or infinite position never fitted the growing scale, and the writer never returned."""
+    from zarr_vectors.io.types import Geometry
+
+    positions = np.arange(12, dtype=np.float64).reshape(4, 3)
+    positions[2, 1] = bad
+    with pytest.raises(InputError, match=r"out\.las': point 2 has the position .* LAS holds finite coordinates"):
+        las.write(str(tmp_path / "out.las"), Geometry(kind="points", positions=positions), scale=scale)
+    with pytest.raises(InputError, match=r"the LAS scale 0.0 is not a finite positive number"):
+        las.write(str(tmp_path / "out.las"), Geometry(kind="points", positions=positions[:2]), scale=0.0)
+    assert not (tmp_path / "out.las").exists()
+
+
+@pytest.mark.timeout(20)
+def test_coordinates_past_any_grid_are_refused(tmp_path):
+    """An extent past float64's range (inf) fits no scale: refused, not grown for ever."""
+    from zarr_vectors.io.types import Geometry
+
+    positions = np.array([[-1e308, 0, 0], [1e308, 0, 0]])
+    with pytest.raises(InputError, match=r"more than LAS's 32-bit integers hold at any scale"):
+        las.write(str(tmp_path / "out.las"), Geometry(kind="points", positions=positions))
+
+
+def test_every_rounding_of_the_coordinates_is_warned_of(tmp_path):
+    """Hunt: an extent past 2**31 thousandths (nanometres over 3 mm) was written at 0.01 with no
+    warning, though every other rounding was warned of."""
+    from zarr_vectors.io.types import Geometry
+
+    positions = np.array([[0, 0, 0], [3_000_000, 10, 5], [1_234_567.891234, 2.345678, 1]])
+    with pytest.warns(UserWarning, match=r"out\.las: LAS coordinates rounded to a step of 0.01 \(0.001 grown by "
+                                         r"powers of ten .*\); the largest change is 0.00432"):
+        las.write(str(tmp_path / "out.las"), Geometry(kind="points", positions=positions))
+    assert laspy.read(str(tmp_path / "out.las")).header.scales.tolist() == [0.01] * 3
+    with pytest.warns(UserWarning, match=r"step of 0.01 \(1e-05 grown by powers of ten"):
+        las.write(str(tmp_path / "given.las"), Geometry(kind="points", positions=positions), scale=1e-5)
+    on_grid = np.round(positions, 2)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # on the grown grid: nothing rounded, no warning
+        las.write(str(tmp_path / "grid.las"), Geometry(kind="points", positions=on_grid))
