@@ -432,9 +432,13 @@ def _id_lookup(dense_span: int, *blocks: np.ndarray) -> IdLookup:
 
 
 def parent_rows(ids: np.ndarray, parents: np.ndarray) -> np.ndarray:
-    """Skeleton ``parent`` ids -> parent rows (-1 for roots, any negative id), vectorised."""
+    """Skeleton ``parent`` ids -> parent rows (-1 for roots, any negative id), vectorised.  A negative
+    vertex id is refused: its children's parent would read as a root, their edges lost."""
     if ids.dtype.kind not in "iu" or parents.dtype.kind not in "iu":
         raise InputError(f"skeleton columns 'id' and 'parent' must hold integers, found {ids.dtype} and {parents.dtype}")
+    if len(ids) and ids.min() < 0:
+        raise InputError(f"skeleton vertex id {int(ids.min())} is negative; a negative parent marks a root, so no "
+                         "vertex could name it as its parent")
     lookup = _id_lookup(config.get("sources.dense-id-span"), ids)
     out = np.full(len(parents), -1, dtype=np.int64)
     linked = parents >= 0

@@ -345,6 +345,12 @@ def test_parent_rows_maps_parent_ids_vectorised():
         sources.parent_rows(np.array([3, 3]), np.array([-1, 3]))
 
 
+def test_parent_rows_refuses_a_negative_vertex_id():
+    """Hunt: vertex 7's parent -2 read as a root, so its edge to vertex -2 was lost without a word."""
+    with pytest.raises(InputError, match="skeleton vertex id -2 is negative; a negative parent marks a root"):
+        sources.parent_rows(np.array([5, -2, 7]), np.array([-1, 5, -2]))
+
+
 # ---------------------------------------------------------------------------
 # several whole files in one store
 # ---------------------------------------------------------------------------

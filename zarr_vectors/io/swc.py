@@ -3,7 +3,7 @@
 An SWC file is whitespace-separated lines ``n T x y z R P``: sample number, structure
 type, position, radius and the parent's sample number (-1, or any negative number, for a
 root); ``#`` starts a comment.  Sample numbers need not be contiguous nor sorted, and
-parents may come after their children.
+parents may come after their children, but are not negative: no parent could name one.
 
 Read: positions ``x y z``; ``ids`` the sample numbers (so results map back to the
 file's rows); attributes ``type`` (int32) and ``radius`` (float64); edges
@@ -11,13 +11,13 @@ file's rows); attributes ``type`` (int32) and ``radius`` (float64); edges
 its descendants) is one object, numbered in the order of the roots in the file (files
 read together are numbered on from one another).  Columns
 after the seventh become attributes ``column_8``, ``column_9``, ...  A parent that is not
-a sample of the file, a repeated sample number or a cycle is refused, naming the sample.
+a sample of the file, a negative or repeated sample number or a cycle is refused, naming the sample.
 
 Write: one line per vertex, parents before children (depth-first from each root, roots
 and siblings in the data's order, as most SWC tools expect; ``parents_first=False``
 keeps the data's order), its sample number from ``ids``, else the attribute named by
 ``id_attribute`` (``"id"``: what a store built from SWC keeps), else 1..n (sample numbers
-given twice are refused); ``type`` and ``radius`` from those attributes (defaults
+given twice, or negative, are refused); ``type`` and ``radius`` from those attributes (defaults
 ``type_default`` 0 = undefined and ``radius_default`` 1.0).  Other attributes are named
 in a warning.
 """
@@ -82,7 +82,13 @@ def read(path: str, **options: Any) -> Geometry:
 
 
 def _parent_rows(ids: np.ndarray, parent_ids: np.ndarray, path: str) -> np.ndarray:
-    """Each sample's parent as a row index (-1 for a root); unknown parents and repeated ids refused."""
+    """Each sample's parent as a row index (-1 for a root); unknown parents and repeated ids refused,
+    and negative ids: a negative parent is a root, so a child of sample -3 became a root (its edge lost)."""
+    negative = ids < 0
+    if negative.any():
+        row = int(np.argmax(negative))
+        raise gp.input_error(path, f"data line {row + 1}: sample number {ids[row]} is negative; a negative parent "
+                                   "marks a root, so no sample could name it as its parent")
     order = np.argsort(ids, kind="stable")
     sorted_ids = ids[order]
     repeated = np.flatnonzero(sorted_ids[1:] == sorted_ids[:-1])
@@ -155,6 +161,8 @@ def write(
     unique, counts = np.unique(ids, return_counts=True)
     if (counts > 1).any():
         raise gp.input_error(path, f"sample number {unique[counts > 1][0]} is given to {counts.max()} vertices")
+    if len(unique) and unique[0] < 0:  # its children would read back as roots
+        raise gp.input_error(path, f"sample number {unique[0]} is negative; SWC reads a negative parent as a root")
     parent_ids = np.where(parents >= 0, ids[np.maximum(parents, 0)], -1)
     types = np.asarray(attrs.get("type", np.full(n, type_default)))
     radius = np.asarray(attrs.get("radius", np.full(n, radius_default)), dtype=np.float64)

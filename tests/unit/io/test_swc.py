@@ -104,6 +104,10 @@ def test_swc_writer_refuses_repeated_sample_numbers(tmp_path):
     got.ids = np.array([1, 2, 3, 4, 5, 5])
     with pytest.raises(InputError, match=r"o\.swc: sample number 5 is given to 2 vertices"):
         swc.write(str(tmp_path / "o.swc"), got)
+    got.ids = np.array([1, 2, -3, 4, 5, 6])  # a negative parent reads as a root: sample -3's children lost it
+    with pytest.raises(InputError, match=r"o\.swc: sample number -3 is negative"):
+        swc.write(str(tmp_path / "o.swc"), got)
+    assert not (tmp_path / "o.swc").exists()
 
 
 def test_swc_extra_columns_are_attributes_and_others_are_named_on_write(tmp_path):
@@ -127,9 +131,12 @@ def test_swc_extra_columns_are_attributes_and_others_are_named_on_write(tmp_path
         ("1 1 0 0 0 1 -1\n2 1 1 0 0 1 1e20\n", r"data line 2: parent 1e\+20 is outside the int64 range"),
         ("1e30 1 0 0 0 1 -1\n", r"data line 1: sample number 1e\+30 is outside the int64 range"),
         ("1 99999999999 0 0 0 1 -1\n", r"data line 1: type 1e\+11 is outside the int32 range"),
+        # hunt: sample 4's parent -3 read as a root, a second tree, the edge to sample -3 lost
+        ("1 1 0 0 0 1 -1\n-3 3 1 0 0 1 1\n4 3 2 0 0 1 -3\n",
+         r"data line 2: sample number -3 is negative; a negative parent marks a root"),
     ],
     ids=["missing-parent", "cycle", "repeated", "short", "ragged", "fractional", "parent-past-int64",
-         "id-past-int64", "type-past-int32"],
+         "id-past-int64", "type-past-int32", "negative-id"],
 )
 def test_swc_broken_files_are_refused_naming_file_and_sample(tmp_path, text, problem):
     (tmp_path / "bad.swc").write_text(text)
