@@ -85,6 +85,32 @@ def tractogram(
     )
 
 
+def float32_held(columns: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], list[str]]:
+    """(the columns float32 holds, the names of those it would change) for a format storing
+    float32 alone: an integer past 2**24 it cannot hold exactly (16777217 became 16777216) or a
+    finite number past its range (1e40 became inf).  Floats rounding to float32 is the format."""
+    held, changed = {}, []
+    for name, values in columns.items():
+        values = np.asarray(values)
+        with np.errstate(over="ignore"):  # past float32's range: inf, refused below
+            as32 = values.astype(np.float32)
+        if values.dtype.kind in "iu":
+            info = np.iinfo(values.dtype)
+            wide = as32.astype(np.float64)
+            inside = (wide >= info.min) & (wide < float(info.max) + 1)  # else no integer of the type: changed
+            with np.errstate(invalid="ignore"):
+                same = inside & (as32.astype(values.dtype) == values)
+        elif values.dtype.kind == "f":
+            same = np.isfinite(as32) | ~np.isfinite(values)
+        else:
+            same = np.ones(values.shape, dtype=bool)
+        if same.all():
+            held[name] = values
+        else:
+            changed.append(name)
+    return held, changed
+
+
 def space(
     positions: np.ndarray,
     reference: Any = None,

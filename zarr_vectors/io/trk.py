@@ -17,7 +17,9 @@ nibabel object), else ``affine`` (4x4 voxel-to-RAS+mm), ``dimensions`` and
 file); failing all, the identity affine with 1 mm voxels over the data's extent, with a
 warning.  TRK stores float32 (positions and every
 attribute, at most 10 scalar and 10 property names of up to 20 characters; nibabel
-refuses more, which is reported as an InputError).
+refuses more, which is reported as an InputError): an attribute float32 would change
+beyond rounding (an integer past 2**24, a number past float32's range) is named in a
+warning and not written, as PLY and GIfTI do with what they cannot hold.
 """
 
 from __future__ import annotations
@@ -150,7 +152,10 @@ def write(
         Field.VOXEL_SIZES: np.asarray(ref.voxel_sizes, np.float32),
         Field.VOXEL_ORDER: tractograms.voxel_order(ref),
     }
-    tractogram = tractograms.tractogram(positions, geometry.offsets, geometry.attributes, object_attributes)
+    attributes, unheld = tractograms.float32_held(geometry.attributes)
+    object_attributes, unheld_objects = tractograms.float32_held(object_attributes)
+    gp.warn_unstored(path, "TRK, whose values are float32,", unheld + unheld_objects)  # as PLY and GIfTI do
+    tractogram = tractograms.tractogram(positions, geometry.offsets, attributes, object_attributes)
     with gp.os_errors(path, "written"):
         try:
             TrkFile(tractogram, header=hdr).save(path)

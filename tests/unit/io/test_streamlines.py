@@ -16,7 +16,7 @@ import pytest
 from geometry_roundtrip import read_in_capped_child, through_store
 
 from zarr_vectors.errors import InputError
-from zarr_vectors.io import tck, trk, trx
+from zarr_vectors.io import tck, tractograms, trk, trx
 
 RNG = np.random.default_rng(15)
 LENGTHS = np.array([4, 2, 5])
@@ -189,6 +189,32 @@ def test_trk_streamline_longer_than_memory_is_refused_naming_the_file(tmp_path):
     (tmp_path / "huge.trk").write_bytes(bytes(raw))
     out = read_in_capped_child("trk", tmp_path / "huge.trk", 2 << 30)
     assert "huge.trk: not a readable TRK file: reading it asks for more memory than there is" in out, out
+
+
+def test_trk_attributes_float32_would_change_are_named_and_not_written(tmp_path):
+    """Hunt: every column was cast to float32 without a word, so an integer past 2**24 changed
+    (16777217 -> 16777216, 123456789 -> 123456792).  Like PLY and GIfTI, what the format cannot
+    hold is named in a warning and left out; what it holds (2**24, 2**30, bools) is written exactly."""
+    from zarr_vectors.io.types import Geometry
+
+    g = Geometry(kind="streamline", positions=POS, offsets=OFFSETS, object_ids=np.repeat(np.arange(3), LENGTHS),
+                 attributes={"tag": np.arange(11, dtype=np.int64) + 2**24,  # 2**24 + 1 .. : not float32
+                             "big": np.full(11, 2**30, dtype=np.uint64), "fa": FA,
+                             "far": np.full(11, 1e40)},  # past float32's range: inf
+                 objects=np.arange(3),
+                 object_attributes={"fiber_id": np.array([16777217, 123456789, 3]), "seed": np.array([0, 1, 2]),
+                                    "good": np.array([True, False, True])})
+    with pytest.warns(UserWarning, match=r"f\.trk: TRK, whose values are float32, cannot hold far, fiber_id, tag; "
+                                         r"not written"):
+        trk.write(str(tmp_path / "f.trk"), g, affine=np.eye(4), dimensions=(10, 10, 10))
+    back = trk.read(str(tmp_path / "f.trk"))
+    assert sorted(back.attributes) == ["big", "fa"] and sorted(back.object_attributes) == ["good", "seed"]
+    np.testing.assert_array_equal(back.attributes["big"], np.full(11, 2**30))
+    np.testing.assert_array_equal(back.object_attributes["seed"], [0, 1, 2])
+    np.testing.assert_array_equal(back.object_attributes["good"], [1, 0, 1])
+    held, changed = tractograms.float32_held({"low": np.array([-2**63, 2**62], np.int64),
+                                              "top": np.array([2**64 - 1], np.uint64), "nan": np.array([np.nan])})
+    assert sorted(held) == ["low", "nan"] and changed == ["top"]  # 2**64 - 1 rounds to 2**64: no uint64
 
 
 # ---------------------------------------------------------------------------
