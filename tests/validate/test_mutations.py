@@ -77,6 +77,16 @@ def test_defect_is_reported_at_its_level(case: Case) -> None:
         assert_reported(result, code)
 
 
+def test_a_level_chunk_shape_that_is_no_multiple_is_not_also_a_mirror_error() -> None:
+    """Review: with level 2's chunk_shape no whole multiple of the root's, its cross-level records
+    cannot be resolved, and the mirror check repeated L5_CHUNK_SHAPE_MULTIPLE as an error of its
+    own ("could not be compared"); it leaves such a pair to that rule."""
+    result = validate(str(CORPUS / "fixtures/bad-level-chunk-not-multiple"), 5)
+    codes = {f.code for f in result.findings if f.severity == "error"}
+    assert "L5_CHUNK_SHAPE_MULTIPLE" in codes and "L5_CROSS_LEVEL_MIRROR" not in codes, result.summary()
+    assert any("L5_CROSS_LEVEL_MIRROR" in rule for rule in result.passed)  # the other pair is compared
+
+
 def test_chunk_is_symlink(copy_store: Callable[[str], Path]) -> None:
     s = copy_store("points")
     cell = cell_file(s, "0/vertices", first_chunk(s, "0/vertices"))
@@ -344,6 +354,30 @@ def test_streamline_bridges_that_contradict_the_manifests_are_found(tmp_path: Pa
     errors = [f for f in validate(str(store), 5).findings if f.severity == "error"]
     assert [(f.code, f.node) for f in errors] == [("L4_POLYLINE_BRIDGES", "0/links/0")], errors
     assert "2 bridges the manifests' runs imply are not stored and 2 stored records" in errors[0].message
+
+
+def test_a_bridge_task_expands_no_more_fragments_than_the_level_has(tmp_path: Path) -> None:
+    """Review: each manifests chunk's bridge task had the whole decode budget of its own, so rows
+    of 16-byte mode-1 blocks naming millions of fragments, one row a chunk, expanded millions of
+    fragments per task (1.6 GB where one level-wide decode had refused).  A level whose fragments
+    are not shared names at most its own fragments in any chunk: more is refused before expanding."""
+    import struct
+
+    from zarr_vectors.store.backend import Storage
+    from zarr_vectors.validation.consistency.polylines import RunEnds, implied_bridges
+
+    lines = np.array([[1, 1, 0], [2, 1, 0], [11, 1, 0], [12, 1, 0]], dtype="f4")
+    store = tmp_path / "s.zv"
+    zv.write_polylines(str(store), lines, np.array([0, 4]), chunk_shape=10.0, kind="streamline")
+    cell = store / "0/object_index/manifests/c/0"
+    items = list(unframe_items(ZSTD.decode(cell.read_bytes())))
+    items[0] = struct.pack("<I", 1) + struct.pack("<qqq", 0, 0, 0) + bytes([1]) + struct.pack("<qq", 0, 10**7)
+    cell.write_bytes(ZSTD.encode(frame_items(items)))  # one 41-byte row naming 10**7 fragments
+    path = "0/object_index/manifests"
+    job = (path, f"{path}/c/0", 0, read_json(store, path), 3, (1, 4))  # what manifest_jobs plans
+    found = implied_bridges(Storage(str(store)), 0, job, True, False, RunEnds({}, 4))  # the level has 4 fragments
+    assert [(f.code, f.severity) for f in found] == [("L4_POLYLINE_BRIDGES", "warning")], found
+    assert "were not compared" in found[0].message
 
 
 def test_streamline_bridges_are_compared_from_the_link_tasks(tmp_path: Path, monkeypatch) -> None:

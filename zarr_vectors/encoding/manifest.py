@@ -378,7 +378,7 @@ def _mode0_blocks(
 
 
 def decode_manifest_table(
-    rows: Sequence[bytes | memoryview], sid_ndim: int
+    rows: Sequence[bytes | memoryview], sid_ndim: int, *, max_fragments: int | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every fragment named by many manifest rows, as flat arrays in manifest order.
 
@@ -386,13 +386,15 @@ def decode_manifest_table(
     fragment, rows in order and each row's blocks in order (mode-1/2 blocks
     expanded).  Rows made only of mode-0 blocks -- all that writers emit -- are
     decoded together in one vectorised pass; any other row goes through
-    :func:`decode_manifest`, so the checks are the same.
+    :func:`decode_manifest`, so the checks are the same.  ``max_fragments`` bounds the
+    expansion below :func:`fragment_budget` (a caller that knows how many there can be).
     """
     _check_sid_ndim(sid_ndim)
     fast, _, block_row, blocks = _mode0_blocks(rows, sid_ndim)
     if not fast.all():
         parts_row, parts_chunk, parts_frag = [block_row], [blocks["chunk"].reshape(-1, sid_ndim)], [blocks["fragment"]]
-        budget = fragment_budget(sid_ndim) - len(blocks)
+        budget = fragment_budget(sid_ndim) if max_fragments is None else min(fragment_budget(sid_ndim), max_fragments)
+        budget -= len(blocks)
         for r in np.flatnonzero(~fast).tolist():
             try:
                 decoded = decode_manifest(rows[r], sid_ndim, max_fragments=budget)

@@ -50,7 +50,7 @@ from zarr_vectors.validation.consistency.cells import (
 )
 from zarr_vectors.validation.consistency.crosslevel import mirror_findings
 from zarr_vectors.validation.consistency.links import link_graph, orphan_attribute_families
-from zarr_vectors.validation.consistency.polylines import bridge_findings, implied_bridges
+from zarr_vectors.validation.consistency.polylines import bridge_findings, implied_bridges, merge_run_ends
 from zarr_vectors.validation.consistency.vertices import (
     VertexLevelSpec,
     aggregation_findings,
@@ -175,8 +175,10 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
             ran["L3_OBJECT_IDS"] = 1
         _arrays_present(model, number, static)
         if bridge_policy is not None:  # compared with the delta-0 family's link tasks (links.link_graph)
+            ends = dask.delayed(merge_run_ends, pure=False)(*tasks)
+            shared = shared_fragments(model, number)
             implied[number] = [dask.delayed(implied_bridges, pure=False)(storage_d, number, job,
-                                                                         bridge_policy["directed"], *tasks)
+                                                                         bridge_policy["directed"], shared, ends)
                                for job in manifest_jobs(model, number)[0]]
         elif bridged:
             level_reduces.append(dask.delayed(bridge_findings, pure=False)(storage_d, number,

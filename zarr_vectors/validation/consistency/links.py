@@ -27,6 +27,7 @@ from zarr_vectors.format.paths import (
     parse_delta,
     parse_offsets,
 )
+from zarr_vectors.format.schema import whole_ratio
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.validation.consistency.cells import (
     MAX_EXAMPLES,
@@ -366,6 +367,13 @@ def _ratio(model: StoreModel, number: int, rank: int) -> tuple[int, ...] | None:
     return tuple([1] * (rank - len(r)) + r)
 
 
+def _whole_multiple(model: StoreModel, number: int) -> bool:
+    """Whether a level's chunk_shape is a whole multiple of the root's on every axis (a reader
+    resolves its cross-level records only then)."""
+    root = model.zv["chunk_shape"]
+    return all(whole_ratio(a, b) is not None for a, b in zip(level_chunk_shape(model, number), root))
+
+
 def _set_limits(seg: SegmentSpec, width: int, records: int | None) -> None:
     """Decode bounds of a segment's link and attribute cells (format/bounds.py): no cell holds more
     rows than its family stores.  An unusable dtype leaves the ceiling; its own rule reports it."""
@@ -438,6 +446,7 @@ def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: l
         r_trg = _ratio(model, target, rank) or (1,) * rank
         implied = implied_bridges.pop(number, None) if delta == 0 else None
         mirrored = (mirrors is not None and delta != 0 and target in model.levels
+                    and _whole_multiple(model, number) and _whole_multiple(model, target)  # else L5_CHUNK_SHAPE_MULTIPLE
                     and family_policy(model, target, -delta) is not None)
         fam = FamilySpec(number, fam_node.path, delta, width, directed, store, target in model.levels, r_src, r_trg,
                          lf if delta == 0 else None, segments, bridges=implied is not None, mirror=mirrored)

@@ -18,6 +18,7 @@ line writer stores fragment indices where the bridges name rows (D12,
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 import numpy as np
@@ -40,18 +41,34 @@ from zarr_vectors.validation.manifests import ManifestChunkError, ManifestJob, r
 T = TypeVar("T")
 
 
-def implied_bridges(storage: Storage, number: int, job: ManifestJob, directed: bool,
-                    *vertex_parts: VertexResult) -> np.ndarray | list[Finding]:
+@dataclass(frozen=True)
+class RunEnds:
+    """A level's fragments' first and last rows, per chunk, from its vertex tasks (merged once:
+    every manifests chunk's task takes them), and how many fragments the level has."""
+
+    ends: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]]
+    fragments: int
+
+
+def merge_run_ends(*vertex_parts: VertexResult) -> RunEnds:
+    ends = {c: e for part in vertex_parts for c, e in part.run_ends.items()}
+    return RunEnds(ends, sum(len(first) for first, _ in ends.values()))
+
+
+def implied_bridges(storage: Storage, number: int, job: ManifestJob, directed: bool, shared: bool,
+                    run_ends: RunEnds) -> np.ndarray | list[Finding]:
     """The sorted hashes of the bridges one manifests chunk's rows imply (:func:`bridge_hashes`; a
     line is one row, so its bridges lie in one chunk), or the finding that ends the check.  Reads
-    that chunk; each fragment's first and last row come from the level's vertex tasks."""
+    that chunk.  Where no fragment is ``shared``, its rows name at most the level's fragments: a
+    mode-1 block naming more is refused before it is expanded."""
     def implied() -> np.ndarray:
         chunk = read_manifest_chunk(storage, *job)
         if chunk is None:
             raise ManifestChunkError(f"{job[1]} vanished while validating")
         _, count, items = chunk  # rows numbered in the chunk: a line is one row
-        ends = {c: e for part in vertex_parts for c, e in part.run_ends.items()}
-        return np.sort(bridge_hashes(_bridge_rows(*decode_manifest_table(items[:count], job[4]), ends), directed))
+        most = None if shared else run_ends.fragments
+        blocks = decode_manifest_table(items[:count], job[4], max_fragments=most)
+        return np.sort(bridge_hashes(_bridge_rows(*blocks, run_ends.ends), directed))
     return _guarded(number, implied)
 
 
