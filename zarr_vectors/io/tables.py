@@ -149,15 +149,21 @@ def companions(path: str) -> tuple[str, ...]:
 
 
 def _columns(values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Attributes as 1-D columns: an attribute of k components becomes ``name_0 .. name_{k-1}``."""
+    """Attributes as 1-D columns: an attribute of k components becomes ``name_0 .. name_{k-1}``;
+    a column named twice that way (``n_0`` beside a 3-component ``n``) is refused, not written over."""
     out: dict[str, np.ndarray] = {}
     for name, v in values.items():
         v = np.asarray(v)
         if v.ndim == 1:
-            out[name] = v
+            columns = {name: v}
         else:
             flat = v.reshape(len(v), int(np.prod(v.shape[1:])))  # not -1: an empty box has no rows
-            out.update({f"{name}_{i}": flat[:, i] for i in range(flat.shape[1])})
+            columns = {f"{name}_{i}": flat[:, i] for i in range(flat.shape[1])}
+        twice = sorted(set(columns) & set(out))
+        if twice:
+            raise InputError(f"attribute column(s) {twice} would be written twice (an attribute's components are "
+                             "columns NAME_0, NAME_1, ...); rename the attribute(s) to export this store as tables")
+        out.update(columns)
     return out
 
 

@@ -235,3 +235,15 @@ def test_a_column_named_like_internal_bookkeeping_is_an_attribute(tmp_path):
     assert sorted(g.attributes) == ["_row", "val"] and not g.dropped
     np.testing.assert_array_equal(g.attributes["_row"], [7, 8])
 
+
+@pytest.mark.parametrize("first", ["n", "n_0"])
+def test_an_attribute_named_like_another_ones_component_is_refused(tmp_path, first):
+    """Review of the hunt's PLY fix: a table split a 3-component ``n`` into columns ``n_0 n_1 n_2``
+    over an attribute ``n_0`` (or under it, by order): one of the two was lost."""
+    values = {"n": np.arange(6.0).reshape(2, 3), "n_0": np.array([7.0, 8.0])}
+    g = Geometry("points", positions=np.zeros((2, 3)),
+                 attributes={k: values[k] for k in (first, *(set(values) - {first}))})
+    with pytest.raises(InputError, match=r"\['n_0'\] would be written twice"):
+        csv.write(str(tmp_path / "t.csv"), g)
+    assert not (tmp_path / "t.csv").exists()
+
