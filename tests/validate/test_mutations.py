@@ -380,6 +380,31 @@ def test_a_bridge_task_expands_no_more_fragments_than_the_level_has(tmp_path: Pa
     assert "were not compared" in found[0].message
 
 
+@pytest.mark.parametrize("directed", [True, False])
+@pytest.mark.parametrize("store", ["canonical", "duplicate"])
+def test_streamline_bridges_are_compared_under_every_family_policy(tmp_path: Path, directed: bool,
+                                                                   store: str) -> None:
+    """The link tasks digest a family's records as bridges: unordered pairs when undirected, and
+    under ``duplicate`` only the copy its first endpoint's chunk holds (each cross-chunk bridge is
+    stored twice).  Rewritten under each policy the bridges pass; two of them swapping ends do not."""
+    from zarr_vectors.links_api import write_links
+    from zarr_vectors.store.link_read import read_links
+
+    rng = np.random.default_rng(3)
+    walks = (rng.uniform(20, 80, (30, 1, 3)) + np.cumsum(rng.normal(0, 4, (30, 12, 3)), axis=1)).astype("f4")
+    path = str(tmp_path / "s.zv")
+    zv.write_polylines(path, walks.reshape(-1, 3), np.arange(0, 361, 12), chunk_shape=15.0, kind="streamline")
+    level = zv.open_store(path).level(0)
+    records = read_links(level, 0)
+    write_links(level, 0, records.chunks, records.vi, directed=directed, store=store)
+    assert_clean(Path(path))
+    vi, chunks = records.vi.copy(), records.chunks.copy()
+    vi[[0, 1], 1], chunks[[0, 1], 1] = vi[[1, 0], 1], chunks[[1, 0], 1]  # two bridges swap their ends
+    write_links(level, 0, chunks, vi, directed=directed, store=store)
+    errors = [f for f in validate(path, 5).findings if f.severity == "error"]
+    assert [f.code for f in errors] == ["L4_POLYLINE_BRIDGES"], errors
+
+
 def test_streamline_bridges_are_compared_from_the_link_tasks(tmp_path: Path, monkeypatch) -> None:
     """The level-3 link tasks hash the records they decode; a valid level is checked from those
     hashes without reading its links a second time (the row-by-row comparison runs only on a mismatch)."""

@@ -7,7 +7,7 @@ into tasks of a target size, and one 64-bit hash of integer rows.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +41,36 @@ def row_hashes(rows: np.ndarray) -> np.ndarray:
             h = (h ^ (column + _MIX + (h << np.uint64(6)) + (h >> np.uint64(2)))) * _MUL
             h ^= h >> np.uint64(31)
     return h
+
+
+@dataclass(frozen=True)
+class Digest:
+    """A multiset of rows in three numbers: its size and two sums, mod 2**64, of independent
+    64-bit hashes of each row.  Equal multisets have equal digests, and digests add, so a check
+    spread over many tasks sums a few numbers from each instead of gathering and sorting one
+    hash per row (two sorted arrays of 10^7 hashes: 2.3 s in one task on a pyramid's critical
+    path).  Unequal multisets collide only where both sums do: a 2**-64 chance for a
+    difference not built against both hashes at once.  Only a mismatch is worked out row by row."""
+
+    rows: int = 0
+    first: int = 0
+    second: int = 0
+
+    @classmethod
+    def of(cls, rows: np.ndarray) -> Digest:
+        h = row_hashes(rows)
+        with np.errstate(over="ignore"):
+            z = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)  # splitmix64's finalizer
+            z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+            z ^= z >> np.uint64(31)
+        return cls(len(h), int(h.sum(dtype=np.uint64)), int(z.sum(dtype=np.uint64)))
+
+    def __add__(self, other: Digest) -> Digest:
+        return Digest(self.rows + other.rows, (self.first + other.first) % 2**64, (self.second + other.second) % 2**64)
+
+
+def digest_sum(digests: Iterable[Digest]) -> Digest:
+    return sum(digests, Digest())
 
 
 def multiset_difference(left: np.ndarray, right: np.ndarray) -> np.ndarray:

@@ -4,10 +4,10 @@ Between a fine level N and a coarse level N + d, ``links/+d`` at level N holds a
 ``[fine vi, coarse vi]`` per fine vertex and ``links/-d`` at level N + d the same pairs
 turned around (``docs/format.md`` §8.1); a reader going down the pyramid follows the one, a
 reader going up the other, so where they disagree the two directions give different
-answers.  The level-3 link tasks of both families hash each record as ``(fine chunk, fine
-vi, coarse chunk, coarse vi)`` (:func:`mirror_rows`); a task per pair of families compares
-the sorted hashes, and only when they differ reads both families again to name the first
-record without its mirror.
+answers.  The level-3 link tasks of both families digest their records as ``(fine chunk,
+fine vi, coarse chunk, coarse vi)`` (:func:`mirror_rows`, ``cells.Digest``); a task per pair
+of families adds and compares the digests, and only when they differ reads both families
+again to name the first record without its mirror.
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ from zarr_vectors.format.paths import format_chunk_key, format_delta
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.groups import open_level
 from zarr_vectors.store.link_read import read_links
-from zarr_vectors.validation.consistency.cells import multiset_difference
+from zarr_vectors.validation.consistency.cells import Digest, digest_sum, multiset_difference
 from zarr_vectors.validation.findings import Finding, crashed, make
 
 
 class MirroredRecords(Protocol):
-    """A level-3 link task's result: its cross-level records' hashes."""
+    """A level-3 link task's result: the digest of its cross-level records."""
 
-    mirror: list[np.ndarray]
+    mirror: Digest
 
 
 def mirror_rows(rows: np.ndarray, delta: int) -> np.ndarray:
@@ -40,10 +40,8 @@ def mirror_rows(rows: np.ndarray, delta: int) -> np.ndarray:
 
 def mirror_findings(storage: Storage, fine: int, delta: int, up_parts: int, *parts: MirroredRecords) -> list[Finding]:
     """``L5_CROSS_LEVEL_MIRROR`` for ``links/+delta`` at level ``fine`` and ``links/-delta`` at
-    level ``fine + delta``, from their link tasks' hashes (the first ``up_parts`` parts are +delta's)."""
-    up = _hashes(parts[:up_parts])
-    down = _hashes(parts[up_parts:])
-    if np.array_equal(up, down):
+    level ``fine + delta``, from their link tasks' digests (the first ``up_parts`` parts are +delta's)."""
+    if digest_sum(p.mirror for p in parts[:up_parts]) == digest_sum(p.mirror for p in parts[up_parts:]):
         return []
     where = f"{fine + delta}/links/{format_delta(-delta)}"
     try:  # which records differ: read again, only when wrong
@@ -51,7 +49,7 @@ def mirror_findings(storage: Storage, fine: int, delta: int, up_parts: int, *par
         downs = _rows(storage, fine + delta, -delta)
     except ResourceLimitError as exc:
         return [make("L5_CROSS_LEVEL_MIRROR", where, f"the records do not mirror links/{format_delta(delta)} at "
-                     f"level {fine} (their hashes differ); too large to name them: {exc}")]
+                     f"level {fine} (their digests differ); too large to name them: {exc}")]
     except ZarrVectorsError as exc:  # a part level 3 reports too; said here, never a silent pass
         return [make("L5_CROSS_LEVEL_MIRROR", where, f"could not be compared with links/{format_delta(delta)} at "
                      f"level {fine}: {exc}")]
@@ -59,7 +57,7 @@ def mirror_findings(storage: Storage, fine: int, delta: int, up_parts: int, *par
         return [crashed(5, where, exc, what="cross-level mirror")]
     missing, extra = multiset_difference(ups, downs), multiset_difference(downs, ups)
     if not (len(missing) or len(extra)):
-        return []  # the hashes missed a cell a level-3 task could not decode: that task's finding says so
+        return []  # the digests missed a cell a level-3 task could not decode: that task's finding says so
     example = (missing if len(missing) else extra)[0].tolist()
     d = (len(example) - 2) // 2
     first = (f"fine {format_chunk_key(example[:d])} row {example[d]} <-> coarse "
@@ -67,10 +65,6 @@ def mirror_findings(storage: Storage, fine: int, delta: int, up_parts: int, *par
     return [make("L5_CROSS_LEVEL_MIRROR", where, f"{len(missing)} records of links/{format_delta(delta)} at level "
                  f"{fine} have no mirror here and {len(extra)} here have none there (first: {first}, "
                  f"{'there' if len(missing) else 'here'}): going down and going up the pyramid disagree")]
-
-
-def _hashes(parts: tuple[MirroredRecords, ...]) -> np.ndarray:
-    return np.sort(np.concatenate([np.zeros(0, np.uint64), *(h for part in parts for h in part.mirror)]))
 
 
 def _rows(storage: Storage, number: int, delta: int) -> np.ndarray:

@@ -33,6 +33,7 @@ from zarr_vectors.validation.consistency.cells import (
     MAX_EXAMPLES,
     ArraySpec,
     Chunk,
+    Digest,
     array_spec,
     batch_target,
     batches,
@@ -40,7 +41,7 @@ from zarr_vectors.validation.consistency.cells import (
     row_hashes,
 )
 from zarr_vectors.validation.consistency.crosslevel import mirror_rows
-from zarr_vectors.validation.consistency.polylines import bridge_hashes, compare_bridges
+from zarr_vectors.validation.consistency.polylines import bridge_rows, compare_bridges
 from zarr_vectors.validation.consistency.vertices import VertexResult
 from zarr_vectors.validation.findings import Finding, crashed, make
 from zarr_vectors.validation.metadata import (
@@ -92,10 +93,10 @@ class LinkResult:
     hashes: list[np.ndarray] = field(default_factory=list)
     leads: list[np.ndarray] = field(default_factory=list)
     spans: list[np.ndarray] = field(default_factory=list)
-    # a polyline level's delta-0 family: one bridge hash per record (polylines.bridge_hashes), one array
-    bridges: list[np.ndarray] = field(default_factory=list)
-    # a ±N family with FamilySpec.mirror: one hash per record (crosslevel.mirror_rows), one array
-    mirror: list[np.ndarray] = field(default_factory=list)
+    # a polyline level's delta-0 family: the digest of its records as bridges (polylines.bridge_rows)
+    bridges: Digest = field(default_factory=Digest)
+    # a ±N family with FamilySpec.mirror: the digest of its records (crosslevel.mirror_rows)
+    mirror: Digest = field(default_factory=Digest)
 
 
 def link_batch(storage: Storage, fam: FamilySpec, units: list[tuple[str, list[Chunk]]],
@@ -125,9 +126,9 @@ def link_batch(storage: Storage, fam: FamilySpec, units: list[tuple[str, list[Ch
             res.findings.append(crashed(3, seg.links.path, exc, cell=format_chunk_key(chunks[0]) if chunks else None,
                                         what="link cells"))
     if bridges:
-        res.bridges.append(bridge_hashes(np.concatenate(bridges), fam.directed))
+        res.bridges = Digest.of(np.concatenate(bridges))
     if mirrored:
-        res.mirror.append(row_hashes(mirror_rows(np.concatenate(mirrored), fam.delta)))
+        res.mirror = Digest.of(mirror_rows(np.concatenate(mirrored), fam.delta))
     return res
 
 
@@ -193,7 +194,11 @@ def _link_cells(fam: FamilySpec, seg: SegmentSpec, chunks: list[Chunk], payloads
             res.spans.append(np.full(n, len(set(endpoint_chunks)) if fam.delta == 0 else 1, dtype=np.int64))
         if fam.bridges and fam.width == 2 and n:  # another width never matches: the comparison says so
             # an undirected bridge is compared as an unordered pair: its input order is not needed
-            bridges.append(_input_rows(vi, perm if fam.directed else None, endpoint_chunks, fam.width))
+            rows = bridge_rows(_input_rows(vi, perm if fam.directed else None, endpoint_chunks, fam.width),
+                               fam.directed)
+            if fam.store == "duplicate":  # each record once: the copy its first endpoint's chunk holds
+                rows = rows[(rows[:, : len(c)] == np.asarray(c)).all(axis=1)]
+            bridges.append(rows)
         if fam.mirror and fam.width == 2 and n:  # as bridges: another width never matches
             mirrored.append(_input_rows(vi, None, endpoint_chunks, fam.width))  # cross-level: never permuted
 
@@ -468,7 +473,7 @@ def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: l
             mirrors[(number, delta)] = tasks
         if implied is not None:
             out.append(dask.delayed(compare_bridges, pure=False)(
-                storage_d, number, tuple(model.allow_layouts), store == "duplicate", len(implied), *implied, *tasks))
+                storage_d, number, tuple(model.allow_layouts), len(implied), *implied, *tasks))
     # link_fragments: a cell for every cell of the delta-0 all-zero array and for no other cell
     if lf is not None:
         have = set(lf.cells)

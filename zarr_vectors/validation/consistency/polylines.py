@@ -5,10 +5,11 @@ the order its manifest names them, and a delta-0 record -- a bridge -- from the 
 of each run to the first of the next wherever the two lie in different chunks
 (``docs/format.md`` §8).  The reader assembles lines from the manifests alone, so a store
 whose bridges say otherwise reads back as other lines than its links describe.  The check
-compares the two as multisets -- unordered pairs for an undirected family -- by 64-bit row
-hashes: a task per manifests chunk hashes the bridges its rows imply (from each fragment's
-first and last row, which the level-3 vertex tasks keep), the level-3 link tasks hash the
-records they decode anyway (:func:`bridge_hashes`), and a small task compares them.  Only a mismatch is worked out
+compares the two as multisets -- unordered pairs for an undirected family -- by digests
+(``cells.Digest``: a count and two sums of row hashes): a task per manifests chunk digests the
+bridges its rows imply (from each fragment's first and last row, which the level-3 vertex
+tasks keep), the level-3 link tasks digest the records they decode anyway
+(:func:`bridge_rows`), and a small task adds and compares them.  Only a mismatch is worked out
 row by row, reading the level again (:func:`bridge_findings`, also the whole check of a
 level without a usable delta-0 family).  Line stores are not held to it: the reference's
 line writer stores fragment indices where the bridges name rows (D12,
@@ -33,7 +34,7 @@ from zarr_vectors.store.groups import Level, open_level
 from zarr_vectors.store.link_family import link_family_policy
 from zarr_vectors.store.link_read import read_links
 from zarr_vectors.store.object_index import ObjectIndex, read_object_index
-from zarr_vectors.validation.consistency.cells import multiset_difference, row_hashes
+from zarr_vectors.validation.consistency.cells import Digest, digest_sum, multiset_difference, row_hashes
 from zarr_vectors.validation.consistency.vertices import VertexResult
 from zarr_vectors.validation.findings import Finding, crashed, make
 from zarr_vectors.validation.manifests import ManifestChunkError, ManifestJob, read_manifest_chunk
@@ -56,49 +57,46 @@ def merge_run_ends(*vertex_parts: VertexResult) -> RunEnds:
 
 
 def implied_bridges(storage: Storage, number: int, job: ManifestJob, directed: bool, shared: bool,
-                    run_ends: RunEnds) -> np.ndarray | list[Finding]:
-    """The sorted hashes of the bridges one manifests chunk's rows imply (:func:`bridge_hashes`; a
-    line is one row, so its bridges lie in one chunk), or the finding that ends the check.  Reads
-    that chunk.  Where no fragment is ``shared``, its rows name at most the level's fragments: a
+                    run_ends: RunEnds) -> Digest | list[Finding]:
+    """The digest of the bridges one manifests chunk's rows imply (:func:`bridge_rows`; a line is
+    one row, so its bridges lie in one chunk), or the finding that ends the check.  Reads that
+    chunk.  Where no fragment is ``shared``, its rows name at most the level's fragments: a
     mode-1 block naming more is refused before it is expanded."""
-    def implied() -> np.ndarray:
+    def implied() -> Digest:
         chunk = read_manifest_chunk(storage, *job)
         if chunk is None:
             raise ManifestChunkError(f"{job[1]} vanished while validating")
         _, count, items = chunk  # rows numbered in the chunk: a line is one row
         most = None if shared else run_ends.fragments
         blocks = decode_manifest_table(items[:count], job[4], max_fragments=most)
-        return np.sort(bridge_hashes(_bridge_rows(*blocks, run_ends.ends), directed))
+        return Digest.of(bridge_rows(_bridge_rows(*blocks, run_ends.ends), directed))
     return _guarded(number, implied)
 
 
-class HashedRecords(Protocol):
-    """A level-3 link task's result: its bridge hashes."""
+class DigestedRecords(Protocol):
+    """A level-3 link task's result: the digest of its records as bridges."""
 
-    bridges: list[np.ndarray]
+    bridges: Digest
 
 
-def compare_bridges(storage: Storage, number: int, allow_layouts: tuple[str, ...], duplicate: bool,
-                    implied_parts: int, *parts: np.ndarray | list[Finding] | HashedRecords) -> list[Finding]:
+def compare_bridges(storage: Storage, number: int, allow_layouts: tuple[str, ...], implied_parts: int,
+                    *parts: Digest | list[Finding] | DigestedRecords) -> list[Finding]:
     """``L4_POLYLINE_BRIDGES`` from the first ``implied_parts`` parts (:func:`implied_bridges`) and the
-    link tasks' hashes of the stored records after them (a duplicate family stores a bridge once
-    per endpoint chunk: counted once)."""
+    link tasks' digests of the stored records after them (a duplicate family's digested once per
+    record: the copy its first endpoint's chunk holds)."""
     implied, stored = parts[:implied_parts], parts[implied_parts:]
     ended = [f for part in implied if isinstance(part, list) for f in part]
     if ended:
         return ended[:1]
-    expected = np.sort(np.concatenate([np.zeros(0, np.uint64), *implied]))
-    hashes = np.concatenate([np.zeros(0, np.uint64), *(h for part in stored for h in part.bridges)])
-    hashes = np.unique(hashes) if duplicate else np.sort(hashes)
-    if np.array_equal(expected, hashes):
+    if digest_sum(implied) == digest_sum(part.bridges for part in stored):
         return []
     return bridge_findings(storage, number, allow_layouts)  # which rows differ, read again: only when wrong
 
 
-def bridge_hashes(rows: np.ndarray, directed: bool) -> np.ndarray:
-    """One hash per bridge row ``(chunk_a, row_a, chunk_b, row_b)``, its endpoints in a fixed
-    order for an undirected family; both sides of the comparison hash through here."""
-    return row_hashes(rows if directed else _unordered(rows))
+def bridge_rows(rows: np.ndarray, directed: bool) -> np.ndarray:
+    """Bridge rows ``(chunk_a, row_a, chunk_b, row_b)`` as both sides of the comparison digest
+    them: an undirected family's endpoints in a fixed order."""
+    return rows if directed else _unordered(rows)
 
 
 def bridge_findings(storage: Storage, number: int, allow_layouts: tuple[str, ...]) -> list[Finding]:
