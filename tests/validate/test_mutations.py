@@ -375,7 +375,7 @@ def test_a_bridge_task_expands_no_more_fragments_than_the_level_has(tmp_path: Pa
     cell.write_bytes(ZSTD.encode(frame_items(items)))  # one 41-byte row naming 10**7 fragments
     path = "0/object_index/manifests"
     job = (path, f"{path}/c/0", 0, read_json(store, path), 3, (1, 4))  # what manifest_jobs plans
-    found = implied_bridges(Storage(str(store)), 0, job, True, False, RunEnds({}, 4))  # the level has 4 fragments
+    found = implied_bridges(Storage(str(store)), 0, job, True, False, 7, RunEnds({}, 4))  # the level: 4 fragments
     assert [(f.code, f.severity) for f in found] == [("L4_POLYLINE_BRIDGES", "warning")], found
     assert "were not compared" in found[0].message
 
@@ -491,3 +491,19 @@ def test_streamline_bridges_are_checked_on_s3(s3_bucket) -> None:
                        storage_options=options)
     result = validate(url, 5, storage_options=options)
     assert result.ok and any("L4_POLYLINE_BRIDGES" in rule for rule in result.passed), result.summary()
+
+
+def test_digests_are_seeded_for_each_validation() -> None:
+    """A digest's hashes start from a seed drawn per validation: equal multisets agree under one
+    seed whatever their order, and the same rows digest differently under another seed, so no
+    store can be built in advance to make two different multisets agree."""
+    from zarr_vectors.validation.consistency.cells import Digest, digest_seed, digest_sum
+
+    rows = np.arange(60, dtype=np.int64).reshape(20, 3)
+    seed = digest_seed()
+    split = digest_sum([Digest.of(rows[::-1][:7], seed), Digest.of(rows[::-1][7:], seed)])
+    assert split == Digest.of(rows, seed) and split.rows == 20
+    assert Digest.of(rows, seed) != Digest.of(rows, seed ^ 1)
+    changed = rows.copy()
+    changed[0, 2] += 1
+    assert Digest.of(changed, seed) != Digest.of(rows, seed)

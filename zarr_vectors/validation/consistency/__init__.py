@@ -46,6 +46,7 @@ from zarr_vectors.validation.consistency.cells import (
     batch_target,
     batches,
     check_presence,
+    digest_seed,
     load_shards,
 )
 from zarr_vectors.validation.consistency.crosslevel import mirror_findings
@@ -98,6 +99,7 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
     family_reduces = []
     tables: dict[int, Any] = {}
     implied: dict[int, list[Any]] = {}  # level -> its tasks hashing the bridges its manifests imply
+    seed = digest_seed()
     reading = store_kind(model)
     point_cloud = not isinstance(reading, str) and reading is not None and reading.kind == "point_cloud"
     polylines = not isinstance(reading, str) and reading is not None and reading.kind in ROW_BRIDGED_KINDS
@@ -178,7 +180,7 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
             ends = dask.delayed(merge_run_ends, pure=False)(*tasks)
             shared = shared_fragments(model, number)
             implied[number] = [dask.delayed(implied_bridges, pure=False)(storage_d, number, job,
-                                                                         bridge_policy["directed"], shared, ends)
+                                                                         bridge_policy["directed"], shared, seed, ends)
                                for job in manifest_jobs(model, number)[0]]
         elif bridged:
             level_reduces.append(dask.delayed(bridge_findings, pure=False)(storage_d, number,
@@ -192,7 +194,7 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
             model.levels[number], parent, rules, tables[parent], tables[number]))
     mirrors: dict[tuple[int, int], list[Any]] | None = {} if requested >= 5 else None
     for number, lpath in sorted(model.levels.items()):
-        family_reduces.extend(link_graph(model, number, tables, static, limits, implied, mirrors))
+        family_reduces.extend(link_graph(model, number, tables, static, limits, implied, mirrors, seed))
     for (number, delta), up in sorted((mirrors or {}).items()):
         down = (mirrors or {}).get((number + delta, -delta))
         if delta > 0 and down is not None:

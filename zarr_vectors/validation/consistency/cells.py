@@ -7,6 +7,7 @@ into tasks of a target size, and one 64-bit hash of integer rows.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,10 +31,11 @@ Chunk = tuple[int, ...]
 _MIX, _MUL = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9)
 
 
-def row_hashes(rows: np.ndarray) -> np.ndarray:
+def row_hashes(rows: np.ndarray, seed: int = 0) -> np.ndarray:
     """One 64-bit hash per row of an ``(n, k)`` integer array: rows compared, counted or sorted
-    as one number each (equal rows hash alike; two unequal ones collide about once in 2**64)."""
-    h = np.full(len(rows), _MIX, dtype=np.uint64)
+    as one number each (equal rows hash alike; two unequal ones collide about once in 2**64).
+    ``seed`` starts the mixing elsewhere: hashes no one can compute before it is drawn."""
+    h = np.full(len(rows), _MIX ^ np.uint64(seed), dtype=np.uint64)
     if not len(rows):
         return h
     with np.errstate(over="ignore"):
@@ -49,16 +51,17 @@ class Digest:
     64-bit hashes of each row.  Equal multisets have equal digests, and digests add, so a check
     spread over many tasks sums a few numbers from each instead of gathering and sorting one
     hash per row (two sorted arrays of 10^7 hashes: 2.3 s in one task on a pyramid's critical
-    path).  Unequal multisets collide only where both sums do: a 2**-64 chance for a
-    difference not built against both hashes at once.  Only a mismatch is worked out row by row."""
+    path).  Unequal multisets collide only where both sums do; the hashes are seeded with a number
+    drawn for each validation (:func:`digest_seed`), so a store cannot be built to make them.  Only
+    a mismatch is worked out row by row."""
 
     rows: int = 0
     first: int = 0
     second: int = 0
 
     @classmethod
-    def of(cls, rows: np.ndarray) -> Digest:
-        h = row_hashes(rows)
+    def of(cls, rows: np.ndarray, seed: int) -> Digest:
+        h = row_hashes(rows, seed)
         with np.errstate(over="ignore"):
             z = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)  # splitmix64's finalizer
             z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
@@ -71,6 +74,11 @@ class Digest:
 
 def digest_sum(digests: Iterable[Digest]) -> Digest:
     return sum(digests, Digest())
+
+
+def digest_seed() -> int:
+    """A fresh 64-bit seed for one validation's digests (every task of it gets the same)."""
+    return secrets.randbits(64)
 
 
 def multiset_difference(left: np.ndarray, right: np.ndarray) -> np.ndarray:

@@ -81,6 +81,7 @@ class FamilySpec:
     segments: dict[str, SegmentSpec]
     bridges: bool = False  # a polyline level's delta-0 family: hash its records for L4_POLYLINE_BRIDGES
     mirror: bool = False  # a ±N family whose mirror exists: hash its records for L5_CROSS_LEVEL_MIRROR
+    seed: int = 0  # of the digests (cells.digest_seed), one per validation
 
 
 @dataclass
@@ -126,9 +127,9 @@ def link_batch(storage: Storage, fam: FamilySpec, units: list[tuple[str, list[Ch
             res.findings.append(crashed(3, seg.links.path, exc, cell=format_chunk_key(chunks[0]) if chunks else None,
                                         what="link cells"))
     if bridges:
-        res.bridges = Digest.of(np.concatenate(bridges))
+        res.bridges = Digest.of(np.concatenate(bridges), fam.seed)
     if mirrored:
-        res.mirror = Digest.of(mirror_rows(np.concatenate(mirrored), fam.delta))
+        res.mirror = Digest.of(mirror_rows(np.concatenate(mirrored), fam.delta), fam.seed)
     return res
 
 
@@ -394,7 +395,7 @@ def _set_limits(seg: SegmentSpec, width: int, records: int | None) -> None:
 
 def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: list[Finding],
                limits: tuple[int, int], implied_bridges: dict[int, list[Any]],
-               mirrors: dict[tuple[int, int], list[Any]] | None = None) -> list[Any]:
+               mirrors: dict[tuple[int, int], list[Any]] | None = None, seed: int = 0) -> list[Any]:
     """Static checks of a level's links families into ``static``; one reduce per family (delayed).
     A level in ``implied_bridges`` (its tasks hashing the bridges its manifests imply) is taken out
     of it when its delta-0 family's tasks hash the stored records, and one more reduce compares them.
@@ -454,7 +455,7 @@ def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: l
                     and _whole_multiple(model, number) and _whole_multiple(model, target)  # else L5_CHUNK_SHAPE_MULTIPLE
                     and family_policy(model, target, -delta) is not None)
         fam = FamilySpec(number, fam_node.path, delta, width, directed, store, target in model.levels, r_src, r_trg,
-                         lf if delta == 0 else None, segments, bridges=implied is not None, mirror=mirrored)
+                         lf if delta == 0 else None, segments, bridges=implied is not None, mirror=mirrored, seed=seed)
         _mirror(model, number, delta, fam, static)
         units = sorted(((s.segment, c), size) for s in segments.values() for c, (_, size) in s.links.cells.items())
         target_bytes = batch_target(sum(n for _, n in units), limits)

@@ -56,7 +56,7 @@ def merge_run_ends(*vertex_parts: VertexResult) -> RunEnds:
     return RunEnds(ends, sum(len(first) for first, _ in ends.values()))
 
 
-def implied_bridges(storage: Storage, number: int, job: ManifestJob, directed: bool, shared: bool,
+def implied_bridges(storage: Storage, number: int, job: ManifestJob, directed: bool, shared: bool, seed: int,
                     run_ends: RunEnds) -> Digest | list[Finding]:
     """The digest of the bridges one manifests chunk's rows imply (:func:`bridge_rows`; a line is
     one row, so its bridges lie in one chunk), or the finding that ends the check.  Reads that
@@ -69,7 +69,7 @@ def implied_bridges(storage: Storage, number: int, job: ManifestJob, directed: b
         _, count, items = chunk  # rows numbered in the chunk: a line is one row
         most = None if shared else run_ends.fragments
         blocks = decode_manifest_table(items[:count], job[4], max_fragments=most)
-        return Digest.of(bridge_rows(_bridge_rows(*blocks, run_ends.ends), directed))
+        return Digest.of(bridge_rows(_bridge_rows(*blocks, run_ends.ends), directed), seed)
     return _guarded(number, implied)
 
 
