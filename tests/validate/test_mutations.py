@@ -419,7 +419,7 @@ def test_streamline_bridges_are_compared_from_the_link_tasks(tmp_path: Path, mon
     def read_again(*args: object) -> None:
         raise AssertionError("a valid level's links were read a second time")
 
-    monkeypatch.setattr(polylines, "read_links", read_again)
+    monkeypatch.setattr(polylines, "stored_pairs", read_again)  # the row-by-row re-read of the links
     result = validate(str(store), 5)
     assert result.ok and any("L4_POLYLINE_BRIDGES" in rule for rule in result.passed), result.summary()
 

@@ -24,6 +24,8 @@ from zarr_vectors.format.paths import (
 )
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.codecs import ShardingSpec
+from zarr_vectors.store.groups import Level
+from zarr_vectors.store.link_read import read_links
 from zarr_vectors.validation.findings import Finding, crashed, make
 from zarr_vectors.validation.structure import CellCodec, Node, StoreModel, origin_of
 
@@ -79,6 +81,17 @@ def digest_sum(digests: Iterable[Digest]) -> Digest:
 def digest_seed() -> int:
     """A fresh 64-bit seed for one validation's digests (every task of it gets the same)."""
     return secrets.randbits(64)
+
+
+def stored_pairs(level: Level, delta: int) -> np.ndarray:
+    """A width-2 family's records as rows ``(chunk_0, vi_0, chunk_1, vi_1)``, endpoints in input
+    order, read again through the store's own API (what a check names once digests disagreed);
+    another width reads as no rows, which its own rule reports."""
+    records = read_links(level, delta)
+    if records.vi.ndim != 2 or records.vi.shape[1] != 2:
+        return np.zeros((0, 0), dtype=np.int64)
+    columns = [records.chunks[:, 0], records.vi[:, 0], records.chunks[:, 1], records.vi[:, 1]]
+    return np.column_stack(columns).astype(np.int64)
 
 
 def multiset_difference(left: np.ndarray, right: np.ndarray) -> np.ndarray:

@@ -20,8 +20,7 @@ from zarr_vectors.errors import ResourceLimitError, ZarrVectorsError
 from zarr_vectors.format.paths import format_chunk_key, format_delta
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.groups import open_level
-from zarr_vectors.store.link_read import read_links
-from zarr_vectors.validation.consistency.cells import Digest, digest_sum, multiset_difference
+from zarr_vectors.validation.consistency.cells import Digest, digest_sum, multiset_difference, stored_pairs
 from zarr_vectors.validation.findings import Finding, crashed, make
 
 
@@ -68,8 +67,4 @@ def mirror_findings(storage: Storage, fine: int, delta: int, up_parts: int, *par
 
 
 def _rows(storage: Storage, number: int, delta: int) -> np.ndarray:
-    records = read_links(open_level(storage, number), delta)
-    if records.vi.ndim != 2 or records.vi.shape[1] != 2:
-        return np.zeros((0, 0), dtype=np.int64)  # another width: L2's finding
-    rows = np.column_stack([records.chunks[:, 0], records.vi[:, 0], records.chunks[:, 1], records.vi[:, 1]])
-    return mirror_rows(rows.astype(np.int64), delta)
+    return mirror_rows(stored_pairs(open_level(storage, number), delta), delta)

@@ -32,9 +32,14 @@ from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.grid import read_cells_many
 from zarr_vectors.store.groups import Level, open_level
 from zarr_vectors.store.link_family import link_family_policy
-from zarr_vectors.store.link_read import read_links
 from zarr_vectors.store.object_index import ObjectIndex, read_object_index
-from zarr_vectors.validation.consistency.cells import Digest, digest_sum, multiset_difference, row_hashes
+from zarr_vectors.validation.consistency.cells import (
+    Digest,
+    digest_sum,
+    multiset_difference,
+    row_hashes,
+    stored_pairs,
+)
 from zarr_vectors.validation.consistency.vertices import VertexResult
 from zarr_vectors.validation.findings import Finding, crashed, make
 from zarr_vectors.validation.manifests import ManifestChunkError, ManifestJob, read_manifest_chunk
@@ -108,7 +113,7 @@ def bridge_findings(storage: Storage, number: int, allow_layouts: tuple[str, ...
         if objects is None or (policy is None and number > 0):  # coarse levels may keep no bridges
             return []
         expected = _implied_bridges(level, objects)
-        stored = _stored_bridges(level) if policy is not None else np.zeros((0, expected.shape[1]), np.int64)
+        stored = stored_pairs(level, 0) if policy is not None else np.zeros((0, expected.shape[1]), np.int64)
         if policy is not None and not policy.directed:
             expected, stored = _unordered(expected), _unordered(stored)
         if policy is not None and policy.store == "duplicate":
@@ -186,13 +191,6 @@ def _bridge_rows(ids: np.ndarray, chunks: np.ndarray, frags: np.ndarray,
     bridge = (ids[a] == ids[b]) & (chunks[a] != chunks[b]).any(axis=1)
     a, b = a[bridge], b[bridge]
     return np.column_stack([chunks[a], last[a], chunks[b], first[b]]).astype(np.int64)
-
-
-def _stored_bridges(level: Level) -> np.ndarray:
-    records = read_links(level, 0)
-    if records.vi.ndim != 2 or records.vi.shape[1] != 2:
-        return np.zeros((0, 0), dtype=np.int64)  # another width: L4_LINK_WIDTH's finding
-    return np.column_stack([records.chunks[:, 0], records.vi[:, 0], records.chunks[:, 1], records.vi[:, 1]])
 
 
 def _unordered(pairs: np.ndarray) -> np.ndarray:
