@@ -98,7 +98,7 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
     level_reduces = []
     family_reduces = []
     tables: dict[int, Any] = {}
-    implied: dict[int, list[Any]] = {}  # level -> its tasks hashing the bridges its manifests imply
+    implied: dict[int, list[Any]] = {}  # level -> its tasks digesting the bridges its manifests imply
     seed = digest_seed()
     reading = store_kind(model)
     point_cloud = not isinstance(reading, str) and reading is not None and reading.kind == "point_cloud"
@@ -195,8 +195,9 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
     mirrors: dict[tuple[int, int], list[Any]] | None = {} if requested >= 5 else None
     for number, lpath in sorted(model.levels.items()):
         family_reduces.extend(link_graph(model, number, tables, static, limits, implied, mirrors, seed))
-    for (number, delta), up in sorted((mirrors or {}).items()):
-        down = (mirrors or {}).get((number + delta, -delta))
+    pairs = mirrors or {}
+    for (number, delta), up in sorted(pairs.items()):
+        down = pairs.get((number + delta, -delta))
         if delta > 0 and down is not None:
             family_reduces.append(dask.delayed(mirror_findings, pure=False)(storage_d, number, delta, len(up), *up,
                                                                             *down))

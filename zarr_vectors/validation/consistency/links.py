@@ -79,8 +79,8 @@ class FamilySpec:
     r_trg: tuple[int, ...]
     link_fragments: ArraySpec | None
     segments: dict[str, SegmentSpec]
-    bridges: bool = False  # a polyline level's delta-0 family: hash its records for L4_POLYLINE_BRIDGES
-    mirror: bool = False  # a ±N family whose mirror exists: hash its records for L5_CROSS_LEVEL_MIRROR
+    bridges: bool = False  # a polyline level's delta-0 family: digest its records for L4_POLYLINE_BRIDGES
+    mirror: bool = False  # a ±N family whose mirror exists: digest its records for L5_CROSS_LEVEL_MIRROR
     seed: int = 0  # of the digests (cells.digest_seed), one per validation
 
 
@@ -114,7 +114,7 @@ def link_batch(storage: Storage, fam: FamilySpec, units: list[tuple[str, list[Ch
     except Exception as exc:  # noqa: BLE001
         res.findings.append(crashed(3, fam.path, exc, what="link cell reads"))
         return res
-    bridges: list[np.ndarray] = []  # rows hashed once for the batch: ~0.1 ms a call, whatever its rows
+    bridges: list[np.ndarray] = []  # rows digested once for the batch: ~0.1 ms a call, whatever its rows
     mirrored: list[np.ndarray] = []
     for segment, chunks in units:
         seg = fam.segments[segment]
@@ -270,8 +270,6 @@ def _endpoint_chunks(src: Chunk, offsets: tuple[tuple[int, ...], ...], fam: Fami
     return [src] + [tuple(a + o for a, o in zip(anchor, off)) for off in offsets]
 
 
-
-
 def _input_rows(vi: np.ndarray, perm: np.ndarray | None, chunks: list[Chunk], width: int) -> np.ndarray:
     """Each record's endpoints in INPUT order, ``(chunk_0, vi_0, chunk_1, vi_1, ...)`` a row (so
     every physical copy of a record reads alike)."""
@@ -397,9 +395,9 @@ def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: l
                limits: tuple[int, int], implied_bridges: dict[int, list[Any]],
                mirrors: dict[tuple[int, int], list[Any]] | None = None, seed: int = 0) -> list[Any]:
     """Static checks of a level's links families into ``static``; one reduce per family (delayed).
-    A level in ``implied_bridges`` (its tasks hashing the bridges its manifests imply) is taken out
-    of it when its delta-0 family's tasks hash the stored records, and one more reduce compares them.
-    With ``mirrors``, a ±N family whose mirror family exists hashes its records too, and its link
+    A level in ``implied_bridges`` (its tasks digesting the bridges its manifests imply) is taken out
+    of it when its delta-0 family's tasks digest the stored records, and one more reduce compares them.
+    With ``mirrors``, a ±N family whose mirror family exists digests its records too, and its link
     tasks go into ``mirrors[(level, delta)]`` (compared by :func:`crosslevel.mirror_findings`)."""
     lpath = model.levels[number]
     rank = model.grid_rank(number) or 0
