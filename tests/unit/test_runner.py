@@ -106,6 +106,29 @@ def test_on_local_threads_every_owner_takes_the_parts_as_they_are():
     assert len(shares) == 3 and all(s == parts for s in shares)  # no task per share: nothing moves
 
 
+def _per_owner_sums(parts):
+    def owner_sum(scale, j, *given):  # one result per call, summed over calls: owner j's items of the parts given
+        return [(j, scale * sum(p[j] for p in given), len(given))]
+
+    made = runner.per_owner(owner_sum, parts, 3, 10)
+    return made, [row for rows in dask.compute(*made) for row in rows]
+
+
+def test_per_owner_on_local_threads_is_one_task_per_owner_with_every_part():
+    parts = [dask.delayed(lambda i=i: [i * 10 + j for j in range(3)])() for i in range(2)]
+    made, rows = _per_owner_sums(parts)
+    assert len(made) == 3 and rows == [(0, 100, 2), (1, 120, 2), (2, 140, 2)]
+
+
+def test_per_owner_under_a_client_is_one_task_per_owner_and_part(local_cluster):
+    with local_cluster.as_current():
+        parts = runner.persist("parts", *[dask.delayed(lambda i=i: [i * 10 + j for j in range(3)])() for i in range(2)])
+        made, rows = _per_owner_sums(parts)
+    assert len(made) == 6 and all(n == 1 for *_, n in rows)  # each task takes one part, where it is
+    totals = {j: sum(v for o, v, _ in rows if o == j) for j in range(3)}
+    assert totals == {0: 100, 1: 120, 2: 140}  # what one task per owner gives
+
+
 def test_calls_are_one_layer_and_give_what_delayed_calls_give():
     import numpy as np
 

@@ -418,6 +418,19 @@ def shares(parts: Sequence[Any], take: Callable[[Any, int], Any], owners: int) -
     return [taken[j * len(parts) : (j + 1) * len(parts)] for j in range(owners)]
 
 
+def per_owner(func: Callable[..., Any], parts: Sequence[Any], owners: int, *head: Any) -> list[Delayed]:
+    """``func(*head, j, *parts)`` for every owner ``j``, for work whose parts are done apart.
+
+    ``func`` must give the same (mergeable) result from each part alone as from all of
+    them.  Under a distributed client it runs as ``func(*head, j, part)`` once per (owner,
+    part), where the part is, so no part moves; on local threads once per owner, so the
+    graph is that many tasks smaller.  Each ``head`` argument is one :func:`calls` takes.
+    """
+    if current_client() is None:
+        return calls(func, [(*head, j, *parts) for j in range(owners)])
+    return calls(func, [(*head, j, part) for j in range(owners) for part in parts])
+
+
 def start(*items: Any, stage: str = "background") -> list[Any]:
     """Start ``items`` now and return references to them without waiting for them.
 

@@ -59,8 +59,6 @@ from zarr_vectors.pyramid.families import (
     family_parts,
     finalize_family,
     init_families,
-    minus_owner_partition,
-    minus_share,
     union_pairs,
     write_minus,
     write_plus,
@@ -443,15 +441,12 @@ class _Builder:
                 family_parts,
                 [(m, a, o, tot, layout, spec_ref, ready) for m, a, o in zip(self.maps[n - k], self.ancestors[n - k], offs)],
             )
-            writers.append((fine_ref, k, write_plus, parts))
+            writers.append((fine_ref, k, runner.calls(write_plus, [(fine_ref, k, part, ready) for part in parts])))
             if explicit:
-                shares = runner.shares(parts, minus_share, len(owners))
-                minus = runner.calls(
-                    minus_owner_partition, [(layout, fine_cells, spec_ref, tot, j, *shares[j]) for j in range(len(owners))]
-                )
-                writers.append((level_ref, -k, write_minus, minus))
-        rows = [(lv, d, runner.calls(fn, [(lv, d, part, ready) for part in written])) for lv, d, fn, written in writers]
-        return ready, rows
+                writers.append((level_ref, -k, runner.per_owner(
+                    write_minus, parts, len(owners), level_ref, -k, layout, fine_cells, spec_ref, tot, ready,
+                )))  # fmt: skip
+        return ready, writers
 
     def _write(
         self,

@@ -1,8 +1,9 @@
 """The cross-level families of a pyramid level: ``+k`` records at the fine level, ``-k`` at the coarse one.
 
 Per fine group (:func:`family_parts`): its ``+k`` records, placed (it owns its fine cells),
-and its ``-k`` records split by the coarse owner of their cell; per coarse owner
-(:func:`minus_owner_partition`) one ``-k`` partition of its whole cells.  A family's
+and its ``-k`` records split by the coarse owner of their cell; :func:`write_minus` places
+and writes each group's share for an owner on its own (a ``-k`` cell object takes the records
+of one fine cell).  A family's
 offsets segments follow from its distinct ``(fine cell, coarse cell)`` pairs
 (:func:`cell_pairs`), so one coordinator task (:func:`init_families`) creates every
 family and offsets array while the records are placed; the writers wait for it.
@@ -42,8 +43,6 @@ __all__ = [
     "family_parts",
     "finalize_family",
     "init_families",
-    "minus_owner_partition",
-    "minus_share",
     "union_pairs",
     "write_minus",
     "write_plus",
@@ -210,11 +209,6 @@ def union_pairs(*parts: np.ndarray) -> np.ndarray:
     return unique_sorted(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
 
 
-def minus_share(parts: FamilyParts, owner: int) -> CrossLevelRecords | None:
-    """A group's ``-k`` records for one coarse owner: under a distributed client only this moves."""
-    return parts.minus[owner]
-
-
 def write_plus(
     level: Level, delta: int, parts: FamilyParts, created: dict[tuple[int, int], CreatedFamily]
 ) -> LinkWriteSummary | None:
@@ -225,33 +219,35 @@ def write_plus(
     return write_link_cells(level, delta, part, created[level.number, delta])
 
 
-def minus_owner_partition(
-    target: MetavertexLayout, fine_cells: np.ndarray, spec: FamilySpec, total: int, j: int,
-    *shares: CrossLevelRecords | FamilyParts | None,
-) -> LinkPartition | None:  # fmt: skip
-    """Owner ``j``'s ``-k`` partition (its whole coarse cells), from every fine group's share.
-
-    A share is the group's ``CrossLevelRecords`` for this owner, or (local threads: nothing to
-    ship) the group's whole ``FamilyParts``.
-    """
-    taken = [minus_share(s, j) if isinstance(s, FamilyParts) else s for s in shares]
-    parts = [s for s in taken if s is not None]
-    if not parts:
-        return None
-    lo, hi = spec.owner_starts[j], spec.owner_starts[j + 1]
-    return place_cross_level(
-        CrossLevelRecords.concat(parts), fine_cells, target.cells[lo:hi], coarse_leads=True, delta=-spec.k,
-        anchor_ratios=(spec.r_coarse, spec.r_fine), total=total,
-    )  # fmt: skip
-
-
 def write_minus(
-    level: Level, delta: int, part: LinkPartition | None, created: dict[tuple[int, int], CreatedFamily]
-) -> LinkWriteSummary | None:
-    """Write a coarse owner's ``-k`` cells into the family ``created`` by the init task."""
-    if part is None or part.num_physical_records == 0:
-        return None
-    return write_link_cells(level, delta, part, created[level.number, delta])
+    level: Level, delta: int, target: MetavertexLayout, fine_cells: np.ndarray, spec: FamilySpec, total: int,
+    created: dict[tuple[int, int], CreatedFamily], j: int, *parts: FamilyParts,
+) -> LinkWriteSummary | None:  # fmt: skip
+    """Place and write coarse owner ``j``'s ``-k`` records, each fine group's share on its own.
+
+    A ``-k`` cell object (an offsets array's cell) holds the records of one fine cell -- its
+    offset names that cell -- and a fine cell is one group's, so each share fills whole
+    objects no other share touches: the shares are never concatenated, and an owner's work
+    can run as one task per group (:func:`~zarr_vectors.execution.runner.per_owner`), where
+    the group's parts are.
+    """
+    lo, hi = spec.owner_starts[j], spec.owner_starts[j + 1]
+    written: dict[str, list[str]] = {}
+    records = 0
+    for share in (p.minus[j] for p in parts):
+        if share is None:
+            continue
+        part = place_cross_level(
+            share, fine_cells, target.cells[lo:hi], coarse_leads=True, delta=-spec.k,
+            anchor_ratios=(spec.r_coarse, spec.r_fine), total=total,
+        )  # fmt: skip
+        if part.num_physical_records == 0:
+            continue
+        summary = write_link_cells(level, delta, part, created[level.number, delta])
+        for segment, cells in summary.cells.items():
+            written.setdefault(segment, []).extend(cells)
+        records += summary.num_physical_records
+    return LinkWriteSummary(written, records) if written else None
 
 
 def finalize_family(
