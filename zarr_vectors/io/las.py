@@ -266,6 +266,15 @@ def _grid(path: str, positions: np.ndarray, scale: float | None) -> tuple[float,
     return chosen
 
 
+def _extra_name(name: str) -> bool:
+    """Whether an extra-bytes record can hold ``name``: at most 32 bytes of UTF-8 and no NUL.  A lone
+    surrogate (a file name decoded with surrogateescape) has no UTF-8 spelling: it was a raw UnicodeEncodeError."""
+    try:
+        return len(name.encode()) <= EXTRA_NAME_BYTES and "\0" not in name
+    except UnicodeEncodeError:
+        return False
+
+
 def write(path: str, data: Any, *, scale: float | None = None, **_: Any) -> None:
     """A point cloud as LAS (LAZ for ``.laz``) on the coordinate grid of :func:`_grid`: ``scale``
     fixes its step, else it is the coarsest on which the coordinates lie."""
@@ -278,10 +287,10 @@ def write(path: str, data: Any, *, scale: float | None = None, **_: Any) -> None
     # laspy's scaled x, y, z and raw X, Y, Z are the coordinates: an attribute under one replaced them
     gp.refuse_clashes(path, "attributes", attrs, ("x", "y", "z", *RAW_AXES,
                                                   *(("object_id",) if g.object_ids is not None else ())))
-    long = sorted(k for k in attrs if len(k.encode()) > EXTRA_NAME_BYTES or "\0" in k)
-    if long:  # laspy raised its own "bytes too long"; a NUL would cut the name short on read
-        raise InputError(f"{path!r}: attribute names {long} do not fit a LAS extra-bytes name ({EXTRA_NAME_BYTES} "
-                         "bytes of UTF-8, no NUL); rename them to write this file")
+    unfit = sorted(k for k in attrs if not _extra_name(k))
+    if unfit:  # laspy raised its own "bytes too long"; a NUL would cut the name short on read
+        raise InputError(f"{path!r}: attribute names {unfit} do not fit a LAS extra-bytes name ({EXTRA_NAME_BYTES} "
+                         "bytes of UTF-8, which cannot spell a lone surrogate; no NUL); rename them to write this file")
     if g.object_ids is not None:
         attrs["object_id"] = np.asarray(g.object_ids, dtype=np.int64)
     bad = [k for k, v in attrs.items() if v.ndim != 1]

@@ -253,6 +253,16 @@ def test_an_attribute_name_an_extra_bytes_record_cannot_hold_is_refused(tmp_path
     np.testing.assert_array_equal(laspy.read(str(out))["é" * 16], np.arange(20))
 
 
+def test_an_attribute_name_utf8_cannot_spell_is_refused_naming_it(tmp_path):
+    """Hunt: a lone surrogate (a name decoded from a file name with surrogateescape) was a raw
+    ``UnicodeEncodeError`` from the check of the name's length."""
+    out = tmp_path / "out.las"
+    with pytest.raises(InputError, match=r"out\.las': attribute names \['a\\udc80b'\] do not fit a LAS extra-bytes "
+                                         r"name \(32 bytes of UTF-8, which cannot spell a lone surrogate"):
+        las.write(str(out), _points({"a\udc80b": np.arange(20)}))
+    assert not out.exists()
+
+
 @pytest.mark.timeout(20)
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 @pytest.mark.parametrize("scale", [None, 0.001])
