@@ -12,6 +12,7 @@ map back to the input's nodes either way.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -116,11 +117,33 @@ def _plain(values: np.ndarray) -> list[Any]:
     return np.asarray(values).tolist()  # GraphML's writer types Python scalars, not numpy ones
 
 
+#: what XML 1.0 cannot hold, not even as a character reference: control characters but tab, LF and CR,
+#: lone surrogates, U+FFFE and U+FFFF
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _refuse_non_xml(path: str, what: str, columns: Mapping[str, Any]) -> None:
+    """A key name or text value XML 1.0 cannot hold is refused, naming it: networkx wrote it anyway (a control
+    character as it is, a lone surrogate as a character reference), a file no XML parser reads back."""
+    for name, values in columns.items():
+        found = _NOT_XML.search(name)
+        if found:
+            raise gp.input_error(path, f"{what} {name!r}: its name holds {found.group()!r}, which XML 1.0 cannot "
+                                       "hold; rename it to write this file")
+        if np.asarray(values).dtype.kind not in "UO":  # numbers are written as digits
+            continue
+        text = _plain(values)
+        row = next((i for i, v in enumerate(text) if isinstance(v, str) and _NOT_XML.search(v)), None)
+        if row is not None:
+            raise gp.input_error(path, f"{what} {name!r}: its value {text[row]!r} (row {row}) holds a character "
+                                       "XML 1.0 cannot hold")
+
+
 def write(path: str, data: Any, *, directed: bool = False, **_: Any) -> None:
     """Nodes keyed by their kept ids (else row numbers) with ``x, y, z``, ``object_id`` and the
-    attributes as data keys (an attribute named like one of the others is refused); every edge
-    with its attributes, directed as ``directed`` says (``zv export`` passes the store's links
-    policy)."""
+    attributes as data keys (an attribute named like one of the others is refused, as is a name or
+    text XML 1.0 cannot hold, before anything is written); every edge with its attributes, directed
+    as ``directed`` says (``zv export`` passes the store's links policy)."""
     import networkx as nx
 
     g = as_geometry(data)
@@ -135,12 +158,15 @@ def write(path: str, data: Any, *, directed: bool = False, **_: Any) -> None:
     # and undirected A-B and B-A)
     graph = nx.MultiDiGraph() if directed else nx.MultiGraph()
     axes = list(g.axes) if len(g.axes) == g.positions.shape[1] else ["x", "y", "z"][: g.positions.shape[1]]
-    node_data = {a: _plain(g.positions[:, i]) for i, a in enumerate(axes)}
+    node_columns = {a: g.positions[:, i] for i, a in enumerate(axes)}
     if g.object_ids is not None:
-        node_data["object_id"] = _plain(g.object_ids)
+        node_columns["object_id"] = g.object_ids
     attributes = {k: v for k, v in g.attributes.items() if k != ID_ATTRIBUTE}  # kept ids key the nodes
-    gp.refuse_clashes(path, "vertex attribute(s)", attributes, node_data)
-    node_data.update({k: _plain(v) for k, v in attributes.items()})
+    gp.refuse_clashes(path, "vertex attribute(s)", attributes, node_columns)
+    node_columns.update(attributes)
+    _refuse_non_xml(path, "node attribute", node_columns)
+    _refuse_non_xml(path, "edge attribute", g.edge_attributes)
+    node_data = {k: _plain(v) for k, v in node_columns.items()}
     keys = list(node_data)
     for i, node in enumerate(ids.tolist()):
         graph.add_node(node, **{k: node_data[k][i] for k in keys})

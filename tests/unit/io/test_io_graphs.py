@@ -227,3 +227,31 @@ def test_graphml_write_refuses_an_attribute_named_like_a_key_it_writes(tmp_path,
     with pytest.raises(InputError, match=rf"g\.graphml: vertex attribute\(s\) '{name}' would replace the field"):
         graphml.write(str(tmp_path / "g.graphml"), g)
     assert not (tmp_path / "g.graphml").exists()
+
+
+@pytest.mark.parametrize("name", ["a\x01b", "a\x0bb", "a\udc80b", "a\ufffeb", "a\uffffb"])
+@pytest.mark.parametrize("role, what", [("attributes", "node"), ("edge_attributes", "edge")])
+def test_graphml_write_refuses_an_attribute_name_xml_cannot_hold(tmp_path, name, role, what):
+    """Hunt: networkx wrote the name anyway (a control character as it is, a lone surrogate as a
+    character reference), a file no XML parser reads back, this module's reader included."""
+    g = Geometry("graph", np.arange(9.0).reshape(3, 3), edges=np.array([[0, 1], [1, 2]]))
+    getattr(g, role)[name] = np.arange(3.0 if role == "attributes" else 2.0)
+    with pytest.raises(InputError, match=rf"g\.graphml: {what} attribute {re.escape(repr(name))}: its name holds "
+                                         r".*, which XML 1\.0 cannot hold"):
+        graphml.write(str(tmp_path / "g.graphml"), g)
+    assert not (tmp_path / "g.graphml").exists()
+
+
+@pytest.mark.parametrize("bad", ["b\x01", "b\udc80"])
+def test_graphml_write_refuses_a_text_value_xml_cannot_hold(tmp_path, bad):
+    """Hunt: a text attribute (a Geometry given to the writer; a store holds numbers) was written as
+    it is, a file that does not parse."""
+    g = Geometry("graph", np.arange(9.0).reshape(3, 3), edges=np.array([[0, 1], [1, 2]]),
+                 attributes={"label": np.array(["a", bad, "c"], dtype=object)})
+    with pytest.raises(InputError, match=rf"g\.graphml: node attribute 'label': its value {re.escape(repr(bad))} "
+                                         r"\(row 1\) holds a character XML 1\.0 cannot hold"):
+        graphml.write(str(tmp_path / "g.graphml"), g)
+    assert not (tmp_path / "g.graphml").exists()
+    g.attributes["label"][1] = "b\t\U0001f600"  # a tab and a character past the BMP are XML
+    graphml.write(str(tmp_path / "g.graphml"), g)
+    assert graphml.read(str(tmp_path / "g.graphml")).dropped[0] == "label"  # text: named, not stored
