@@ -7,6 +7,7 @@ from typing import Any
 
 from zarr_vectors import config
 from zarr_vectors.errors import InputError
+from zarr_vectors.io import geometry_parts as gp
 from zarr_vectors.io.columns import ColumnMap
 from zarr_vectors.io.parquet import KINDS
 from zarr_vectors.io.tables import companion, companions, geometry_from_frame, remote_options, table_frames, unreadable
@@ -64,7 +65,9 @@ def write(path: str, data: Any, **_: Any) -> None:
 
     sep = "\t" if path.lower().endswith((".tsv", ".tsv.gz")) else ","
     for role, table in table_frames(data).items():
-        pd.DataFrame(table).to_csv(companion(path, role) if role else path, index=False, sep=sep, float_format="%.17g")
+        out = companion(path, role) if role else path
+        with gp.os_errors(out, "written"):
+            pd.DataFrame(table).to_csv(out, index=False, sep=sep, float_format="%.17g")
 
 
 FORMAT = FileFormat("csv", (".csv", ".csv.gz", ".tsv", ".tsv.gz"), KINDS, read, write,

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.errors import InputError
+from zarr_vectors.io import geometry_parts as gp
 from zarr_vectors.io.columns import TEXT_ENCODING, ColumnMap
 from zarr_vectors.io.tables import remote_options, table_frames, unreadable
 from zarr_vectors.io.types import FileFormat, Geometry, as_geometry
@@ -121,11 +122,12 @@ def write(path: str, data: Any, **_: Any) -> None:
         raise InputError(f"{path!r}: edge attribute {split_names[0]!r} cannot be named in an edge list's header, "
                          "whose names are split at whitespace and commas; rename the attribute to write this file")
     tables = table_frames(g)
-    pd.DataFrame(tables[""]).to_csv(vertices_path(path), index=False, float_format="%.17g")
-    if "objects" in tables:
-        pd.DataFrame(tables["objects"]).to_csv(vertices_path(path, "objects"), index=False, float_format="%.17g")
+    for role, where in (("", vertices_path(path)), ("objects", vertices_path(path, "objects"))):
+        if role in tables:
+            with gp.os_errors(where, "written"):
+                pd.DataFrame(tables[role]).to_csv(where, index=False, float_format="%.17g")
     edges = pd.DataFrame(tables["edges"])
-    with open(path, "w", encoding="utf-8") as f:  # as the reader reads it, whatever the locale
+    with gp.os_errors(path, "written"), open(path, "w", encoding="utf-8") as f:  # UTF-8 as read, whatever the locale
         f.write("# " + " ".join(edges.columns) + "\n")
         edges.to_csv(f, sep=" ", header=False, index=False, float_format="%.17g")
 

@@ -174,7 +174,8 @@ def write(path: str, data: Any, *, directed: bool = False, **_: Any) -> None:
     ends = ids[g.edges].tolist()
     for j, (u, v) in enumerate(ends):
         graph.add_edge(u, v, **{k: edge_data[k][j] for k in edge_data})
-    nx.write_graphml(graph, path)
+    with gp.os_errors(path, "written"):
+        nx.write_graphml(graph, path)
 
 
 FORMAT = FileFormat("graphml", (".graphml",), ("graph",), read, write, "GraphML graph (networkx)",

@@ -309,7 +309,8 @@ def write(path: str, data: Any, *, scale: float | None = None, **_: Any) -> None
     las.x, las.y, las.z = g.positions[:, 0], g.positions[:, 1], g.positions[:, 2]
     for k, v in attrs.items():
         las[k] = v
-    las.write(path)
+    with gp.os_errors(path, "written"):
+        las.write(path)
 
 
 FORMAT = FileFormat("las", (".las", ".laz"), ("points",), read, write,

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.errors import InputError
+from zarr_vectors.io import geometry_parts as gp
 from zarr_vectors.io.columns import DEFAULT_AXES, ColumnMap
 from zarr_vectors.io.parquet import KINDS
 from zarr_vectors.io.tables import companion, companions, geometry_from_frame, remote_options, table_frames, unreadable
@@ -69,7 +70,8 @@ def read(path: str, *, columns: ColumnMap | None = None, storage_options: Mappin
 def write(path: str, data: Any, **_: Any) -> None:
     """One 1-D array per column (``x, y, z, ...``); graph edges / mesh faces in ``NAME.edges.npz``."""
     for role, table in table_frames(data).items():
-        with open(companion(path, role) if role else path, "wb") as f:  # a name, not a file: savez adds ".npz"
+        out = companion(path, role) if role else path
+        with gp.os_errors(out, "written"), open(out, "wb") as f:  # a name, not a file: savez adds ".npz"
             np.savez(f, **table)
 
 

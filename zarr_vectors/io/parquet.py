@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zarr_vectors import config
+from zarr_vectors.io import geometry_parts as gp
 from zarr_vectors.io.columns import ColumnMap
 from zarr_vectors.io.tables import companion, companions, geometry_from_frame, remote_options, table_frames, unreadable
 from zarr_vectors.io.types import FileFormat, Geometry
@@ -37,7 +38,9 @@ def write(path: str, data: Any, **_: Any) -> None:
     import pyarrow.parquet as pq
 
     for role, table in table_frames(data).items():
-        pq.write_table(pa.table(table), companion(path, role) if role else path)
+        out = companion(path, role) if role else path
+        with gp.os_errors(out, "written"):
+            pq.write_table(pa.table(table), out)
 
 
 FORMAT = FileFormat("parquet", (".parquet", ".pq"), KINDS, read, write,

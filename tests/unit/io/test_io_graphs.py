@@ -255,3 +255,17 @@ def test_graphml_write_refuses_a_text_value_xml_cannot_hold(tmp_path, bad):
     g.attributes["label"][1] = "b\t\U0001f600"  # a tab and a character past the BMP are XML
     graphml.write(str(tmp_path / "g.graphml"), g)
     assert graphml.read(str(tmp_path / "g.graphml")).dropped[0] == "label"  # text: named, not stored
+
+
+@pytest.mark.parametrize("module, name", [(edgelist, "g.edgelist"), (graphml, "g.graphml")])
+def test_a_graph_written_where_the_os_refuses_names_the_file(tmp_path, module, name):
+    """Hunt: a missing folder, or a folder at OUT, was a raw OSError (pandas' 'Cannot save file into
+    a non-existent directory', IsADirectoryError) from the library, not the InputError naming the file."""
+    g = Geometry("graph", np.arange(9.0).reshape(3, 3), edges=np.array([[0, 1], [1, 2]]))
+    missing = str(tmp_path / "missing" / name)
+    first = edgelist.vertices_path(missing) if module is edgelist else missing  # the first file written
+    with pytest.raises(InputError, match=rf"^{re.escape(first)}: cannot be written \(.*directory"):
+        module.write(missing, g)
+    (tmp_path / name).mkdir()
+    with pytest.raises(InputError, match=rf"^{re.escape(str(tmp_path / name))}: cannot be written \(Is a directory\)"):
+        module.write(str(tmp_path / name), g)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import laspy
 import numpy as np
 import pytest
@@ -261,6 +263,16 @@ def test_an_attribute_name_utf8_cannot_spell_is_refused_naming_it(tmp_path):
                                          r"name \(32 bytes of UTF-8, which cannot spell a lone surrogate"):
         las.write(str(out), _points({"a\udc80b": np.arange(20)}))
     assert not out.exists()
+
+
+def test_a_file_written_where_the_os_refuses_names_it(tmp_path):
+    """Hunt: a missing folder, or a folder at OUT, was laspy's raw FileNotFoundError / IsADirectoryError."""
+    missing = str(tmp_path / "missing" / "out.las")
+    with pytest.raises(InputError, match=rf"^{re.escape(missing)}: cannot be written \(No such file or directory\)"):
+        las.write(missing, _points({}))
+    (tmp_path / "out.laz").mkdir()
+    with pytest.raises(InputError, match=r"out\.laz: cannot be written \(Is a directory\)"):
+        las.write(str(tmp_path / "out.laz"), _points({}))
 
 
 @pytest.mark.timeout(20)

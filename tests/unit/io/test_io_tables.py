@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import re
 
 import numpy as np
 import pandas as pd
@@ -123,6 +124,19 @@ def test_object_attributes_get_a_table_of_their_own(tmp_path, module, name):
     np.testing.assert_array_equal(back["label"], [5, 6])
     np.testing.assert_array_equal(back[["rgb_0", "rgb_1", "rgb_2"]].to_numpy(), [[1, 2, 3], [4, 5, 6]])
     assert "objects" not in table_frames(Geometry("points", np.zeros((4, 3)), object_ids=np.array([3, 3, 7, 7])))
+
+
+@pytest.mark.parametrize("module, name", [(parquet, "out.parquet"), (csv, "out.csv"), (npz, "out.npz")])
+def test_a_table_written_where_the_os_refuses_names_the_file(tmp_path, module, name):
+    """Hunt: a missing folder, or a folder at OUT, was the library's raw OSError (pandas' 'Cannot save
+    file into a non-existent directory', pyarrow's FileNotFoundError, IsADirectoryError)."""
+    g = Geometry("points", np.zeros((4, 3)), axes=("x", "y", "z"))
+    missing = str(tmp_path / "missing" / name)
+    with pytest.raises(InputError, match=rf"^{re.escape(missing)}: cannot be written \(.*directory"):
+        module.write(missing, g)
+    (tmp_path / name).mkdir()
+    with pytest.raises(InputError, match=rf"^{re.escape(str(tmp_path / name))}: cannot be written \(.*Is a directory"):
+        module.write(str(tmp_path / name), g)
 
 
 def test_polyline_object_attributes_name_the_line_they_describe():
