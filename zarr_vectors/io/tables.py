@@ -201,6 +201,10 @@ def table_frames(data: Any) -> dict[str, dict[str, np.ndarray]]:
     elif g.object_ids is not None:
         vertices["object_id"] = np.asarray(g.object_ids, dtype=np.int64)
     if g.kind == "skeleton" and g.edges is not None:
+        if len(ids) and ids.min() < 0:  # zv build skeleton refuses it, as the SWC writer does
+            raise InputError(f"skeleton vertex id {int(ids.min())} is negative: the parent column marks a root with "
+                             "any negative id, so no vertex could name it as its parent (zv build skeleton refuses "
+                             "it); this store cannot be exported as tables")
         parent = np.full(len(g.positions), -1, dtype=np.int64)
         parent[g.edges[:, 0]] = ids[g.edges[:, 1]]
         vertices["parent"] = parent

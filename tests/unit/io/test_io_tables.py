@@ -10,6 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from geometry_roundtrip import through_store
 
 from zarr_vectors.errors import InputError
 from zarr_vectors.io import csv, npz, parquet
@@ -137,6 +138,21 @@ def test_a_table_written_where_the_os_refuses_names_the_file(tmp_path, module, n
     (tmp_path / name).mkdir()
     with pytest.raises(InputError, match=rf"^{re.escape(str(tmp_path / name))}: cannot be written \(.*Is a directory"):
         module.write(str(tmp_path / name), g)
+
+
+@pytest.mark.parametrize("module, name", [(parquet, "out.parquet"), (csv, "out.csv"), (npz, "out.npz")])
+def test_a_skeleton_store_with_a_negative_vertex_id_is_refused_as_tables(tmp_path, module, name):
+    """Hunt: write_skeleton keeps any vertex ids (attribute ``id``), negative ones too, and the export
+    wrote them in ``id, parent``, a table ``zv build skeleton`` refuses (a negative parent marks a root,
+    so the children of -5 would read back as roots): refused at export, as the SWC writer refuses it."""
+    skeleton = Geometry("skeleton", np.arange(12.0).reshape(4, 3), edges=np.array([[1, 0], [2, 1], [3, 2]]),
+                        ids=np.array([-5, -2, 3, 4]), object_ids=np.zeros(4, np.int64))
+    data = through_store(tmp_path, skeleton)
+    with pytest.raises(InputError, match=r"^skeleton vertex id -5 is negative: the parent column marks a root with "
+                                         r"any negative id.*zv build skeleton refuses it\); this store cannot be "
+                                         "exported as tables"):
+        module.write(str(tmp_path / name), data)
+    assert not (tmp_path / name).exists()
 
 
 def test_polyline_object_attributes_name_the_line_they_describe():
