@@ -220,16 +220,20 @@ def _meta(value: Any, file: str, member: str) -> dict[str, str]:
     if not isinstance(value, dict):
         raise _bad(file, member, f"must be an object of names to text, found {short(value)}")
     for key, text in value.items():
-        if not isinstance(text, str) or not all(_xml_text(t) for t in (key, text)):
+        if not isinstance(text, str) or any(xml_problem(t) for t in (key, text)):
             raise _bad(file, f"{member}/{key}", f"must be text without control characters, found {short(text)}")
     return dict(value)
 
 
-def _xml_text(text: str) -> bool:
-    """Characters XML 1.0 holds: no control character but tab and newlines, no lone surrogate, not
-    U+FFFE / U+FFFF (nibabel writes them, and no parser reads the file back)."""
-    return not any((ord(c) < 32 and c not in "\t\n\r") or 0xD800 <= ord(c) <= 0xDFFF or 0xFFFE <= ord(c) <= 0xFFFF
-                   for c in text)
+#: what XML 1.0 cannot hold, not even as a character reference: control characters but tab, LF and CR,
+#: lone surrogates, U+FFFE and U+FFFF (nibabel and networkx write them, and no parser reads the file back)
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_problem(text: str) -> str | None:
+    """The first character of ``text`` that XML 1.0 cannot hold, or None."""
+    found = _NOT_XML.search(text)
+    return found.group() if found else None
 
 
 def with_count(header: Mapping[str, Any], count: int) -> dict[str, Any]:

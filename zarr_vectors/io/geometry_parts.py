@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.errors import InputError, MetadataError
-from zarr_vectors.format.headers import check_headers
+from zarr_vectors.format.headers import check_headers, xml_problem
 from zarr_vectors.io.columns import TEXT_ENCODING
 from zarr_vectors.io.registry import build_kind
 from zarr_vectors.io.types import Geometry, as_geometry
@@ -25,6 +25,27 @@ from zarr_vectors.io.types import Geometry, as_geometry
 
 def input_error(path: str, problem: str) -> InputError:
     return InputError(f"{path}: {problem}")
+
+
+def refuse_non_xml(path: str, what: str, columns: Mapping[str, Any]) -> None:
+    """A name or text value XML 1.0 cannot hold is refused, naming it (GraphML, GIfTI): the XML
+    writers write it anyway (a control character as it is, a lone surrogate as a character
+    reference), a file no XML parser reads back.  ``columns``: name -> values (an array, or
+    one string)."""
+    for name, values in columns.items():
+        found = xml_problem(name)
+        if found:
+            raise input_error(path, f"{what} {name!r}: its name holds {found!r}, which XML 1.0 cannot "
+                                    "hold; rename it to write this file")
+        if isinstance(values, str):
+            values = [values]
+        elif np.asarray(values).dtype.kind not in "UO":  # numbers are written as digits
+            continue
+        text = np.asarray(values, dtype=object).ravel().tolist()
+        row = next((i for i, v in enumerate(text) if isinstance(v, str) and xml_problem(v)), None)
+        if row is not None:
+            raise input_error(path, f"{what} {name!r}: its value {text[row]!r} (row {row}) holds a character "
+                                    "XML 1.0 cannot hold")
 
 
 def no_options(path: str, what: str, options: Mapping[str, Any]) -> None:

@@ -221,6 +221,7 @@ def write(path: str, data: Any, **options: Any) -> None:
         kept = stored_gifti(geometry.headers) or {"meta": {}, "pointset_meta": {}, "triangle_meta": {}}
     except MetadataError as exc:
         raise gp.input_error(path, f"the data's GIfTI metadata cannot be written: {exc}") from None
+    gp.refuse_non_xml(path, "attribute", {name: "" for name in geometry.attributes})  # (the metadata: stored_gifti)
     system = kept.get("coordsys")
     darrays = [
         gifti.GiftiDataArray(

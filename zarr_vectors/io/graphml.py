@@ -12,7 +12,6 @@ map back to the input's nodes either way.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -117,28 +116,6 @@ def _plain(values: np.ndarray) -> list[Any]:
     return np.asarray(values).tolist()  # GraphML's writer types Python scalars, not numpy ones
 
 
-#: what XML 1.0 cannot hold, not even as a character reference: control characters but tab, LF and CR,
-#: lone surrogates, U+FFFE and U+FFFF
-_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-
-
-def _refuse_non_xml(path: str, what: str, columns: Mapping[str, Any]) -> None:
-    """A key name or text value XML 1.0 cannot hold is refused, naming it: networkx wrote it anyway (a control
-    character as it is, a lone surrogate as a character reference), a file no XML parser reads back."""
-    for name, values in columns.items():
-        found = _NOT_XML.search(name)
-        if found:
-            raise gp.input_error(path, f"{what} {name!r}: its name holds {found.group()!r}, which XML 1.0 cannot "
-                                       "hold; rename it to write this file")
-        if np.asarray(values).dtype.kind not in "UO":  # numbers are written as digits
-            continue
-        text = _plain(values)
-        row = next((i for i, v in enumerate(text) if isinstance(v, str) and _NOT_XML.search(v)), None)
-        if row is not None:
-            raise gp.input_error(path, f"{what} {name!r}: its value {text[row]!r} (row {row}) holds a character "
-                                       "XML 1.0 cannot hold")
-
-
 def write(path: str, data: Any, *, directed: bool = False, **_: Any) -> None:
     """Nodes keyed by their kept ids (else row numbers) with ``x, y, z``, ``object_id`` and the
     attributes as data keys (an attribute named like one of the others is refused, as is a name or
@@ -164,8 +141,8 @@ def write(path: str, data: Any, *, directed: bool = False, **_: Any) -> None:
     attributes = {k: v for k, v in g.attributes.items() if k != ID_ATTRIBUTE}  # kept ids key the nodes
     gp.refuse_clashes(path, "vertex attribute(s)", attributes, node_columns)
     node_columns.update(attributes)
-    _refuse_non_xml(path, "node attribute", node_columns)
-    _refuse_non_xml(path, "edge attribute", g.edge_attributes)
+    gp.refuse_non_xml(path, "node attribute", node_columns)
+    gp.refuse_non_xml(path, "edge attribute", g.edge_attributes)
     node_data = {k: _plain(v) for k, v in node_columns.items()}
     keys = list(node_data)
     for i, node in enumerate(ids.tolist()):

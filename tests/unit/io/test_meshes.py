@@ -428,6 +428,17 @@ def test_gifti_read_and_written_back_with_nibabel(tmp_path):
     np.testing.assert_array_equal(back.darrays[2].data, THICKNESS)
 
 
+@pytest.mark.parametrize("name", ["a\x01b", "a\udc80b", "a\uffffb"])
+def test_gifti_write_refuses_an_attribute_name_xml_cannot_hold(tmp_path, name):
+    """nibabel wrote the name into the array's Name metadata as it was: a file no XML parser (nibabel's
+    own included) reads back."""
+    got = Geometry("mesh", POS, faces=TRI, attributes={name: THICKNESS})
+    with pytest.raises(InputError, match=rf"m\.surf\.gii: attribute {re.escape(repr(name))}: its name holds "
+                                         r".*, which XML 1\.0 cannot hold"):
+        gifti.write(str(tmp_path / "m.surf.gii"), got)
+    assert not (tmp_path / "m.surf.gii").exists()
+
+
 def test_gifti_without_pointset_or_broken_is_refused(tmp_path):
     from nibabel import gifti as nib_gifti
 
