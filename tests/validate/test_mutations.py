@@ -507,3 +507,53 @@ def test_digests_are_seeded_for_each_validation() -> None:
     changed = rows.copy()
     changed[0, 2] += 1
     assert Digest.of(changed, seed) != Digest.of(rows, seed)
+
+
+def _fine_records(store: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Level 0's links/+1 records: (n, 2, D) chunks and (n, 2) rows, fine end first."""
+    from zarr_vectors.links_api import read_links
+
+    records = read_links(zv.open_store(str(store)).level(0), 1)
+    return records.chunks.copy(), records.vi.copy()
+
+
+def test_a_vertex_named_twice_with_its_mirror_is_a_coverage_error(tmp_path: Path) -> None:
+    """Gap (sixteenth session): a +1 record naming another fine row, its -1 mirror changed alike,
+    passed level 5 -- rows in range, counts equal, every record mirrored -- though one vertex then
+    has no metavertex going up and another two."""
+    from zarr_vectors.links_api import write_links
+
+    store = _small_pyramid(tmp_path / "p.zv", [2])
+    chunks, vi = _fine_records(store)
+    twin = next(i for i in range(1, len(vi)) if (chunks[i, 0] == chunks[0, 0]).all())  # a row in the same cell
+    vi[0, 0] = vi[twin, 0]
+    pyramid = zv.open_store(str(store))
+    write_links(pyramid.level(0), 1, chunks, vi, directed=True)
+    write_links(pyramid.level(1), -1, chunks[:, ::-1], vi[:, ::-1], directed=True)
+    errors = [f for f in validate(str(store), 5).findings if f.severity == "error"]
+    assert [(f.code, f.node) for f in errors] == [("L5_CROSS_LEVEL_COVERAGE", "0/links/+1")], errors
+    assert "1 vertices of level 0 have no record here and 1 records name a vertex another record names" in \
+        errors[0].message
+
+
+def test_coverage_is_checked_from_the_digests_without_reading_the_links_again(tmp_path: Path, monkeypatch) -> None:
+    from zarr_vectors.validation.consistency import crosslevel
+
+    store = _small_pyramid(tmp_path / "p.zv", [2, 2])
+
+    def read_again(*args: object) -> None:
+        raise AssertionError("a valid family's records were read a second time")
+
+    monkeypatch.setattr(crosslevel, "stored_pairs", read_again)
+    result = validate(str(store), 5)
+    assert result.ok and any("L5_CROSS_LEVEL_COVERAGE" in rule for rule in result.passed), result.summary()
+
+
+def test_a_pyramid_that_drops_objects_is_not_held_to_coverage(tmp_path: Path) -> None:
+    """Sparsity 2 drops objects: their vertices have no +1 record, and which those are only the
+    manifests say; the rule applies where every coarser level keeps every object."""
+    store = _small_pyramid(tmp_path / "p.zv", [(2, 2)])  # assert_clean inside
+    chunks, _ = _fine_records(store)
+    assert len(chunks) < 8  # some vertex has no record: the rule would have fired
+    result = validate(str(store), 5)
+    assert not any("L5_CROSS_LEVEL_COVERAGE" in rule for rule in result.passed), result.summary()

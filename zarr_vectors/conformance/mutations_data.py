@@ -490,13 +490,25 @@ def none_with_families(s: Path) -> None:
 def minus_record_names_another_fine_row(s: Path) -> None:
     """a level-1 links/-1 record names its neighbour's fine row: every row still exists and the
     counts hold, but the pair is not one of links/+1 at level 0 turned around"""
-    a = "1/links/-1/0.0.0"
-    c = first_chunk(s, a)
-    dtype = read_json(s, a)["attributes"]["dtype"]
-    rows, starts = decode_ragged_blob(read_payload(s, a, c), 2, dtype)
+    _edit_link_rows(s, "1/links/-1/0.0.0", lambda rows: rows.__setitem__((0, 1), rows[1, 1]))
+
+
+@defect("points-pyramid-implicit-depth2", "L5_CROSS_LEVEL_COVERAGE")
+def plus_record_names_a_vertex_twice(s: Path) -> None:
+    """a level-0 links/+1 record names its neighbour's fine row: that vertex has two records and the
+    record's own none, though every level keeps every object; counts and ranges hold, and implicit
+    storage has no links/-1 to mirror"""
+    _edit_link_rows(s, "0/links/+1/0.0.0", lambda rows: rows.__setitem__((0, 0), rows[1, 0]))
+
+
+def _edit_link_rows(s: Path, array: str, edit: Callable[[np.ndarray], None]) -> None:
+    """Rewrite the first cell of a width-2 links array once ``edit`` has changed its rows in place."""
+    c = first_chunk(s, array)
+    dtype = read_json(s, array)["attributes"]["dtype"]
+    rows, starts = decode_ragged_blob(read_payload(s, array, c), 2, dtype)
     rows = rows.copy()
-    rows[0, 1] = rows[1, 1]
-    write_payload(s, a, c, encode_ragged_blob([rows[lo:hi] for lo, hi in pairwise(starts)], dtype))
+    edit(rows)
+    write_payload(s, array, c, encode_ragged_blob([rows[lo:hi] for lo, hi in pairwise(starts)], dtype))
 
 
 @defect(PY, "L5_MULTISCALE_LINKS_TOKEN")

@@ -49,7 +49,7 @@ from zarr_vectors.validation.consistency.cells import (
     digest_seed,
     load_shards,
 )
-from zarr_vectors.validation.consistency.crosslevel import mirror_findings
+from zarr_vectors.validation.consistency.crosslevel import coverage_findings, coverage_pairs, mirror_findings
 from zarr_vectors.validation.consistency.links import link_graph, orphan_attribute_families
 from zarr_vectors.validation.consistency.polylines import bridge_findings, implied_bridges, merge_run_ends
 from zarr_vectors.validation.consistency.vertices import (
@@ -106,6 +106,8 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
     ndim = model.sid_ndim or 0
     aggregated = _aggregated(model) if requested >= 5 else {}
     ranged = set(aggregated) | {parent for parent, _ in aggregated.values()}
+    # L5_CROSS_LEVEL_COVERAGE: (fine level, d) -> the +d family's link tasks, once link_graph made them
+    covers: dict[tuple[int, int], list[Any] | None] = dict.fromkeys(coverage_pairs(model) if requested >= 5 else [])
     if aggregated:
         ran["L5_ATTRIBUTE_AGGREGATION"] = len(aggregated)
     for number, lpath in sorted(model.levels.items()):
@@ -146,7 +148,7 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
             claims_tile=attrs.get("fragments_tile") is True, binned=binned, max_fragments=max_fragments,
             bin_check=bin_check, chunk_check=chunk_check, chunk_shape=cs, bin_shape=bin_shape, bins_per_chunk=bpc,
             attribute_ranges=number in ranged, owned=has_objects, one_owner=number == 0,
-            run_ends=bridge_policy is not None,
+            run_ends=bridge_policy is not None, cover=any(n == number for n, _ in covers), seed=seed,
         )
         sizes: dict[Chunk, int] = defaultdict(int)
         for s in (vertices, fragments, *vattrs, *fattrs):
@@ -194,7 +196,7 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
             model.levels[number], parent, rules, tables[parent], tables[number]))
     mirrors: dict[tuple[int, int], list[Any]] | None = {} if requested >= 5 else None
     for number, lpath in sorted(model.levels.items()):
-        family_reduces.extend(link_graph(model, number, tables, static, limits, implied, mirrors, seed))
+        family_reduces.extend(link_graph(model, number, tables, static, limits, implied, mirrors, seed, covers))
     pairs = mirrors or {}
     for (number, delta), up in sorted(pairs.items()):
         down = pairs.get((number + delta, -delta))
@@ -202,6 +204,11 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
             family_reduces.append(dask.delayed(mirror_findings, pure=False)(storage_d, number, delta, len(up), *up,
                                                                             *down))
             ran["L5_CROSS_LEVEL_MIRROR"] = ran.get("L5_CROSS_LEVEL_MIRROR", 0) + 1
+    for (number, delta), tasks in sorted(covers.items()):
+        if tasks is not None:  # None: the family's own rules report why it has no link tasks
+            family_reduces.append(dask.delayed(coverage_findings, pure=False)(storage_d, number, delta,
+                                                                              tables[number], *tasks))
+            ran["L5_CROSS_LEVEL_COVERAGE"] = ran.get("L5_CROSS_LEVEL_COVERAGE", 0) + 1
     family_reduces.extend(dask.delayed(bridge_findings, pure=False)(storage_d, number, tuple(model.allow_layouts))
                           for number in sorted(implied))  # no link tasks for the family: compared row by row
     return dask.delayed(_collect, pure=False)(*level_reduces, *family_reduces)

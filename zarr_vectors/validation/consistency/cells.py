@@ -74,6 +74,13 @@ class Digest:
         return Digest(self.rows + other.rows, (self.first + other.first) % 2**64, (self.second + other.second) % 2**64)
 
 
+def cell_rows(chunk: Chunk, rows: np.ndarray, seed: int) -> np.ndarray:
+    """One cell's rows as ``(cell tag, row)`` pairs for a :class:`Digest`: the chunk is hashed once
+    into a seeded 64-bit tag, not hashed again with every row."""
+    tag = row_hashes(np.asarray([chunk], dtype=np.int64), seed).view(np.int64)[0]
+    return np.column_stack([np.full(len(rows), tag, dtype=np.int64), np.asarray(rows, dtype=np.int64)])
+
+
 def digest_sum(digests: Iterable[Digest]) -> Digest:
     return sum(digests, Digest())
 

@@ -8,26 +8,50 @@ answers.  The level-3 link tasks of both families digest their records as ``(fin
 fine vi, coarse chunk, coarse vi)`` (:func:`mirror_rows`, ``cells.Digest``); a task per pair
 of families adds and compares the digests, and only when they differ reads both families
 again to name the first record without its mirror.
+
+Where every level up to the coarse one keeps every object (``object_sparsity`` 1), each fine
+vertex coarsens into exactly one metavertex, so ``links/+d`` holds exactly one record per
+fine vertex (``L5_CROSS_LEVEL_COVERAGE``): the fine level's vertex tasks digest each cell's
+rows and the family's link tasks the fine ends of its records (``cells.cell_rows``), and a
+task per pair compares them -- row by row only when they differ.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 import numpy as np
 
 from zarr_vectors.errors import ResourceLimitError, ZarrVectorsError
-from zarr_vectors.format.paths import format_chunk_key, format_delta
+from zarr_vectors.format.paths import format_chunk_key, format_delta, parse_delta
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.groups import open_level
 from zarr_vectors.validation.consistency.cells import Digest, digest_sum, multiset_difference, stored_pairs
 from zarr_vectors.validation.findings import Finding, crashed, make
+from zarr_vectors.validation.metadata import family_policy
+from zarr_vectors.validation.structure import StoreModel
+
+T = TypeVar("T")
 
 
 class MirroredRecords(Protocol):
     """A level-3 link task's result: the digest of its cross-level records."""
 
     mirror: Digest
+
+
+class CoveredRecords(Protocol):
+    """A level-3 link task's result: the digest of its records' fine ends."""
+
+    cover: Digest
+
+
+class CoveredRows(Protocol):
+    """A level's merged vertex table: rows per chunk, and the digest of every (cell, row)."""
+
+    rows: dict[tuple[int, ...], int]
+    cover: Digest
 
 
 def mirror_rows(rows: np.ndarray, delta: int) -> np.ndarray:
@@ -43,17 +67,12 @@ def mirror_findings(storage: Storage, fine: int, delta: int, up_parts: int, *par
     if digest_sum(p.mirror for p in parts[:up_parts]) == digest_sum(p.mirror for p in parts[up_parts:]):
         return []
     where = f"{fine + delta}/links/{format_delta(-delta)}"
-    try:  # which records differ: read again, only when wrong
-        ups = _rows(storage, fine, delta)
-        downs = _rows(storage, fine + delta, -delta)
-    except ResourceLimitError as exc:
-        return [make("L5_CROSS_LEVEL_MIRROR", where, f"the records do not mirror links/{format_delta(delta)} at "
-                     f"level {fine} (their digests differ); too large to name them: {exc}")]
-    except ZarrVectorsError as exc:  # a part level 3 reports too; said here, never a silent pass
-        return [make("L5_CROSS_LEVEL_MIRROR", where, f"could not be compared with links/{format_delta(delta)} at "
-                     f"level {fine}: {exc}")]
-    except Exception as exc:  # noqa: BLE001
-        return [crashed(5, where, exc, what="cross-level mirror")]
+    against = f"links/{format_delta(delta)} at level {fine}"
+    both = _read_again("L5_CROSS_LEVEL_MIRROR", where, "do not mirror", against,
+                       lambda: (_rows(storage, fine, delta), _rows(storage, fine + delta, -delta)))
+    if isinstance(both, list):
+        return both
+    ups, downs = both
     missing, extra = multiset_difference(ups, downs), multiset_difference(downs, ups)
     if not (len(missing) or len(extra)):
         return []  # the digests missed a cell a level-3 task could not decode: that task's finding says so
@@ -66,5 +85,82 @@ def mirror_findings(storage: Storage, fine: int, delta: int, up_parts: int, *par
                  f"{'there' if len(missing) else 'here'}): going down and going up the pyramid disagree")]
 
 
+def _read_again(rule: str, where: str, differ: str, against: str, read: Callable[[], T]) -> T | list[Finding]:
+    """What ``read`` gives -- the records read again to name what the digests found different --
+    or, if they cannot be read, the rule's finding that says why (never a silent pass)."""
+    try:
+        return read()
+    except ResourceLimitError as exc:
+        return [make(rule, where, f"the records {differ} {against} (their digests differ); too large to name "
+                     f"them: {exc}")]
+    except ZarrVectorsError as exc:  # a part level 3 reports too
+        return [make(rule, where, f"could not be compared with {against}: {exc}")]
+    except Exception as exc:  # noqa: BLE001
+        return [crashed(5, where, exc, what=rule)]
+
+
 def _rows(storage: Storage, number: int, delta: int) -> np.ndarray:
     return mirror_rows(stored_pairs(open_level(storage, number), delta), delta)
+
+
+def coverage_pairs(model: StoreModel) -> list[tuple[int, int]]:
+    """The ``(fine level, d)`` pairs ``L5_CROSS_LEVEL_COVERAGE`` compares: a width-2 ``+d`` family
+    whose coarse level exists, every level up to it keeping every object (``object_sparsity``
+    1: where objects are dropped, their vertices have no record, and which those are only the
+    manifests say)."""
+    out = []
+    for number, lpath in sorted(model.levels.items()):
+        links = f"{lpath}/links"
+        for node in model.children(links) if links in model.nodes else []:
+            try:
+                delta = parse_delta(node.name)
+            except ValueError:
+                continue
+            policy = family_policy(model, number, delta) if delta > 0 else None
+            coarser = range(number + 1, number + delta + 1)
+            if (policy is not None and policy["link_width"] == 2 and all(m in model.levels for m in coarser)
+                    and all(model.level_attrs(m).get("object_sparsity", 1.0) == 1 for m in coarser)):
+                out.append((number, delta))
+    return out
+
+
+def coverage_findings(storage: Storage, fine: int, delta: int, table: CoveredRows,
+                      *parts: CoveredRecords) -> list[Finding]:
+    """``L5_CROSS_LEVEL_COVERAGE`` for ``links/+delta`` at level ``fine``, from the level's vertex
+    table and the family's link tasks' digests."""
+    if table.cover == digest_sum(p.cover for p in parts):
+        return []
+    where = f"{fine}/links/{format_delta(delta)}"
+    records = _read_again("L5_CROSS_LEVEL_COVERAGE", where, "do not name each vertex once", f"the vertices of level "
+                          f"{fine}", lambda: stored_pairs(open_level(storage, fine), delta))
+    if isinstance(records, list):
+        return records
+    cells = sorted(table.rows)
+    d = len(cells[0]) if cells else (records.shape[1] - 2) // 2
+    expected = np.concatenate([np.zeros((0, d + 1), np.int64)] + [
+        np.column_stack([np.tile(np.asarray(c, np.int64), (n, 1)), np.arange(n)]) for c in cells if (n := table.rows[c])
+    ])
+    ends = records[:, : d + 1] if records.size else np.zeros((0, d + 1), np.int64)
+    known = np.isin(_cell_ids(ends[:, :d]), _cell_ids(np.asarray(cells, np.int64).reshape(-1, d)))
+    ends = ends[known]  # a record in a cell of unknown rows is level 3's (undecodable, or no vertices there)
+    ends = ends[(ends[:, d] >= 0) & (ends[:, d] < _sizes(table.rows, ends[:, :d]))]  # out of range: level 3's
+    missing, again = multiset_difference(expected, ends), multiset_difference(ends, expected)
+    if not (len(missing) or len(again)):
+        return []  # the digests differed on what level 3 reports
+    example = (missing if len(missing) else again)[0].tolist()
+    first = f"chunk {format_chunk_key(example[:d])} row {example[d]}"
+    return [make("L5_CROSS_LEVEL_COVERAGE", where, f"{len(missing)} vertices of level {fine} have no record here and "
+                 f"{len(again)} records name a vertex another record names (first: {first}, "
+                 f"{'no record' if len(missing) else 'named again'}): every level up to {fine + delta} keeps every "
+                 "object, so each vertex coarsens into one metavertex")]
+
+
+def _cell_ids(chunks: np.ndarray) -> np.ndarray:
+    """One number per chunk row, for membership tests (equal chunks, equal numbers)."""
+    return np.ascontiguousarray(chunks, dtype=np.int64).view(np.dtype((np.void, 8 * chunks.shape[1]))).ravel()
+
+
+def _sizes(rows: dict[tuple[int, ...], int], chunks: np.ndarray) -> np.ndarray:
+    """The row count of each row's chunk (every chunk is in ``rows``)."""
+    unique, inverse = np.unique(chunks, axis=0, return_inverse=True)
+    return np.asarray([rows[tuple(c)] for c in unique.tolist()], dtype=np.int64)[inverse.ravel()]

@@ -37,6 +37,7 @@ from zarr_vectors.validation.consistency.cells import (
     array_spec,
     batch_target,
     batches,
+    cell_rows,
     prefetch,
     row_hashes,
 )
@@ -81,6 +82,7 @@ class FamilySpec:
     segments: dict[str, SegmentSpec]
     bridges: bool = False  # a polyline level's delta-0 family: digest its records for L4_POLYLINE_BRIDGES
     mirror: bool = False  # a ±N family whose mirror exists: digest its records for L5_CROSS_LEVEL_MIRROR
+    cover: bool = False  # a +N family whose coarse levels keep every object: L5_CROSS_LEVEL_COVERAGE
     seed: int = 0  # of the digests (cells.digest_seed), one per validation
 
 
@@ -98,6 +100,8 @@ class LinkResult:
     bridges: Digest = field(default_factory=Digest)
     # a ±N family with FamilySpec.mirror: the digest of its records (crosslevel.mirror_rows)
     mirror: Digest = field(default_factory=Digest)
+    # a +N family with FamilySpec.cover: the digest of its records' fine ends as (cell tag, row) (cells.cell_rows)
+    cover: Digest = field(default_factory=Digest)
 
 
 def link_batch(storage: Storage, fam: FamilySpec, units: list[tuple[str, list[Chunk]]],
@@ -116,13 +120,14 @@ def link_batch(storage: Storage, fam: FamilySpec, units: list[tuple[str, list[Ch
         return res
     bridges: list[np.ndarray] = []  # rows digested once for the batch: ~0.1 ms a call, whatever its rows
     mirrored: list[np.ndarray] = []
+    covered: list[np.ndarray] = []
     for segment, chunks in units:
         seg = fam.segments[segment]
         payloads, lf_cells = next(fetched), next(fetched)
         attr_cells = [(a, next(fetched)) for a in seg.attributes]
         try:
             _link_cells(fam, seg, chunks, payloads, lf_cells, attr_cells, src_rows.rows,
-                        trg_rows.rows if trg_rows else None, res, bridges, mirrored)
+                        trg_rows.rows if trg_rows else None, res, bridges, mirrored, covered)
         except Exception as exc:  # noqa: BLE001
             res.findings.append(crashed(3, seg.links.path, exc, cell=format_chunk_key(chunks[0]) if chunks else None,
                                         what="link cells"))
@@ -130,13 +135,15 @@ def link_batch(storage: Storage, fam: FamilySpec, units: list[tuple[str, list[Ch
         res.bridges = Digest.of(np.concatenate(bridges), fam.seed)
     if mirrored:
         res.mirror = Digest.of(mirror_rows(np.concatenate(mirrored), fam.delta), fam.seed)
+    if covered:
+        res.cover = Digest.of(np.concatenate(covered), fam.seed)
     return res
 
 
 def _link_cells(fam: FamilySpec, seg: SegmentSpec, chunks: list[Chunk], payloads: dict[Chunk, bytes],
                 lf_cells: dict[Chunk, bytes], attr_cells: list[tuple[ArraySpec, dict[Chunk, bytes]]],
                 src_rows: dict[Chunk, int], trg_rows: dict[Chunk, int] | None, res: LinkResult,
-                bridges: list[np.ndarray], mirrored: list[np.ndarray]) -> None:
+                bridges: list[np.ndarray], mirrored: list[np.ndarray], covered: list[np.ndarray]) -> None:
     out = res.findings
     path = seg.links.path
     dtype = np.dtype(seg.dtype).newbyteorder("<")
@@ -202,6 +209,8 @@ def _link_cells(fam: FamilySpec, seg: SegmentSpec, chunks: list[Chunk], payloads
             bridges.append(rows)
         if fam.mirror and fam.width == 2 and n:  # as bridges: another width never matches
             mirrored.append(_input_rows(vi, None, endpoint_chunks, fam.width))  # cross-level: never permuted
+        if fam.cover and fam.width == 2 and n:  # a +N record's first end is the fine vertex, in this cell
+            covered.append(cell_rows(c, vi[:, 0], fam.seed))
 
 
 def _decode_link_cell(payload: bytes, width: int, dtype: np.dtype, flat: bool, path: str, key: str,
@@ -393,12 +402,15 @@ def _set_limits(seg: SegmentSpec, width: int, records: int | None) -> None:
 
 def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: list[Finding],
                limits: tuple[int, int], implied_bridges: dict[int, list[Any]],
-               mirrors: dict[tuple[int, int], list[Any]] | None = None, seed: int = 0) -> list[Any]:
+               mirrors: dict[tuple[int, int], list[Any]] | None = None, seed: int = 0,
+               covers: dict[tuple[int, int], list[Any] | None] | None = None) -> list[Any]:
     """Static checks of a level's links families into ``static``; one reduce per family (delayed).
     A level in ``implied_bridges`` (its tasks digesting the bridges its manifests imply) is taken out
     of it when its delta-0 family's tasks digest the stored records, and one more reduce compares them.
     With ``mirrors``, a ±N family whose mirror family exists digests its records too, and its link
-    tasks go into ``mirrors[(level, delta)]`` (compared by :func:`crosslevel.mirror_findings`)."""
+    tasks go into ``mirrors[(level, delta)]`` (compared by :func:`crosslevel.mirror_findings`).  A family
+    whose ``(level, delta)`` is a key of ``covers`` digests its records' fine ends, and its tasks become
+    that key's value (:func:`crosslevel.coverage_findings`)."""
     lpath = model.levels[number]
     rank = model.grid_rank(number) or 0
     out = []
@@ -453,7 +465,8 @@ def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: l
                     and _whole_multiple(model, number) and _whole_multiple(model, target)  # else L5_CHUNK_SHAPE_MULTIPLE
                     and family_policy(model, target, -delta) is not None)
         fam = FamilySpec(number, fam_node.path, delta, width, directed, store, target in model.levels, r_src, r_trg,
-                         lf if delta == 0 else None, segments, bridges=implied is not None, mirror=mirrored, seed=seed)
+                         lf if delta == 0 else None, segments, bridges=implied is not None, mirror=mirrored, seed=seed,
+                         cover=covers is not None and (number, delta) in covers)
         _mirror(model, number, delta, fam, static)
         units = sorted(((s.segment, c), size) for s in segments.values() for c, (_, size) in s.links.cells.items())
         target_bytes = batch_target(sum(n for _, n in units), limits)
@@ -470,6 +483,8 @@ def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: l
         out.append(dask.delayed(reduce_family, pure=False)(fam_d, pol, *tasks))
         if mirrors is not None and mirrored:
             mirrors[(number, delta)] = tasks
+        if covers is not None and fam.cover:
+            covers[(number, delta)] = tasks
         if implied is not None:
             out.append(dask.delayed(compare_bridges, pure=False)(
                 storage_d, number, tuple(model.allow_layouts), len(implied), *implied, *tasks))

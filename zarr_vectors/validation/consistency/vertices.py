@@ -25,6 +25,8 @@ from zarr_vectors.validation.consistency.cells import (
     MAX_EXAMPLES,
     ArraySpec,
     Chunk,
+    Digest,
+    cell_rows,
     prefetch,
 )
 from zarr_vectors.validation.findings import Finding, crashed, make
@@ -60,6 +62,8 @@ class VertexLevelSpec:
     owned: bool = False  # a level with an object index: each vertex lies in a fragment (L3_VERTEX_OWNERS)
     one_owner: bool = False  # level 0: in exactly one
     run_ends: bool = False  # a polyline level checked at level 4: keep each fragment's first and last row
+    cover: bool = False  # the fine level of L5_CROSS_LEVEL_COVERAGE: digest every (cell, row)
+    seed: int = 0  # of the digests (cells.digest_seed), one per validation
 
 
 @dataclass
@@ -73,6 +77,8 @@ class VertexResult:
     # with spec.run_ends: each decoded FragmentIndex's (first rows, last rows), what the bridge tasks
     # need (polylines.implied_bridges); not merged by merge_vertex, whose table every link task gets
     run_ends: dict[Chunk, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    # with spec.cover: the digest of every decoded cell's rows as (cell tag, row) (cells.cell_rows)
+    cover: Digest = field(default_factory=Digest)
 
 
 def vertex_batch(storage: Storage, spec: VertexLevelSpec, chunks: list[Chunk]) -> VertexResult:
@@ -94,6 +100,7 @@ def _vertex_batch(storage: Storage, spec: VertexLevelSpec, chunks: list[Chunk], 
     vattr_cells = list(zip(spec.vattrs, fetched[2:2 + len(spec.vattrs)]))
     fattr_cells = list(zip(spec.fattrs, fetched[2 + len(spec.vattrs):]))
     row_bytes = dtype.itemsize * spec.ndim if dtype is not None else None
+    covered: list[np.ndarray] = []  # digested once for the batch
     for c in chunks:
         key = format_chunk_key(c)
         n_rows: int | None = 0
@@ -114,6 +121,8 @@ def _vertex_batch(storage: Storage, spec: VertexLevelSpec, chunks: list[Chunk], 
                                     f"infinite coordinates (first row {int(np.argmin(finite))})", cell=key))
         if n_rows is not None:
             res.rows[c] = n_rows
+            if spec.cover and n_rows:
+                covered.append(cell_rows(c, np.arange(n_rows), spec.seed))
         # fragment index
         index = None
         if spec.fragments is not None:
@@ -162,6 +171,8 @@ def _vertex_batch(storage: Storage, spec: VertexLevelSpec, chunks: list[Chunk], 
                     res.bin_checked += 1
                 except Exception as exc:  # noqa: BLE001
                     out.append(crashed(4, vpath, exc, cell=key, what="bin containment"))
+    if covered:
+        res.cover = Digest.of(np.concatenate(covered), spec.seed)
 
 
 def _check_fragments_cover(index: FragmentIndex, n_rows: int, spec: VertexLevelSpec, key: str,
@@ -320,6 +331,7 @@ def merge_vertex(*parts: VertexResult) -> VertexResult:
         out.fragments.update(p.fragments)
         out.bin_checked += p.bin_checked
         out.undecoded += p.undecoded
+        out.cover += p.cover
         for name, (lo, hi) in p.ranges.items():
             old = out.ranges.get(name)
             out.ranges[name] = (lo, hi) if old is None else (min(old[0], lo), max(old[1], hi))
