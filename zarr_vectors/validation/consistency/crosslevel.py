@@ -156,7 +156,7 @@ def coverage_findings(storage: Storage, fine: int, delta: int, table: CoveredRow
 
 
 def _cell_ids(chunks: np.ndarray) -> np.ndarray:
-    """One number per chunk row, for membership tests (equal chunks, equal numbers)."""
+    """One opaque item per chunk row, for membership tests (equal chunks, equal items)."""
     return np.ascontiguousarray(chunks, dtype=np.int64).view(np.dtype((np.void, 8 * chunks.shape[1]))).ravel()
 
 
