@@ -221,7 +221,8 @@ def _meta(value: Any, file: str, member: str) -> dict[str, str]:
         raise _bad(file, member, f"must be an object of names to text, found {short(value)}")
     for key, text in value.items():
         if not isinstance(text, str) or any(xml_problem(t) for t in (key, text)):
-            raise _bad(file, f"{member}/{key}", f"must be text without control characters, found {short(text)}")
+            raise _bad(file, f"{member}/{key}", "key and value must be text XML 1.0 holds (no control character, "
+                       f"lone surrogate, U+FFFE or U+FFFF), found {short(text)}")
     return dict(value)
 
 

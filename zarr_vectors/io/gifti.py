@@ -221,7 +221,6 @@ def write(path: str, data: Any, **options: Any) -> None:
         kept = stored_gifti(geometry.headers) or {"meta": {}, "pointset_meta": {}, "triangle_meta": {}}
     except MetadataError as exc:
         raise gp.input_error(path, f"the data's GIfTI metadata cannot be written: {exc}") from None
-    gp.refuse_non_xml(path, "attribute", {name: "" for name in geometry.attributes})  # (the metadata: stored_gifti)
     system = kept.get("coordsys")
     darrays = [
         gifti.GiftiDataArray(
@@ -241,6 +240,7 @@ def write(path: str, data: Any, **options: Any) -> None:
         if values is None:
             unstored.append(name)
             continue
+        gp.refuse_non_xml(path, "attribute", {name: ""})  # its Name metadata (the file's own: stored_gifti)
         darrays.append(gifti.GiftiDataArray(values, intent="NIFTI_INTENT_NONE", meta=gifti.GiftiMetaData(Name=name)))
     gp.warn_unstored(path, "GIfTI", unstored)
     with gp.os_errors(path, "written"):

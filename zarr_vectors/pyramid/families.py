@@ -32,7 +32,7 @@ from zarr_vectors.format.paths import links_group_path
 from zarr_vectors.pyramid.bins import MapState
 from zarr_vectors.reconcile import finalize_created_family
 from zarr_vectors.store.groups import Level
-from zarr_vectors.store.link_cells import LinkWriteSummary, write_link_cells
+from zarr_vectors.store.link_cells import LinkWriteSummary, write_link_cells, write_link_partitions
 from zarr_vectors.store.link_family import LINKS, CreatedFamily, compose_new_family
 from zarr_vectors.store.nodes import group_document, meta_key, write_nodes
 
@@ -232,22 +232,16 @@ def write_minus(
     the group's parts are.
     """
     lo, hi = spec.owner_starts[j], spec.owner_starts[j + 1]
-    written: dict[str, list[str]] = {}
-    records = 0
-    for share in (p.minus[j] for p in parts):
-        if share is None:
-            continue
-        part = place_cross_level(
-            share, fine_cells, target.cells[lo:hi], coarse_leads=True, delta=-spec.k,
-            anchor_ratios=(spec.r_coarse, spec.r_fine), total=total,
-        )  # fmt: skip
-        if part.num_physical_records == 0:
-            continue
-        summary = write_link_cells(level, delta, part, created[level.number, delta])
-        for segment, cells in summary.cells.items():
-            written.setdefault(segment, []).extend(cells)
-        records += summary.num_physical_records
-    return LinkWriteSummary(written, records) if written else None
+    ratios = (spec.r_coarse, spec.r_fine)
+    placed = [
+        place_cross_level(share, fine_cells, target.cells[lo:hi], coarse_leads=True, delta=-spec.k,
+                          anchor_ratios=ratios, total=total)
+        for share in (p.minus[j] for p in parts) if share is not None
+    ]
+    placed = [part for part in placed if part.num_physical_records]
+    if not placed:
+        return None
+    return write_link_partitions(level, delta, placed, created[level.number, delta])  # one batch of writes
 
 
 def finalize_family(

@@ -189,18 +189,28 @@ def write_link_cells(
     (:func:`~zarr_vectors.reconcile.write_family_documents`).
     Idempotent: a retried task writes the same bytes.
     """
-    if partition.policy.delta != delta:
-        raise ArrayError(f"the partition is for delta {partition.policy.delta}, not {delta}")
-    policy = check_partition_policy(level, partition, created.policy if created is not None else None)
-    if partition.base_rows.any():
-        raise ArrayError("write_link_cells writes whole cells; this partition appends to existing cells")
-    write_cells_many(
-        partition_cell_batches(level, policy, partition, arrays=created.arrays if created is not None else None)
-    )
+    return write_link_partitions(level, delta, [partition], created)
+
+
+def write_link_partitions(
+    level: Level, delta: int, partitions: Sequence[LinkPartition], created: CreatedFamily | None = None
+) -> LinkWriteSummary:
+    """:func:`write_link_cells` for partitions that hold disjoint whole cells, in one concurrent
+    batch of writes (one round trip on an object store, not one per partition)."""
+    batches: list[tuple[GridArray, dict[Chunk, bytes]]] = []
     summary: dict[str, list[str]] = {}
-    for s, cell, _, _ in partition.iter_groups():
-        summary.setdefault(partition.segments[s], []).append(format_chunk_key(cell))
-    return LinkWriteSummary(summary, partition.num_physical_records)
+    for partition in partitions:
+        if partition.policy.delta != delta:
+            raise ArrayError(f"the partition is for delta {partition.policy.delta}, not {delta}")
+        policy = check_partition_policy(level, partition, created.policy if created is not None else None)
+        if partition.base_rows.any():
+            raise ArrayError("write_link_cells writes whole cells; this partition appends to existing cells")
+        batches += partition_cell_batches(level, policy, partition,
+                                          arrays=created.arrays if created is not None else None)
+        for s, cell, _, _ in partition.iter_groups():
+            summary.setdefault(partition.segments[s], []).append(format_chunk_key(cell))
+    write_cells_many(batches)
+    return LinkWriteSummary(summary, sum(p.num_physical_records for p in partitions))
 
 
 def attribute_values(values: ArrayLike, name: str) -> np.ndarray:

@@ -143,16 +143,24 @@ def coverage_findings(storage: Storage, fine: int, delta: int, table: CoveredRow
     ends = records[:, : d + 1] if records.size else np.zeros((0, d + 1), np.int64)
     known = np.isin(_cell_ids(ends[:, :d]), _cell_ids(np.asarray(cells, np.int64).reshape(-1, d)))
     ends = ends[known]  # a record in a cell of unknown rows is level 3's (undecodable, or no vertices there)
-    ends = ends[(ends[:, d] >= 0) & (ends[:, d] < _sizes(table.rows, ends[:, :d]))]  # out of range: level 3's
+    in_range = (ends[:, d] >= 0) & (ends[:, d] < _sizes(table.rows, ends[:, :d]))
+    reported = _cell_ids(ends[~in_range, :d])  # level 3 names these records: the vertex each was for is unknown
+    ends = ends[in_range]
     missing, again = multiset_difference(expected, ends), multiset_difference(ends, expected)
+    missing = missing[~np.isin(_cell_ids(missing[:, :d]), reported)]
     if not (len(missing) or len(again)):
         return []  # the digests differed on what level 3 reports
     example = (missing if len(missing) else again)[0].tolist()
     first = f"chunk {format_chunk_key(example[:d])} row {example[d]}"
-    return [make("L5_CROSS_LEVEL_COVERAGE", where, f"{len(missing)} vertices of level {fine} have no record here and "
-                 f"{len(again)} records name a vertex another record names (first: {first}, "
-                 f"{'no record' if len(missing) else 'named again'}): every level up to {fine + delta} keeps every "
-                 "object, so each vertex coarsens into one metavertex")]
+    what = [f"{_count(len(missing), 'vertex', 'vertices')} of level {fine} with no record here"] if len(missing) else []
+    twice = len(np.unique(again, axis=0))
+    what += [f"{_count(twice, 'vertex', 'vertices')} named by more than one"] if twice else []
+    return [make("L5_CROSS_LEVEL_COVERAGE", where, f"{' and '.join(what)} (first: {first}): every level up to "
+                 f"{fine + delta} keeps every object, so each vertex coarsens into one metavertex")]
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
 
 
 def _cell_ids(chunks: np.ndarray) -> np.ndarray:
