@@ -465,6 +465,23 @@ def test_folder_markers_inside_the_arrays_are_no_cells(s3_bucket, zv_config, s3_
     assert np.array_equal(np.sort(read.attributes["v"]), np.sort(pos[:, 0]))
 
 
+@pytest.mark.parametrize("s3_backend", BACKENDS)
+def test_a_listing_with_sizes_names_no_folder_marker_and_nothing_beside_its_prefix(s3_bucket, zv_config, s3_backend):
+    """``file_sizes`` (the listing the sharder plans its tasks from): each object below the prefix
+    with its size, not a folder marker, not the neighbour whose name the prefix begins."""
+    from zarr_vectors.store.backend import Storage
+
+    bucket, options = s3_bucket
+    zv_config("s3.backend", s3_backend)
+    client = boto_client(options["endpoint_url"])
+    for key, body in [("p/fs.zv/0/c/0", b"12345"), ("p/fs.zv/0/c/", b""), ("p/fs.zv/0/c/1/2", b"ab"),
+                      ("p/fs.zv/0c", b"neighbour"), ("p/fs.zv/1/x", b"xyz")]:
+        client.put_object(Bucket=bucket, Key=key, Body=body)
+    storage = Storage(f"s3://{bucket}/p/fs.zv", options)
+    assert storage.file_sizes("0") == {"0/c/0": 5, "0/c/1/2": 2}
+    assert storage.file_sizes("") == {"0/c/0": 5, "0/c/1/2": 2, "0c": 9, "1/x": 3}
+
+
 @pytest.mark.parametrize("key", ["0//x", "0/./x", "0/../x", "0/a\tb"], ids=["empty-segment", "dot", "dot-dot", "tab"])
 def test_a_key_obstore_cannot_name_is_refused_naming_what_can(s3_bucket, zv_config, key):
     """obstore fails a whole listing on a key with an empty segment, ``.``, ``..`` or a control

@@ -425,6 +425,7 @@ def test_storage_ranges_moves_and_deletes(tmp_path, where):
         storage.move_many([("a/0", "b/c/0")])
         storage.move_many([("a/0", "b/c/0")])  # replayed: the source was already moved
         assert storage.list_files("") == ["a/1", "b/c/0"] and storage.get("b/c/0") == b"0123456789"
+        assert storage.file_sizes("") == {"a/1": 3, "b/c/0": 10} and storage.file_sizes("b") == {"b/c/0": 10}
         storage.delete_many(["a/1"])
         storage.remove_empty_dirs(["a"], floor="")
         assert storage.list_files("") == ["b/c/0"] and storage.list_dir("") == ["b"]

@@ -17,8 +17,9 @@ This module plans and runs the Dask graph; which arrays and layouts is
 The graph
 ---------
 The client checks the shard shape (its rank and values), reads the arrays' documents and
-submits steps 1-2 as one graph (no client step between them).  It sizes the pack tasks from
-the presence lists' lengths; a task beside the check plans which shards each one owns.
+submits steps 1-2 as one graph (no client step between them).  It counts the pack tasks from
+the presence lists' lengths; a task given the check's listings plans which shards each one
+owns, as even in cells (requests) and stored bytes as whole shards allow.
 
 1. **check** (tasks, before anything is written): per grid array, the cells actually
    on disk (``derive_nonempty_chunks``: a listing, or the shard indexes of an already
@@ -118,15 +119,25 @@ class _Opaque:
 # ---------------------------------------------------------------------------------------
 # check and pack tasks
 # ---------------------------------------------------------------------------------------
-def _derive_task(grids: _Opaque, run: slice) -> list[str | None]:
-    """How each array of ``run``'s presence list differs from the cells on storage (None: they agree)."""
+#: an array's listing as the check found it: (how its presence list differs from the cells on
+#: storage, None where they agree; its stored objects and their sizes)
+_Derived = tuple[str | None, dict[str, int]]
+
+
+def _derive_task(grids: _Opaque, run: slice) -> list[_Derived]:
+    """Each array of ``run``: its listing, and how its presence list differs from it."""
+
+    def derive(grid: GridArray) -> _Derived:
+        stored = grid.stored_objects()
+        return presence_mismatch(grid, grid.derive_nonempty_chunks(stored)), stored
+
     arrays = grids.value[run]
-    return arrays[0].storage.overlap(lambda g: presence_mismatch(g, g.derive_nonempty_chunks()), arrays) if arrays else []
+    return arrays[0].storage.overlap(derive, arrays) if arrays else []
 
 
-def _refuse_task(url: str, *parts: list[str | None]) -> None:
+def _refuse_task(url: str, *parts: list[_Derived]) -> None:
     """D15: refuse the store when any array's presence list is not what is on disk."""
-    refuse_unreconciled(url, [p for part in parts for p in part])
+    refuse_unreconciled(url, [mismatch for part in parts for mismatch, _ in part])
 
 
 def _prepare_task(storage: Storage, checked: None, planning: Exception | None, orphans: bool) -> None:
@@ -229,26 +240,29 @@ def _pack_task(storage: Storage, jobs: list[_Job], cells_per_batch: int) -> dict
 # ---------------------------------------------------------------------------------------
 # the operations
 # ---------------------------------------------------------------------------------------
-def _check_presence(store: ZVStore, grids: list[GridArray], shared: Any, min_cells_per_task: int) -> Any:
-    """D15, as tasks: refuse arrays whose presence list is not what is on disk (the verdict raises).
-    ``shared`` is ``grids`` as one graph node."""
+def _check_presence(
+    store: ZVStore, grids: list[GridArray], shared: Any, min_cells_per_task: int
+) -> tuple[Any, list[Any]]:
+    """D15, as tasks: (the verdict, which raises for arrays whose presence list is not what is on
+    disk; the listing tasks, in array order).  ``shared`` is ``grids`` as one graph node."""
     weights = [len(g.nonempty_chunks) + 1 for g in grids]
     runs = runner.task_runs(weights, min_cells_per_task, tasks_per_thread=1)  # a listing per array: few tasks
     tasks = [dask.delayed(_derive_task, pure=False)(shared, run) for run in runs]
-    return dask.delayed(_refuse_task, pure=False)(store.url, *tasks)
+    return dask.delayed(_refuse_task, pure=False)(store.url, *tasks), tasks
 
 
 def _plan_task(
-    grids: _Opaque, shard_shape: tuple[int, ...] | None, target: int, count: int
+    grids: _Opaque, shard_shape: tuple[int, ...] | None, count: int, *derived: list[_Derived]
 ) -> list[list[_Job]] | Exception:
-    """The jobs of ``count`` pack tasks, planned on a worker beside the check (not on the client,
-    where every worker would wait for it); tasks beyond the planned ones get none.
+    """The jobs of ``count`` pack tasks, planned on a worker from the check's listings (not on the
+    client, where every worker would wait for it); tasks beyond the planned ones get none.
 
-    A failure is returned, not raised: the check runs beside this task and its verdict must
-    be the error a refused store gets, whichever ends first; :func:`_prepare_task` raises it.
+    A failure is returned, not raised: the check's verdict must be the error a refused store
+    gets, whichever task ends first; :func:`_prepare_task` raises it.
     """
     try:
-        tasks = _plan(grids.value, shard_shape, target)
+        stored = [sizes for part in derived for _, sizes in part]
+        tasks = _plan(grids.value, shard_shape, count, stored)
         if len(tasks) > count:  # split_by_weight makes at most ceil(total / target) runs
             raise InternalError(f"planned {len(tasks)} pack tasks, the graph has {count}")
     except Exception as exc:  # noqa: BLE001 - raised by _prepare_task, after the check
@@ -265,11 +279,36 @@ def _jobs(plan: list[list[_Job]] | Exception, j: int) -> list[_Job]:
     return [] if isinstance(plan, Exception) else plan[j]
 
 
-def _plan(grids: list[GridArray], shard_shape: tuple[int, ...] | None, target: int) -> list[list[_Job]]:
-    """Whole target objects of every array, grouped into pack tasks of about ``target`` cells
-    (one per worker thread: each task's reads and writes are concurrent already)."""
+def _cell_bytes(grid: GridArray, index: np.ndarray, stored: Mapping[str, int]) -> np.ndarray:
+    """The stored bytes of each cell of ``index`` (cell indices): its object's size, or its share
+    of its shard's (an equal share of each present cell)."""
+    if grid.sharding is None:
+        keys = (posixpath.join(grid.path, "c", *map(str, c)) for c in index.tolist())
+        return np.fromiter((stored.get(k, 0) for k in keys), dtype=np.int64, count=len(index))
+    counts = grid.shard_cell_counts()
+    shards = (index // np.asarray(grid.sharding.shard_shape, dtype=np.int64)).tolist()
+    share = (stored.get(posixpath.join(grid.path, "c", *map(str, s)), 0) // counts[tuple(s)] for s in shards)
+    return np.fromiter(share, dtype=np.int64, count=len(index))
+
+
+def _unit_weights(cells: Sequence[int], nbytes: Sequence[int]) -> np.ndarray:
+    """A unit's share of the requests (its cells) plus its share of the bytes, in millionths:
+    tasks as even in both as whole units allow (a points store's cells are megabytes each, a
+    link family's mostly small; on an object store a request costs a round trip)."""
+    cells_, bytes_ = np.asarray(cells, dtype=np.float64), np.asarray(nbytes, dtype=np.float64)
+    share = cells_ / max(cells_.sum(), 1.0) + bytes_ / max(bytes_.sum(), 1.0)
+    return np.maximum(np.rint(share * 1e6), 1).astype(np.int64)
+
+
+def _plan(
+    grids: list[GridArray], shard_shape: tuple[int, ...] | None, count: int, stored: Sequence[Mapping[str, int]]
+) -> list[list[_Job]]:
+    """Whole target objects of every array, grouped into at most ``count`` pack tasks as even in
+    requests and bytes as whole objects allow (``stored``: each array's listing).  One task per
+    planned thread: each task's reads and writes are concurrent already."""
     # (array, unit key, the unit's cells, their positions in the presence list)
     units: list[tuple[int, tuple[int, ...], np.ndarray, np.ndarray]] = []
+    nbytes: list[int] = []
     for a, grid in enumerate(grids):
         if not grid.nonempty_chunks:
             continue
@@ -279,10 +318,13 @@ def _plan(grids: list[GridArray], shard_shape: tuple[int, ...] | None, target: i
         order, starts = group_rows(index // np.asarray(unit_shape, dtype=np.int64))
         group = index[order] // np.asarray(unit_shape, dtype=np.int64)
         ends = np.r_[starts[1:], len(order)]
+        cell_bytes = np.r_[0, np.cumsum(_cell_bytes(grid, index, stored[a])[order])]
         for key, lo, hi in zip(group[starts].tolist(), starts.tolist(), ends.tolist()):
             units.append((a, tuple(key), index[order[lo:hi]], order[lo:hi]))
+            nbytes.append(int(cell_bytes[hi] - cell_bytes[lo]))
+    weights = _unit_weights([len(u[2]) for u in units], nbytes)
     tasks: list[list[_Job]] = []
-    for run in runner.split_by_weight([len(u[2]) for u in units], target):
+    for run in runner.split_by_weight(weights, -(-int(weights.sum()) // max(1, count))):
         jobs: list[tuple[int, _Job, list[np.ndarray]]] = []
         for a, key, cells, rows in units[run]:
             if not jobs or jobs[-1][0] != a:
@@ -325,16 +367,16 @@ def _relayout(url: Any, shard_shape: Any, storage_options: Mapping[str, Any] | N
     todo = [g for g in grids if not in_layout(g, target)]
     shared = runner.share(_Opaque(todo))  # the documents once, for the check and plan tasks
     # one graph: check and plan -> stale staging dropped -> pack into staging (a failure leaves the
-    # store as it was: what this run staged is removed); the pack tasks' plan is made beside the check
+    # store as it was: what this run staged is removed); the pack tasks' plan is made from the
+    # check's listings, which give each object's size
     cells = sum(len(g.nonempty_chunks) for g in todo)
     size = runner.task_size(cells, min_cells_per_task, tasks_per_thread=1)
-    # as many pack tasks as split_by_weight can make of the units, known before they are: every
-    # unit (a shard) holds at least one cell
+    # how many pack tasks, known before the plan: as many as runs of ``size`` cells, no more than
+    # there are cells (every unit, a shard, holds at least one)
     count = min(cells, runner.most_runs(cells, size))
-    plan = dask.delayed(_plan_task, pure=False)(shared, target, size, count)
-    prepared = dask.delayed(_prepare_task, pure=False)(
-        storage, _check_presence(store, todo, shared, min_cells_per_task), dask.delayed(_plan_failure)(plan), orphans
-    )
+    verdict, listings = _check_presence(store, todo, shared, min_cells_per_task)
+    plan = dask.delayed(_plan_task, pure=False)(shared, target, count, *listings)
+    prepared = dask.delayed(_prepare_task, pure=False)(storage, verdict, dask.delayed(_plan_failure)(plan), orphans)
     ready = dask.delayed(_after, pure=False)(storage, prepared)
     jobs = runner.calls(_jobs, [(plan, j) for j in range(count)])
     try:  # the check itself is asked for too: with no cell to pack there is no pack task to wait for it

@@ -12,7 +12,7 @@ own: ``Storage.__init_subclass__`` wraps each contract method a backend defines 
 * ``exists`` is one HEAD; a remote backend's ``probe`` (behind ``check_reachable``, once
   per storage object) is the one request its ``reachability_probe`` names (a HEAD, or a
   LIST of the root).
-* ``list_dir``, ``list_files``, ``object_sizes`` and ``scan`` are one LIST per page of
+* ``list_dir``, ``file_sizes``, ``object_sizes`` and ``scan`` are one LIST per page of
   ``list_page_size`` entries the backend returns (one LIST where the backend has no
   pages, as a local walk); ``list_dirs`` of N prefixes counts each prefix so.
 * ``delete`` is one DELETE, ``delete_many`` of N keys ``ceil(N / delete_batch)`` (an
@@ -262,7 +262,7 @@ RULES: dict[str, Rule] = {
     "probe": lambda s, a, r: _probe(s),
     "list_dir": lambda s, a, r: (0, 0, _pages(_listed(r), s.list_page_size), 0, 0, 0, 0),
     "list_dirs": lambda s, a, r: (0, 0, sum(_pages(len(x), s.list_page_size) for x in r or ()), 0, 0, 0, 0),
-    "list_files": lambda s, a, r: (0, 0, _pages(_listed(r), s.list_page_size), 0, 0, 0, 0),
+    "file_sizes": lambda s, a, r: (0, 0, _pages(_listed(r), s.list_page_size), 0, 0, 0, 0),
     "object_sizes": lambda s, a, r: (0, 0, _pages(_listed(r), s.list_page_size), 0, 0, 0, 0),
     "scan": lambda s, a, r: (0, 0, _pages(_listed(r), s.list_page_size), 0, 0, 0, 0),
     "put": lambda s, a, r: (0, 1, 0, 0, 0, 0, len(a[1])),

@@ -397,9 +397,14 @@ class Storage(ABC):
         return list(io_pool().map(self.list_dir, prefixes))
 
     @abstractmethod
+    def file_sizes(self, prefix: str) -> dict[str, int]:
+        """Every object below ``prefix`` with its size in bytes (one listing), keyed relative to
+        the store root; not the folder markers (``x/``) an object store may hold, which no key of
+        a store is."""
+
     def list_files(self, prefix: str) -> list[str]:
-        """Keys of every object below ``prefix``, relative to the store root, sorted; not the
-        folder markers (``x/``) an object store may hold, which no key of a store is."""
+        """Keys of every object below ``prefix``, relative to the store root, sorted."""
+        return sorted(self.file_sizes(prefix))
 
     @abstractmethod
     def object_sizes(self) -> dict[str, int]:
@@ -508,8 +513,8 @@ class LocalStorage(Storage):
     def list_dir(self, prefix: str) -> list[str]:
         return sorted(n for n in self._fs.list_dir(prefix) if n and not n.startswith(TEMP_PREFIX))
 
-    def list_files(self, prefix: str) -> list[str]:
-        return sorted(self._fs.walk(prefix).sizes)
+    def file_sizes(self, prefix: str) -> dict[str, int]:
+        return self._fs.walk(prefix).sizes
 
     def object_sizes(self) -> dict[str, int]:
         return self._fs.walk().sizes

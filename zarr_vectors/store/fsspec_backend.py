@@ -276,19 +276,27 @@ class FsspecStorage(Storage):
         return sorted(n for n in names if n and not n.startswith(TEMP_PREFIX))
 
     @_fsspec_listing
-    def list_files(self, prefix: str) -> list[str]:
+    def file_sizes(self, prefix: str) -> dict[str, int]:
         path = self.full_path(prefix)
         if self.protocol == "s3":
-            found: Iterable[str] = self._sync(self._s3_listing(path))[1]
+            found = self._sync(self._s3_listing(path))[1]
         else:
             try:
                 self.fs.invalidate_cache(path)  # a cached listing would miss what tasks just wrote
-                found = self.fs.find(path)
+                found = {p: int(i.get("size") or 0) for p, i in self.fs.find(path, detail=True).items()
+                         if i.get("type", "file") != "directory"}
             except FileNotFoundError:
-                return []
-        # not a folder marker (``x/``): no key of a store ends in "/", and none can be read, moved or
-        # deleted by key (a commit taking one for a stale cell would fail half-way)
-        return self._relative(p for p in self._below(path, found) if not p.endswith("/"))
+                return {}
+        return self._sized(path, found)
+
+    def _sized(self, path: str, found: Mapping[str, int]) -> dict[str, int]:
+        """``found`` (listed path: size) strictly below ``path``, keyed relative to the root.  Not a
+        folder marker (``x/``): no key of a store ends in "/", and none can be read, moved or deleted
+        by key (a commit taking one for a stale cell would fail half-way)."""
+        sizes = {self._listed_path(str(p)): n for p, n in found.items()}
+        below = [p for p in self._below(path, sizes) if not p.endswith("/")]
+        root = self._listed_path(self.root).rstrip("/") + "/"
+        return {p[len(root) :]: sizes[p] for p in below}
 
     async def _s3_listing(self, path: str, *, delimited: bool = False, itself: bool = False
                           ) -> tuple[list[str], dict[str, int]]:
@@ -355,10 +363,6 @@ class FsspecStorage(Storage):
         at = self._listed_path(path).rstrip("/")
         paths = (self._listed_path(str(x)) for x in listed)
         return [p for p in paths if (p.startswith(at + "/") and p != at + "/") or (itself and p in (at, at + "/"))]
-
-    def _relative(self, paths: Iterable[str]) -> list[str]:
-        root = self._listed_path(self.root).rstrip("/") + "/"
-        return sorted(p[len(root) :] for p in paths)
 
     def _listed_path(self, path: str) -> str:
         """A path as a listing returns it, in the form :meth:`full_path` builds."""
@@ -567,12 +571,9 @@ class MemoryStorage(FsspecStorage):
                              "use a path or an object store, or run on threads (or an in-process "
                              "LocalCluster(processes=False))")
 
-    def _keys_below(self, path: str) -> list[str]:
-        """Keys below ``path``, from one atomic snapshot."""
-        return self._below(path, list(self.fs.store))
-
-    def list_files(self, prefix: str) -> list[str]:
-        return self._relative(self._keys_below(self.full_path(prefix)))
+    def file_sizes(self, prefix: str) -> dict[str, int]:
+        """From one atomic snapshot of the filesystem's dict."""
+        return self._sized(self.full_path(prefix), {p: f.size for p, f in dict(self.fs.store).items()})
 
     def _listed_path(self, path: str) -> str:
         return path if path.startswith("/") else "/" + path

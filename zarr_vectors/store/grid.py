@@ -367,15 +367,22 @@ class GridArray:
         self.attributes.update(values)
         write_node(self.storage, self.path, self.doc)
 
-    def derive_nonempty_chunks(self) -> list[str]:
-        """The dotted keys of the cells actually present on disk.
+    def stored_objects(self) -> dict[str, int]:
+        """The array's objects (cells, or shards) with their sizes in bytes, from one listing;
+        keys relative to the store root."""
+        prefix = posixpath.join(self.path, "c")
+        sizes = self.storage.file_sizes(prefix)
+        return {rel: n for rel, n in sizes.items() if not grid_folder(rel[len(prefix) + 1 :], self.ndim)}
+
+    def derive_nonempty_chunks(self, stored: Mapping[str, int] | None = None) -> list[str]:
+        """The dotted keys of the cells actually present on disk (``stored``: the
+        :meth:`stored_objects` listing, when the caller has it).
 
         Unsharded: from a listing of the cell objects.  Sharded: a listing names
         shards, not cells, so every shard's index is read (one suffix range request
         each, CRC checked) and its non-empty entries are the present cells.
         """
-        prefix = posixpath.join(self.path, "c")
-        listed = [rel for rel in self.storage.list_files(prefix) if not grid_folder(rel[len(prefix) + 1 :], self.ndim)]
+        listed = sorted(self.stored_objects() if stored is None else stored)
         if self.sharding is None:
             cells = (self._indices_of(rel, self.shape) for rel in listed)
             return sort_chunk_keys(format_chunk_key([i + o for i, o in zip(c, self.origin)]) for c in cells)

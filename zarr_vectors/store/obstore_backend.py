@@ -15,6 +15,7 @@ backend; obstore's own ``S3Config`` names are accepted as well.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import os
 import posixpath
 import re
@@ -315,8 +316,16 @@ class ObstoreStorage(Storage):
         return out
 
     @_obstore_read
-    def list_files(self, prefix: str) -> list[str]:
-        return sorted(self._listing(prefix))
+    def file_sizes(self, prefix: str) -> dict[str, int]:
+        """obstore lists a folder marker ``x/`` as ``x``: an empty ``x`` with keys below it is one."""
+        listed = self._listing(prefix)
+        empty = [key for key, n in listed.items() if not n]
+        if not empty:
+            return listed
+        keys = sorted(listed)
+        below = (bisect.bisect_left(keys, key + "/") for key in empty)
+        markers = {key for key, i in zip(empty, below) if i < len(keys) and keys[i].startswith(key + "/")}
+        return {key: n for key, n in listed.items() if key not in markers}
 
     @_obstore_read
     def object_sizes(self) -> dict[str, int]:
