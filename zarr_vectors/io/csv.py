@@ -64,9 +64,10 @@ def write(path: str, data: Any, **_: Any) -> None:
     import pandas as pd
 
     sep = "\t" if path.lower().endswith((".tsv", ".tsv.gz")) else ","
-    for role, table in table_frames(data).items():
+    files = gp.FilesWritten()
+    for role, table in table_frames(data, path).items():
         out = companion(path, role) if role else path
-        with gp.os_errors(out, "written"):
+        with files.file(out):
             pd.DataFrame(table).to_csv(out, index=False, sep=sep, float_format="%.17g")
 
 

@@ -121,15 +121,16 @@ def write(path: str, data: Any, **_: Any) -> None:
     if split_names:  # '# src dst fiber count' reads back as four names for three columns
         raise InputError(f"{path!r}: edge attribute {split_names[0]!r} cannot be named in an edge list's header, "
                          "whose names are split at whitespace and commas; rename the attribute to write this file")
-    tables = table_frames(g)
-    for role, where in (("", vertices_path(path)), ("objects", vertices_path(path, "objects"))):
-        if role in tables:
-            with gp.os_errors(where, "written"):
-                pd.DataFrame(tables[role]).to_csv(where, index=False, float_format="%.17g")
+    tables = table_frames(g, path)
     edges = pd.DataFrame(tables["edges"])
-    with gp.os_errors(path, "written"), open(path, "w", encoding="utf-8") as f:  # UTF-8 as read, whatever the locale
+    files = gp.FilesWritten()  # the list first: a path it cannot take fails before its companions
+    with files.file(path), open(path, "w", encoding="utf-8") as f:  # UTF-8 as read, whatever the locale
         f.write("# " + " ".join(edges.columns) + "\n")
         edges.to_csv(f, sep=" ", header=False, index=False, float_format="%.17g")
+    for role, where in (("", vertices_path(path)), ("objects", vertices_path(path, "objects"))):
+        if role in tables:
+            with files.file(where):
+                pd.DataFrame(tables[role]).to_csv(where, index=False, float_format="%.17g")
 
 
 FORMAT = FileFormat("edgelist", (".edgelist", ".edges"), ("graph",), read, write,

@@ -9,9 +9,10 @@ format cannot hold.  Pure numpy: the format libraries are imported by their modu
 from __future__ import annotations
 
 import codecs
+import os
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import numpy as np
@@ -61,6 +62,31 @@ def os_errors(path: str, doing: str = "read") -> Iterator[None]:
         yield
     except OSError as exc:
         raise input_error(path, f"cannot be {doing} ({exc.strerror or exc})") from exc
+
+
+class FilesWritten:
+    """The files one write puts side by side (a table and its companions), written through
+    :meth:`file`: when one fails, the others this write made are removed, so a failed export
+    leaves none of itself behind (a folder at a companion's path left the vertex table)."""
+
+    def __init__(self) -> None:
+        self.made: list[str] = []
+
+    @contextmanager
+    def file(self, path: str) -> Iterator[None]:
+        """Write ``path`` inside; an OS failure is an InputError naming it (:func:`os_errors`)."""
+        new = not os.path.lexists(path)
+        try:
+            with os_errors(path, "written"):
+                yield
+        except BaseException:
+            if new and os.path.isfile(path) and not os.path.islink(path):
+                self.made.append(path)  # a part of it: removed with the others
+            for made in self.made:
+                with suppress(OSError):
+                    os.remove(made)
+            raise
+        self.made.append(path)
 
 
 @contextmanager

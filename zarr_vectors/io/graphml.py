@@ -13,7 +13,7 @@ map back to the input's nodes either way.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -39,19 +39,28 @@ def _integer_ids(nodes: list[Any]) -> np.ndarray | None:
     return ids if [str(i) for i in ids.tolist()] == [str(n) for n in nodes] else None
 
 
-_NODE = "http://graphml.graphdrawing.org/xmlns node"  # a <node> as expat names it (namespace, space, tag)
+_XMLNS = "http://graphml.graphdrawing.org/xmlns "  # expat names an element (namespace, space, tag)
 
 
-def _declared_nodes(path: str, f: Any) -> set[str]:
+class _Declared(NamedTuple):
+    nodes: set[str]  # the ids of the <node> elements
+    edge_id_key: bool  # a <key for="edge" attr.name="id">: networkx puts an <edge id=...> in its place
+
+
+def _declared(path: str, f: Any) -> _Declared:
     """The ids of the file's ``<node>`` elements, read as a stream (expat, no tree); one declared twice is
     refused.  networkx shows neither mistake: it merges a repeated node into one (the later data over the
     earlier) and adds a node that only an edge names."""
     from xml.parsers import expat
 
     seen: set[str] = set()
+    edge_id_key = False
 
     def start(name: str, attributes: dict[str, str]) -> None:
-        if name == _NODE:
+        nonlocal edge_id_key
+        if name == _XMLNS + "key" and attributes.get("for") == "edge" and attributes.get("attr.name") == "id":
+            edge_id_key = True
+        if name == _XMLNS + "node":
             node = attributes.get("id")
             if node is None:  # networkx would name it 'None'
                 raise InputError(f"{path!r}: a <node> without an id")
@@ -62,7 +71,7 @@ def _declared_nodes(path: str, f: Any) -> set[str]:
     parser = expat.ParserCreate(namespace_separator=" ")
     parser.StartElementHandler = start
     parser.ParseFile(f)
-    return seen
+    return _Declared(seen, edge_id_key)
 
 
 def read(path: str, *, columns: ColumnMap | None = None, storage_options: Mapping[str, Any] | None = None) -> Geometry:
@@ -71,7 +80,7 @@ def read(path: str, *, columns: ColumnMap | None = None, storage_options: Mappin
 
     try:
         with fsspec.open(path, "rb", **remote_options([path], storage_options)) as f:
-            declared = _declared_nodes(path, f)
+            declared = _declared(path, f)
             f.seek(0)
             graph = nx.read_graphml(f)
     except InputError:
@@ -79,7 +88,7 @@ def read(path: str, *, columns: ColumnMap | None = None, storage_options: Mappin
     except Exception as exc:  # ParseError, NetworkXError for a file that is not GraphML
         raise unreadable(path, exc) from exc
     nodes = list(graph.nodes)
-    undeclared = [n for n in nodes if n not in declared]
+    undeclared = [n for n in nodes if n not in declared.nodes]
     if undeclared:  # networkx adds them, placed at the key defaults if there are any
         raise InputError(f"{path!r}: {len(undeclared)} node(s) named only by an edge, never declared, among them "
                          f"{undeclared[:5]!r}")
@@ -102,6 +111,8 @@ def read(path: str, *, columns: ColumnMap | None = None, storage_options: Mappin
     pairs = list(graph.edges(data=True))
     g.edges = np.asarray([(row[u], row[v]) for u, v, _ in pairs], dtype=np.int64).reshape(-1, 2)
     edge_data = _records([{**edge_default, **d} for _, _, d in pairs], len(pairs))
+    if not declared.edge_id_key:  # networkx's "id" is then the <edge id=...> itself, no data (our writer's
+        edge_data = edge_data.drop(columns=["id"], errors="ignore")  # multigraph numbers its edges so)
     for key in edge_data.columns:
         values = edge_data[key]
         if storable(values.dtype):  # a key some edges lack reads as NaN there, as for nodes
@@ -131,6 +142,7 @@ def write(path: str, data: Any, *, directed: bool = False, **_: Any) -> None:
         raise InputError(f"{path!r}: attributes {bad} have several components; GraphML keys hold one value")
     gp.warn_unstored(path, "GraphML", g.object_attributes)  # keys are on nodes and edges, not on objects
     ids = vertex_ids(g)
+    gp.refuse_non_xml(path, "node", {"id": ids})  # ids given as text by a caller
     # a multigraph: every edge record is one GraphML edge (a plain Graph merged repeated pairs,
     # and undirected A-B and B-A)
     graph = nx.MultiDiGraph() if directed else nx.MultiGraph()

@@ -69,9 +69,10 @@ def read(path: str, *, columns: ColumnMap | None = None, storage_options: Mappin
 
 def write(path: str, data: Any, **_: Any) -> None:
     """One 1-D array per column (``x, y, z, ...``); graph edges / mesh faces in ``NAME.edges.npz``."""
-    for role, table in table_frames(data).items():
+    files = gp.FilesWritten()
+    for role, table in table_frames(data, path).items():
         out = companion(path, role) if role else path
-        with gp.os_errors(out, "written"), open(out, "wb") as f:  # a name, not a file: savez adds ".npz"
+        with files.file(out), open(out, "wb") as f:  # a name, not a file: savez adds ".npz"
             np.savez(f, **table)
 
 

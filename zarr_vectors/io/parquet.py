@@ -37,9 +37,10 @@ def write(path: str, data: Any, **_: Any) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    for role, table in table_frames(data).items():
+    files = gp.FilesWritten()
+    for role, table in table_frames(data, path).items():
         out = companion(path, role) if role else path
-        with gp.os_errors(out, "written"):
+        with files.file(out):
             pq.write_table(pa.table(table), out)
 
 

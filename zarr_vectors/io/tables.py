@@ -177,9 +177,10 @@ def vertex_ids(g: Geometry) -> np.ndarray:
     return np.arange(len(g.positions), dtype=np.int64)
 
 
-def table_frames(data: Any) -> dict[str, dict[str, np.ndarray]]:
+def table_frames(data: Any, path: str) -> dict[str, dict[str, np.ndarray]]:
     """Columns of each table a store's data becomes: ``{"": vertices, "edges" | "faces": records,
-    "objects": object attributes}``.
+    "objects": object attributes}``; data no table can hold is refused naming ``path``, the
+    file the tables are for.
 
     Column names are ``zv build``'s defaults for the kind, so the tables build the same
     store again: ``x, y[, z]``, ``object_id``, attributes; graph and mesh vertices
@@ -187,7 +188,13 @@ def table_frames(data: Any) -> dict[str, dict[str, np.ndarray]]:
     and streamlines ``line, order``.  Object attributes, which no vertex row can hold
     once, are a table of their own (``zv build`` does not read it).
     """
-    g = as_geometry(data)
+    try:
+        return _frames(as_geometry(data))
+    except InputError as exc:
+        raise InputError(f"{path}: {exc}") from exc
+
+
+def _frames(g: Geometry) -> dict[str, dict[str, np.ndarray]]:
     axes = list(g.axes) if len(g.axes) == g.positions.shape[1] else list(DEFAULT_AXES[: g.positions.shape[1]])
     vertices: dict[str, np.ndarray] = {a: g.positions[:, i] for i, a in enumerate(axes)}
     linked = g.edges is not None or g.faces is not None

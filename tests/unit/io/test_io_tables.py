@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 import re
 
 import numpy as np
@@ -102,7 +103,7 @@ def test_corrupt_parquet_and_npz_name_the_file(tmp_path):
 def test_graph_tables_keep_ids_and_name_their_records():
     g = Geometry("graph", np.zeros((3, 3)), attributes={"id": np.array([10, 20, 30])},
                  edges=np.array([[0, 1], [2, 1]]), edge_attributes={"w": np.array([1.0, 2.0])}, axes=("x", "y", "z"))
-    tables = table_frames(g)
+    tables = table_frames(g, "out.csv")
     np.testing.assert_array_equal(tables[""]["id"], [10, 20, 30])
     np.testing.assert_array_equal(tables["edges"]["src"], [10, 30])
     np.testing.assert_array_equal(tables["edges"]["dst"], [20, 20])
@@ -124,7 +125,8 @@ def test_object_attributes_get_a_table_of_their_own(tmp_path, module, name):
     np.testing.assert_array_equal(back["object_id"], [3, 7])
     np.testing.assert_array_equal(back["label"], [5, 6])
     np.testing.assert_array_equal(back[["rgb_0", "rgb_1", "rgb_2"]].to_numpy(), [[1, 2, 3], [4, 5, 6]])
-    assert "objects" not in table_frames(Geometry("points", np.zeros((4, 3)), object_ids=np.array([3, 3, 7, 7])))
+    points = Geometry("points", np.zeros((4, 3)), object_ids=np.array([3, 3, 7, 7]))
+    assert "objects" not in table_frames(points, "o.csv")
 
 
 @pytest.mark.parametrize("module, name", [(parquet, "out.parquet"), (csv, "out.csv"), (npz, "out.npz")])
@@ -141,6 +143,22 @@ def test_a_table_written_where_the_os_refuses_names_the_file(tmp_path, module, n
 
 
 @pytest.mark.parametrize("module, name", [(parquet, "out.parquet"), (csv, "out.csv"), (npz, "out.npz")])
+def test_tables_whose_companion_cannot_be_written_leave_no_file_of_themselves(tmp_path, module, name):
+    """A folder at OUT's edges table: the vertex table was written, then the error raised, leaving
+    half an export; the files a failed write made are removed with it, and a file it did not make
+    stays."""
+    g = Geometry("graph", np.arange(9.0).reshape(3, 3), edges=np.array([[0, 1], [1, 2]]))
+    out = str(tmp_path / name)
+    os.mkdir(companion(out, "edges"))
+    with pytest.raises(InputError, match=rf"^{re.escape(companion(out, 'edges'))}: cannot be written"):
+        module.write(out, g)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [os.path.basename(companion(out, "edges"))]
+    os.rmdir(companion(out, "edges"))
+    module.write(out, g)  # the same write where the OS takes it: both files
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([name, os.path.basename(companion(out, "edges"))])
+
+
+@pytest.mark.parametrize("module, name", [(parquet, "out.parquet"), (csv, "out.csv"), (npz, "out.npz")])
 def test_a_skeleton_store_with_a_negative_vertex_id_is_refused_as_tables(tmp_path, module, name):
     """Hunt: write_skeleton keeps any vertex ids (attribute ``id``), negative ones too, and the export
     wrote them in ``id, parent``, a table ``zv build skeleton`` refuses (a negative parent marks a root,
@@ -148,10 +166,11 @@ def test_a_skeleton_store_with_a_negative_vertex_id_is_refused_as_tables(tmp_pat
     skeleton = Geometry("skeleton", np.arange(12.0).reshape(4, 3), edges=np.array([[1, 0], [2, 1], [3, 2]]),
                         ids=np.array([-5, -2, 3, 4]), object_ids=np.zeros(4, np.int64))
     data = through_store(tmp_path, skeleton)
-    with pytest.raises(InputError, match=r"^skeleton vertex id -5 is negative: the parent column marks a root with "
-                                         r"any negative id.*zv build skeleton refuses it\); this store cannot be "
-                                         "exported as tables"):
-        module.write(str(tmp_path / name), data)
+    out = str(tmp_path / name)  # named: table writers are handed data, not the store it came from
+    with pytest.raises(InputError, match=rf"^{re.escape(out)}: skeleton vertex id -5 is negative: the parent column "
+                                         r"marks a root with any negative id.*zv build skeleton refuses it\); "
+                                         "this store cannot be exported as tables"):
+        module.write(out, data)
     assert not (tmp_path / name).exists()
 
 
@@ -162,7 +181,7 @@ def test_polyline_object_attributes_name_the_line_they_describe():
     g = Geometry("streamline", np.zeros((7, 3)), object_ids=np.array([4, 4, 9, 9, 9, 4, 4]), objects=np.array([2, 4, 9]),
                  object_attributes={"fa": np.array([0.1, 0.2, 0.3])}, offsets=np.array([0, 2, 5, 5, 7]),
                  axes=("x", "y", "z"))
-    tables = table_frames(g)
+    tables = table_frames(g, "out.csv")
     np.testing.assert_array_equal(tables[""]["line"], [0, 0, 1, 1, 1, 3, 3])  # line 2 is empty
     np.testing.assert_array_equal(tables["objects"]["line"], [0, 1, 3, -1])
     np.testing.assert_array_equal(tables["objects"]["object_id"], [4, 9, 4, 2])
@@ -177,8 +196,8 @@ def test_an_attribute_named_like_a_key_column_is_refused_not_written_over(role, 
                  objects=np.array([0]), offsets=np.array([0, 2]) if name == "line" else None,
                  edges=None if name == "line" else np.array([[0, 1]]), axes=("x", "y", "z"))
     getattr(g, role)[name] = np.zeros(1 if role != "attributes" else 2)
-    with pytest.raises(InputError, match=rf"column\(s\) \['{name}'\] would replace the table's own"):
-        table_frames(g)
+    with pytest.raises(InputError, match=rf"^out\.csv: .*column\(s\) \['{name}'\] would replace the table's own"):
+        table_frames(g, "out.csv")
 
 
 def test_edge_list_writes_object_attributes_beside_its_vertices(tmp_path):
