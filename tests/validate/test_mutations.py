@@ -518,20 +518,25 @@ def _fine_records(store: Path) -> tuple[np.ndarray, np.ndarray]:
     return records.chunks.copy(), records.vi.copy()
 
 
+def _errors_with_records(store: Path, chunks: np.ndarray, vi: np.ndarray) -> list:
+    """Level 5's errors once level 0's links/+1 and level 1's links/-1 hold these records."""
+    from zarr_vectors.links_api import write_links
+
+    pyramid = zv.open_store(str(store))
+    write_links(pyramid.level(0), 1, chunks, vi, directed=True)
+    write_links(pyramid.level(1), -1, chunks[:, ::-1], vi[:, ::-1], directed=True)
+    return [f for f in validate(str(store), 5).findings if f.severity == "error"]
+
+
 def test_a_vertex_named_twice_with_its_mirror_is_a_coverage_error(tmp_path: Path) -> None:
     """Gap (sixteenth session): a +1 record naming another fine row, its -1 mirror changed alike,
     passed level 5 -- rows in range, counts equal, every record mirrored -- though one vertex then
     has no metavertex going up and another two."""
-    from zarr_vectors.links_api import write_links
-
     store = _small_pyramid(tmp_path / "p.zv", [2])
     chunks, vi = _fine_records(store)
     twin = next(i for i in range(1, len(vi)) if (chunks[i, 0] == chunks[0, 0]).all())  # a row in the same cell
     vi[0, 0] = vi[twin, 0]
-    pyramid = zv.open_store(str(store))
-    write_links(pyramid.level(0), 1, chunks, vi, directed=True)
-    write_links(pyramid.level(1), -1, chunks[:, ::-1], vi[:, ::-1], directed=True)
-    errors = [f for f in validate(str(store), 5).findings if f.severity == "error"]
+    errors = _errors_with_records(store, chunks, vi)
     assert [(f.code, f.node) for f in errors] == [("L5_CROSS_LEVEL_COVERAGE", "0/links/+1")], errors
     assert errors[0].message.startswith("1 vertex of level 0 with no record here and 1 vertex named by more than one "
                                         "(first: chunk 0.0.0 row ")
@@ -546,8 +551,42 @@ def test_coverage_is_checked_from_the_digests_without_reading_the_links_again(tm
         raise AssertionError("a valid family's records were read a second time")
 
     monkeypatch.setattr(crosslevel, "stored_pairs", read_again)
+    monkeypatch.setattr(crosslevel, "_positions", read_again)
     result = validate(str(store), 5)
     assert result.ok and any("L5_CROSS_LEVEL_COVERAGE" in rule for rule in result.passed), result.summary()
+    assert any("L5_CROSS_LEVEL_BIN" in rule for rule in result.passed), result.summary()
+
+
+def test_a_record_naming_another_bins_metavertex_with_its_mirror_is_a_bin_error(tmp_path: Path) -> None:
+    """Gap (seventeenth session): a +1 record (and its -1 mirror) naming the metavertex of another
+    bin of the same coarse cell passed level 5 -- each vertex still has one record, every record a
+    mirror, rows and counts hold -- though reading up the pyramid then puts the vertex where it
+    does not coarsen.  Here level 1's bins are 10 wide: x < 10 and x >= 10 are two metavertices."""
+    store = _small_pyramid(tmp_path / "p.zv", [2])
+    chunks, vi = _fine_records(store)
+    other = next(i for i in range(1, len(vi)) if vi[i, 1] != vi[0, 1] and (chunks[i, 1] == chunks[0, 1]).all())
+    vi[0, 1] = vi[other, 1]  # the other metavertex of the coarse cell
+    errors = _errors_with_records(store, chunks, vi)
+    assert [(f.code, f.node) for f in errors] == [("L5_CROSS_LEVEL_BIN", "0/links/+1")], errors
+    assert errors[0].message.startswith("1 record names a metavertex outside its vertex's bin of level 1 (first: "
+                                        "chunk 0.0.0 row "), errors[0].message
+
+
+def test_a_metavertex_on_its_bins_far_face_is_within_the_tolerance(tmp_path: Path) -> None:
+    """A centroid that rounding puts on the far face of its bin (our builder moves it back inside;
+    another writer need not): the digests differ, and the records read again find it within the
+    placement tolerance, as level 4's bin check does."""
+    store = _small_pyramid(tmp_path / "p.zv", [2])
+    array = "1/vertices"
+    chunk = first_chunk(store, array)
+    cell = np.frombuffer(read_payload(store, array, chunk), dtype="<f4").reshape(-1, 3).copy()
+    low = int(np.argmin(cell[:, 0]))  # the metavertex of bin x in [0, 10)
+    assert cell[low, 0] < 10
+    cell[low, 0] = 10.0
+    write_payload(store, array, chunk, cell.tobytes())
+    result = validate(str(store), 5)
+    assert result.ok, result.errors
+    assert any("L5_CROSS_LEVEL_BIN" in rule for rule in result.passed), result.summary()
 
 
 def test_a_pyramid_that_drops_objects_is_not_held_to_coverage(tmp_path: Path) -> None:

@@ -56,13 +56,13 @@ def _cloud(seed: int, n: int = 40, dim: int = 3, mixed: int = 1) -> np.ndarray:
 
 
 def _points(path: Path, *, seed: int = 1, dim: int = 3, ids: bool = False, attrs: bool = True,
-            bins: bool = True, compressor: str | None = "zstd") -> None:
+            bins: bool = True, bin_size: float = 25.0, compressor: str | None = "zstd") -> None:
     rng = _rng(seed + 100)
     mixed = 1 if dim == 3 else 2
     pos = _cloud(seed, dim=dim, mixed=mixed)
     n = len(pos)
     write_points(
-        str(path), pos, chunk_shape=CHUNK, bin_shape=25.0 if bins else None, bounds=_bounds(dim, mixed),
+        str(path), pos, chunk_shape=CHUNK, bin_shape=bin_size if bins else None, bounds=_bounds(dim, mixed),
         object_ids=rng.integers(0, 5, n) if ids else None,
         attributes={"intensity": rng.standard_normal(n).astype(np.float32),
                     "rgb": rng.integers(0, 256, (n, 3), dtype=np.uint8)} if attrs else None,
@@ -206,6 +206,8 @@ FIXTURES: list[Fixture] = [
        _then(lambda p: _points(p, ids=True), _pyramid(2, "implicit", depth=2))),
     _f("points-pyramid-explicit-all", "point_cloud", "points with ids, 3 levels, explicit, depth -1 (all pairs)",
        _then(lambda p: _points(p, ids=True), _pyramid(2, "explicit", depth=-1))),
+    _f("points-pyramid-fine-bins", "point_cloud", "points binned at a quarter chunk, 2 levels, implicit storage: "
+       "several metavertices to a coarse cell", _then(lambda p: _points(p, bin_size=12.5), _pyramid(1, "implicit"))),
     _f("points-pyramid-none", "point_cloud", "points, 2 levels, no cross-level families",
        _then(lambda p: _points(p), _pyramid(1, "none", depth=0))),
     _f("graph-pyramid-chunkscale", "graph", "graph with ids, 2 levels, chunk scale 2, explicit",

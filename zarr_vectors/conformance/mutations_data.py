@@ -501,6 +501,17 @@ def plus_record_names_a_vertex_twice(s: Path) -> None:
     _edit_link_rows(s, "0/links/+1/0.0.0", lambda rows: rows.__setitem__((0, 0), rows[1, 0]))
 
 
+@defect("points-pyramid-fine-bins", "L5_CROSS_LEVEL_BIN")
+def plus_record_names_another_bins_metavertex(s: Path) -> None:
+    """a level-0 links/+1 record names another metavertex of its coarse cell, one of another bin:
+    each vertex still has one record, rows and counts hold, and implicit storage has no links/-1
+    to mirror; but the metavertex is not where its vertex coarsens"""
+    def edit(rows: np.ndarray) -> None:
+        rows[0, 1] = rows[np.flatnonzero(rows[:, 1] != rows[0, 1])[0], 1]
+
+    _edit_link_rows(s, "0/links/+1/0.0.0", edit)
+
+
 def _edit_link_rows(s: Path, array: str, edit: Callable[[np.ndarray], None]) -> None:
     """Rewrite the first cell of a width-2 links array once ``edit`` has changed its rows in place."""
     c = first_chunk(s, array)

@@ -235,6 +235,9 @@ RULES: list[Rule] = [
         ("L5_CROSS_LEVEL_MIRROR", _E, "links/-N holds exactly the records of links/+N, turned around"),
         ("L5_CROSS_LEVEL_COVERAGE", _E, "where every coarser level up to N levels up keeps every object, links/+N "
                                         "holds exactly one record per vertex"),
+        ("L5_CROSS_LEVEL_BIN", _E, "where links/+1 is checked for coverage, each record's metavertex lies in "
+                                   "its vertex's bin of the coarse level (a metavertex is the centroid of the "
+                                   "vertices in its bin)"),
         ("L5_ATTRIBUTE_AGGREGATION", _E, "a coarse level's aggregated vertex attribute lies within its parent "
                                          "level's range of that attribute, as every reduction does (D22)"),
         ("L5_CHECK_CRASHED", _E, "a level-5 check raised an exception (reported, never swallowed)"),

@@ -251,6 +251,12 @@ def level_transform(model: StoreModel, number: int) -> tuple[tuple[float, ...], 
     return None
 
 
+def level_bin_shape(model: StoreModel, number: int) -> tuple[float, ...] | None:
+    """A level's bin shape, from its transform (whose translation is half a bin)."""
+    transform = level_transform(model, number)
+    return tuple(2.0 * t for t in transform[1]) if transform else None
+
+
 def level_chunk_shape(model: StoreModel, number: int) -> tuple[float, ...]:
     override = model.level_attrs(number).get("chunk_shape")
     if override is not None and problem(LEVEL_FIELDS["chunk_shape"], override) is None:

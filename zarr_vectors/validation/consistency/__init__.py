@@ -49,7 +49,12 @@ from zarr_vectors.validation.consistency.cells import (
     digest_seed,
     load_shards,
 )
-from zarr_vectors.validation.consistency.crosslevel import coverage_findings, coverage_pairs, mirror_findings
+from zarr_vectors.validation.consistency.crosslevel import (
+    coarse_bins,
+    coverage_findings,
+    coverage_pairs,
+    mirror_findings,
+)
 from zarr_vectors.validation.consistency.links import link_graph, orphan_attribute_families
 from zarr_vectors.validation.consistency.polylines import bridge_findings, implied_bridges, merge_run_ends
 from zarr_vectors.validation.consistency.vertices import (
@@ -64,8 +69,8 @@ from zarr_vectors.validation.manifests import ManifestCheck, manifest_jobs, shar
 from zarr_vectors.validation.metadata import (
     attribute_layout,
     family_policy,
+    level_bin_shape,
     level_chunk_shape,
-    level_transform,
     typed_arrays,
     vertices_dtype,
 )
@@ -124,9 +129,8 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
         _set_limits(attrs.get("vertex_count"), ndim, vertices, fragments, vattrs, fattrs)
         has_objects = f"{lpath}/object_index" in model.nodes
         binned = point_cloud and not has_objects
-        transform = level_transform(model, number)
         cs = level_chunk_shape(model, number)
-        bin_shape = tuple(2.0 * t for t in transform[1]) if transform else None
+        bin_shape = level_bin_shape(model, number)
         bpc = None
         if bin_shape is not None and len(bin_shape) == len(cs):
             ratios = [whole_ratio(c, b) for c, b in zip(cs, bin_shape)]
@@ -141,6 +145,8 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
             ran["L3_TOO_MANY_FRAGMENTS"] = ran.get("L3_TOO_MANY_FRAGMENTS", 0) + 1
         if chunk_check:
             ran["L4_POINT_OUTSIDE_BIN"] = ran.get("L4_POINT_OUTSIDE_BIN", 0) + 1
+        # L5_CROSS_LEVEL_BIN rides on coverage of links/+1: digest the rows with their coarse bins
+        cover_bins = coarse_bins(model, number) if (number, 1) in covers else None
         bridged = requested >= 4 and polylines and has_objects
         bridge_policy = family_policy(model, number, 0) if bridged and fragments is not None else None
         vspec = VertexLevelSpec(
@@ -148,7 +154,8 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
             claims_tile=attrs.get("fragments_tile") is True, binned=binned, max_fragments=max_fragments,
             bin_check=bin_check, chunk_check=chunk_check, chunk_shape=cs, bin_shape=bin_shape, bins_per_chunk=bpc,
             attribute_ranges=number in ranged, owned=has_objects, one_owner=number == 0,
-            run_ends=bridge_policy is not None, cover=any(n == number for n, _ in covers), seed=seed,
+            run_ends=bridge_policy is not None, cover_bins=cover_bins, seed=seed,
+            cover=any(n == number and (d != 1 or cover_bins is None) for n, d in covers),
         )
         sizes: dict[Chunk, int] = defaultdict(int)
         for s in (vertices, fragments, *vattrs, *fattrs):
@@ -206,9 +213,12 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
             ran["L5_CROSS_LEVEL_MIRROR"] = ran.get("L5_CROSS_LEVEL_MIRROR", 0) + 1
     for (number, delta), tasks in sorted(covers.items()):
         if tasks is not None:  # None: the family's own rules report why it has no link tasks
-            family_reduces.append(dask.delayed(coverage_findings, pure=False)(storage_d, number, delta,
+            bins = coarse_bins(model, number) if delta == 1 else None
+            family_reduces.append(dask.delayed(coverage_findings, pure=False)(storage_d, number, delta, bins,
                                                                               tables[number], *tasks))
             ran["L5_CROSS_LEVEL_COVERAGE"] = ran.get("L5_CROSS_LEVEL_COVERAGE", 0) + 1
+            if bins is not None:
+                ran["L5_CROSS_LEVEL_BIN"] = ran.get("L5_CROSS_LEVEL_BIN", 0) + 1
     family_reduces.extend(dask.delayed(bridge_findings, pure=False)(storage_d, number, tuple(model.allow_layouts))
                           for number in sorted(implied))  # no link tasks for the family: compared row by row
     return dask.delayed(_collect, pure=False)(*level_reduces, *family_reduces)

@@ -33,15 +33,20 @@ Chunk = tuple[int, ...]
 _MIX, _MUL = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9)
 
 
-def row_hashes(rows: np.ndarray, seed: int = 0) -> np.ndarray:
-    """One 64-bit hash per row of an ``(n, k)`` integer array: rows compared, counted or sorted
-    as one number each (equal rows hash alike; two unequal ones collide about once in 2**64).
-    ``seed`` starts the mixing elsewhere: hashes no one can compute before it is drawn."""
-    h = np.full(len(rows), _MIX ^ np.uint64(seed), dtype=np.uint64)
-    if not len(rows):
+def row_hashes(rows: np.ndarray | Sequence[np.ndarray], seed: int = 0) -> np.ndarray:
+    """One 64-bit hash per row of an ``(n, k)`` integer array, or of ``k`` columns of n integers
+    (no stacked copy): rows compared, counted or sorted as one number each (equal rows hash alike;
+    two unequal ones collide about once in 2**64).  ``seed`` starts the mixing elsewhere: hashes
+    no one can compute before it is drawn."""
+    n = len(rows[0]) if isinstance(rows, (list, tuple)) else len(rows)
+    h = np.full(n, _MIX ^ np.uint64(seed), dtype=np.uint64)
+    if not n:
         return h
+    columns = list(rows) if isinstance(rows, (list, tuple)) else list(np.asarray(rows).reshape(n, -1).T)
     with np.errstate(over="ignore"):
-        for column in np.asarray(rows).reshape(len(rows), -1).T.astype(np.uint64):
+        for column in columns:
+            column = np.asarray(column)
+            column = column.view(np.uint64) if column.dtype == np.int64 else column.astype(np.uint64)
             h = (h ^ (column + _MIX + (h << np.uint64(6)) + (h >> np.uint64(2)))) * _MUL
             h ^= h >> np.uint64(31)
     return h
@@ -62,7 +67,7 @@ class Digest:
     second: int = 0
 
     @classmethod
-    def of(cls, rows: np.ndarray, seed: int) -> Digest:
+    def of(cls, rows: np.ndarray | Sequence[np.ndarray], seed: int) -> Digest:
         h = row_hashes(rows, seed)
         with np.errstate(over="ignore"):
             z = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)  # splitmix64's finalizer
@@ -79,6 +84,39 @@ def cell_rows(chunk: Chunk, rows: np.ndarray, seed: int) -> np.ndarray:
     into a seeded 64-bit tag, not hashed again with every row."""
     tag = row_hashes(np.asarray([chunk], dtype=np.int64), seed).view(np.int64)[0]
     return np.column_stack([np.full(len(rows), tag, dtype=np.int64), np.asarray(rows, dtype=np.int64)])
+
+
+#: the bin key of a position that is not there (a record's metavertex out of its cell's range, or
+#: in a cell that did not decode: level 3's findings), or not finite; never the key of a bin
+NO_BIN = np.iinfo(np.int64).min
+
+
+def bin_keys(positions: np.ndarray, bin_shape: Sequence[float], seed: int) -> np.ndarray:
+    """One int64 per position: its bin ``floor(position / bin_shape)`` (float64, as the pyramid
+    bins), the axes packed with an odd multiplier drawn from ``seed`` (mod 2**64; no store can be
+    built knowing it), so a digest row carries the bin in one column.  A position that is not
+    finite, or whose bin an int64 cannot hold, gets :data:`NO_BIN`."""
+    p = np.asarray(positions)
+    n = len(p)
+    mult = row_hashes(np.asarray([[len(bin_shape)]], dtype=np.int64), seed)[0] | np.uint64(1)
+    key = np.zeros(n, dtype=np.uint64)
+    scratch = np.empty(n, dtype=np.float64)
+    bad = None
+    with np.errstate(over="ignore", invalid="ignore"):
+        for d, b in enumerate(bin_shape):  # column by column: no (n, D) float64 copy
+            scratch[:] = p[:, d]
+            scratch /= b
+            np.floor(scratch, out=scratch)
+            if n and not np.abs(scratch).max() < 2.0**62:  # NaN fails it too
+                wrong = ~(np.abs(scratch) < 2.0**62)
+                bad = wrong if bad is None else bad | wrong
+                scratch[wrong] = 0
+            key *= mult
+            key += scratch.astype(np.int64).view(np.uint64)
+    out = key.view(np.int64)
+    if bad is not None:
+        out[bad] = NO_BIN
+    return out
 
 
 def digest_sum(digests: Iterable[Digest]) -> Digest:

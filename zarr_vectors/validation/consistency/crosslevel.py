@@ -18,18 +18,20 @@ task per pair compares them -- row by row only when they differ.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 import numpy as np
 
-from zarr_vectors.errors import ResourceLimitError, ZarrVectorsError
+from zarr_vectors.errors import MetadataError, ResourceLimitError, ZarrVectorsError
 from zarr_vectors.format.paths import format_chunk_key, format_delta, parse_delta
+from zarr_vectors.format.points import box_bounds, outside_box
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.groups import open_level
 from zarr_vectors.validation.consistency.cells import Digest, digest_sum, multiset_difference, stored_pairs
 from zarr_vectors.validation.findings import Finding, crashed, make
-from zarr_vectors.validation.metadata import family_policy
+from zarr_vectors.validation.metadata import family_policy, level_bin_shape, vertices_dtype
 from zarr_vectors.validation.structure import StoreModel
 
 T = TypeVar("T")
@@ -48,10 +50,12 @@ class CoveredRecords(Protocol):
 
 
 class CoveredRows(Protocol):
-    """A level's merged vertex table: rows per chunk, and the digest of every (cell, row)."""
+    """A level's merged vertex table: rows per chunk, and the digests of every (cell, row) and
+    of every (cell, row, the coarse bin of its vertex)."""
 
     rows: dict[tuple[int, ...], int]
     cover: Digest
+    cover_bins: Digest
 
 
 def mirror_rows(rows: np.ndarray, delta: int) -> np.ndarray:
@@ -124,17 +128,36 @@ def coverage_pairs(model: StoreModel) -> list[tuple[int, int]]:
     return out
 
 
-def coverage_findings(storage: Storage, fine: int, delta: int, table: CoveredRows,
-                      *parts: CoveredRecords) -> list[Finding]:
+def coarse_bins(model: StoreModel, fine: int) -> tuple[float, ...] | None:
+    """The bin shape of level ``fine + 1`` where ``L5_CROSS_LEVEL_BIN`` is checked (with coverage,
+    on ``links/+1``): finite and positive, one per axis; else None (level 2 reports it)."""
+    bins = level_bin_shape(model, fine + 1) if fine + 1 in model.levels else None
+    if bins is None or len(bins) != model.sid_ndim or not all(math.isfinite(b) and b > 0 for b in bins):
+        return None
+    return bins
+
+
+def coverage_findings(storage: Storage, fine: int, delta: int, bin_shape: tuple[float, ...] | None,
+                      table: CoveredRows, *parts: CoveredRecords) -> list[Finding]:
     """``L5_CROSS_LEVEL_COVERAGE`` for ``links/+delta`` at level ``fine``, from the level's vertex
-    table and the family's link tasks' digests."""
-    if table.cover == digest_sum(p.cover for p in parts):
+    table and the family's link tasks' digests; with ``bin_shape`` (``links/+1``, :func:`coarse_bins`)
+    the digests hold each vertex's coarse bin too, for ``L5_CROSS_LEVEL_BIN``."""
+    if (table.cover if bin_shape is None else table.cover_bins) == digest_sum(p.cover for p in parts):
         return []
     where = f"{fine}/links/{format_delta(delta)}"
     records = _read_again("L5_CROSS_LEVEL_COVERAGE", where, "do not name each vertex once", f"the vertices of level "
                           f"{fine}", lambda: stored_pairs(open_level(storage, fine), delta))
     if isinstance(records, list):
         return records
+    found = _coverage(fine, delta, table, records, where)
+    if found or bin_shape is None:
+        return found
+    return _bin_findings(storage, fine, bin_shape, table, records, where)
+
+
+def _coverage(fine: int, delta: int, table: CoveredRows, records: np.ndarray, where: str) -> list[Finding]:
+    """The coverage finding from the records read again (none: the digests differed on what
+    level 3 reports, or on the bins)."""
     cells = sorted(table.rows)
     d = len(cells[0]) if cells else (records.shape[1] - 2) // 2
     expected = np.concatenate([np.zeros((0, d + 1), np.int64)] + [
@@ -157,6 +180,70 @@ def coverage_findings(storage: Storage, fine: int, delta: int, table: CoveredRow
     what += [f"{_count(twice, 'vertex', 'vertices')} named by more than one"] if twice else []
     return [make("L5_CROSS_LEVEL_COVERAGE", where, f"{' and '.join(what)} (first: {first}): every level up to "
                  f"{fine + delta} keeps every object, so each vertex coarsens into one metavertex")]
+
+
+def _bin_findings(storage: Storage, fine: int, bin_shape: tuple[float, ...], table: CoveredRows,
+                  records: np.ndarray, where: str) -> list[Finding]:
+    """``L5_CROSS_LEVEL_BIN``: each ``+1`` record's metavertex lies in the coarse bin of its fine
+    vertex (a metavertex is the centroid of the vertices in its bin), within the placement
+    tolerance.  Records level 3 reports (a row out of range, a cell that does not decode) are left
+    to it."""
+    d = (records.shape[1] - 2) // 2 if records.size else 0
+    if not d:
+        return []
+    fine_ends, coarse_ends = records[:, : d + 1], records[:, d + 1 :]
+    known = [tuple(c) for c in table.rows]
+    keep = np.isin(_cell_ids(fine_ends[:, :d]), _cell_ids(np.asarray(known, np.int64).reshape(-1, d)))
+    fine_ends, coarse_ends = fine_ends[keep], coarse_ends[keep]
+    both = _read_again("L5_CROSS_LEVEL_BIN", where, "name metavertices of other bins", f"the vertices of level "
+                       f"{fine}", lambda: (_positions(storage, fine, fine_ends),
+                                           _positions(storage, fine + 1, coarse_ends)))
+    if isinstance(both, list):
+        return both
+    (vertex, v_ok), (meta, m_ok) = both
+    ok = v_ok & m_ok & np.isfinite(vertex).all(axis=1) & np.isfinite(meta).all(axis=1)
+    bs = np.asarray(bin_shape, dtype=np.float64)
+    lo, hi, tol = box_bounds(np.floor(vertex[ok] / bs), bs)
+    outside = outside_box(meta[ok], lo, hi, tol)
+    if not outside.any():
+        return []  # the digests differed on what level 3 reports
+    i = int(np.argmax(outside))
+    rows = np.flatnonzero(ok)
+    v, m = fine_ends[rows[i]].tolist(), coarse_ends[rows[i]].tolist()
+    first = (f"chunk {format_chunk_key(v[:d])} row {v[d]} at {vertex[ok][i].tolist()}, in the bin from "
+             f"{lo[i].tolist()} to {hi[i].tolist()}, names chunk {format_chunk_key(m[:d])} row {m[d]} at "
+             f"{meta[ok][i].tolist()}")
+    return [make("L5_CROSS_LEVEL_BIN", where, f"{_count(int(outside.sum()), 'record names', 'records name')} a "
+                 f"metavertex outside its vertex's bin of level {fine + 1} (first: {first}): a metavertex is the "
+                 "centroid of the vertices in its bin")]
+
+
+def _positions(storage: Storage, number: int, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The positions of level ``number``'s vertices at ``ends`` (rows ``(chunk..., row)``), float64,
+    and which of them exist (a row out of its cell's range does not: level 3 names it)."""
+    d = ends.shape[1] - 1
+    grid = open_level(storage, number).array("vertices")
+    dtype = vertices_dtype(grid.attributes)
+    if dtype is None:
+        raise MetadataError(f"{grid.path}: its rows' dtype is not one the format allows")
+    out = np.full((len(ends), d), np.nan)
+    found = np.zeros(len(ends), dtype=bool)
+    chunks, inverse = np.unique(ends[:, :d], axis=0, return_inverse=True)
+    order = np.argsort(inverse.ravel(), kind="stable")
+    starts = np.searchsorted(inverse.ravel()[order], np.arange(len(chunks) + 1))
+    present = set(grid.nonempty_chunk_coords())  # another chunk has no vertices: level 3's finding
+    wanted = [k for k, c in enumerate(map(tuple, chunks.tolist())) if c in present]
+    raws = grid.read_cells([tuple(chunks[k].tolist()) for k in wanted])
+    for k, raw in zip(wanted, raws):
+        if len(raw) % (dtype.itemsize * d):
+            continue  # level 3's finding
+        cell = np.frombuffer(raw, dtype=dtype).reshape(-1, d)
+        at = order[starts[k] : starts[k + 1]]
+        rows = ends[at, d]
+        good = (rows >= 0) & (rows < len(cell))
+        out[at[good]] = cell[rows[good]]
+        found[at[good]] = True
+    return out, found
 
 
 def _count(n: int, one: str, many: str) -> str:

@@ -31,17 +31,19 @@ from zarr_vectors.format.schema import whole_ratio
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.validation.consistency.cells import (
     MAX_EXAMPLES,
+    NO_BIN,
     ArraySpec,
     Chunk,
     Digest,
     array_spec,
     batch_target,
     batches,
+    bin_keys,
     cell_rows,
     prefetch,
     row_hashes,
 )
-from zarr_vectors.validation.consistency.crosslevel import mirror_rows
+from zarr_vectors.validation.consistency.crosslevel import coarse_bins, mirror_rows
 from zarr_vectors.validation.consistency.polylines import bridge_rows, compare_bridges
 from zarr_vectors.validation.consistency.vertices import VertexResult
 from zarr_vectors.validation.findings import Finding, crashed, make
@@ -49,6 +51,7 @@ from zarr_vectors.validation.metadata import (
     attribute_layout,
     family_policy,
     level_chunk_shape,
+    vertices_dtype,
 )
 from zarr_vectors.validation.structure import StoreModel
 
@@ -83,6 +86,10 @@ class FamilySpec:
     bridges: bool = False  # a polyline level's delta-0 family: digest its records for L4_POLYLINE_BRIDGES
     mirror: bool = False  # a ±N family whose mirror exists: digest its records for L5_CROSS_LEVEL_MIRROR
     cover: bool = False  # a +N family whose coarse levels keep every object: L5_CROSS_LEVEL_COVERAGE
+    # a +1 family with cover: the coarse level's bin shape (crosslevel.coarse_bins) and vertices, to
+    # digest each record's fine end with the bin its metavertex lies in (L5_CROSS_LEVEL_BIN)
+    bin_shape: tuple[float, ...] | None = None
+    metavertices: ArraySpec | None = None
     seed: int = 0  # of the digests (cells.digest_seed), one per validation
 
 
@@ -100,7 +107,8 @@ class LinkResult:
     bridges: Digest = field(default_factory=Digest)
     # a ±N family with FamilySpec.mirror: the digest of its records (crosslevel.mirror_rows)
     mirror: Digest = field(default_factory=Digest)
-    # a +N family with FamilySpec.cover: the digest of its records' fine ends as (cell tag, row) (cells.cell_rows)
+    # a +N family with FamilySpec.cover: the digest of its records' fine ends as (cell tag, row) (cells.cell_rows),
+    # with FamilySpec.bin_shape followed by the bin key of the metavertex each names (cells.bin_keys)
     cover: Digest = field(default_factory=Digest)
 
 
@@ -121,13 +129,14 @@ def link_batch(storage: Storage, fam: FamilySpec, units: list[tuple[str, list[Ch
     bridges: list[np.ndarray] = []  # rows digested once for the batch: ~0.1 ms a call, whatever its rows
     mirrored: list[np.ndarray] = []
     covered: list[np.ndarray] = []
+    targets: list[tuple[Chunk, np.ndarray]] = []  # with fam.bin_shape: each covered part's (coarse chunk, rows)
     for segment, chunks in units:
         seg = fam.segments[segment]
         payloads, lf_cells = next(fetched), next(fetched)
         attr_cells = [(a, next(fetched)) for a in seg.attributes]
         try:
             _link_cells(fam, seg, chunks, payloads, lf_cells, attr_cells, src_rows.rows,
-                        trg_rows.rows if trg_rows else None, res, bridges, mirrored, covered)
+                        trg_rows.rows if trg_rows else None, res, bridges, mirrored, covered, targets)
         except Exception as exc:  # noqa: BLE001
             res.findings.append(crashed(3, seg.links.path, exc, cell=format_chunk_key(chunks[0]) if chunks else None,
                                         what="link cells"))
@@ -136,14 +145,48 @@ def link_batch(storage: Storage, fam: FamilySpec, units: list[tuple[str, list[Ch
     if mirrored:
         res.mirror = Digest.of(mirror_rows(np.concatenate(mirrored), fam.delta), fam.seed)
     if covered:
-        res.cover = Digest.of(np.concatenate(covered), fam.seed)
+        ends = np.concatenate(covered)
+        if fam.bin_shape is not None:  # (tag, row, bin key), as columns: no stacked copy
+            res.cover = Digest.of([ends[:, 0], ends[:, 1], _metavertex_bins(storage, fam, targets)], fam.seed)
+        else:
+            res.cover = Digest.of(ends, fam.seed)
     return res
+
+
+def _metavertex_bins(storage: Storage, fam: FamilySpec, targets: list[tuple[Chunk, np.ndarray]]) -> np.ndarray:
+    """The bin key (``cells.bin_keys``) of the metavertex each ``(coarse chunk, rows)`` names, in
+    order; ``NO_BIN`` where it is not there (level 3 names the record, or the cell, the coarse
+    level's vertex tasks).  A read that fails leaves every bin ``NO_BIN``: the digests then differ, and the
+    comparison reads again and says why."""
+    assert fam.bin_shape is not None
+    ndim = len(fam.bin_shape)
+    out = [np.full(len(rows), NO_BIN, dtype=np.int64) for _, rows in targets]
+    dtype = vertices_dtype(fam.metavertices.attrs) if fam.metavertices is not None else None
+    if dtype is None:
+        return np.concatenate(out) if out else np.zeros(0, np.int64)
+    try:
+        payloads = prefetch(storage, [(fam.metavertices, sorted({c for c, _ in targets}))], [])[0]
+    except Exception:  # noqa: BLE001 - NO_BIN: the digests differ and the comparison reads again
+        payloads = {}
+    keys: dict[Chunk, np.ndarray | None] = {}  # each metavertex's, per coarse cell
+    for part, (c, rows) in zip(out, targets):
+        if c not in keys:
+            raw = payloads.get(c)
+            whole = raw is not None and len(raw) % (dtype.itemsize * ndim) == 0
+            cell = np.frombuffer(raw, dtype=dtype).reshape(-1, ndim) if whole else None
+            keys[c] = bin_keys(cell, fam.bin_shape, fam.seed) if cell is not None else None
+        cell_keys = keys[c]
+        if cell_keys is not None:
+            good = (rows >= 0) & (rows < len(cell_keys))
+            part[good] = cell_keys[rows[good]]
+    return np.concatenate(out)
 
 
 def _link_cells(fam: FamilySpec, seg: SegmentSpec, chunks: list[Chunk], payloads: dict[Chunk, bytes],
                 lf_cells: dict[Chunk, bytes], attr_cells: list[tuple[ArraySpec, dict[Chunk, bytes]]],
                 src_rows: dict[Chunk, int], trg_rows: dict[Chunk, int] | None, res: LinkResult,
-                bridges: list[np.ndarray], mirrored: list[np.ndarray], covered: list[np.ndarray]) -> None:
+                bridges: list[np.ndarray], mirrored: list[np.ndarray], covered: list[np.ndarray],
+                targets: list[tuple[Chunk, np.ndarray]]) -> None:
     out = res.findings
     path = seg.links.path
     dtype = np.dtype(seg.dtype).newbyteorder("<")
@@ -211,6 +254,8 @@ def _link_cells(fam: FamilySpec, seg: SegmentSpec, chunks: list[Chunk], payloads
             mirrored.append(_input_rows(vi, None, endpoint_chunks, fam.width))  # cross-level: never permuted
         if fam.cover and fam.width == 2 and n:  # a +N record's first end is the fine vertex, in this cell
             covered.append(cell_rows(c, vi[:, 0], fam.seed))
+            if fam.bin_shape is not None:
+                targets.append((endpoint_chunks[1], vi[:, 1]))
 
 
 def _decode_link_cell(payload: bytes, width: int, dtype: np.dtype, flat: bool, path: str, key: str,
@@ -467,6 +512,8 @@ def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: l
         fam = FamilySpec(number, fam_node.path, delta, width, directed, store, target in model.levels, r_src, r_trg,
                          lf if delta == 0 else None, segments, bridges=implied is not None, mirror=mirrored, seed=seed,
                          cover=covers is not None and (number, delta) in covers)
+        if fam.cover and delta == 1 and (bins := coarse_bins(model, number)) is not None:
+            fam.bin_shape, fam.metavertices = bins, array_spec(model, f"{model.levels[number + 1]}/vertices")
         _mirror(model, number, delta, fam, static)
         units = sorted(((s.segment, c), size) for s in segments.values() for c, (_, size) in s.links.cells.items())
         target_bytes = batch_target(sum(n for _, n in units), limits)

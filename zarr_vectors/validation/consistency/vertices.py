@@ -26,6 +26,7 @@ from zarr_vectors.validation.consistency.cells import (
     ArraySpec,
     Chunk,
     Digest,
+    bin_keys,
     cell_rows,
     prefetch,
 )
@@ -63,6 +64,9 @@ class VertexLevelSpec:
     one_owner: bool = False  # level 0: in exactly one
     run_ends: bool = False  # a polyline level checked at level 4: keep each fragment's first and last row
     cover: bool = False  # the fine level of L5_CROSS_LEVEL_COVERAGE: digest every (cell, row)
+    # the fine level of a +1 family under L5_CROSS_LEVEL_COVERAGE: the coarse level's bin shape, to
+    # digest every (cell, row, the bin its vertex coarsens into) for L5_CROSS_LEVEL_BIN
+    cover_bins: tuple[float, ...] | None = None
     seed: int = 0  # of the digests (cells.digest_seed), one per validation
 
 
@@ -79,6 +83,8 @@ class VertexResult:
     run_ends: dict[Chunk, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     # with spec.cover: the digest of every decoded cell's rows as (cell tag, row) (cells.cell_rows)
     cover: Digest = field(default_factory=Digest)
+    # with spec.cover_bins: the digest of (cell tag, row, bin key) (cells.bin_keys)
+    cover_bins: Digest = field(default_factory=Digest)
 
 
 def vertex_batch(storage: Storage, spec: VertexLevelSpec, chunks: list[Chunk]) -> VertexResult:
@@ -101,6 +107,7 @@ def _vertex_batch(storage: Storage, spec: VertexLevelSpec, chunks: list[Chunk], 
     fattr_cells = list(zip(spec.fattrs, fetched[2 + len(spec.vattrs):]))
     row_bytes = dtype.itemsize * spec.ndim if dtype is not None else None
     covered: list[np.ndarray] = []  # digested once for the batch
+    binned: list[tuple[np.ndarray, np.ndarray]] = []  # (cell rows, their bin keys)
     for c in chunks:
         key = format_chunk_key(c)
         n_rows: int | None = 0
@@ -121,8 +128,11 @@ def _vertex_batch(storage: Storage, spec: VertexLevelSpec, chunks: list[Chunk], 
                                     f"infinite coordinates (first row {int(np.argmin(finite))})", cell=key))
         if n_rows is not None:
             res.rows[c] = n_rows
-            if spec.cover and n_rows:
-                covered.append(cell_rows(c, np.arange(n_rows), spec.seed))
+            rows = cell_rows(c, np.arange(n_rows), spec.seed) if (spec.cover or spec.cover_bins) and n_rows else None
+            if spec.cover and rows is not None:
+                covered.append(rows)
+            if spec.cover_bins is not None and rows is not None and positions is not None:
+                binned.append((rows, bin_keys(positions, spec.cover_bins, spec.seed)))
         # fragment index
         index = None
         if spec.fragments is not None:
@@ -173,6 +183,9 @@ def _vertex_batch(storage: Storage, spec: VertexLevelSpec, chunks: list[Chunk], 
                     out.append(crashed(4, vpath, exc, cell=key, what="bin containment"))
     if covered:
         res.cover = Digest.of(np.concatenate(covered), spec.seed)
+    if binned:
+        rows = np.concatenate([r for r, _ in binned])
+        res.cover_bins = Digest.of([rows[:, 0], rows[:, 1], np.concatenate([k for _, k in binned])], spec.seed)
 
 
 def _check_fragments_cover(index: FragmentIndex, n_rows: int, spec: VertexLevelSpec, key: str,
@@ -332,6 +345,7 @@ def merge_vertex(*parts: VertexResult) -> VertexResult:
         out.bin_checked += p.bin_checked
         out.undecoded += p.undecoded
         out.cover += p.cover
+        out.cover_bins += p.cover_bins
         for name, (lo, hi) in p.ranges.items():
             old = out.ranges.get(name)
             out.ranges[name] = (lo, hi) if old is None else (min(old[0], lo), max(old[1], hi))
