@@ -566,8 +566,8 @@ def _merge_pieces(spec: VertexSpec, parts: list[dict[str, np.ndarray]], n_cells:
             order = stable_order(local * spec.n_bins + data["sub"], n_cells * spec.n_bins)
         elif spec.mode == "objects":
             order = np.lexsort((data["sub"], local))
-        else:
-            order = np.lexsort((data["gid"], local))
+        else:  # runs: each part is in input order within a cell and the parts come in block order,
+            order = stable_order(local, n_cells)  # so a stable sort by cell keeps input order
         data = {c: take_rows(v, order) for c, v in data.items()}
     return data, counts
 
