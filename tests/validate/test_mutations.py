@@ -572,6 +572,33 @@ def test_a_record_naming_another_bins_metavertex_with_its_mirror_is_a_bin_error(
                                         "chunk 0.0.0 row "), errors[0].message
 
 
+def test_a_bin_defect_beside_a_coverage_defect_is_reported_too(tmp_path: Path) -> None:
+    """Review: once coverage had found its defect, the records were not compared with the bins,
+    though the rule was listed as passed."""
+    store = _small_pyramid(tmp_path / "p.zv", [2])
+    chunks, vi = _fine_records(store)
+    twin = next(i for i in range(1, len(vi)) if (chunks[i, 0] == chunks[0, 0]).all())
+    vi[0, 0] = vi[twin, 0]  # a vertex named twice, another with no record
+    last = len(vi) - 1
+    other = next(i for i in range(len(vi)) if vi[i, 1] != vi[last, 1] and (chunks[i, 1] == chunks[last, 1]).all())
+    vi[last, 1] = vi[other, 1]  # and a record naming another bin's metavertex
+    errors = _errors_with_records(store, chunks, vi)
+    assert sorted(f.code for f in errors) == ["L5_CROSS_LEVEL_BIN", "L5_CROSS_LEVEL_COVERAGE"], errors
+
+
+def test_a_vertex_cell_that_does_not_decode_is_level_3s_alone(tmp_path: Path) -> None:
+    """Review: the bin rule's second read raised on the undecodable cell and reported it again as
+    an L5 error; a cell level 3 names is left to it."""
+    store = tmp_path / "p.zv"
+    pos = np.array([[1, 1, 1], [2, 1, 1], [11, 1, 1], [12, 1, 1], [31, 1, 1], [33, 1, 1]], "f4")
+    zv.write_points(str(store), pos, chunk_shape=20.0, bin_shape=5.0)
+    zv.build_pyramid(str(store), factors=[2], cross_level_storage="implicit")
+    chunk = first_chunk(store, "0/vertices")
+    (cell_file(store, "0/vertices", chunk)).write_bytes(b"not a zstd frame")
+    codes = {f.code for f in validate(str(store), 5).findings if f.severity == "error"}
+    assert codes and all(code.startswith("L3_") for code in codes), codes
+
+
 def test_a_metavertex_on_its_bins_far_face_is_within_the_tolerance(tmp_path: Path) -> None:
     """A centroid that rounding puts on the far face of its bin (our builder moves it back inside;
     another writer need not): the digests differ, and the records read again find it within the

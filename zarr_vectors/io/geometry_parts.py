@@ -22,6 +22,7 @@ from zarr_vectors.format.headers import check_headers, xml_problem
 from zarr_vectors.io.columns import TEXT_ENCODING
 from zarr_vectors.io.registry import build_kind
 from zarr_vectors.io.types import Geometry, as_geometry
+from zarr_vectors.store.backend import local_path
 
 
 def input_error(path: str, problem: str) -> InputError:
@@ -66,27 +67,31 @@ def os_errors(path: str, doing: str = "read") -> Iterator[None]:
 
 class FilesWritten:
     """The files one write puts side by side (a table and its companions), written through
-    :meth:`file`: when one fails, the others this write made are removed, so a failed export
-    leaves none of itself behind (a folder at a companion's path left the vertex table)."""
+    :meth:`file`: when one fails, the files this write wrote are removed (a file it wrote over
+    too: its old content was gone once the write began), so a failed export leaves none of
+    itself behind (a folder at a companion's path left the vertex table).  A file the write
+    never reached is not touched.  Local files only (a path, ``~``, ``file://``)."""
 
     def __init__(self) -> None:
-        self.made: list[str] = []
+        self.written: list[str] = []
 
     @contextmanager
     def file(self, path: str) -> Iterator[None]:
         """Write ``path`` inside; an OS failure is an InputError naming it (:func:`os_errors`)."""
-        new = not os.path.lexists(path)
+        local = local_path(path)
+        new = local is not None and not os.path.lexists(local)
         try:
             with os_errors(path, "written"):
                 yield
         except BaseException:
-            if new and os.path.isfile(path) and not os.path.islink(path):
-                self.made.append(path)  # a part of it: removed with the others
-            for made in self.made:
+            if local is not None and new and os.path.isfile(local) and not os.path.islink(local):
+                self.written.append(local)  # a part of it: removed with the others
+            for done in self.written:
                 with suppress(OSError):
-                    os.remove(made)
+                    os.remove(done)
             raise
-        self.made.append(path)
+        if local is not None:
+            self.written.append(local)
 
 
 @contextmanager

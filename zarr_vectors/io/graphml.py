@@ -44,7 +44,8 @@ _XMLNS = "http://graphml.graphdrawing.org/xmlns "  # expat names an element (nam
 
 class _Declared(NamedTuple):
     nodes: set[str]  # the ids of the <node> elements
-    edge_id_key: bool  # a <key for="edge" attr.name="id">: networkx puts an <edge id=...> in its place
+    edge_id_key: bool  # a key "id" for edges (for="edge", "all" or no for): networkx writes <edge id> over it
+    edge_ids: bool  # some <edge> has an id, which networkx hands over as edge data "id"
 
 
 def _declared(path: str, f: Any) -> _Declared:
@@ -54,12 +55,15 @@ def _declared(path: str, f: Any) -> _Declared:
     from xml.parsers import expat
 
     seen: set[str] = set()
-    edge_id_key = False
+    edge_id_key = edge_ids = False
 
     def start(name: str, attributes: dict[str, str]) -> None:
-        nonlocal edge_id_key
-        if name == _XMLNS + "key" and attributes.get("for") == "edge" and attributes.get("attr.name") == "id":
+        nonlocal edge_id_key, edge_ids
+        if name == _XMLNS + "key" and attributes.get("for", "all") in ("edge", "all") \
+                and attributes.get("attr.name") == "id":
             edge_id_key = True
+        if name == _XMLNS + "edge" and "id" in attributes:
+            edge_ids = True
         if name == _XMLNS + "node":
             node = attributes.get("id")
             if node is None:  # networkx would name it 'None'
@@ -71,7 +75,7 @@ def _declared(path: str, f: Any) -> _Declared:
     parser = expat.ParserCreate(namespace_separator=" ")
     parser.StartElementHandler = start
     parser.ParseFile(f)
-    return _Declared(seen, edge_id_key)
+    return _Declared(seen, edge_id_key, edge_ids)
 
 
 def read(path: str, *, columns: ColumnMap | None = None, storage_options: Mapping[str, Any] | None = None) -> Geometry:
@@ -111,8 +115,8 @@ def read(path: str, *, columns: ColumnMap | None = None, storage_options: Mappin
     pairs = list(graph.edges(data=True))
     g.edges = np.asarray([(row[u], row[v]) for u, v, _ in pairs], dtype=np.int64).reshape(-1, 2)
     edge_data = _records([{**edge_default, **d} for _, _, d in pairs], len(pairs))
-    if not declared.edge_id_key:  # networkx's "id" is then the <edge id=...> itself, no data (our writer's
-        edge_data = edge_data.drop(columns=["id"], errors="ignore")  # multigraph numbers its edges so)
+    if declared.edge_ids and not declared.edge_id_key:  # networkx's "id" is then the <edge id=...> itself,
+        edge_data = edge_data.drop(columns=["id"], errors="ignore")  # no data (our multigraph writer numbers them)
     for key in edge_data.columns:
         values = edge_data[key]
         if storable(values.dtype):  # a key some edges lack reads as NaN there, as for nodes

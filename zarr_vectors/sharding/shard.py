@@ -119,25 +119,23 @@ class _Opaque:
 # ---------------------------------------------------------------------------------------
 # check and pack tasks
 # ---------------------------------------------------------------------------------------
-#: an array's listing as the check found it: (how its presence list differs from the cells on
-#: storage, None where they agree; its stored objects and their sizes)
-_Derived = tuple[str | None, dict[str, int]]
+def _derive_task(grids: _Opaque, run: slice) -> tuple[list[str | None], list[dict[str, int]]]:
+    """The arrays of ``run``: how each one's presence list differs from the cells on storage (None:
+    they agree), and each one's listing (its objects and their sizes), two outputs: the verdict
+    needs only the first, and under a client only what a task takes moves to it."""
 
-
-def _derive_task(grids: _Opaque, run: slice) -> list[_Derived]:
-    """Each array of ``run``: its listing, and how its presence list differs from it."""
-
-    def derive(grid: GridArray) -> _Derived:
+    def derive(grid: GridArray) -> tuple[str | None, dict[str, int]]:
         stored = grid.stored_objects()
         return presence_mismatch(grid, grid.derive_nonempty_chunks(stored)), stored
 
     arrays = grids.value[run]
-    return arrays[0].storage.overlap(derive, arrays) if arrays else []
+    derived = arrays[0].storage.overlap(derive, arrays) if arrays else []
+    return [mismatch for mismatch, _ in derived], [stored for _, stored in derived]
 
 
-def _refuse_task(url: str, *parts: list[_Derived]) -> None:
+def _refuse_task(url: str, *parts: list[str | None]) -> None:
     """D15: refuse the store when any array's presence list is not what is on disk."""
-    refuse_unreconciled(url, [mismatch for part in parts for mismatch, _ in part])
+    refuse_unreconciled(url, [mismatch for part in parts for mismatch in part])
 
 
 def _prepare_task(storage: Storage, checked: None, planning: Exception | None, orphans: bool) -> None:
@@ -247,12 +245,13 @@ def _check_presence(
     disk; the listing tasks, in array order).  ``shared`` is ``grids`` as one graph node."""
     weights = [len(g.nonempty_chunks) + 1 for g in grids]
     runs = runner.task_runs(weights, min_cells_per_task, tasks_per_thread=1)  # a listing per array: few tasks
-    tasks = [dask.delayed(_derive_task, pure=False)(shared, run) for run in runs]
-    return dask.delayed(_refuse_task, pure=False)(store.url, *tasks), tasks
+    mismatches, listings = zip(*(dask.delayed(_derive_task, pure=False, nout=2)(shared, run) for run in runs)) \
+        if runs else ((), ())
+    return dask.delayed(_refuse_task, pure=False)(store.url, *mismatches), list(listings)
 
 
 def _plan_task(
-    grids: _Opaque, shard_shape: tuple[int, ...] | None, count: int, *derived: list[_Derived]
+    grids: _Opaque, shard_shape: tuple[int, ...] | None, count: int, *listings: list[dict[str, int]]
 ) -> list[list[_Job]] | Exception:
     """The jobs of ``count`` pack tasks, planned on a worker from the check's listings (not on the
     client, where every worker would wait for it); tasks beyond the planned ones get none.
@@ -261,7 +260,7 @@ def _plan_task(
     gets, whichever task ends first; :func:`_prepare_task` raises it.
     """
     try:
-        stored = [sizes for part in derived for _, sizes in part]
+        stored = [sizes for part in listings for sizes in part]
         tasks = _plan(grids.value, shard_shape, count, stored)
         if len(tasks) > count:  # split_by_weight makes at most ceil(total / target) runs
             raise InternalError(f"planned {len(tasks)} pack tasks, the graph has {count}")
@@ -292,12 +291,13 @@ def _cell_bytes(grid: GridArray, index: np.ndarray, stored: Mapping[str, int]) -
 
 
 def _unit_weights(cells: Sequence[int], nbytes: Sequence[int]) -> np.ndarray:
-    """A unit's share of the requests (its cells) plus its share of the bytes, in millionths:
-    tasks as even in both as whole units allow (a points store's cells are megabytes each, a
-    link family's mostly small; on an object store a request costs a round trip)."""
+    """A unit's share of the requests (its cells) plus its share of the bytes, in units of 2**-40
+    (fine enough for millions of units; the sum stays far below 2**63): tasks as even in both as
+    whole units allow (a points store's cells are megabytes each, a link family's mostly small;
+    on an object store a request costs a round trip)."""
     cells_, bytes_ = np.asarray(cells, dtype=np.float64), np.asarray(nbytes, dtype=np.float64)
     share = cells_ / max(cells_.sum(), 1.0) + bytes_ / max(bytes_.sum(), 1.0)
-    return np.maximum(np.rint(share * 1e6), 1).astype(np.int64)
+    return np.maximum(np.rint(share * 2.0**40), 1).astype(np.int64)
 
 
 def _plan(

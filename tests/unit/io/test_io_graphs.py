@@ -287,6 +287,23 @@ def test_our_graphml_reads_back_naming_nothing_dropped_and_a_declared_edge_id_ke
     keyed = keyed.replace(edge, edge + '\n      <data key="k9">7.0</data>', 1)
     (tmp_path / "k.graphml").write_text(keyed)
     assert graphml.read(str(tmp_path / "k.graphml")).dropped == ("edge id",)
+    # review: a key for "all" (or with no "for", GraphML's default) is an edge key too, and edges
+    # without an id keep its values as data
+    for_all = keyed.replace('for="edge" attr.name="id"', 'for="all" attr.name="id"')
+    (tmp_path / "a.graphml").write_text(for_all)
+    assert graphml.read(str(tmp_path / "a.graphml")).dropped == ("edge id",)
+    (tmp_path / "n.graphml").write_text(
+        '<?xml version="1.0" encoding="utf-8"?>\n<graphml xmlns="http://graphml.graphdrawing.org/xmlns">\n'
+        '<key id="k9" attr.name="id" attr.type="double" />\n'
+        + "".join(f'<key id="{a}" for="node" attr.name="{a}" attr.type="double" />\n' for a in "xyz")
+        + '<graph edgedefault="undirected">\n'
+        + "".join(f'<node id="{i}"><data key="x">{i}</data><data key="y">0</data><data key="z">0</data></node>\n'
+                  for i in range(3))
+        + '<edge source="0" target="1"><data key="k9">7.0</data></edge>\n'
+          '<edge source="1" target="2"><data key="k9">8.0</data></edge>\n</graph>\n</graphml>\n')
+    back = graphml.read(str(tmp_path / "n.graphml"))
+    assert back.dropped == () and sorted(back.edge_attributes) == ["id"], back.edge_attributes
+    np.testing.assert_array_equal(back.edge_attributes["id"], [7.0, 8.0])
 
 
 def test_text_node_ids_xml_cannot_hold_are_refused_before_writing(tmp_path):
