@@ -278,16 +278,21 @@ class FsspecStorage(Storage):
     @_fsspec_listing
     def file_sizes(self, prefix: str) -> dict[str, int]:
         path = self.full_path(prefix)
+        return self._sized(path, self._sizes_below(path, fresh=True))
+
+    def _sizes_below(self, path: str, *, fresh: bool = False) -> dict[str, int]:
+        """Every object below ``path`` with its size, keyed as the listing names it (folder markers
+        included); empty where nothing is.  ``fresh``: fsspec's cached listing is dropped first (it
+        would miss what tasks just wrote)."""
         if self.protocol == "s3":
-            found = self._sync(self._s3_listing(path))[1]
-        else:
-            try:
-                self.fs.invalidate_cache(path)  # a cached listing would miss what tasks just wrote
-                found = {p: int(i.get("size") or 0) for p, i in self.fs.find(path, detail=True).items()
-                         if i.get("type", "file") != "directory"}
-            except FileNotFoundError:
-                return {}
-        return self._sized(path, found)
+            return self._sync(self._s3_listing(path))[1]
+        try:
+            if fresh:
+                self.fs.invalidate_cache(path)
+            found = self.fs.find(path, detail=True)
+        except FileNotFoundError:
+            return {}
+        return {p: int(i.get("size") or 0) for p, i in found.items() if i.get("type", "file") != "directory"}
 
     def _sized(self, path: str, found: Mapping[str, int]) -> dict[str, int]:
         """``found`` (listed path: size) strictly below ``path``, keyed relative to the root.  Not a
@@ -371,14 +376,7 @@ class FsspecStorage(Storage):
     @_fsspec_listing
     def object_sizes(self) -> dict[str, int]:
         base = self.root.rstrip("/")
-        if self.protocol == "s3":
-            sizes = self._sync(self._s3_listing(base))[1]
-        else:
-            try:
-                found = self.fs.find(base, detail=True)
-            except FileNotFoundError:
-                return {}
-            sizes = {p: int(i.get("size") or 0) for p, i in found.items() if i.get("type", "file") != "directory"}
+        sizes = self._sizes_below(base)
         strip = base + "/"
         out: dict[str, int] = {}
         for path, size in sizes.items():
