@@ -7,10 +7,9 @@ from typing import Any
 
 from zarr_vectors import config
 from zarr_vectors.errors import InputError
-from zarr_vectors.io import geometry_parts as gp
 from zarr_vectors.io.columns import ColumnMap
 from zarr_vectors.io.parquet import KINDS
-from zarr_vectors.io.tables import companion, companions, geometry_from_frame, remote_options, table_frames, unreadable
+from zarr_vectors.io.tables import companions, geometry_from_frame, remote_options, unreadable, write_tables
 from zarr_vectors.io.types import FileFormat, Geometry
 
 
@@ -64,11 +63,8 @@ def write(path: str, data: Any, **_: Any) -> None:
     import pandas as pd
 
     sep = "\t" if path.lower().endswith((".tsv", ".tsv.gz")) else ","
-    files = gp.FilesWritten()
-    for role, table in table_frames(data, path).items():
-        out = companion(path, role) if role else path
-        with files.file(out):
-            pd.DataFrame(table).to_csv(out, index=False, sep=sep, float_format="%.17g")
+    write_tables(path, data, lambda out, table: pd.DataFrame(table).to_csv(out, index=False, sep=sep,
+                                                                            float_format="%.17g"))
 
 
 FORMAT = FileFormat("csv", (".csv", ".csv.gz", ".tsv", ".tsv.gz"), KINDS, read, write,

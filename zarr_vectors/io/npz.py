@@ -8,10 +8,9 @@ from typing import Any
 import numpy as np
 
 from zarr_vectors.errors import InputError
-from zarr_vectors.io import geometry_parts as gp
 from zarr_vectors.io.columns import DEFAULT_AXES, ColumnMap
 from zarr_vectors.io.parquet import KINDS
-from zarr_vectors.io.tables import companion, companions, geometry_from_frame, remote_options, table_frames, unreadable
+from zarr_vectors.io.tables import companions, geometry_from_frame, remote_options, unreadable, write_tables
 from zarr_vectors.io.types import FileFormat, Geometry
 
 
@@ -69,11 +68,11 @@ def read(path: str, *, columns: ColumnMap | None = None, storage_options: Mappin
 
 def write(path: str, data: Any, **_: Any) -> None:
     """One 1-D array per column (``x, y, z, ...``); graph edges / mesh faces in ``NAME.edges.npz``."""
-    files = gp.FilesWritten()
-    for role, table in table_frames(data, path).items():
-        out = companion(path, role) if role else path
-        with files.file(out), open(out, "wb") as f:  # a name, not a file: savez adds ".npz"
+    def savez(out: str, table: dict[str, np.ndarray]) -> None:
+        with open(out, "wb") as f:  # a name, not a file: savez adds ".npz"
             np.savez(f, **table)
+
+    write_tables(path, data, savez)
 
 
 FORMAT = FileFormat("npz", (".npz",), KINDS, read, write, "NumPy archive of 1-D columns (or a 2-D 'positions')",

@@ -6,9 +6,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from zarr_vectors import config
-from zarr_vectors.io import geometry_parts as gp
 from zarr_vectors.io.columns import ColumnMap
-from zarr_vectors.io.tables import companion, companions, geometry_from_frame, remote_options, table_frames, unreadable
+from zarr_vectors.io.tables import companions, geometry_from_frame, remote_options, unreadable, write_tables
 from zarr_vectors.io.types import FileFormat, Geometry
 
 KINDS = ("points", "graph", "mesh", "skeleton", "polylines", "streamlines")
@@ -37,11 +36,7 @@ def write(path: str, data: Any, **_: Any) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    files = gp.FilesWritten()
-    for role, table in table_frames(data, path).items():
-        out = companion(path, role) if role else path
-        with files.file(out):
-            pq.write_table(pa.table(table), out)
+    write_tables(path, data, lambda out, table: pq.write_table(pa.table(table), out))
 
 
 FORMAT = FileFormat("parquet", (".parquet", ".pq"), KINDS, read, write,

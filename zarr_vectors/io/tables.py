@@ -9,13 +9,14 @@ its extension), named so that ``zv build`` reads them back with its default colu
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from zarr_vectors.errors import InputError
 from zarr_vectors.io.columns import DEFAULT_AXES, ID_ATTRIBUTE, ColumnMap
+from zarr_vectors.io.geometry_parts import FilesWritten
 from zarr_vectors.io.types import Geometry, as_geometry
 from zarr_vectors.store.backend import local_path
 
@@ -175,6 +176,17 @@ def vertex_ids(g: Geometry) -> np.ndarray:
     if kept is not None and np.asarray(kept).ndim == 1 and np.asarray(kept).dtype.kind in "iu":
         return np.asarray(kept, dtype=np.int64)
     return np.arange(len(g.positions), dtype=np.int64)
+
+
+def write_tables(path: str, data: Any, write: Callable[[str, dict[str, np.ndarray]], None]) -> None:
+    """Each table of :func:`table_frames` written by ``write(file, columns)``: the vertices to
+    ``path``, the others beside it (:func:`companion`); a failure removes what the call wrote
+    (:class:`~zarr_vectors.io.geometry_parts.FilesWritten`) and is an InputError naming the file."""
+    files = FilesWritten()
+    for role, table in table_frames(data, path).items():
+        out = companion(path, role) if role else path
+        with files.file(out):
+            write(out, table)
 
 
 def table_frames(data: Any, path: str) -> dict[str, dict[str, np.ndarray]]:

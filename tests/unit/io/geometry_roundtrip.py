@@ -1,12 +1,15 @@
-"""Helpers of the geometry format tests: a Geometry through a real store, and comparisons
-that hold up to the store's enumeration order (docs/formats.md)."""
+"""Helpers of the geometry format tests: a Geometry through a real store, comparisons that
+hold up to the store's enumeration order (docs/formats.md), and a write the OS refuses."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from zarr_vectors.errors import InputError
 from zarr_vectors.io.types import Geometry
 from zarr_vectors.read import VectorData, read
 from zarr_vectors.write.linked import write_mesh, write_polylines, write_skeleton
@@ -74,3 +77,15 @@ def read_in_capped_child(module: str, path: Path, cap: int) -> str:
     run = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120, check=False)
     assert run.returncode == 0, run.stderr[-2000:]
     return run.stdout
+
+
+def assert_refused_where_the_os_refuses(tmp_path: Path, write, name: str, data, folder: str) -> None:
+    """``write(path, data)`` into a missing folder, then onto a folder at the path: each an
+    InputError naming the file (``folder``: the pattern of the second's reason), not the library's
+    raw OSError."""
+    missing = str(tmp_path / "missing" / name)
+    with pytest.raises(InputError, match=rf"^{re.escape(missing)}: cannot be written \(.*directory"):
+        write(missing, data)
+    (tmp_path / name).mkdir()
+    with pytest.raises(InputError, match=rf"^{re.escape(str(tmp_path / name))}: cannot be written \({folder}"):
+        write(str(tmp_path / name), data)

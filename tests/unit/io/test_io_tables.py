@@ -11,7 +11,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from geometry_roundtrip import through_store
+from geometry_roundtrip import assert_refused_where_the_os_refuses, through_store
 
 from zarr_vectors.errors import InputError
 from zarr_vectors.io import csv, npz, parquet
@@ -134,12 +134,7 @@ def test_a_table_written_where_the_os_refuses_names_the_file(tmp_path, module, n
     """Hunt: a missing folder, or a folder at OUT, was the library's raw OSError (pandas' 'Cannot save
     file into a non-existent directory', pyarrow's FileNotFoundError, IsADirectoryError)."""
     g = Geometry("points", np.zeros((4, 3)), axes=("x", "y", "z"))
-    missing = str(tmp_path / "missing" / name)
-    with pytest.raises(InputError, match=rf"^{re.escape(missing)}: cannot be written \(.*directory"):
-        module.write(missing, g)
-    (tmp_path / name).mkdir()
-    with pytest.raises(InputError, match=rf"^{re.escape(str(tmp_path / name))}: cannot be written \(.*Is a directory"):
-        module.write(str(tmp_path / name), g)
+    assert_refused_where_the_os_refuses(tmp_path, module.write, name, g, folder=".*Is a directory")
 
 
 @pytest.mark.parametrize("module, name", [(parquet, "out.parquet"), (csv, "out.csv"), (npz, "out.npz")])
