@@ -146,7 +146,7 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
         if chunk_check:
             ran["L4_POINT_OUTSIDE_BIN"] = ran.get("L4_POINT_OUTSIDE_BIN", 0) + 1
         # L5_CROSS_LEVEL_BIN rides on coverage of links/+1: digest the rows with their coarse bins
-        cover_bins = coarse_bins(model, number) if (number, 1) in covers else None
+        cover_bins = coarse_bins(model, number, 1) if (number, 1) in covers else None
         bridged = requested >= 4 and polylines and has_objects
         bridge_policy = family_policy(model, number, 0) if bridged and fragments is not None else None
         vspec = VertexLevelSpec(
@@ -213,7 +213,7 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
             ran["L5_CROSS_LEVEL_MIRROR"] = ran.get("L5_CROSS_LEVEL_MIRROR", 0) + 1
     for (number, delta), tasks in sorted(covers.items()):
         if tasks is not None:  # None: the family's own rules report why it has no link tasks
-            bins = coarse_bins(model, number) if delta == 1 else None
+            bins = coarse_bins(model, number, delta)
             family_reduces.append(dask.delayed(coverage_findings, pure=False)(storage_d, number, delta, bins,
                                                                               tables[number], *tasks))
             ran["L5_CROSS_LEVEL_COVERAGE"] = ran.get("L5_CROSS_LEVEL_COVERAGE", 0) + 1

@@ -129,10 +129,12 @@ def coverage_pairs(model: StoreModel) -> list[tuple[int, int]]:
     return out
 
 
-def coarse_bins(model: StoreModel, fine: int) -> tuple[float, ...] | None:
-    """The bin shape of level ``fine + 1`` where ``L5_CROSS_LEVEL_BIN`` is checked (with coverage,
-    on ``links/+1``): finite and positive, one per axis; else None (level 2 reports it)."""
-    bins = level_bin_shape(model, fine + 1) if fine + 1 in model.levels else None
+def coarse_bins(model: StoreModel, fine: int, delta: int) -> tuple[float, ...] | None:
+    """The coarse level's bin shape where ``L5_CROSS_LEVEL_BIN`` rides on the coverage of
+    ``links/+delta`` at level ``fine``: only ``delta`` 1 (bins of non-integer factors do not nest, so
+    a ``+2`` metavertex need not share its vertex's bin), finite and positive, one per axis; else
+    None (a bad bin is level 2's)."""
+    bins = level_bin_shape(model, fine + 1) if delta == 1 and fine + 1 in model.levels else None
     if bins is None or len(bins) != model.sid_ndim or not all(math.isfinite(b) and b > 0 for b in bins):
         return None
     return bins

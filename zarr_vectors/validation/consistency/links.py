@@ -512,7 +512,7 @@ def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: l
         fam = FamilySpec(number, fam_node.path, delta, width, directed, store, target in model.levels, r_src, r_trg,
                          lf if delta == 0 else None, segments, bridges=implied is not None, mirror=mirrored, seed=seed,
                          cover=covers is not None and (number, delta) in covers)
-        if fam.cover and delta == 1 and (bins := coarse_bins(model, number)) is not None:
+        if fam.cover and (bins := coarse_bins(model, number, delta)) is not None:
             fam.bin_shape, fam.metavertices = bins, array_spec(model, f"{model.levels[number + 1]}/vertices")
         _mirror(model, number, delta, fam, static)
         units = sorted(((s.segment, c), size) for s in segments.values() for c, (_, size) in s.links.cells.items())
