@@ -169,6 +169,8 @@ def test_reference_pyramids_validate_and_read_here(theirs):
         assert report.ok, report.summary()
         if name in ("points.zv", "graph.zv", "mesh.zv"):  # every object kept: each record checked against its bin
             assert any("L5_CROSS_LEVEL_BIN" in rule for rule in report.passed), (name, report.passed)
+        if name in ("points.zv", "graph.zv"):  # explicit storage: each metavertex checked against its vertices' mean
+            assert any("L5_CROSS_LEVEL_CENTROID" in rule for rule in report.passed), (name, report.passed)
         root = zv.open_store(store).root
         assert "shared_fragments" in root.format_capabilities
         for lv in reads[store]["levels"]:

@@ -439,10 +439,10 @@ def _set_manifest_rows(store: Path, level: int, rows: list) -> None:
     (store / f"{level}/object_index/manifests/c/0").write_bytes(ZSTD.encode(frame_items(items)))
 
 
-def _small_pyramid(path: Path, factors: list) -> Path:
+def _small_pyramid(path: Path, factors: list, **pyramid: object) -> Path:
     pos = np.array([[1, 1, 1], [2, 1, 1], [11, 1, 1], [12, 1, 1], [3, 1, 1], [13, 1, 1], [4, 4, 4], [14, 4, 4]], "f4")
     zv.write_points(str(path), pos, object_ids=np.array([0, 0, 1, 1, 2, 2, 3, 3]), chunk_shape=20.0, bin_shape=5.0)
-    zv.build_pyramid(str(path), factors=factors)
+    zv.build_pyramid(str(path), factors=factors, **pyramid)
     assert_clean(path)
     return path
 
@@ -477,8 +477,10 @@ def test_a_coarse_vertex_no_object_owns_is_found(tmp_path: Path) -> None:
     edit_attrs(store, "1", lambda a: a["zarr_vectors_level"].update(vertex_count=rows + 1))
     edit_attrs(store, "1", lambda a: a["zarr_vectors_level"].pop("fragments_tile", None))
     errors = [f for f in validate(str(store), 5).findings if f.severity == "error"]
-    assert [(f.code, f.node) for f in errors] == [("L3_VERTEX_OWNERS", "1/object_index/manifests")], errors
+    assert [(f.code, f.node) for f in errors] == [("L3_VERTEX_OWNERS", "1/object_index/manifests"),
+                                                  ("L5_CROSS_LEVEL_CENTROID", "1/links/-1")], errors
     assert "named by no manifest" in errors[0].message
+    assert "1 metavertex is named by no record (first: chunk 0.0.0 row 2)" in errors[1].message  # nor by a -1 record
 
 
 def test_streamline_bridges_are_checked_on_s3(s3_bucket) -> None:
@@ -537,7 +539,9 @@ def test_a_vertex_named_twice_with_its_mirror_is_a_coverage_error(tmp_path: Path
     twin = next(i for i in range(1, len(vi)) if (chunks[i, 0] == chunks[0, 0]).all())  # a row in the same cell
     vi[0, 0] = vi[twin, 0]
     errors = _errors_with_records(store, chunks, vi)
-    assert [(f.code, f.node) for f in errors] == [("L5_CROSS_LEVEL_COVERAGE", "0/links/+1")], errors
+    # the metavertex then stands for a vertex twice and another not at all: no longer their mean
+    assert [(f.code, f.node) for f in errors] == [("L5_CROSS_LEVEL_COVERAGE", "0/links/+1"),
+                                                  ("L5_CROSS_LEVEL_CENTROID", "1/links/-1")], errors
     assert errors[0].message.startswith("1 vertex of level 0 with no record here and 1 vertex named by more than one "
                                         "(first: chunk 0.0.0 row ")
 
@@ -567,7 +571,9 @@ def test_a_record_naming_another_bins_metavertex_with_its_mirror_is_a_bin_error(
     other = next(i for i in range(1, len(vi)) if vi[i, 1] != vi[0, 1] and (chunks[i, 1] == chunks[0, 1]).all())
     vi[0, 1] = vi[other, 1]  # the other metavertex of the coarse cell
     errors = _errors_with_records(store, chunks, vi)
-    assert [(f.code, f.node) for f in errors] == [("L5_CROSS_LEVEL_BIN", "0/links/+1")], errors
+    # both metavertices then stand for the wrong vertices
+    assert [(f.code, f.node) for f in errors] == [("L5_CROSS_LEVEL_BIN", "0/links/+1"),
+                                                  ("L5_CROSS_LEVEL_CENTROID", "1/links/-1")], errors
     assert errors[0].message.startswith("1 record names a metavertex outside its vertex's bin of level 1 (first: "
                                         "chunk 0.0.0 row "), errors[0].message
 
@@ -583,7 +589,8 @@ def test_a_bin_defect_beside_a_coverage_defect_is_reported_too(tmp_path: Path) -
     other = next(i for i in range(len(vi)) if vi[i, 1] != vi[last, 1] and (chunks[i, 1] == chunks[last, 1]).all())
     vi[last, 1] = vi[other, 1]  # and a record naming another bin's metavertex
     errors = _errors_with_records(store, chunks, vi)
-    assert sorted(f.code for f in errors) == ["L5_CROSS_LEVEL_BIN", "L5_CROSS_LEVEL_COVERAGE"], errors
+    assert sorted(f.code for f in errors) == ["L5_CROSS_LEVEL_BIN", "L5_CROSS_LEVEL_CENTROID",
+                                              "L5_CROSS_LEVEL_COVERAGE"], errors
 
 
 def test_a_vertex_cell_that_does_not_decode_is_level_3s_alone(tmp_path: Path) -> None:
@@ -602,7 +609,8 @@ def test_a_vertex_cell_that_does_not_decode_is_level_3s_alone(tmp_path: Path) ->
 def test_a_metavertex_on_its_bins_far_face_is_within_the_tolerance(tmp_path: Path) -> None:
     """A centroid that rounding puts on the far face of its bin (our builder moves it back inside;
     another writer need not): the digests differ, and the records read again find it within the
-    placement tolerance, as level 4's bin check does."""
+    placement tolerance, as level 4's bin check does.  (So far from its vertices' mean, it breaks
+    L5_CROSS_LEVEL_CENTROID alone.)"""
     store = _small_pyramid(tmp_path / "p.zv", [2])
     array = "1/vertices"
     chunk = first_chunk(store, array)
@@ -612,8 +620,73 @@ def test_a_metavertex_on_its_bins_far_face_is_within_the_tolerance(tmp_path: Pat
     cell[low, 0] = 10.0
     write_payload(store, array, chunk, cell.tobytes())
     result = validate(str(store), 5)
-    assert result.ok, result.errors
+    errors = [f for f in result.findings if f.severity == "error"]
+    assert [(f.code, f.node) for f in errors] == [("L5_CROSS_LEVEL_CENTROID", "1/links/-1")], errors
     assert any("L5_CROSS_LEVEL_BIN" in rule for rule in result.passed), result.summary()
+
+
+def _move_metavertex(store: Path, chunk: tuple[int, ...], row: int, move: Callable[[np.ndarray], np.ndarray]) -> None:
+    cell = np.frombuffer(read_payload(store, "1/vertices", chunk), dtype="<f4").reshape(-1, 3).copy()
+    cell[row] = move(cell[row])
+    write_payload(store, "1/vertices", chunk, cell.tobytes())
+
+
+def _centroid_errors(store: Path) -> list[tuple[str, str]]:
+    findings = validate(str(store), 5).findings
+    return [(f.code, f.message) for f in findings if f.severity == "error"]
+
+
+def test_a_metavertex_moved_within_its_bin_is_a_centroid_error(tmp_path: Path) -> None:
+    """Gap (eighteenth session): a metavertex moved inside its own bin passed level 5 -- its bin,
+    chunk, records and counts all hold -- though it no longer stands where its vertices are."""
+    store = _small_pyramid(tmp_path / "p.zv", [2])  # level 1: bins 10 wide, (1.5|3.33, ...) metavertices
+    chunk = first_chunk(store, "1/vertices")
+    _move_metavertex(store, chunk, 0, lambda p: p + np.float32(0.25))
+    errors = _centroid_errors(store)
+    assert [code for code, _ in errors] == ["L5_CROSS_LEVEL_CENTROID"], errors
+    assert errors[0][1].startswith("1 metavertex lies away from the mean of the vertices their records name (first: "
+                                   "chunk 0.0.0 row 0 at "), errors
+
+
+def test_a_metavertex_one_rounding_step_off_its_mean_is_within_the_tolerance(tmp_path: Path) -> None:
+    """Another writer may round the mean otherwise (float32 sums, another order): one step of the
+    stored dtype is not a defect; a move of a thousandth of the bin is."""
+    store = _small_pyramid(tmp_path / "p.zv", [2])
+    chunk = first_chunk(store, "1/vertices")
+    _move_metavertex(store, chunk, 0, lambda p: np.nextafter(p, np.float32(np.inf)))
+    assert _centroid_errors(store) == []
+    _move_metavertex(store, chunk, 0, lambda p: p + np.float32(0.01))
+    assert [code for code, _ in _centroid_errors(store)] == ["L5_CROSS_LEVEL_CENTROID"]
+
+
+def test_a_coarse_cell_with_no_minus_records_is_a_centroid_error(tmp_path: Path) -> None:
+    """A coarse vertex cell whose -1 link cells are all gone (their presence lists with them): no
+    record names its metavertices, so none stands for a vertex."""
+    store = _small_pyramid(tmp_path / "p.zv", [2])
+    family = store / "1/links/-1"
+    chunk = first_chunk(store, "1/vertices")
+    key = ".".join(map(str, chunk))
+    for segment in sorted(p.name for p in family.iterdir() if p.is_dir()):
+        array = f"1/links/-1/{segment}"
+        if key in read_json(store, array)["attributes"]["nonempty_chunks"]:
+            cell_file(store, array, chunk).unlink()
+            set_nonempty_raw(store, array, lambda keys: [k for k in keys if k != key])
+    found = [(f.code, f.message) for f in validate(str(store), 5).findings if f.code == "L5_CROSS_LEVEL_CENTROID"]
+    assert found and found[0][1].startswith(f"1 cell of level 1's vertices have no -1 record (first: {key})"), found
+
+
+def test_the_centroid_rule_runs_where_every_vertex_has_its_record_and_nothing_is_shared(tmp_path: Path) -> None:
+    """Implicit storage has no -1 family to hold a cell's records together; sparsity drops vertices'
+    records (and the reference writes some anyway); a level whose objects share metavertices is
+    coarsened by the reference once per object naming one.  Each leaves the rule out, by design."""
+    ran = {}
+    for name, factors, storage in (("explicit", [2, 2], "explicit"), ("implicit", [2], "implicit"),
+                                   ("sparse", [(2, 2)], "explicit")):
+        store = _small_pyramid(tmp_path / f"{name}.zv", factors, cross_level_storage=storage)
+        result = validate(str(store), 5)
+        assert result.ok, result.errors
+        ran[name] = [rule for rule in result.passed if "L5_CROSS_LEVEL_CENTROID" in rule]
+    assert len(ran["explicit"]) == 1 and ran["implicit"] == ran["sparse"] == [], ran
 
 
 def test_a_pyramid_that_drops_objects_is_not_held_to_coverage(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from zarr_vectors.conformance.rawfiles import (
     write_payload,
 )
 from zarr_vectors.encoding import FragmentIndex, decode_ragged_blob, encode_ragged_blob
+from zarr_vectors.store.groups import open_store
 
 DEFECTS, defect = registry()
 P, PI, G = "points-basic", "points-ids", "graph-undirected-canonical"
@@ -510,6 +511,18 @@ def plus_record_names_another_bins_metavertex(s: Path) -> None:
         rows[0, 1] = rows[np.flatnonzero(rows[:, 1] != rows[0, 1])[0], 1]
 
     _edit_link_rows(s, "0/links/+1/0.0.0", edit)
+
+
+@defect(PY, "L5_CROSS_LEVEL_CENTROID")
+def metavertex_moved_within_its_bin(s: Path) -> None:
+    """a level-1 metavertex moved halfway to the centre of its bin: it stays in its bin and its
+    chunk, every record and count holds, but it is no longer the mean of its vertices"""
+    bins = np.asarray(open_store(str(s)).level(1).bin_shape)
+    c = first_chunk(s, "1/vertices")
+    rows = np.frombuffer(read_payload(s, "1/vertices", c), "<f4").copy().reshape(-1, 3)
+    centre = (np.floor(rows[0] / bins) + 0.5) * bins
+    rows[0] = (rows[0] + centre) / 2
+    write_payload(s, "1/vertices", c, rows.tobytes())
 
 
 def _edit_link_rows(s: Path, array: str, edit: Callable[[np.ndarray], None]) -> None:

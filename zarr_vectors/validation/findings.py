@@ -238,6 +238,9 @@ RULES: list[Rule] = [
         ("L5_CROSS_LEVEL_BIN", _E, "where links/+1 is checked for coverage, each record's metavertex lies in "
                                    "its vertex's bin of the coarse level (a metavertex is the centroid of the "
                                    "vertices in its bin)"),
+        ("L5_CROSS_LEVEL_CENTROID", _E, "where every fine vertex has its record and the fine level shares no fragment, "
+                                        "each metavertex is named by links/-1 records and lies at the mean of the "
+                                        "vertices they name"),
         ("L5_ATTRIBUTE_AGGREGATION", _E, "a coarse level's aggregated vertex attribute lies within its parent "
                                          "level's range of that attribute, as every reduction does (D22)"),
         ("L5_CHECK_CRASHED", _E, "a level-5 check raised an exception (reported, never swallowed)"),

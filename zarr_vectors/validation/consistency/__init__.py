@@ -50,6 +50,7 @@ from zarr_vectors.validation.consistency.cells import (
     load_shards,
 )
 from zarr_vectors.validation.consistency.crosslevel import (
+    centroid_checked,
     coarse_bins,
     coverage_findings,
     coverage_pairs,
@@ -211,6 +212,9 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
             family_reduces.append(dask.delayed(mirror_findings, pure=False)(storage_d, number, delta, len(up), *up,
                                                                             *down))
             ran["L5_CROSS_LEVEL_MIRROR"] = ran.get("L5_CROSS_LEVEL_MIRROR", 0) + 1
+    centroids = sum(centroid_checked(model, number, covers) for number, delta in covers if delta == 1)
+    if centroids:
+        ran["L5_CROSS_LEVEL_CENTROID"] = centroids
     for (number, delta), tasks in sorted(covers.items()):
         if tasks is not None:  # None: the family's own rules report why it has no link tasks
             bins = coarse_bins(model, number, delta)

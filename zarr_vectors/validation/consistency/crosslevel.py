@@ -14,24 +14,38 @@ vertex coarsens into exactly one metavertex, so ``links/+d`` holds exactly one r
 fine vertex (``L5_CROSS_LEVEL_COVERAGE``): the fine level's vertex tasks digest each cell's
 rows and the family's link tasks the fine ends of its records (``cells.cell_rows``), and a
 task per pair compares them -- row by row only when they differ.
+
+A metavertex is the centroid of the vertices in its bin, and its ``-1`` records name exactly those
+vertices wherever every fine vertex has its record (``L5_CROSS_LEVEL_CENTROID``): the ``-1`` family's
+link tasks, each holding every record of its coarse cells, read the metavertices and the fine
+vertices their records name and compare each metavertex with the mean of its vertices.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from typing import Protocol, TypeVar
 
 import numpy as np
 
 from zarr_vectors.errors import MetadataError, ResourceLimitError, ZarrVectorsError
 from zarr_vectors.format.paths import format_chunk_key, format_delta, parse_delta
-from zarr_vectors.format.points import box_bounds, outside_box
+from zarr_vectors.format.points import PLACEMENT_TOLERANCE, box_bounds, outside_box
 from zarr_vectors.store.backend import Storage
 from zarr_vectors.store.grid import GridArray
 from zarr_vectors.store.groups import open_level
-from zarr_vectors.validation.consistency.cells import Digest, digest_sum, multiset_difference, stored_pairs
+from zarr_vectors.validation.consistency.cells import (
+    ArraySpec,
+    Chunk,
+    Digest,
+    digest_sum,
+    multiset_difference,
+    prefetch,
+    stored_pairs,
+)
 from zarr_vectors.validation.findings import Finding, crashed, make
+from zarr_vectors.validation.manifests import shared_fragments
 from zarr_vectors.validation.metadata import family_policy, level_bin_shape, vertices_dtype
 from zarr_vectors.validation.structure import StoreModel
 
@@ -138,6 +152,88 @@ def coarse_bins(model: StoreModel, fine: int, delta: int) -> tuple[float, ...] |
     if bins is None or len(bins) != model.sid_ndim or not all(math.isfinite(b) and b > 0 for b in bins):
         return None
     return bins
+
+
+def centroid_checked(model: StoreModel, fine: int, covered: Collection[tuple[int, int]]) -> bool:
+    """Whether ``L5_CROSS_LEVEL_CENTROID`` compares level ``fine + 1``'s metavertices with the mean of
+    the vertices its ``links/-1`` records name: ``links/+1`` at ``fine`` is one of ``covered``
+    (:func:`coverage_pairs`: every fine vertex has its record, the mirror gives ``-1`` the same), the
+    coarse level stores a width-2 ``links/-1``, and no fragment of the fine level is shared (where
+    objects share a metavertex, the reference counts it once per object naming it when it
+    coarsens again: docs/format.md §8.1)."""
+    policy = family_policy(model, fine + 1, -1) if fine + 1 in model.levels else None
+    return ((fine, 1) in covered and policy is not None and policy["link_width"] == 2
+            and not shared_fragments(model, fine))
+
+
+def centroid_findings(storage: Storage, where: str, fine: ArraySpec, coarse: ArraySpec, cells: Sequence[Chunk],
+                      parts: Sequence[tuple[Chunk, np.ndarray, Chunk, np.ndarray]]) -> list[Finding]:
+    """``L5_CROSS_LEVEL_CENTROID`` for coarse ``cells``, all of whose ``links/-1`` records are in
+    ``parts``: one ``(coarse chunk, coarse rows, fine chunk, fine rows)`` per link cell.  Each
+    metavertex of the cells is named by a record and lies at the float64 mean of the vertices its
+    records name, within the placement tolerance of the largest coordinate of the batch.  A cell
+    that does not decode and a row out of its cell's range are level 3's findings: the metavertices
+    they touch are left out."""
+    ndim = len(cells[0]) if cells else 0
+    fine_dtype, coarse_dtype = vertices_dtype(fine.attrs), vertices_dtype(coarse.attrs)
+    if not ndim or fine_dtype is None or coarse_dtype is None:
+        return []  # a bad dtype is level 2's
+    fine_chunks = sorted({f for _, _, f, _ in parts})
+    metas, members = prefetch(storage, [(coarse, list(cells)), (fine, fine_chunks)], [])  # bad cells: level 3's
+    meta_cells = [_cell_positions(metas.get(c), coarse_dtype, ndim) for c in cells]
+    member_cells = {c: _cell_positions(members.get(c), fine_dtype, ndim) for c in fine_chunks}
+    sizes = [len(m) if m is not None else 0 for m in meta_cells]
+    first = dict(zip(cells, np.cumsum([0, *sizes[:-1]]).tolist()))
+    owner = np.repeat(np.arange(len(cells)), sizes)  # the cell of each metavertex
+    total = len(owner)
+    stored = np.concatenate([m for m in meta_cells if m is not None] or [np.zeros((0, ndim))]).astype(np.float64)
+    unknown = np.zeros(total, dtype=bool)  # a metavertex whose records level 3 reports: left to it
+    size_of = {c: (first[c], size, m is not None) for c, size, m in zip(cells, sizes, meta_cells)}
+    indexes, points = [np.zeros(0, np.int64)], [np.zeros((0, ndim), fine_dtype)]
+    for coarse_chunk, coarse_rows, fine_chunk, fine_rows in parts:
+        at, n_meta, readable = size_of[coarse_chunk]
+        vertex = member_cells.get(fine_chunk)
+        if not readable:
+            continue
+        if not (((coarse_rows >= 0) & (coarse_rows < n_meta)).all() and vertex is not None
+                and ((fine_rows >= 0) & (fine_rows < len(vertex))).all()):
+            unknown[at : at + n_meta] = True  # which metavertex a bad record was for is unknown: the cell's
+            continue
+        indexes.append(at + coarse_rows)
+        points.append(vertex[fine_rows])  # the stored dtype: bincount sums each column in float64
+    index, members_at = np.concatenate(indexes), np.concatenate(points)
+    counts = np.bincount(index, minlength=total)
+    sums = np.column_stack([np.bincount(index, weights=members_at[:, k], minlength=total) for k in range(ndim)])
+    scale = max(float(np.abs(stored).max(initial=0.0)), float(np.abs(members_at).max(initial=0.0)))
+    checked = ~unknown & np.isfinite(stored).all(axis=1)
+    lonely = checked & (counts == 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = sums / counts[:, None]
+    off = checked & (counts > 0) & (np.abs(means - stored) > PLACEMENT_TOLERANCE * max(scale, 1e-30)).any(axis=1)
+
+    def name(i: int) -> str:
+        c = cells[int(owner[i])]
+        return f"chunk {format_chunk_key(c)} row {i - first[c]}"
+
+    out = []
+    if lonely.any():
+        alone = _count(int(lonely.sum()), "metavertex is", "metavertices are")
+        out.append(make("L5_CROSS_LEVEL_CENTROID", where, f"{alone} named by no record (first: "
+                        f"{name(int(np.argmax(lonely)))}): a metavertex stands for the vertices of an occupied bin"))
+    if off.any():
+        i = int(np.argmax(off))
+        away = _count(int(off.sum()), "metavertex lies", "metavertices lie")
+        out.append(make("L5_CROSS_LEVEL_CENTROID", where, f"{away} away from the mean of the vertices their records "
+                        f"name (first: {name(i)} at {stored[i].tolist()}, the mean of its {int(counts[i])} at "
+                        f"{means[i].tolist()}): a metavertex is the centroid of the vertices in its bin"))
+    return out
+
+
+def _cell_positions(raw: bytes | None, dtype: np.dtype, ndim: int) -> np.ndarray | None:
+    """A vertex cell's rows, None where it did not decode to whole rows (level 3's)."""
+    if raw is None or len(raw) % (dtype.itemsize * ndim):
+        return None
+    return np.frombuffer(raw, dtype=dtype).reshape(-1, ndim)
 
 
 def coverage_findings(storage: Storage, fine: int, delta: int, bin_shape: tuple[float, ...] | None,

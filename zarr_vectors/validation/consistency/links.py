@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +43,12 @@ from zarr_vectors.validation.consistency.cells import (
     prefetch,
     row_hashes,
 )
-from zarr_vectors.validation.consistency.crosslevel import coarse_bins, mirror_rows
+from zarr_vectors.validation.consistency.crosslevel import (
+    centroid_checked,
+    centroid_findings,
+    coarse_bins,
+    mirror_rows,
+)
 from zarr_vectors.validation.consistency.polylines import bridge_rows, compare_bridges
 from zarr_vectors.validation.consistency.vertices import VertexResult
 from zarr_vectors.validation.findings import Finding, crashed, make
@@ -90,6 +95,9 @@ class FamilySpec:
     # digest each record's fine end with the bin its metavertex lies in (L5_CROSS_LEVEL_BIN)
     bin_shape: tuple[float, ...] | None = None
     metavertices: ArraySpec | None = None
+    # a -1 family whose metavertices L5_CROSS_LEVEL_CENTROID compares with their vertices
+    # (crosslevel.centroid_checked): the fine and the coarse level's vertices; a batch holds whole cells
+    centroids: tuple[ArraySpec, ArraySpec] | None = None
     seed: int = 0  # of the digests (cells.digest_seed), one per validation
 
 
@@ -130,13 +138,14 @@ def link_batch(storage: Storage, fam: FamilySpec, units: list[tuple[str, list[Ch
     mirrored: list[np.ndarray] = []
     covered: list[np.ndarray] = []
     targets: list[tuple[Chunk, np.ndarray]] = []  # with fam.bin_shape: each covered part's (coarse chunk, rows)
+    centred: list[tuple[Chunk, np.ndarray, Chunk, np.ndarray]] = []  # with fam.centroids: (coarse, rows, fine, rows)
     for segment, chunks in units:
         seg = fam.segments[segment]
         payloads, lf_cells = next(fetched), next(fetched)
         attr_cells = [(a, next(fetched)) for a in seg.attributes]
         try:
             _link_cells(fam, seg, chunks, payloads, lf_cells, attr_cells, src_rows.rows,
-                        trg_rows.rows if trg_rows else None, res, bridges, mirrored, covered, targets)
+                        trg_rows.rows if trg_rows else None, res, bridges, mirrored, covered, targets, centred)
         except Exception as exc:  # noqa: BLE001
             res.findings.append(crashed(3, seg.links.path, exc, cell=format_chunk_key(chunks[0]) if chunks else None,
                                         what="link cells"))
@@ -150,6 +159,12 @@ def link_batch(storage: Storage, fam: FamilySpec, units: list[tuple[str, list[Ch
             res.cover = Digest.of([ends[:, 0], ends[:, 1], _metavertex_bins(storage, fam, targets)], fam.seed)
         else:
             res.cover = Digest.of(ends, fam.seed)
+    if fam.centroids is not None:
+        cells = sorted({c for _, chunks in units for c in chunks})
+        try:
+            res.findings += centroid_findings(storage, fam.path, *fam.centroids, cells, centred)
+        except Exception as exc:  # noqa: BLE001
+            res.findings.append(crashed(5, fam.path, exc, what="L5_CROSS_LEVEL_CENTROID"))
     return res
 
 
@@ -186,7 +201,8 @@ def _link_cells(fam: FamilySpec, seg: SegmentSpec, chunks: list[Chunk], payloads
                 lf_cells: dict[Chunk, bytes], attr_cells: list[tuple[ArraySpec, dict[Chunk, bytes]]],
                 src_rows: dict[Chunk, int], trg_rows: dict[Chunk, int] | None, res: LinkResult,
                 bridges: list[np.ndarray], mirrored: list[np.ndarray], covered: list[np.ndarray],
-                targets: list[tuple[Chunk, np.ndarray]]) -> None:
+                targets: list[tuple[Chunk, np.ndarray]], centred: list[tuple[Chunk, np.ndarray, Chunk, np.ndarray]],
+                ) -> None:
     out = res.findings
     path = seg.links.path
     dtype = np.dtype(seg.dtype).newbyteorder("<")
@@ -256,6 +272,8 @@ def _link_cells(fam: FamilySpec, seg: SegmentSpec, chunks: list[Chunk], payloads
             covered.append(cell_rows(c, vi[:, 0], fam.seed))
             if fam.bin_shape is not None:
                 targets.append((endpoint_chunks[1], vi[:, 1]))
+        if fam.centroids is not None and fam.width == 2 and n:  # a -1 record: [coarse vi here, fine vi]
+            centred.append((c, vi[:, 0], endpoint_chunks[1], vi[:, 1]))
 
 
 def _decode_link_cell(payload: bytes, width: int, dtype: np.dtype, flat: bool, path: str, key: str,
@@ -514,13 +532,15 @@ def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: l
                          cover=covers is not None and (number, delta) in covers)
         if fam.cover and (bins := coarse_bins(model, number, delta)) is not None:
             fam.bin_shape, fam.metavertices = bins, array_spec(model, f"{model.levels[number + 1]}/vertices")
+        if delta == -1 and covers is not None and centroid_checked(model, number - 1, covers):
+            fam.centroids = _centroid_arrays(model, number, segments.values(), static)
         _mirror(model, number, delta, fam, static)
         units = sorted(((s.segment, c), size) for s in segments.values() for c, (_, size) in s.links.cells.items())
         target_bytes = batch_target(sum(n for _, n in units), limits)
         tasks = []
         fam_d = dask.delayed(fam, traverse=False)
         storage_d = dask.delayed(model.storage, traverse=False)
-        for batch in batches(units, target_bytes):
+        for batch in (_whole_cells(units, target_bytes) if fam.centroids else batches(units, target_bytes)):
             grouped: dict[str, list[Chunk]] = defaultdict(list)
             for seg, c in batch:
                 grouped[seg].append(c)
@@ -546,6 +566,38 @@ def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: l
             static.append(make("L3_LINK_FRAGMENTS_PRESENCE", lf.path, "link_fragments cell without an intra-chunk "
                                "links cell at the same chunk", cell=format_chunk_key(c)))
     return out
+
+
+def _centroid_arrays(model: StoreModel, number: int, segments: Iterable[SegmentSpec],
+                     static: list[Finding]) -> tuple[ArraySpec, ArraySpec] | None:
+    """The fine and the coarse vertices ``L5_CROSS_LEVEL_CENTROID`` compares through level ``number``'s
+    ``links/-1``; a coarse cell of vertices without one link cell is a finding here (no record can
+    name its metavertices)."""
+    fine = array_spec(model, f"{model.levels[number - 1]}/vertices")
+    coarse = array_spec(model, f"{model.levels[number]}/vertices")
+    if fine is None or coarse is None:
+        return None
+    linked = set().union(*(s.links.cells for s in segments))
+    alone = sorted(set(coarse.cells) - linked)
+    if alone:
+        static.append(make("L5_CROSS_LEVEL_CENTROID", f"{model.levels[number]}/links/-1", f"{_count(len(alone))} "
+                           f"of level {number}'s vertices have no -1 record (first: {format_chunk_key(alone[0])}): a "
+                           "metavertex stands for the vertices of an occupied bin"))
+    return fine, coarse
+
+
+def _count(n: int) -> str:
+    return f"{n} cell" if n == 1 else f"{n} cells"
+
+
+def _whole_cells(units: list[tuple[tuple[str, Chunk], int]], target: int) -> list[list[tuple[str, Chunk]]]:
+    """:func:`batches` of units that keep every segment of a cell in one batch (its records all together)."""
+    by_cell: dict[Chunk, list[tuple[str, Chunk]]] = defaultdict(list)
+    sizes: dict[Chunk, int] = defaultdict(int)
+    for (segment, c), size in units:
+        by_cell[c].append((segment, c))
+        sizes[c] += size
+    return [[u for c in run for u in by_cell[c]] for run in batches([(c, sizes[c]) for c in sorted(by_cell)], target)]
 
 
 def _lex_sign(offset: Sequence[int]) -> int:
