@@ -239,8 +239,8 @@ RULES: list[Rule] = [
                                    "its vertex's bin of the coarse level (a metavertex is the centroid of the "
                                    "vertices in its bin)"),
         ("L5_CROSS_LEVEL_CENTROID", _E, "where every fine vertex has its record and the fine level shares no fragment, "
-                                        "each metavertex is named by links/-1 records and lies at the mean of the "
-                                        "vertices they name"),
+                                        "each metavertex is named by links/+1 records and lies at the mean of the "
+                                        "vertices whose records name it"),
         ("L5_ATTRIBUTE_AGGREGATION", _E, "a coarse level's aggregated vertex attribute lies within its parent "
                                          "level's range of that attribute, as every reduction does (D22)"),
         ("L5_CHECK_CRASHED", _E, "a level-5 check raised an exception (reported, never swallowed)"),

@@ -15,10 +15,11 @@ fine vertex (``L5_CROSS_LEVEL_COVERAGE``): the fine level's vertex tasks digest 
 rows and the family's link tasks the fine ends of its records (``cells.cell_rows``), and a
 task per pair compares them -- row by row only when they differ.
 
-A metavertex is the centroid of the vertices in its bin, and its ``-1`` records name exactly those
-vertices wherever every fine vertex has its record (``L5_CROSS_LEVEL_CENTROID``): the ``-1`` family's
-link tasks, each holding every record of its coarse cells, read the metavertices and the fine
-vertices their records name and compare each metavertex with the mean of its vertices.
+A metavertex is the centroid of the vertices in its bin, and the ``+1`` records naming it come
+from exactly those vertices wherever every fine vertex has its record (``L5_CROSS_LEVEL_CENTROID``):
+the ``+1`` family's link tasks, each holding every record that points into its coarse cells, read
+the metavertices and the fine vertices of those records and compare each metavertex with the mean
+of its vertices.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ from zarr_vectors.validation.metadata import family_policy, level_bin_shape, ver
 from zarr_vectors.validation.structure import StoreModel
 
 T = TypeVar("T")
+#: one cross-level link cell's records for L5_CROSS_LEVEL_CENTROID: (coarse chunk, coarse rows, fine
+#: chunk, fine rows); rows None where the cell is absent or does not decode (level 3's finding)
+Centred = tuple[Chunk, np.ndarray | None, Chunk, np.ndarray | None]
 
 
 class MirroredRecords(Protocol):
@@ -156,29 +160,25 @@ def coarse_bins(model: StoreModel, fine: int, delta: int) -> tuple[float, ...] |
 
 def centroid_checked(model: StoreModel, fine: int, covered: Collection[tuple[int, int]]) -> bool:
     """Whether ``L5_CROSS_LEVEL_CENTROID`` compares level ``fine + 1``'s metavertices with the mean of
-    the vertices its ``links/-1`` records name: ``links/+1`` at ``fine`` is one of ``covered``
-    (:func:`coverage_pairs`: every fine vertex has its record, the mirror gives ``-1`` the same), the
-    coarse level stores a width-2 ``links/-1``, and no fragment of the fine level is shared (where
-    objects share a metavertex, the reference counts it once per object naming it when it
-    coarsens again: docs/format.md §8.1)."""
-    policy = family_policy(model, fine + 1, -1) if fine + 1 in model.levels else None
-    return ((fine, 1) in covered and policy is not None and policy["link_width"] == 2
-            and not shared_fragments(model, fine))
+    the vertices whose ``links/+1`` records name them: ``links/+1`` at ``fine`` is one of
+    ``covered`` (:func:`coverage_pairs`: every fine vertex has its record) and no fragment of the fine
+    level is shared (where objects share a metavertex, the reference counts it once per object
+    naming it when it coarsens again: docs/format.md §8.1)."""
+    return (fine, 1) in covered and not shared_fragments(model, fine)
 
 
 def centroid_findings(storage: Storage, where: str, fine: ArraySpec, coarse: ArraySpec, cells: Sequence[Chunk],
-                      parts: Sequence[tuple[Chunk, np.ndarray, Chunk, np.ndarray]]) -> list[Finding]:
-    """``L5_CROSS_LEVEL_CENTROID`` for coarse ``cells``, all of whose ``links/-1`` records are in
-    ``parts``: one ``(coarse chunk, coarse rows, fine chunk, fine rows)`` per link cell.  Each
-    metavertex of the cells is named by a record and lies at the float64 mean of the vertices its
-    records name, within the placement tolerance of the largest coordinate of the batch.  A cell
-    that does not decode and a row out of its cell's range are level 3's findings: the metavertices
-    they touch are left out."""
+                      parts: Sequence[Centred]) -> list[Finding]:
+    """``L5_CROSS_LEVEL_CENTROID`` for coarse ``cells``, every record naming whose metavertices is in
+    ``parts`` (one :data:`Centred` per link cell).  Each metavertex of the cells is named by a record
+    and lies at the float64 mean of the vertices whose records name it, within the placement
+    tolerance of the largest coordinate of the batch.  A cell that does not decode and a row out of
+    its cell's range are level 3's findings: the metavertices of a coarse cell they touch are left out."""
     ndim = len(cells[0]) if cells else 0
     fine_dtype, coarse_dtype = vertices_dtype(fine.attrs), vertices_dtype(coarse.attrs)
     if not ndim or fine_dtype is None or coarse_dtype is None:
         return []  # a bad dtype is level 2's
-    fine_chunks = sorted({f for _, _, f, _ in parts})
+    fine_chunks = sorted({f for _, rows, f, _ in parts if rows is not None})
     metas, members = prefetch(storage, [(coarse, list(cells)), (fine, fine_chunks)], [])  # bad cells: level 3's
     meta_cells = [_cell_positions(metas.get(c), coarse_dtype, ndim) for c in cells]
     member_cells = {c: _cell_positions(members.get(c), fine_dtype, ndim) for c in fine_chunks}
@@ -195,8 +195,9 @@ def centroid_findings(storage: Storage, where: str, fine: ArraySpec, coarse: Arr
         vertex = member_cells.get(fine_chunk)
         if not readable:
             continue
-        if not (((coarse_rows >= 0) & (coarse_rows < n_meta)).all() and vertex is not None
-                and ((fine_rows >= 0) & (fine_rows < len(vertex))).all()):
+        if (coarse_rows is None or fine_rows is None or vertex is None
+                or not ((coarse_rows >= 0) & (coarse_rows < n_meta)).all()
+                or not ((fine_rows >= 0) & (fine_rows < len(vertex))).all()):
             unknown[at : at + n_meta] = True  # which metavertex a bad record was for is unknown: the cell's
             continue
         indexes.append(at + coarse_rows)

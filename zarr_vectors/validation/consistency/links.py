@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +44,7 @@ from zarr_vectors.validation.consistency.cells import (
     row_hashes,
 )
 from zarr_vectors.validation.consistency.crosslevel import (
+    Centred,
     centroid_checked,
     centroid_findings,
     coarse_bins,
@@ -95,8 +96,9 @@ class FamilySpec:
     # digest each record's fine end with the bin its metavertex lies in (L5_CROSS_LEVEL_BIN)
     bin_shape: tuple[float, ...] | None = None
     metavertices: ArraySpec | None = None
-    # a -1 family whose metavertices L5_CROSS_LEVEL_CENTROID compares with their vertices
-    # (crosslevel.centroid_checked): the fine and the coarse level's vertices; a batch holds whole cells
+    # a +1 family whose records L5_CROSS_LEVEL_CENTROID compares with the metavertices they name
+    # (crosslevel.centroid_checked): the fine and the coarse level's vertices; a batch holds every
+    # record naming a metavertex of its coarse cells
     centroids: tuple[ArraySpec, ArraySpec] | None = None
     seed: int = 0  # of the digests (cells.digest_seed), one per validation
 
@@ -138,7 +140,7 @@ def link_batch(storage: Storage, fam: FamilySpec, units: list[tuple[str, list[Ch
     mirrored: list[np.ndarray] = []
     covered: list[np.ndarray] = []
     targets: list[tuple[Chunk, np.ndarray]] = []  # with fam.bin_shape: each covered part's (coarse chunk, rows)
-    centred: list[tuple[Chunk, np.ndarray, Chunk, np.ndarray]] = []  # with fam.centroids: (coarse, rows, fine, rows)
+    centred: list[Centred] = []  # with fam.centroids: (coarse chunk, rows, fine chunk, rows) per link cell
     for segment, chunks in units:
         seg = fam.segments[segment]
         payloads, lf_cells = next(fetched), next(fetched)
@@ -160,7 +162,7 @@ def link_batch(storage: Storage, fam: FamilySpec, units: list[tuple[str, list[Ch
         else:
             res.cover = Digest.of(ends, fam.seed)
     if fam.centroids is not None:
-        cells = sorted({c for _, chunks in units for c in chunks})
+        cells = sorted({_target_cell(fam, segment, c) for segment, chunks in units for c in chunks})
         try:
             res.findings += centroid_findings(storage, fam.path, *fam.centroids, cells, centred)
         except Exception as exc:  # noqa: BLE001
@@ -201,8 +203,7 @@ def _link_cells(fam: FamilySpec, seg: SegmentSpec, chunks: list[Chunk], payloads
                 lf_cells: dict[Chunk, bytes], attr_cells: list[tuple[ArraySpec, dict[Chunk, bytes]]],
                 src_rows: dict[Chunk, int], trg_rows: dict[Chunk, int] | None, res: LinkResult,
                 bridges: list[np.ndarray], mirrored: list[np.ndarray], covered: list[np.ndarray],
-                targets: list[tuple[Chunk, np.ndarray]], centred: list[tuple[Chunk, np.ndarray, Chunk, np.ndarray]],
-                ) -> None:
+                targets: list[tuple[Chunk, np.ndarray]], centred: list[Centred]) -> None:
     out = res.findings
     path = seg.links.path
     dtype = np.dtype(seg.dtype).newbyteorder("<")
@@ -210,11 +211,11 @@ def _link_cells(fam: FamilySpec, seg: SegmentSpec, chunks: list[Chunk], payloads
     factorial = math.factorial(fam.width)
     for c in chunks:
         payload = payloads.get(c)
-        if payload is None:
-            continue
         key = format_chunk_key(c)
-        rows = _decode_link_cell(payload, width, dtype, seg.flat, path, key, out)
-        if rows is None:
+        rows = _decode_link_cell(payload, width, dtype, seg.flat, path, key, out) if payload is not None else None
+        if rows is None:  # absent or undecodable: level 3's; which metavertices its records name is unknown
+            if fam.centroids is not None:
+                centred.append((_target_cell(fam, seg.segment, c), None, c, None))
             continue
         n = len(rows)
         res.rows += n
@@ -272,8 +273,8 @@ def _link_cells(fam: FamilySpec, seg: SegmentSpec, chunks: list[Chunk], payloads
             covered.append(cell_rows(c, vi[:, 0], fam.seed))
             if fam.bin_shape is not None:
                 targets.append((endpoint_chunks[1], vi[:, 1]))
-        if fam.centroids is not None and fam.width == 2 and n:  # a -1 record: [coarse vi here, fine vi]
-            centred.append((c, vi[:, 0], endpoint_chunks[1], vi[:, 1]))
+        if fam.centroids is not None and fam.width == 2 and n:  # a +1 record: [fine vi here, coarse vi]
+            centred.append((endpoint_chunks[1], vi[:, 1], c, vi[:, 0]))
 
 
 def _decode_link_cell(payload: bytes, width: int, dtype: np.dtype, flat: bool, path: str, key: str,
@@ -532,15 +533,15 @@ def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: l
                          cover=covers is not None and (number, delta) in covers)
         if fam.cover and (bins := coarse_bins(model, number, delta)) is not None:
             fam.bin_shape, fam.metavertices = bins, array_spec(model, f"{model.levels[number + 1]}/vertices")
-        if delta == -1 and covers is not None and centroid_checked(model, number - 1, covers):
-            fam.centroids = _centroid_arrays(model, number, segments.values(), static)
+        if delta == 1 and covers is not None and centroid_checked(model, number, covers):
+            fam.centroids = _centroid_arrays(model, fam, static)
         _mirror(model, number, delta, fam, static)
         units = sorted(((s.segment, c), size) for s in segments.values() for c, (_, size) in s.links.cells.items())
         target_bytes = batch_target(sum(n for _, n in units), limits)
         tasks = []
         fam_d = dask.delayed(fam, traverse=False)
         storage_d = dask.delayed(model.storage, traverse=False)
-        for batch in (_whole_cells(units, target_bytes) if fam.centroids else batches(units, target_bytes)):
+        for batch in (_by_target_cell(fam, units, target_bytes) if fam.centroids else batches(units, target_bytes)):
             grouped: dict[str, list[Chunk]] = defaultdict(list)
             for seg, c in batch:
                 grouped[seg].append(c)
@@ -568,35 +569,37 @@ def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: l
     return out
 
 
-def _centroid_arrays(model: StoreModel, number: int, segments: Iterable[SegmentSpec],
-                     static: list[Finding]) -> tuple[ArraySpec, ArraySpec] | None:
-    """The fine and the coarse vertices ``L5_CROSS_LEVEL_CENTROID`` compares through level ``number``'s
-    ``links/-1``; a coarse cell of vertices without one link cell is a finding here (no record can
-    name its metavertices)."""
-    fine = array_spec(model, f"{model.levels[number - 1]}/vertices")
-    coarse = array_spec(model, f"{model.levels[number]}/vertices")
+def _centroid_arrays(model: StoreModel, fam: FamilySpec, static: list[Finding]) -> tuple[ArraySpec, ArraySpec] | None:
+    """The fine and the coarse vertices ``L5_CROSS_LEVEL_CENTROID`` compares through ``fam`` (a
+    ``links/+1``); a coarse cell of vertices no link cell points into is a finding here (no
+    record can name its metavertices)."""
+    fine = array_spec(model, f"{model.levels[fam.number]}/vertices")
+    coarse = array_spec(model, f"{model.levels[fam.number + 1]}/vertices")
     if fine is None or coarse is None:
         return None
-    linked = set().union(*(s.links.cells for s in segments))
-    alone = sorted(set(coarse.cells) - linked)
+    named = {_target_cell(fam, s.segment, c) for s in fam.segments.values() for c in s.links.cells}
+    alone = sorted(set(coarse.cells) - named)
     if alone:
-        static.append(make("L5_CROSS_LEVEL_CENTROID", f"{model.levels[number]}/links/-1", f"{_count(len(alone))} "
-                           f"of level {number}'s vertices have no -1 record (first: {format_chunk_key(alone[0])}): a "
-                           "metavertex stands for the vertices of an occupied bin"))
+        static.append(make("L5_CROSS_LEVEL_CENTROID", fam.path, f"no record names a metavertex of {len(alone)} "
+                           f"{'cell' if len(alone) == 1 else 'cells'} of level {fam.number + 1} (first: "
+                           f"{format_chunk_key(alone[0])}): a metavertex stands for the vertices of an occupied bin"))
     return fine, coarse
 
 
-def _count(n: int) -> str:
-    return f"{n} cell" if n == 1 else f"{n} cells"
+def _target_cell(fam: FamilySpec, segment: str, c: Chunk) -> Chunk:
+    """The coarse cell every record of a cross-level link cell points into (its segment's offset)."""
+    return _endpoint_chunks(c, fam.segments[segment].offsets, fam)[1]
 
 
-def _whole_cells(units: list[tuple[tuple[str, Chunk], int]], target: int) -> list[list[tuple[str, Chunk]]]:
-    """:func:`batches` of units that keep every segment of a cell in one batch (its records all together)."""
+def _by_target_cell(fam: FamilySpec, units: list[tuple[tuple[str, Chunk], int]], target: int) -> list[list[Any]]:
+    """:func:`batches` of a cross-level family's link cells that keep every cell pointing into one
+    coarse cell in one batch: a task holds every record naming its metavertices."""
     by_cell: dict[Chunk, list[tuple[str, Chunk]]] = defaultdict(list)
     sizes: dict[Chunk, int] = defaultdict(int)
     for (segment, c), size in units:
-        by_cell[c].append((segment, c))
-        sizes[c] += size
+        cell = _target_cell(fam, segment, c)
+        by_cell[cell].append((segment, c))
+        sizes[cell] += size
     return [[u for c in run for u in by_cell[c]] for run in batches([(c, sizes[c]) for c in sorted(by_cell)], target)]
 
 
