@@ -16,6 +16,7 @@ from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
 
+import dask
 import numpy as np
 import pytest
 from conftest import assert_clean, cell_file, edit_attrs, first_chunk, read_json, set_nonempty_raw, write_json
@@ -85,6 +86,7 @@ def test_a_level_chunk_shape_that_is_no_multiple_is_not_also_a_mirror_error() ->
     result = validate(str(CORPUS / "fixtures/bad-level-chunk-not-multiple"), 5)
     codes = {f.code for f in result.findings if f.severity == "error"}
     assert "L5_CHUNK_SHAPE_MULTIPLE" in codes and "L5_CROSS_LEVEL_MIRROR" not in codes, result.summary()
+    assert "L5_CROSS_LEVEL_CENTROID" not in codes, result.summary()  # nor a centroid error (review)
     assert any("L5_CROSS_LEVEL_MIRROR" in rule for rule in result.passed)  # the other pair is compared
 
 
@@ -692,6 +694,89 @@ def test_the_centroid_rule_runs_where_every_vertex_has_its_record_and_nothing_is
         assert result.ok, result.errors
         ran[name] = [rule for rule in result.passed if "L5_CROSS_LEVEL_CENTROID" in rule]
     assert len(ran["explicit"]) == len(ran["implicit"]) == 1 and ran["sparse"] == [], ran
+
+
+def _moved_point_errors(tmp_path: Path, pos: np.ndarray, factors: list, level: int, shift: float) -> list[str]:
+    """Level 5's error codes once the first metavertex of ``level`` moved by ``shift`` on x."""
+    store = tmp_path / "m.zv"
+    zv.write_points(str(store), pos, chunk_shape=20.0, bin_shape=5.0)
+    zv.build_pyramid(str(store), factors=factors)
+    assert_clean(store)
+    array = f"{level}/vertices"
+    chunk = first_chunk(store, array)
+    cell = np.frombuffer(read_payload(store, array, chunk), dtype="<f4").reshape(-1, 3).copy()
+    cell[0, 0] += np.float32(shift)
+    write_payload(store, array, chunk, cell.tobytes())
+    return [f.code for f in validate(str(store), 5).findings if f.severity == "error"]
+
+
+def test_far_away_points_do_not_loosen_a_metavertexs_tolerance(tmp_path: Path) -> None:
+    """Review: the tolerance followed the largest coordinate of the whole task, so points 1e5 away in
+    another cell let a metavertex near the origin move by 0.08 (650,000 float32 steps) unseen."""
+    pos = np.array([[1, 1, 1], [2, 1, 1], [3, 2, 1], [1e5 + 1, 1, 1], [1e5 + 2, 1, 1]], "f4")
+    assert _moved_point_errors(tmp_path, pos, [2], 1, 0.08) == ["L5_CROSS_LEVEL_CENTROID"]
+
+
+def test_levels_above_the_first_are_compared_where_there_are_no_objects(tmp_path: Path) -> None:
+    """Review: every coarse level is stamped shared_fragments, points without ids too, so no pair
+    above 0 -> 1 was compared; a level without an object index is one object and shares nothing."""
+    pos = np.random.default_rng(3).uniform(0, 40, (300, 3)).astype("f4")
+    assert _moved_point_errors(tmp_path, pos, [2, 2], 2, 0.5) == ["L5_CROSS_LEVEL_CENTROID"]
+
+
+def test_a_metavertex_that_is_not_finite_is_a_centroid_error(tmp_path: Path) -> None:
+    """Review: a NaN metavertex whose vertices are finite was only level 3's warning."""
+    pos = np.array([[1, 1, 1], [2, 1, 1], [12, 1, 1]], "f4")
+    assert _moved_point_errors(tmp_path, pos, [2], 1, np.nan) == ["L5_CROSS_LEVEL_CENTROID"]
+
+
+def test_a_coarse_cell_without_metavertices_needs_no_record(tmp_path: Path) -> None:
+    """Review: a listed coarse vertex cell of zero rows (valid: no metavertex needs a record) was
+    reported as one no record names."""
+    store = tmp_path / "p.zv"
+    zv.write_points(str(store), np.array([[1, 1, 1], [2, 2, 2], [31, 31, 31]], "f4"), chunk_shape=20.0,
+                    bin_shape=5.0)
+    zv.build_pyramid(str(store), factors=[2])
+    write_payload(store, "1/vertices", (0, 1, 0), b"")
+    set_nonempty_raw(store, "1/vertices", lambda keys: sorted([*keys, "0.1.0"]))
+    result = validate(str(store), 5)
+    assert result.ok, result.summary()
+    assert any("L5_CROSS_LEVEL_CENTROID" in rule for rule in result.passed), result.summary()
+
+
+def test_a_listed_link_cell_gone_from_storage_is_level_3s_alone(tmp_path: Path) -> None:
+    """Review: a +1 link cell deleted but still listed made the rule report its coarse cell's
+    metavertices as named by no record, beside L3_NONEMPTY_MISSING."""
+    store = _small_pyramid(tmp_path / "p.zv", [2])
+    array = "0/links/+1/0.0.0"
+    cell_file(store, array, first_chunk(store, array)).unlink()
+    codes = {f.code for f in validate(str(store), 5).findings if f.severity == "error"}
+    assert "L3_NONEMPTY_MISSING" in codes and "L5_CROSS_LEVEL_CENTROID" not in codes, codes
+
+
+def test_a_chunk_shape_that_is_no_multiple_is_not_also_a_centroid_error(tmp_path: Path) -> None:
+    """Review: with level 1's chunk_shape no whole multiple of the root's, the records point into
+    the wrong cells, and the rule reported hundreds of metavertices away from their mean; as the
+    mirror check does, it leaves such a pair to L5_CHUNK_SHAPE_MULTIPLE."""
+    store = tmp_path / "p.zv"
+    zv.write_points(str(store), np.random.default_rng(0).uniform(0, 200, (2000, 3)).astype("f4"), chunk_shape=20.0,
+                    bin_shape=5.0)
+    zv.build_pyramid(str(store), factors=[2], chunk_scale_factors=[3])
+    edit_attrs(store, "1", lambda a: a["zarr_vectors_level"].update(chunk_shape=[50.0, 60.0, 60.0]))
+    codes = {f.code for f in validate(str(store), 5).findings if f.severity == "error"}
+    assert "L5_CHUNK_SHAPE_MULTIPLE" in codes and "L5_CROSS_LEVEL_CENTROID" not in codes, codes
+
+
+def test_a_coarse_cell_too_large_for_one_task_is_left_out_with_a_warning(tmp_path: Path) -> None:
+    """Review: a task holds every link and fine vertex cell pointing into its coarse cells, so with
+    chunk scale factors one coarse cell could exceed max-batch-bytes by any factor; such a cell is
+    left out, and a warning says so."""
+    store = _small_pyramid(tmp_path / "p.zv", [2])
+    with dask.config.set({"zarr_vectors.validate.max-batch-bytes": 64, "zarr_vectors.validate.min-batch-bytes": 64}):
+        result = validate(str(store), 5)
+    assert result.ok, result.summary()
+    warned = [f.message for f in result.findings if f.code == "L5_CROSS_LEVEL_CENTROID"]
+    assert len(warned) == 1 and warned[0].startswith("1 of level 1's cells not compared with their vertices"), warned
 
 
 def test_a_pyramid_that_drops_objects_is_not_held_to_coverage(tmp_path: Path) -> None:

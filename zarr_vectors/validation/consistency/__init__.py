@@ -50,7 +50,6 @@ from zarr_vectors.validation.consistency.cells import (
     load_shards,
 )
 from zarr_vectors.validation.consistency.crosslevel import (
-    centroid_checked,
     coarse_bins,
     coverage_findings,
     coverage_pairs,
@@ -203,8 +202,12 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
         level_reduces.append(dask.delayed(aggregation_findings, pure=False)(
             model.levels[number], parent, rules, tables[parent], tables[number]))
     mirrors: dict[tuple[int, int], list[Any]] | None = {} if requested >= 5 else None
+    centroids: list[int] | None = [] if requested >= 5 else None  # the fine levels L5_CROSS_LEVEL_CENTROID compares
     for number, lpath in sorted(model.levels.items()):
-        family_reduces.extend(link_graph(model, number, tables, static, limits, implied, mirrors, seed, covers))
+        family_reduces.extend(link_graph(model, number, tables, static, limits, implied, mirrors, seed, covers,
+                                         centroids))
+    if centroids:
+        ran["L5_CROSS_LEVEL_CENTROID"] = len(centroids)
     pairs = mirrors or {}
     for (number, delta), up in sorted(pairs.items()):
         down = pairs.get((number + delta, -delta))
@@ -212,9 +215,6 @@ def build(model: StoreModel, requested: int, manifests: dict[int, ManifestCheck]
             family_reduces.append(dask.delayed(mirror_findings, pure=False)(storage_d, number, delta, len(up), *up,
                                                                             *down))
             ran["L5_CROSS_LEVEL_MIRROR"] = ran.get("L5_CROSS_LEVEL_MIRROR", 0) + 1
-    centroids = sum(centroid_checked(model, number, covers) for number, delta in covers if delta == 1)
-    if centroids:
-        ran["L5_CROSS_LEVEL_CENTROID"] = centroids
     for (number, delta), tasks in sorted(covers.items()):
         if tasks is not None:  # None: the family's own rules report why it has no link tasks
             bins = coarse_bins(model, number, delta)

@@ -380,7 +380,7 @@ def batch_target(total: int, limits: tuple[int, int]) -> int:
     return int(min(hi, max(lo, total // max(1, 3 * parallelism()))))
 
 
-def _listed_cells(listed: list[Any], ndim: int) -> set[Chunk]:
+def listed_cells(listed: list[Any], ndim: int) -> set[Chunk]:
     """The cells a presence list names: the whole list parsed at once, or, when a key is bad (an
     L2 finding), key by key, leaving the bad ones out."""
     try:
@@ -401,7 +401,7 @@ def check_presence(model: StoreModel, spec: ArraySpec, out: list[Finding]) -> No
     listed = spec.attrs.get("nonempty_chunks")
     if not isinstance(listed, list):
         return
-    keys = _listed_cells(listed, len(spec.doc.get("shape", [])))
+    keys = listed_cells(listed, len(spec.doc.get("shape", [])))
     present = set(spec.cells)
     missing = sorted(keys - present)
     extra = sorted(present - keys)

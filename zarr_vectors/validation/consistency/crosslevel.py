@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 import numpy as np
@@ -158,28 +159,47 @@ def coarse_bins(model: StoreModel, fine: int, delta: int) -> tuple[float, ...] |
     return bins
 
 
+@dataclass(frozen=True)
+class CentroidSpec:
+    """What a ``links/+1`` family's link tasks need for ``L5_CROSS_LEVEL_CENTROID``: both levels'
+    vertices, the width of a position (the store's D, not a chunk key's rank: attribute-chunked
+    levels key cells by D + 1 coordinates), the largest side of a coarse bin (0 if unknown: a
+    metavertex's vertices lie within it, so it bounds their coordinates beside the mean's), and the
+    coarse cells left out (too large for one task)."""
+
+    fine: ArraySpec
+    coarse: ArraySpec
+    ndim: int
+    bin_side: float = 0.0
+    unchecked: frozenset[Chunk] = frozenset()
+
+
 def centroid_checked(model: StoreModel, fine: int, covered: Collection[tuple[int, int]]) -> bool:
-    """Whether ``L5_CROSS_LEVEL_CENTROID`` compares level ``fine + 1``'s metavertices with the mean of
-    the vertices whose ``links/+1`` records name them: ``links/+1`` at ``fine`` is one of
-    ``covered`` (:func:`coverage_pairs`: every fine vertex has its record) and no fragment of the fine
-    level is shared (where objects share a metavertex, the reference counts it once per object
-    naming it when it coarsens again: docs/format.md §8.1)."""
-    return (fine, 1) in covered and not shared_fragments(model, fine)
+    """Whether ``L5_CROSS_LEVEL_CENTROID`` may compare level ``fine + 1``'s metavertices with the mean
+    of the vertices whose ``links/+1`` records name them: ``links/+1`` at ``fine`` is one of
+    ``covered`` (:func:`coverage_pairs`: every fine vertex has its record) and no fragment of the
+    fine level may be shared between objects (where objects share a metavertex, the reference
+    counts it once per object naming it when it coarsens again: docs/format.md §8.1; a level
+    without an object index is one implicit object, whatever ``shared_fragments`` says)."""
+    objects = f"{model.levels[fine]}/object_index" in model.nodes
+    return (fine, 1) in covered and not (objects and shared_fragments(model, fine))
 
 
-def centroid_findings(storage: Storage, where: str, fine: ArraySpec, coarse: ArraySpec, cells: Sequence[Chunk],
+def centroid_findings(storage: Storage, where: str, spec: CentroidSpec, cells: Sequence[Chunk],
                       parts: Sequence[Centred]) -> list[Finding]:
     """``L5_CROSS_LEVEL_CENTROID`` for coarse ``cells``, every record naming whose metavertices is in
     ``parts`` (one :data:`Centred` per link cell).  Each metavertex of the cells is named by a record
     and lies at the float64 mean of the vertices whose records name it, within the placement
-    tolerance of the largest coordinate of the batch.  A cell that does not decode and a row out of
-    its cell's range are level 3's findings: the metavertices of a coarse cell they touch are left out."""
-    ndim = len(cells[0]) if cells else 0
-    fine_dtype, coarse_dtype = vertices_dtype(fine.attrs), vertices_dtype(coarse.attrs)
-    if not ndim or fine_dtype is None or coarse_dtype is None:
+    tolerance of the metavertex's largest coordinate, its mean's, or its bin's side.  A link cell that is
+    absent or does not decode, and a row out of its cell's range, are level 3's findings: the
+    metavertices of the coarse cell they point into are left out."""
+    ndim = spec.ndim
+    fine_dtype, coarse_dtype = vertices_dtype(spec.fine.attrs), vertices_dtype(spec.coarse.attrs)
+    cells = [c for c in cells if c not in spec.unchecked]
+    if not cells or fine_dtype is None or coarse_dtype is None:
         return []  # a bad dtype is level 2's
-    fine_chunks = sorted({f for _, rows, f, _ in parts if rows is not None})
-    metas, members = prefetch(storage, [(coarse, list(cells)), (fine, fine_chunks)], [])  # bad cells: level 3's
+    fine_chunks = sorted({f for c, rows, f, _ in parts if rows is not None and c not in spec.unchecked})
+    metas, members = prefetch(storage, [(spec.coarse, cells), (spec.fine, fine_chunks)], [])  # bad cells: level 3's
     meta_cells = [_cell_positions(metas.get(c), coarse_dtype, ndim) for c in cells]
     member_cells = {c: _cell_positions(members.get(c), fine_dtype, ndim) for c in fine_chunks}
     sizes = [len(m) if m is not None else 0 for m in meta_cells]
@@ -191,7 +211,7 @@ def centroid_findings(storage: Storage, where: str, fine: ArraySpec, coarse: Arr
     size_of = {c: (first[c], size, m is not None) for c, size, m in zip(cells, sizes, meta_cells)}
     indexes, points = [np.zeros(0, np.int64)], [np.zeros((0, ndim), fine_dtype)]
     for coarse_chunk, coarse_rows, fine_chunk, fine_rows in parts:
-        at, n_meta, readable = size_of[coarse_chunk]
+        at, n_meta, readable = size_of.get(coarse_chunk, (0, 0, False))
         vertex = member_cells.get(fine_chunk)
         if not readable:
             continue
@@ -205,12 +225,14 @@ def centroid_findings(storage: Storage, where: str, fine: ArraySpec, coarse: Arr
     index, members_at = np.concatenate(indexes), np.concatenate(points)
     counts = np.bincount(index, minlength=total)
     sums = np.column_stack([np.bincount(index, weights=members_at[:, k], minlength=total) for k in range(ndim)])
-    scale = max(float(np.abs(stored).max(initial=0.0)), float(np.abs(members_at).max(initial=0.0)))
-    checked = ~unknown & np.isfinite(stored).all(axis=1)
-    lonely = checked & (counts == 0)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         means = sums / counts[:, None]
-    off = checked & (counts > 0) & (np.abs(means - stored) > PLACEMENT_TOLERANCE * max(scale, 1e-30)).any(axis=1)
+        scale = np.maximum(np.abs(np.concatenate([stored, means], axis=1)).max(axis=1, initial=0.0), spec.bin_side)
+        apart = (np.abs(means - stored) > (PLACEMENT_TOLERANCE * scale)[:, None]).any(axis=1)
+        lost = ~np.isfinite(stored).all(axis=1)  # a mean of finite vertices is finite: the stored one too
+        named = ~unknown & (counts > 0) & np.isfinite(means).all(axis=1)
+    lonely = ~unknown & (counts == 0)
+    off = named & (apart | lost)
 
     def name(i: int) -> str:
         c = cells[int(owner[i])]
@@ -228,6 +250,17 @@ def centroid_findings(storage: Storage, where: str, fine: ArraySpec, coarse: Arr
                         f"name (first: {name(i)} at {stored[i].tolist()}, the mean of its {int(counts[i])} at "
                         f"{means[i].tolist()}): a metavertex is the centroid of the vertices in its bin"))
     return out
+
+
+def unnamed_cell_findings(where: str, level: int, cells: Sequence[Chunk], table: CoveredRows) -> list[Finding]:
+    """The coarse ``cells`` no link cell points into that hold metavertices (level ``level``'s vertex
+    table): no record names those (``L5_CROSS_LEVEL_CENTROID``)."""
+    alone = [c for c in cells if table.rows.get(c, 0) > 0]
+    if not alone:
+        return []
+    cells_named = _count(len(alone), "cell", "cells")
+    return [make("L5_CROSS_LEVEL_CENTROID", where, f"no record names a metavertex of {cells_named} of level {level} "
+                 f"(first: {format_chunk_key(alone[0])}): a metavertex stands for the vertices of an occupied bin")]
 
 
 def _cell_positions(raw: bytes | None, dtype: np.dtype, ndim: int) -> np.ndarray | None:

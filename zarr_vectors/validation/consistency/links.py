@@ -40,15 +40,18 @@ from zarr_vectors.validation.consistency.cells import (
     batches,
     bin_keys,
     cell_rows,
+    listed_cells,
     prefetch,
     row_hashes,
 )
 from zarr_vectors.validation.consistency.crosslevel import (
     Centred,
+    CentroidSpec,
     centroid_checked,
     centroid_findings,
     coarse_bins,
     mirror_rows,
+    unnamed_cell_findings,
 )
 from zarr_vectors.validation.consistency.polylines import bridge_rows, compare_bridges
 from zarr_vectors.validation.consistency.vertices import VertexResult
@@ -99,7 +102,7 @@ class FamilySpec:
     # a +1 family whose records L5_CROSS_LEVEL_CENTROID compares with the metavertices they name
     # (crosslevel.centroid_checked): the fine and the coarse level's vertices; a batch holds every
     # record naming a metavertex of its coarse cells
-    centroids: tuple[ArraySpec, ArraySpec] | None = None
+    centroids: CentroidSpec | None = None
     seed: int = 0  # of the digests (cells.digest_seed), one per validation
 
 
@@ -164,7 +167,7 @@ def link_batch(storage: Storage, fam: FamilySpec, units: list[tuple[str, list[Ch
     if fam.centroids is not None:
         cells = sorted({_target_cell(fam, segment, c) for segment, chunks in units for c in chunks})
         try:
-            res.findings += centroid_findings(storage, fam.path, *fam.centroids, cells, centred)
+            res.findings += centroid_findings(storage, fam.path, fam.centroids, cells, centred)
         except Exception as exc:  # noqa: BLE001
             res.findings.append(crashed(5, fam.path, exc, what="L5_CROSS_LEVEL_CENTROID"))
     return res
@@ -467,14 +470,16 @@ def _set_limits(seg: SegmentSpec, width: int, records: int | None) -> None:
 def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: list[Finding],
                limits: tuple[int, int], implied_bridges: dict[int, list[Any]],
                mirrors: dict[tuple[int, int], list[Any]] | None = None, seed: int = 0,
-               covers: dict[tuple[int, int], list[Any] | None] | None = None) -> list[Any]:
+               covers: dict[tuple[int, int], list[Any] | None] | None = None,
+               centroids: list[int] | None = None) -> list[Any]:
     """Static checks of a level's links families into ``static``; one reduce per family (delayed).
     A level in ``implied_bridges`` (its tasks digesting the bridges its manifests imply) is taken out
     of it when its delta-0 family's tasks digest the stored records, and one more reduce compares them.
     With ``mirrors``, a ±N family whose mirror family exists digests its records too, and its link
     tasks go into ``mirrors[(level, delta)]`` (compared by :func:`crosslevel.mirror_findings`).  A family
     whose ``(level, delta)`` is a key of ``covers`` digests its records' fine ends, and its tasks become
-    that key's value (:func:`crosslevel.coverage_findings`)."""
+    that key's value (:func:`crosslevel.coverage_findings`); where its records are compared with the
+    metavertices they name (``L5_CROSS_LEVEL_CENTROID``), its level goes into ``centroids``."""
     lpath = model.levels[number]
     rank = model.grid_rank(number) or 0
     out = []
@@ -533,11 +538,16 @@ def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: l
                          cover=covers is not None and (number, delta) in covers)
         if fam.cover and (bins := coarse_bins(model, number, delta)) is not None:
             fam.bin_shape, fam.metavertices = bins, array_spec(model, f"{model.levels[number + 1]}/vertices")
-        if delta == 1 and covers is not None and centroid_checked(model, number, covers):
-            fam.centroids = _centroid_arrays(model, fam, static)
         _mirror(model, number, delta, fam, static)
         units = sorted(((s.segment, c), size) for s in segments.values() for c, (_, size) in s.links.cells.items())
         target_bytes = batch_target(sum(n for _, n in units), limits)
+        unnamed: list[Chunk] = []
+        if (centroids is not None and covers is not None and delta == 1 and centroid_checked(model, number, covers)
+                and _whole_multiple(model, number) and _whole_multiple(model, target)):  # else L5_CHUNK_SHAPE_MULTIPLE
+            plan = _centroid_plan(model, fam, units, limits[1], static)
+            if plan is not None:
+                fam.centroids, units, unnamed = plan
+                centroids.append(number)
         tasks = []
         fam_d = dask.delayed(fam, traverse=False)
         storage_d = dask.delayed(model.storage, traverse=False)
@@ -549,6 +559,8 @@ def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: l
             cells_d = dask.delayed(sorted(grouped.items()), traverse=False)  # plain data: nothing for dask to walk
             tasks.append(dask.delayed(link_batch, pure=False)(storage_d, fam_d, cells_d, tables[number], trg_table))
         out.append(dask.delayed(reduce_family, pure=False)(fam_d, pol, *tasks))
+        if unnamed:
+            out.append(dask.delayed(unnamed_cell_findings, pure=False)(fam.path, target, unnamed, tables[target]))
         if mirrors is not None and mirrored:
             mirrors[(number, delta)] = tasks
         if covers is not None and fam.cover:
@@ -569,21 +581,46 @@ def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: l
     return out
 
 
-def _centroid_arrays(model: StoreModel, fam: FamilySpec, static: list[Finding]) -> tuple[ArraySpec, ArraySpec] | None:
-    """The fine and the coarse vertices ``L5_CROSS_LEVEL_CENTROID`` compares through ``fam`` (a
-    ``links/+1``); a coarse cell of vertices no link cell points into is a finding here (no
-    record can name its metavertices)."""
+Unit = tuple[tuple[str, Chunk], int]  # a link cell to read: (segment, chunk), and its stored size
+
+
+def _centroid_plan(model: StoreModel, fam: FamilySpec, units: list[Unit], max_bytes: int,
+                   static: list[Finding]) -> tuple[CentroidSpec, list[Unit], list[Chunk]] | None:
+    """``L5_CROSS_LEVEL_CENTROID`` planned for ``fam`` (a ``links/+1``): its spec; the units, with
+    the link cells the presence lists name but storage lacks (level 3's finding: a task then knows
+    that the records naming that coarse cell's metavertices are not all there); and the coarse cells
+    no link cell points into (a task reads their rows: a cell without metavertices needs no record).
+    A coarse cell whose link and fine vertex cells exceed ``max_bytes`` is left out, with a warning:
+    one task would have to hold them all."""
     fine = array_spec(model, f"{model.levels[fam.number]}/vertices")
     coarse = array_spec(model, f"{model.levels[fam.number + 1]}/vertices")
-    if fine is None or coarse is None:
+    ndim = model.sid_ndim
+    if fine is None or coarse is None or not ndim:
         return None
-    named = {_target_cell(fam, s.segment, c) for s in fam.segments.values() for c in s.links.cells}
-    alone = sorted(set(coarse.cells) - named)
-    if alone:
-        static.append(make("L5_CROSS_LEVEL_CENTROID", fam.path, f"no record names a metavertex of {len(alone)} "
-                           f"{'cell' if len(alone) == 1 else 'cells'} of level {fam.number + 1} (first: "
-                           f"{format_chunk_key(alone[0])}): a metavertex stands for the vertices of an occupied bin"))
-    return fine, coarse
+    missing: list[Unit] = []
+    for seg in fam.segments.values():
+        listed = seg.links.attrs.get("nonempty_chunks")
+        if isinstance(listed, list):
+            gone = listed_cells(listed, len(seg.links.doc.get("shape", []))) - set(seg.links.cells)
+            missing += [((seg.segment, c), 0) for c in sorted(gone)]
+    units = sorted(units + missing)
+    sources: dict[Chunk, set[Chunk]] = defaultdict(set)
+    size: dict[Chunk, int] = defaultdict(int)
+    for (segment, c), n in units:
+        cell = _target_cell(fam, segment, c)
+        sources[cell].add(c)
+        size[cell] += n
+    for cell, cs in sources.items():
+        size[cell] += sum(fine.cells[c][1] for c in cs if c in fine.cells) + coarse.cells.get(cell, ("", 0))[1]
+    unchecked = frozenset(c for c, n in size.items() if n > max_bytes)
+    if unchecked:
+        static.append(make("L5_CROSS_LEVEL_CENTROID", fam.path, f"{len(unchecked)} of level {fam.number + 1}'s cells "
+                           f"not compared with their vertices (first: {format_chunk_key(min(unchecked))}): each needs "
+                           f"more than {max_bytes} bytes of cells in one task (zarr_vectors.validate.max-batch-bytes)",
+                           severity="warning"))
+    unnamed = sorted(set(coarse.cells) - set(sources))
+    bins = coarse_bins(model, fam.number, 1)
+    return CentroidSpec(fine, coarse, ndim, max(bins) if bins else 0.0, unchecked), units, unnamed
 
 
 def _target_cell(fam: FamilySpec, segment: str, c: Chunk) -> Chunk:
@@ -591,16 +628,23 @@ def _target_cell(fam: FamilySpec, segment: str, c: Chunk) -> Chunk:
     return _endpoint_chunks(c, fam.segments[segment].offsets, fam)[1]
 
 
-def _by_target_cell(fam: FamilySpec, units: list[tuple[tuple[str, Chunk], int]], target: int) -> list[list[Any]]:
+def _by_target_cell(fam: FamilySpec, units: list[Unit], target: int) -> list[list[Any]]:
     """:func:`batches` of a cross-level family's link cells that keep every cell pointing into one
-    coarse cell in one batch: a task holds every record naming its metavertices."""
+    coarse cell in one batch, so that a task holds every record naming its metavertices; the cells
+    of a coarse cell left out (``CentroidSpec.unchecked``) are batched as any family's."""
+    assert fam.centroids is not None
     by_cell: dict[Chunk, list[tuple[str, Chunk]]] = defaultdict(list)
     sizes: dict[Chunk, int] = defaultdict(int)
+    loose: list[Unit] = []
     for (segment, c), size in units:
         cell = _target_cell(fam, segment, c)
+        if cell in fam.centroids.unchecked:
+            loose.append(((segment, c), size))
+            continue
         by_cell[cell].append((segment, c))
         sizes[cell] += size
-    return [[u for c in run for u in by_cell[c]] for run in batches([(c, sizes[c]) for c in sorted(by_cell)], target)]
+    whole = [[u for c in run for u in by_cell[c]] for run in batches([(c, sizes[c]) for c in sorted(by_cell)], target)]
+    return whole + batches(loose, target)
 
 
 def _lex_sign(offset: Sequence[int]) -> int:
