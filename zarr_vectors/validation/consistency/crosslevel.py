@@ -17,9 +17,9 @@ task per pair compares them -- row by row only when they differ.
 
 A metavertex is the centroid of the vertices in its bin, and the ``+1`` records naming it come
 from exactly those vertices wherever every fine vertex has its record (``L5_CROSS_LEVEL_CENTROID``):
-the ``+1`` family's link tasks, each holding every record that points into its coarse cells, read
-the metavertices and the fine vertices of those records and compare each metavertex with the mean
-of its vertices.
+the ``+1`` family's link tasks sum, per metavertex, the fine vertices their records name
+(:func:`centroid_sums`), and a task per family adds the sums and compares each metavertex with
+the mean of its vertices (:func:`centroid_findings`).
 """
 
 from __future__ import annotations
@@ -161,17 +161,32 @@ def coarse_bins(model: StoreModel, fine: int, delta: int) -> tuple[float, ...] |
 
 @dataclass(frozen=True)
 class CentroidSpec:
-    """What a ``links/+1`` family's link tasks need for ``L5_CROSS_LEVEL_CENTROID``: both levels'
-    vertices, the width of a position (the store's D, not a chunk key's rank: attribute-chunked
-    levels key cells by D + 1 coordinates), the largest side of a coarse bin (0 if unknown: a
-    metavertex's vertices lie within it, so it bounds their coordinates beside the mean's), and the
-    coarse cells left out (too large for one task)."""
+    """What ``L5_CROSS_LEVEL_CENTROID`` needs of a ``links/+1`` family: the coarse level, both levels' vertices, the
+    width of a position (the store's D, not a chunk key's rank: attribute-chunked levels key cells
+    by D + 1 coordinates), the largest side of a coarse bin (0 if unknown: a metavertex's vertices
+    lie within it, so it bounds their coordinates beside the mean's), and the most bytes the one
+    comparing task may hold (``zarr_vectors.validate.max-batch-bytes``, read while planning)."""
 
+    level: int
     fine: ArraySpec
     coarse: ArraySpec
     ndim: int
-    bin_side: float = 0.0
-    unchecked: frozenset[Chunk] = frozenset()
+    bin_side: float
+    max_bytes: int
+
+
+@dataclass
+class CentroidSums:
+    """A link task's share of ``L5_CROSS_LEVEL_CENTROID``: for each metavertex its records name, as
+    (coarse cell, row), how many of its vertices they name and their float64 sums; and the coarse
+    cells some of whose records it could not read (level 3's findings: their metavertices are left
+    out)."""
+
+    cells: np.ndarray  # (m, rank) int64
+    rows: np.ndarray  # (m,) int64
+    counts: np.ndarray  # (m,) int64
+    sums: np.ndarray  # (m, D) float64
+    spoiled: set[Chunk]
 
 
 def centroid_checked(model: StoreModel, fine: int, covered: Collection[tuple[int, int]]) -> bool:
@@ -185,57 +200,105 @@ def centroid_checked(model: StoreModel, fine: int, covered: Collection[tuple[int
     return (fine, 1) in covered and not (objects and shared_fragments(model, fine))
 
 
-def centroid_findings(storage: Storage, where: str, spec: CentroidSpec, cells: Sequence[Chunk],
-                      parts: Sequence[Centred]) -> list[Finding]:
-    """``L5_CROSS_LEVEL_CENTROID`` for coarse ``cells``, every record naming whose metavertices is in
-    ``parts`` (one :data:`Centred` per link cell).  Each metavertex of the cells is named by a record
-    and lies at the float64 mean of the vertices whose records name it, within the placement
-    tolerance of the metavertex's largest coordinate, its mean's, or its bin's side.  A link cell that is
-    absent or does not decode, and a row out of its cell's range, are level 3's findings: the
-    metavertices of the coarse cell they point into are left out."""
-    ndim = spec.ndim
-    fine_dtype, coarse_dtype = vertices_dtype(spec.fine.attrs), vertices_dtype(spec.coarse.attrs)
-    cells = [c for c in cells if c not in spec.unchecked]
-    if not cells or fine_dtype is None or coarse_dtype is None:
-        return []  # a bad dtype is level 2's
-    fine_chunks = sorted({f for c, rows, f, _ in parts if rows is not None and c not in spec.unchecked})
-    metas, members = prefetch(storage, [(spec.coarse, cells), (spec.fine, fine_chunks)], [])  # bad cells: level 3's
-    meta_cells = [_cell_positions(metas.get(c), coarse_dtype, ndim) for c in cells]
-    member_cells = {c: _cell_positions(members.get(c), fine_dtype, ndim) for c in fine_chunks}
-    sizes = [len(m) if m is not None else 0 for m in meta_cells]
-    first = dict(zip(cells, np.cumsum([0, *sizes[:-1]]).tolist()))
-    owner = np.repeat(np.arange(len(cells)), sizes)  # the cell of each metavertex
-    total = len(owner)
-    stored = np.concatenate([m for m in meta_cells if m is not None] or [np.zeros((0, ndim))]).astype(np.float64)
-    unknown = np.zeros(total, dtype=bool)  # a metavertex whose records level 3 reports: left to it
-    size_of = {c: (first[c], size, m is not None) for c, size, m in zip(cells, sizes, meta_cells)}
-    indexes, points = [np.zeros(0, np.int64)], [np.zeros((0, ndim), fine_dtype)]
-    for coarse_chunk, coarse_rows, fine_chunk, fine_rows in parts:
-        at, n_meta, readable = size_of.get(coarse_chunk, (0, 0, False))
-        vertex = member_cells.get(fine_chunk)
-        if not readable:
+def centroid_sums(storage: Storage, spec: CentroidSpec, parts: Sequence[Centred],
+                  coarse_rows: dict[Chunk, int]) -> CentroidSums:
+    """A link task's :class:`CentroidSums` from its link cells' records (one :data:`Centred` per cell),
+    reading the fine vertex cells they start in -- its own cells, so each is read once.
+    ``coarse_rows``: the coarse level's rows per cell (its vertex table), to tell a record out of
+    range (level 3's) from one naming a metavertex."""
+    ndim, dtype = spec.ndim, vertices_dtype(spec.fine.attrs)
+    spoiled: set[Chunk] = set()
+    fine_chunks = sorted({f for _, rows, f, _ in parts if rows is not None})
+    members = prefetch(storage, [(spec.fine, fine_chunks)], [])[0] if dtype is not None else {}  # bad cells: L3's
+    cells = {c: _cell_positions(members.get(c), dtype, ndim) for c in fine_chunks} if dtype is not None else {}
+    offsets: dict[Chunk, int] = {}  # each coarse cell named: where its rows start in a dense key space
+    end = 0
+    at: list[np.ndarray] = []
+    points: list[np.ndarray] = []
+    for coarse, c_rows, fine, f_rows in parts:
+        vertex = cells.get(fine)
+        if (c_rows is None or f_rows is None or vertex is None
+                or not ((c_rows >= 0) & (c_rows < coarse_rows.get(coarse, 0))).all()
+                or not ((f_rows >= 0) & (f_rows < len(vertex))).all()):
+            spoiled.add(coarse)  # which of its metavertices a bad record was for is unknown: the cell's
             continue
-        if (coarse_rows is None or fine_rows is None or vertex is None
-                or not ((coarse_rows >= 0) & (coarse_rows < n_meta)).all()
-                or not ((fine_rows >= 0) & (fine_rows < len(vertex))).all()):
-            unknown[at : at + n_meta] = True  # which metavertex a bad record was for is unknown: the cell's
-            continue
-        indexes.append(at + coarse_rows)
-        points.append(vertex[fine_rows])  # the stored dtype: bincount sums each column in float64
-    index, members_at = np.concatenate(indexes), np.concatenate(points)
+        if coarse not in offsets:
+            offsets[coarse], end = end, end + coarse_rows[coarse]
+        at.append(offsets[coarse] + c_rows.astype(np.int64, copy=False))
+        points.append(vertex[f_rows])  # the stored dtype: bincount sums each column in float64
+    named = list(offsets)
+    sizes = np.asarray([coarse_rows[c] for c in named], dtype=np.int64)
+    if not named:
+        return CentroidSums(np.zeros((0, 0), np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                            np.zeros((0, ndim)), spoiled)
+    index, members_at = np.concatenate(at), np.concatenate(points)
+    total = int(sizes.sum())
     counts = np.bincount(index, minlength=total)
-    sums = np.column_stack([np.bincount(index, weights=members_at[:, k], minlength=total) for k in range(ndim)])
+    used = np.flatnonzero(counts)
+    sums = np.column_stack([np.bincount(index, weights=members_at[:, k], minlength=total)[used] for k in range(ndim)])
+    cell = np.repeat(np.arange(len(named)), sizes)[used]
+    rows = used - (np.cumsum(sizes) - sizes)[cell]
+    return CentroidSums(np.asarray(named, dtype=np.int64)[cell], rows, counts[used], sums, spoiled)
+
+
+def centroid_findings(storage: Storage, where: str, spec: CentroidSpec, table: CoveredRows,
+                      *parts: CentroidSums | None) -> list[Finding]:
+    """``L5_CROSS_LEVEL_CENTROID`` for a family, from its link tasks' :class:`CentroidSums` and the
+    coarse level's vertex ``table``: each metavertex is named by a record and lies at the float64
+    mean of the vertices whose records name it, within the placement tolerance of the largest of
+    its coordinates, its mean's and its bin's side.  The coarse cells are read here; a level too
+    large for one task is left out with a warning."""
+    shares = [p for p in parts if p is not None]
+    spoiled = set().union(*(p.spoiled for p in shares))
+    cells = sorted(c for c, n in table.rows.items() if n > 0 and c not in spoiled)
+    total = sum(table.rows[c] for c in cells)
+    ndim = spec.ndim
+    share_rows = sum(len(p.rows) for p in shares)
+    needed = total * (ndim * 8 * 3 + 24) + share_rows * (ndim * 8 + 24)
+    if needed > spec.max_bytes:
+        return [make("L5_CROSS_LEVEL_CENTROID", where, f"level {spec.level}'s {total} metavertices not compared with "
+                     f"their vertices: with {share_rows} partial sums they need about {needed} bytes in one task, more "
+                     f"than {spec.max_bytes} (zarr_vectors.validate.max-batch-bytes)", severity="warning")]
+    dtype = vertices_dtype(spec.coarse.attrs)
+    if not cells or dtype is None:
+        return []  # a bad dtype is level 2's
+    raws = prefetch(storage, [(spec.coarse, cells)], [])[0]
+    metas = [_cell_positions(raws.get(c), dtype, ndim) for c in cells]
+    readable = [c for c, m in zip(cells, metas) if m is not None]  # the others: level 3's
+    metas = [m for m in metas if m is not None]
+    if not readable:
+        return []
+    sizes = [len(m) for m in metas]
+    first = dict(zip(readable, np.cumsum([0, *sizes[:-1]]).tolist()))
+    owner = np.repeat(np.arange(len(readable)), sizes)
+    stored = np.concatenate(metas or [np.zeros((0, ndim))]).astype(np.float64)
+    counts, sums = np.zeros(len(stored), np.int64), np.zeros((len(stored), ndim))
+    known = _cell_ids(np.asarray(readable, dtype=np.int64).reshape(len(readable), -1))
+    order = np.argsort(known)
+    starts, limits = np.asarray([first[c] for c in readable], np.int64), np.asarray(sizes, np.int64)
+    for share in shares:
+        if not len(share.rows):
+            continue
+        ids = _cell_ids(share.cells)
+        slot = np.minimum(np.searchsorted(known[order], ids), max(len(order) - 1, 0))
+        cell = order[slot] if len(order) else slot
+        ok = (known[cell] == ids) if len(order) else np.zeros(len(ids), dtype=bool)
+        ok &= share.rows < limits[cell]  # a row out of range is level 3's (the link task saw the table)
+        index = starts[cell[ok]] + share.rows[ok]
+        counts += np.bincount(index, weights=share.counts[ok], minlength=len(stored)).astype(np.int64)
+        for k in range(ndim):
+            sums[:, k] += np.bincount(index, weights=share.sums[ok, k], minlength=len(stored))
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         means = sums / counts[:, None]
         scale = np.maximum(np.abs(np.concatenate([stored, means], axis=1)).max(axis=1, initial=0.0), spec.bin_side)
         apart = (np.abs(means - stored) > (PLACEMENT_TOLERANCE * scale)[:, None]).any(axis=1)
         lost = ~np.isfinite(stored).all(axis=1)  # a mean of finite vertices is finite: the stored one too
-        named = ~unknown & (counts > 0) & np.isfinite(means).all(axis=1)
-    lonely = ~unknown & (counts == 0)
+        named = (counts > 0) & np.isfinite(means).all(axis=1)
+    lonely = counts == 0
     off = named & (apart | lost)
 
     def name(i: int) -> str:
-        c = cells[int(owner[i])]
+        c = readable[int(owner[i])]
         return f"chunk {format_chunk_key(c)} row {i - first[c]}"
 
     out = []
@@ -250,17 +313,6 @@ def centroid_findings(storage: Storage, where: str, spec: CentroidSpec, cells: S
                         f"name (first: {name(i)} at {stored[i].tolist()}, the mean of its {int(counts[i])} at "
                         f"{means[i].tolist()}): a metavertex is the centroid of the vertices in its bin"))
     return out
-
-
-def unnamed_cell_findings(where: str, level: int, cells: Sequence[Chunk], table: CoveredRows) -> list[Finding]:
-    """The coarse ``cells`` no link cell points into that hold metavertices (level ``level``'s vertex
-    table): no record names those (``L5_CROSS_LEVEL_CENTROID``)."""
-    alone = [c for c in cells if table.rows.get(c, 0) > 0]
-    if not alone:
-        return []
-    cells_named = _count(len(alone), "cell", "cells")
-    return [make("L5_CROSS_LEVEL_CENTROID", where, f"no record names a metavertex of {cells_named} of level {level} "
-                 f"(first: {format_chunk_key(alone[0])}): a metavertex stands for the vertices of an occupied bin")]
 
 
 def _cell_positions(raw: bytes | None, dtype: np.dtype, ndim: int) -> np.ndarray | None:

@@ -47,11 +47,12 @@ from zarr_vectors.validation.consistency.cells import (
 from zarr_vectors.validation.consistency.crosslevel import (
     Centred,
     CentroidSpec,
+    CentroidSums,
     centroid_checked,
     centroid_findings,
+    centroid_sums,
     coarse_bins,
     mirror_rows,
-    unnamed_cell_findings,
 )
 from zarr_vectors.validation.consistency.polylines import bridge_rows, compare_bridges
 from zarr_vectors.validation.consistency.vertices import VertexResult
@@ -100,8 +101,7 @@ class FamilySpec:
     bin_shape: tuple[float, ...] | None = None
     metavertices: ArraySpec | None = None
     # a +1 family whose records L5_CROSS_LEVEL_CENTROID compares with the metavertices they name
-    # (crosslevel.centroid_checked): the fine and the coarse level's vertices; a batch holds every
-    # record naming a metavertex of its coarse cells
+    # (crosslevel.centroid_checked): its tasks sum the vertices each metavertex stands for
     centroids: CentroidSpec | None = None
     seed: int = 0  # of the digests (cells.digest_seed), one per validation
 
@@ -123,6 +123,8 @@ class LinkResult:
     # a +N family with FamilySpec.cover: the digest of its records' fine ends as (cell tag, row) (cells.cell_rows),
     # with FamilySpec.bin_shape followed by the bin key of the metavertex each names (cells.bin_keys)
     cover: Digest = field(default_factory=Digest)
+    # a +1 family with FamilySpec.centroids: its records' vertices summed per metavertex
+    centroid: CentroidSums | None = None
 
 
 def link_batch(storage: Storage, fam: FamilySpec, units: list[tuple[str, list[Chunk]]],
@@ -164,13 +166,24 @@ def link_batch(storage: Storage, fam: FamilySpec, units: list[tuple[str, list[Ch
             res.cover = Digest.of([ends[:, 0], ends[:, 1], _metavertex_bins(storage, fam, targets)], fam.seed)
         else:
             res.cover = Digest.of(ends, fam.seed)
-    if fam.centroids is not None:
-        cells = sorted({_target_cell(fam, segment, c) for segment, chunks in units for c in chunks})
+    if fam.centroids is not None and trg_rows is not None:
         try:
-            res.findings += centroid_findings(storage, fam.path, fam.centroids, cells, centred)
+            res.centroid = centroid_sums(storage, fam.centroids, centred, trg_rows.rows)
         except Exception as exc:  # noqa: BLE001
             res.findings.append(crashed(5, fam.path, exc, what="L5_CROSS_LEVEL_CENTROID"))
     return res
+
+
+def compare_centroids(storage: Storage, fam: FamilySpec, table: VertexResult, *parts: LinkResult) -> list[Finding]:
+    """``L5_CROSS_LEVEL_CENTROID`` for ``fam`` from its link tasks and the coarse level's vertex table;
+    a link task that could not sum leaves the comparison out (its crash is the finding)."""
+    assert fam.centroids is not None
+    if any(p.centroid is None for p in parts):
+        return []
+    try:
+        return centroid_findings(storage, fam.path, fam.centroids, table, *(p.centroid for p in parts))
+    except Exception as exc:  # noqa: BLE001
+        return [crashed(5, fam.path, exc, what="L5_CROSS_LEVEL_CENTROID")]
 
 
 def _metavertex_bins(storage: Storage, fam: FamilySpec, targets: list[tuple[Chunk, np.ndarray]]) -> np.ndarray:
@@ -541,17 +554,16 @@ def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: l
         _mirror(model, number, delta, fam, static)
         units = sorted(((s.segment, c), size) for s in segments.values() for c, (_, size) in s.links.cells.items())
         target_bytes = batch_target(sum(n for _, n in units), limits)
-        unnamed: list[Chunk] = []
         if (centroids is not None and covers is not None and delta == 1 and centroid_checked(model, number, covers)
                 and _whole_multiple(model, number) and _whole_multiple(model, target)):  # else L5_CHUNK_SHAPE_MULTIPLE
-            plan = _centroid_plan(model, fam, units, limits[1], static)
+            plan = _centroid_plan(model, fam, units, limits[1])
             if plan is not None:
-                fam.centroids, units, unnamed = plan
+                fam.centroids, units = plan
                 centroids.append(number)
         tasks = []
         fam_d = dask.delayed(fam, traverse=False)
         storage_d = dask.delayed(model.storage, traverse=False)
-        for batch in (_by_target_cell(fam, units, target_bytes) if fam.centroids else batches(units, target_bytes)):
+        for batch in batches(units, target_bytes):
             grouped: dict[str, list[Chunk]] = defaultdict(list)
             for seg, c in batch:
                 grouped[seg].append(c)
@@ -559,8 +571,8 @@ def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: l
             cells_d = dask.delayed(sorted(grouped.items()), traverse=False)  # plain data: nothing for dask to walk
             tasks.append(dask.delayed(link_batch, pure=False)(storage_d, fam_d, cells_d, tables[number], trg_table))
         out.append(dask.delayed(reduce_family, pure=False)(fam_d, pol, *tasks))
-        if unnamed:
-            out.append(dask.delayed(unnamed_cell_findings, pure=False)(fam.path, target, unnamed, tables[target]))
+        if fam.centroids is not None:
+            out.append(dask.delayed(compare_centroids, pure=False)(storage_d, fam_d, tables[target], *tasks))
         if mirrors is not None and mirrored:
             mirrors[(number, delta)] = tasks
         if covers is not None and fam.cover:
@@ -584,14 +596,12 @@ def link_graph(model: StoreModel, number: int, tables: dict[int, Any], static: l
 Unit = tuple[tuple[str, Chunk], int]  # a link cell to read: (segment, chunk), and its stored size
 
 
-def _centroid_plan(model: StoreModel, fam: FamilySpec, units: list[Unit], max_bytes: int,
-                   static: list[Finding]) -> tuple[CentroidSpec, list[Unit], list[Chunk]] | None:
-    """``L5_CROSS_LEVEL_CENTROID`` planned for ``fam`` (a ``links/+1``): its spec; the units, with
-    the link cells the presence lists name but storage lacks (level 3's finding: a task then knows
-    that the records naming that coarse cell's metavertices are not all there); and the coarse cells
-    no link cell points into (a task reads their rows: a cell without metavertices needs no record).
-    A coarse cell whose link and fine vertex cells exceed ``max_bytes`` is left out, with a warning:
-    one task would have to hold them all."""
+def _centroid_plan(model: StoreModel, fam: FamilySpec, units: list[Unit],
+                   max_bytes: int) -> tuple[CentroidSpec, list[Unit]] | None:
+    """``L5_CROSS_LEVEL_CENTROID`` planned for ``fam`` (a ``links/+1``): its spec, and the units with
+    the link cells the presence lists name but storage lacks (level 3's finding: the task given
+    one knows that the records naming the metavertices of the coarse cell it points into are not
+    all there, and leaves that cell out)."""
     fine = array_spec(model, f"{model.levels[fam.number]}/vertices")
     coarse = array_spec(model, f"{model.levels[fam.number + 1]}/vertices")
     ndim = model.sid_ndim
@@ -603,48 +613,14 @@ def _centroid_plan(model: StoreModel, fam: FamilySpec, units: list[Unit], max_by
         if isinstance(listed, list):
             gone = listed_cells(listed, len(seg.links.doc.get("shape", []))) - set(seg.links.cells)
             missing += [((seg.segment, c), 0) for c in sorted(gone)]
-    units = sorted(units + missing)
-    sources: dict[Chunk, set[Chunk]] = defaultdict(set)
-    size: dict[Chunk, int] = defaultdict(int)
-    for (segment, c), n in units:
-        cell = _target_cell(fam, segment, c)
-        sources[cell].add(c)
-        size[cell] += n
-    for cell, cs in sources.items():
-        size[cell] += sum(fine.cells[c][1] for c in cs if c in fine.cells) + coarse.cells.get(cell, ("", 0))[1]
-    unchecked = frozenset(c for c, n in size.items() if n > max_bytes)
-    if unchecked:
-        static.append(make("L5_CROSS_LEVEL_CENTROID", fam.path, f"{len(unchecked)} of level {fam.number + 1}'s cells "
-                           f"not compared with their vertices (first: {format_chunk_key(min(unchecked))}): each needs "
-                           f"more than {max_bytes} bytes of cells in one task (zarr_vectors.validate.max-batch-bytes)",
-                           severity="warning"))
-    unnamed = sorted(set(coarse.cells) - set(sources))
     bins = coarse_bins(model, fam.number, 1)
-    return CentroidSpec(fine, coarse, ndim, max(bins) if bins else 0.0, unchecked), units, unnamed
+    spec = CentroidSpec(fam.number + 1, fine, coarse, ndim, max(bins) if bins else 0.0, max_bytes)
+    return spec, sorted(units + missing)
 
 
 def _target_cell(fam: FamilySpec, segment: str, c: Chunk) -> Chunk:
     """The coarse cell every record of a cross-level link cell points into (its segment's offset)."""
     return _endpoint_chunks(c, fam.segments[segment].offsets, fam)[1]
-
-
-def _by_target_cell(fam: FamilySpec, units: list[Unit], target: int) -> list[list[Any]]:
-    """:func:`batches` of a cross-level family's link cells that keep every cell pointing into one
-    coarse cell in one batch, so that a task holds every record naming its metavertices; the cells
-    of a coarse cell left out (``CentroidSpec.unchecked``) are batched as any family's."""
-    assert fam.centroids is not None
-    by_cell: dict[Chunk, list[tuple[str, Chunk]]] = defaultdict(list)
-    sizes: dict[Chunk, int] = defaultdict(int)
-    loose: list[Unit] = []
-    for (segment, c), size in units:
-        cell = _target_cell(fam, segment, c)
-        if cell in fam.centroids.unchecked:
-            loose.append(((segment, c), size))
-            continue
-        by_cell[cell].append((segment, c))
-        sizes[cell] += size
-    whole = [[u for c in run for u in by_cell[c]] for run in batches([(c, sizes[c]) for c in sorted(by_cell)], target)]
-    return whole + batches(loose, target)
 
 
 def _lex_sign(offset: Sequence[int]) -> int:
