@@ -645,12 +645,10 @@ def write_graph(
     whose later stages take it too (under a client, one scatter instead of two)."""
     plan_ref = runner.share(plan) if plan_ref is None else plan_ref
     spec_ref, arrays_ref = runner.share(spec), runner.share(arrays)
-    # under a client the routing starts now: the scheduler takes in the blocks x owners shares
-    # below while the blocks are read and routed, not before
-    routed = runner.start(*[
+    routed = [
         dask.delayed(route_block)(p, i, a, b, o, plan_ref, spec_ref, with_gid)
         for p, i, a, b, o in zip(blocks.pos, blocks.ids, blocks.attrs, blocks.breaks, blocks.offsets)
-    ], stage="write vertices")
+    ]
     shares = runner.shares(routed, pick, len(plan.owners))
     return runner.calls(write_owner, [(arrays_ref, spec_ref, plan_ref, k, *shares[k]) for k in range(len(plan.owners))])
 
