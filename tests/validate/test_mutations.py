@@ -766,17 +766,27 @@ def test_a_chunk_shape_that_is_no_multiple_is_not_also_a_centroid_error(tmp_path
     assert "L5_CHUNK_SHAPE_MULTIPLE" in codes and "L5_CROSS_LEVEL_CENTROID" not in codes, codes
 
 
-def test_a_coarse_level_too_large_for_one_task_is_left_out_with_a_warning(tmp_path: Path) -> None:
-    """One task compares every metavertex of the coarse level with the link tasks' sums (a review
-    found the first form's tasks unbounded); a level too large for max-batch-bytes is left out, and
-    a warning says so."""
+def test_the_comparing_task_reads_the_coarse_level_in_runs(tmp_path: Path) -> None:
+    """One task compares every metavertex with the link tasks' sums; it reads the coarse cells in runs
+    of about max-batch-bytes (a review found a first form skipping levels of some 350,000
+    metavertices at the default), so a small limit changes nothing found."""
     store = _small_pyramid(tmp_path / "p.zv", [2])
+    chunk = first_chunk(store, "1/vertices")
+    _move_metavertex(store, chunk, 0, lambda p: p + np.float32(0.25))
     with dask.config.set({"zarr_vectors.validate.max-batch-bytes": 64, "zarr_vectors.validate.min-batch-bytes": 64}):
+        assert [code for code, _ in _centroid_errors(store)] == ["L5_CROSS_LEVEL_CENTROID"]
+
+
+def test_sums_too_many_for_one_task_leave_the_level_out_with_a_warning(tmp_path: Path) -> None:
+    """The sums are held whole, up to four times max-batch-bytes; past that the level is left out,
+    and a warning says so."""
+    store = _small_pyramid(tmp_path / "p.zv", [2])
+    with dask.config.set({"zarr_vectors.validate.max-batch-bytes": 16, "zarr_vectors.validate.min-batch-bytes": 16}):
         result = validate(str(store), 5)
     assert result.ok, result.summary()
     warned = [f.message for f in result.findings if f.code == "L5_CROSS_LEVEL_CENTROID"]
-    assert len(warned) == 1 and warned[0].startswith("level 1's 2 metavertices not compared with their vertices: "
-                                                     "with 2 partial sums they need about"), warned
+    assert warned == [("level 1's metavertices not compared with their vertices: their 2 partial sums would need "
+                       "more than four times 16 bytes in one task (zarr_vectors.validate.max-batch-bytes)")], warned
 
 
 def test_a_pyramid_that_drops_objects_is_not_held_to_coverage(tmp_path: Path) -> None:

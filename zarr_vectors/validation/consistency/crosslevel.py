@@ -41,6 +41,7 @@ from zarr_vectors.validation.consistency.cells import (
     ArraySpec,
     Chunk,
     Digest,
+    batches,
     digest_sum,
     multiset_difference,
     prefetch,
@@ -246,73 +247,83 @@ def centroid_findings(storage: Storage, where: str, spec: CentroidSpec, table: C
     """``L5_CROSS_LEVEL_CENTROID`` for a family, from its link tasks' :class:`CentroidSums` and the
     coarse level's vertex ``table``: each metavertex is named by a record and lies at the float64
     mean of the vertices whose records name it, within the placement tolerance of the largest of
-    its coordinates, its mean's and its bin's side.  The coarse cells are read here; a level too
-    large for one task is left out with a warning."""
-    shares = [p for p in parts if p is not None]
-    spoiled = set().union(*(p.spoiled for p in shares))
+    its coordinates, its mean's and its bin's side.  The coarse cells are read and compared in runs
+    of about ``max_bytes``; the sums, held whole, may take four times that, else the level is left
+    out with a warning."""
+    shares = [p for p in parts if p is not None and len(p.rows)]
+    spoiled = set().union(*(p.spoiled for p in parts if p is not None))
+    ndim, rank = spec.ndim, len(next(iter(table.rows), ()))
+    if any(len(c) != rank for c in spoiled) or any(p.cells.shape[1] != rank for p in shares):
+        return []  # the families' chunk keys disagree with the level's: level 3 reports it
     cells = sorted(c for c, n in table.rows.items() if n > 0 and c not in spoiled)
-    total = sum(table.rows[c] for c in cells)
-    ndim = spec.ndim
-    share_rows = sum(len(p.rows) for p in shares)
-    needed = total * (ndim * 8 * 3 + 24) + share_rows * (ndim * 8 + 24)
-    if needed > spec.max_bytes:
-        return [make("L5_CROSS_LEVEL_CENTROID", where, f"level {spec.level}'s {total} metavertices not compared with "
-                     f"their vertices: with {share_rows} partial sums they need about {needed} bytes in one task, more "
-                     f"than {spec.max_bytes} (zarr_vectors.validate.max-batch-bytes)", severity="warning")]
     dtype = vertices_dtype(spec.coarse.attrs)
     if not cells or dtype is None:
         return []  # a bad dtype is level 2's
-    raws = prefetch(storage, [(spec.coarse, cells)], [])[0]
-    metas = [_cell_positions(raws.get(c), dtype, ndim) for c in cells]
-    readable = [c for c, m in zip(cells, metas) if m is not None]  # the others: level 3's
-    metas = [m for m in metas if m is not None]
-    if not readable:
-        return []
-    sizes = [len(m) for m in metas]
-    first = dict(zip(readable, np.cumsum([0, *sizes[:-1]]).tolist()))
-    owner = np.repeat(np.arange(len(readable)), sizes)
-    stored = np.concatenate(metas or [np.zeros((0, ndim))]).astype(np.float64)
-    counts, sums = np.zeros(len(stored), np.int64), np.zeros((len(stored), ndim))
-    known = _cell_ids(np.asarray(readable, dtype=np.int64).reshape(len(readable), -1))
+    share_rows = sum(len(p.rows) for p in shares)
+    if share_rows * (ndim * 8 + 40) > 4 * spec.max_bytes:
+        return [make("L5_CROSS_LEVEL_CENTROID", where, f"level {spec.level}'s metavertices not compared with their "
+                     f"vertices: their {share_rows} partial sums would need more than four times "
+                     f"{spec.max_bytes} bytes in one task (zarr_vectors.validate.max-batch-bytes)", severity="warning")]
+    # every share row as (cell index into ``cells``, row), ordered by cell: each run takes a slice
+    known = _cell_ids(np.asarray(cells, dtype=np.int64).reshape(len(cells), rank))
     order = np.argsort(known)
-    starts, limits = np.asarray([first[c] for c in readable], np.int64), np.asarray(sizes, np.int64)
-    for share in shares:
-        if not len(share.rows):
-            continue
-        ids = _cell_ids(share.cells)
-        slot = np.minimum(np.searchsorted(known[order], ids), max(len(order) - 1, 0))
-        cell = order[slot] if len(order) else slot
-        ok = (known[cell] == ids) if len(order) else np.zeros(len(ids), dtype=bool)
-        ok &= share.rows < limits[cell]  # a row out of range is level 3's (the link task saw the table)
-        index = starts[cell[ok]] + share.rows[ok]
-        counts += np.bincount(index, weights=share.counts[ok], minlength=len(stored)).astype(np.int64)
-        for k in range(ndim):
-            sums[:, k] += np.bincount(index, weights=share.sums[ok, k], minlength=len(stored))
+    ids = np.concatenate([_cell_ids(p.cells) for p in shares] or [known[:0]])
+    slot = np.minimum(np.searchsorted(known[order], ids), len(order) - 1)
+    cell = order[slot]
+    ok = known[cell] == ids  # a spoiled cell's rows (another task's share) are left out with it
+    by_cell = np.argsort(cell[ok], kind="stable")
+    cell = cell[ok][by_cell]
+    rows = np.concatenate([p.rows for p in shares] or [np.zeros(0, np.int64)])[ok][by_cell]
+    counts = np.concatenate([p.counts for p in shares] or [np.zeros(0, np.int64)])[ok][by_cell]
+    sums = np.concatenate([p.sums for p in shares] or [np.zeros((0, ndim))])[ok][by_cell]
+    bounds = np.searchsorted(cell, np.arange(len(cells) + 1))
+    per_row = ndim * 8 * 4 + 32  # a metavertex's positions, sums, mean, count and flags, float64
+    found = {"lonely": [0, ""], "off": [0, ""]}
+    for run in batches([(k, table.rows[c] * per_row) for k, c in enumerate(cells)], spec.max_bytes):
+        raws = prefetch(storage, [(spec.coarse, [cells[k] for k in run])], [])[0]
+        for k in run:
+            stored = _cell_positions(raws.get(cells[k]), dtype, ndim)
+            if stored is None:
+                continue  # level 3's
+            lo, hi = bounds[k], bounds[k + 1]
+            total = np.bincount(rows[lo:hi], weights=counts[lo:hi], minlength=len(stored))
+            summed = np.column_stack([np.bincount(rows[lo:hi], weights=sums[lo:hi, d], minlength=len(stored))
+                                      for d in range(ndim)])
+            _compare_cell(cells[k], stored.astype(np.float64), total, summed, spec.bin_side, found)
+    out = []
+    if found["lonely"][0]:
+        alone = _count(found["lonely"][0], "metavertex is", "metavertices are")
+        out.append(make("L5_CROSS_LEVEL_CENTROID", where, f"{alone} named by no record (first: {found['lonely'][1]}): "
+                        "a metavertex stands for the vertices of an occupied bin"))
+    if found["off"][0]:
+        away = _count(found["off"][0], "metavertex lies", "metavertices lie")
+        out.append(make("L5_CROSS_LEVEL_CENTROID", where, f"{away} away from the mean of the vertices their records "
+                        f"name (first: {found['off'][1]}): a metavertex is the centroid of the vertices in its bin"))
+    return out
+
+
+def _compare_cell(cell: Chunk, stored: np.ndarray, counts: np.ndarray, sums: np.ndarray, bin_side: float,
+                  found: dict[str, list]) -> None:
+    """One coarse cell's metavertices against their vertices' means, counted into ``found``
+    (``lonely``: named by no record; ``off``: away from their mean), each with its first example."""
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         means = sums / counts[:, None]
-        scale = np.maximum(np.abs(np.concatenate([stored, means], axis=1)).max(axis=1, initial=0.0), spec.bin_side)
+        scale = np.maximum(np.abs(np.concatenate([stored, means], axis=1)).max(axis=1, initial=0.0), bin_side)
         apart = (np.abs(means - stored) > (PLACEMENT_TOLERANCE * scale)[:, None]).any(axis=1)
         lost = ~np.isfinite(stored).all(axis=1)  # a mean of finite vertices is finite: the stored one too
         named = (counts > 0) & np.isfinite(means).all(axis=1)
-    lonely = counts == 0
-    off = named & (apart | lost)
-
-    def name(i: int) -> str:
-        c = readable[int(owner[i])]
-        return f"chunk {format_chunk_key(c)} row {i - first[c]}"
-
-    out = []
+    lonely, off = counts == 0, named & (apart | lost)
+    where = f"chunk {format_chunk_key(cell)} row"
     if lonely.any():
-        alone = _count(int(lonely.sum()), "metavertex is", "metavertices are")
-        out.append(make("L5_CROSS_LEVEL_CENTROID", where, f"{alone} named by no record (first: "
-                        f"{name(int(np.argmax(lonely)))}): a metavertex stands for the vertices of an occupied bin"))
+        if not found["lonely"][0]:
+            found["lonely"][1] = f"{where} {int(np.argmax(lonely))}"
+        found["lonely"][0] += int(lonely.sum())
     if off.any():
         i = int(np.argmax(off))
-        away = _count(int(off.sum()), "metavertex lies", "metavertices lie")
-        out.append(make("L5_CROSS_LEVEL_CENTROID", where, f"{away} away from the mean of the vertices their records "
-                        f"name (first: {name(i)} at {stored[i].tolist()}, the mean of its {int(counts[i])} at "
-                        f"{means[i].tolist()}): a metavertex is the centroid of the vertices in its bin"))
-    return out
+        if not found["off"][0]:
+            found["off"][1] = (f"{where} {i} at {stored[i].tolist()}, the mean of its {int(counts[i])} at "
+                               f"{means[i].tolist()}")
+        found["off"][0] += int(off.sum())
 
 
 def _cell_positions(raw: bytes | None, dtype: np.dtype, ndim: int) -> np.ndarray | None:
