@@ -86,6 +86,14 @@ def cell_rows(chunk: Chunk, rows: np.ndarray, seed: int) -> np.ndarray:
     return np.column_stack([np.full(len(rows), tag, dtype=np.int64), np.asarray(rows, dtype=np.int64)])
 
 
+def vertex_rows(raw: bytes | None, dtype: np.dtype, ndim: int) -> np.ndarray | None:
+    """A decoded vertex cell as its ``(n, ndim)`` rows in the stored dtype (a view), or None where
+    it is absent or not whole rows (level 3 names such a cell; the cross-level checks leave it out)."""
+    if raw is None or len(raw) % (dtype.itemsize * ndim):
+        return None
+    return np.frombuffer(raw, dtype=dtype).reshape(-1, ndim)
+
+
 #: the bin key of a position that is not there (a record's metavertex out of its cell's range, or
 #: in a cell that did not decode: level 3's findings), or not finite; never the key of a bin
 NO_BIN = np.iinfo(np.int64).min

@@ -46,6 +46,7 @@ from zarr_vectors.validation.consistency.cells import (
     multiset_difference,
     prefetch,
     stored_pairs,
+    vertex_rows,
 )
 from zarr_vectors.validation.findings import Finding, crashed, make
 from zarr_vectors.validation.manifests import shared_fragments
@@ -211,7 +212,7 @@ def centroid_sums(storage: Storage, spec: CentroidSpec, parts: Sequence[Centred]
     spoiled: set[Chunk] = set()
     fine_chunks = sorted({f for _, rows, f, _ in parts if rows is not None})
     members = prefetch(storage, [(spec.fine, fine_chunks)], [])[0] if dtype is not None else {}  # bad cells: L3's
-    cells = {c: _cell_positions(members.get(c), dtype, ndim) for c in fine_chunks} if dtype is not None else {}
+    cells = {c: vertex_rows(members.get(c), dtype, ndim) for c in fine_chunks} if dtype is not None else {}
     offsets: dict[Chunk, int] = {}  # each coarse cell named: where its rows start in a dense key space
     end = 0
     at: list[np.ndarray] = []
@@ -282,7 +283,7 @@ def centroid_findings(storage: Storage, where: str, spec: CentroidSpec, table: C
     for run in batches([(k, table.rows[c] * per_row) for k, c in enumerate(cells)], spec.max_bytes):
         raws = prefetch(storage, [(spec.coarse, [cells[k] for k in run])], [])[0]
         for k in run:
-            stored = _cell_positions(raws.get(cells[k]), dtype, ndim)
+            stored = vertex_rows(raws.get(cells[k]), dtype, ndim)
             if stored is None:
                 continue  # level 3's
             lo, hi = bounds[k], bounds[k + 1]
@@ -324,13 +325,6 @@ def _compare_cell(cell: Chunk, stored: np.ndarray, counts: np.ndarray, sums: np.
             found["off"][1] = (f"{where} {i} at {stored[i].tolist()}, the mean of its {int(counts[i])} at "
                                f"{means[i].tolist()}")
         found["off"][0] += int(off.sum())
-
-
-def _cell_positions(raw: bytes | None, dtype: np.dtype, ndim: int) -> np.ndarray | None:
-    """A vertex cell's rows, None where it did not decode to whole rows (level 3's)."""
-    if raw is None or len(raw) % (dtype.itemsize * ndim):
-        return None
-    return np.frombuffer(raw, dtype=dtype).reshape(-1, ndim)
 
 
 def coverage_findings(storage: Storage, fine: int, delta: int, bin_shape: tuple[float, ...] | None,
@@ -431,9 +425,9 @@ def _positions(storage: Storage, number: int, ends: np.ndarray) -> tuple[np.ndar
     wanted = [k for k, c in enumerate(map(tuple, chunks.tolist())) if c in present]
     raws = _decoded_cells(grid, [tuple(chunks[k].tolist()) for k in wanted])
     for k, raw in zip(wanted, raws):
-        if raw is None or len(raw) % (dtype.itemsize * d):
+        cell = vertex_rows(raw, dtype, d)
+        if cell is None:
             continue  # level 3's finding
-        cell = np.frombuffer(raw, dtype=dtype).reshape(-1, d)
         at = order[starts[k] : starts[k + 1]]
         rows = ends[at, d]
         good = (rows >= 0) & (rows < len(cell))

@@ -43,6 +43,7 @@ from zarr_vectors.validation.consistency.cells import (
     listed_cells,
     prefetch,
     row_hashes,
+    vertex_rows,
 )
 from zarr_vectors.validation.consistency.crosslevel import (
     Centred,
@@ -204,9 +205,7 @@ def _metavertex_bins(storage: Storage, fam: FamilySpec, targets: list[tuple[Chun
     keys: dict[Chunk, np.ndarray | None] = {}  # each metavertex's, per coarse cell
     for part, (c, rows) in zip(out, targets):
         if c not in keys:
-            raw = payloads.get(c)
-            whole = raw is not None and len(raw) % (dtype.itemsize * ndim) == 0
-            cell = np.frombuffer(raw, dtype=dtype).reshape(-1, ndim) if whole else None
+            cell = vertex_rows(payloads.get(c), dtype, ndim)
             keys[c] = bin_keys(cell, fam.bin_shape, fam.seed) if cell is not None else None
         cell_keys = keys[c]
         if cell_keys is not None:
