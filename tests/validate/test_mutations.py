@@ -628,10 +628,12 @@ def test_a_metavertex_on_its_bins_far_face_is_within_the_tolerance(tmp_path: Pat
     assert any("L5_CROSS_LEVEL_BIN" in rule for rule in result.passed), result.summary()
 
 
-def _move_metavertex(store: Path, chunk: tuple[int, ...], row: int, move: Callable[[np.ndarray], np.ndarray]) -> None:
-    cell = np.frombuffer(read_payload(store, "1/vertices", chunk), dtype="<f4").reshape(-1, 3).copy()
+def _move_metavertex(store: Path, chunk: tuple[int, ...], row: int, move: Callable[[np.ndarray], np.ndarray],
+                     level: int = 1) -> None:
+    array = f"{level}/vertices"
+    cell = np.frombuffer(read_payload(store, array, chunk), dtype="<f4").reshape(-1, 3).copy()
     cell[row] = move(cell[row])
-    write_payload(store, "1/vertices", chunk, cell.tobytes())
+    write_payload(store, array, chunk, cell.tobytes())
 
 
 def _centroid_errors(store: Path) -> list[tuple[str, str]]:
@@ -701,11 +703,8 @@ def _moved_point_errors(tmp_path: Path, pos: np.ndarray, factors: list, level: i
     zv.write_points(str(store), pos, chunk_shape=20.0, bin_shape=5.0)
     zv.build_pyramid(str(store), factors=factors)
     assert_clean(store)
-    array = f"{level}/vertices"
-    chunk = first_chunk(store, array)
-    cell = np.frombuffer(read_payload(store, array, chunk), dtype="<f4").reshape(-1, 3).copy()
-    cell[0, 0] += np.float32(shift)
-    write_payload(store, array, chunk, cell.tobytes())
+    _move_metavertex(store, first_chunk(store, f"{level}/vertices"), 0,
+                     lambda p: p + np.array([shift, 0, 0], dtype=np.float32), level)
     return [f.code for f in validate(str(store), 5).findings if f.severity == "error"]
 
 
