@@ -612,7 +612,7 @@ def _centroid_plan(model: StoreModel, fam: FamilySpec, units: list[Unit],
         if isinstance(listed, list):
             gone = listed_cells(listed, len(seg.links.doc.get("shape", []))) - set(seg.links.cells)
             missing += [((seg.segment, c), 0) for c in sorted(gone)]
-    bins = coarse_bins(model, fam.number, 1)
+    bins = fam.bin_shape  # a covered +1 family: coarse_bins, set with it (None: a bad bin, level 2's)
     spec = CentroidSpec(fam.number + 1, fine, coarse, ndim, max(bins) if bins else 0.0, max_bytes)
     return spec, sorted(units + missing)
 
